@@ -1,0 +1,33 @@
+# kernelgap: `make reproduce` runs the main job, `make test` the test suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.installed
+PROFILE ?= quick
+OUT    ?= results/reproduce-$(PROFILE)
+
+.PHONY: install reproduce test test-fast bench clean
+
+install: $(STAMP)
+
+# torch is installed first and pinned, so pip never pulls another build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,ray]'
+	touch $(STAMP)
+
+reproduce: install
+	$(BIN)/kernelgap reproduce --profile $(PROFILE) --out $(OUT)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow and not ray"
+
+bench: install
+	$(BIN)/python benchmarks/bench_trainer.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

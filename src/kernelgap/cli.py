@@ -1,0 +1,268 @@
+"""The ``kernelgap`` command line: parses arguments and delegates, nothing else.
+
+Every user error (a :class:`~kernelgap.errors.KernelgapError` or a bad flag)
+is printed as one line ``error: …`` on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from . import __version__
+from .errors import KernelgapError
+
+app = typer.Typer(
+    help="Measure, prove and show where nonnegative kernel attention stops matching softmax.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"kernelgap {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """kernelgap: Min-IP, kernel attention, certificates and sweeps."""
+
+
+def emit(payload: dict, as_json: bool, render) -> None:
+    """Print ``payload`` as JSON or through a human renderer."""
+    if as_json:
+        typer.echo(json.dumps(payload, indent=2))
+    else:
+        render(payload)
+
+
+# -- verify -------------------------------------------------------------------------
+
+@app.command()
+def verify(
+    m: int = typer.Option(..., "--m", help="Token dimension; all sequences over {0,1}^m are checked."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+) -> None:
+    """Check every construction (SPEC §3) exhaustively for N = 1, 2, 3."""
+    from .models.verify import render_verify, verify_constructions
+
+    emit(verify_constructions(m, device=device), as_json, render_verify)
+
+
+# -- certificate commands (family, certify, bound-curve, bound …) ----------------------
+
+def _key_values(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", …]`` → ``{"k": "v"}`` (family parameters)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KernelgapError(f"parameter {pair!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command("family")
+def family_cmd(
+    name: str = typer.Argument(..., help="Registered family name (witness, hadamard, cw, exhaustive, pool, …)."),
+    param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
+    out: str = typer.Option(..., "--out", help="Family JSON file to write."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Build a registered family and write it as a family file."""
+    from .task.families import build_family, parse_params
+    from .task.family import save_family
+
+    family = build_family(name, **parse_params(name, _key_values(param)))
+    path = save_family(family, out, overwrite=force)
+    emit({"family": family.name, "sequences": len(family), "tokens": len(family.tokens),
+          "m": family.m, "matching": len(family.matching), "out": str(path)}, as_json,
+         lambda p: typer.echo(f"wrote {p['out']}: {p['sequences']} sequences, {p['matching']} matched queries"))
+
+
+@app.command("certify")
+def certify_cmd(
+    path: Optional[str] = typer.Argument(None, help="Family JSON file (or use --family)."),
+    family: Optional[str] = typer.Option(None, "--family", help="Registered family name instead of a file."),
+    param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
+    delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Certify a rank lower bound for every exact nonnegative kernel model on a family (SPEC §4)."""
+    from .task.families import build_family, parse_params
+    from .task.family import load_family
+    from .theory.certificate import certify, render_certificate
+
+    if (path is None) == (family is None):
+        raise KernelgapError("give either a family file or --family NAME (not both)")
+    if path is not None and param:
+        raise KernelgapError("-p parameters only apply with --family")
+    fam = load_family(path) if path else build_family(family, **parse_params(family, _key_values(param)))
+    emit(certify(fam, delta).to_json(), as_json, render_certificate)
+
+
+@app.command("bound-curve")
+def bound_curve_cmd(
+    code: str = typer.Option("hadamard", "--code", help="hadamard or cw."),
+    m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
+    queries: int = typer.Option(128, "--queries", help="Most queries per family (cw)."),
+    chain_step: int = typer.Option(4, "--chain-step", help="Overlap step of the amplification chains."),
+    out: Optional[str] = typer.Option(None, "--out", help="Folder for bound-curve-<code>.json/.png."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Certified rank against m for a family series, with 2^m and softmax's m (PNG + JSON)."""
+    from .theory.bound_curve import bound_curve, parse_m_range, render_curve, write_curve
+
+    payload = bound_curve(code, parse_m_range(m), queries, chain_step)
+    if out is not None:
+        payload["files"] = write_curve(payload, out)
+    emit(payload, as_json, render_curve)
+
+
+bound_app = typer.Typer(help="Information bounds.", no_args_is_help=True)
+app.add_typer(bound_app, name="bound")
+
+
+@bound_app.command("transcript")
+def bound_transcript_cmd(
+    answers: int = typer.Option(..., "--answers", help="q: number of independent answers."),
+    values: int = typer.Option(..., "--values", help="s + 1: values each answer can take."),
+    features: Optional[int] = typer.Option(None, "--features", help="Sketch features r."),
+    value_dim: int = typer.Option(1, "--value-dim", help="Sketch value dimension d."),
+    heads: int = typer.Option(1, "--heads", help="Sketch heads h."),
+    bits: int = typer.Option(32, "--bits", help="Bits per number."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Finite-precision transcript bound q·log2(s+1) and a sketch's capacity (SPEC §6)."""
+    from .theory.transcript import render_transcript, transcript_bound
+
+    emit(transcript_bound(answers, values, features, value_dim, heads, bits), as_json, render_transcript)
+
+
+
+# -- training commands (train, sweep) ---------------------------------------------------
+
+def _family_params(items: list[str]) -> dict[str, str]:
+    """``-p key=value`` options as a dict of strings."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise KernelgapError(f"-p expects key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+@app.command()
+def train(
+    family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness)."),
+    params: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
+    kind: str = typer.Option("kernel", "--kind", help="kernel or softmax."),
+    feature_map: str = typer.Option("table", "--feature-map", help="Feature map of a kernel model."),
+    rank: int = typer.Option(16, "--rank", help="Feature rank r."),
+    readout: str = typer.Option("mlp", "--readout", help="mlp or linear value/readout."),
+    seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
+    mse_steps: int = typer.Option(1000, "--mse-steps", help="Steps of the MSE phase."),
+    max_steps: int = typer.Option(2000, "--max-steps", help="Steps of the max-error (power-mean) phase."),
+    no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
+) -> None:
+    """Train one model (SPEC §7 schedule) and print its metrics."""
+    from .task.families import parse_params
+    from .training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
+
+    if rank < 1:
+        raise KernelgapError(f"--rank must be ≥ 1, got {rank}")
+    run = RunConfig(
+        family=FamilySpec(family, parse_params(family, _family_params(params))),
+        model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout),
+        train=TrainConfig(lr=lr, mse_steps=mse_steps, max_steps=max_steps,
+                          stop_below=None if no_early_stop else 0.5),
+        seed=seed,
+    )
+    emit(train_records([run])[0], as_json, _render_run)
+
+
+def _render_run(record: dict) -> None:
+    m = record["train"]
+    typer.echo(f"run {record['id']}  status={record['status']}  steps={record['steps']}  "
+               f"wall={record['wall_time_s']:.1f}s")
+    typer.echo(f"train: max_error={m['max_error']:.4f} exact={m['exact']} "
+               f"exact_seq_acc={m['exact_seq_acc']:.4f} mean_abs_error={m['mean_abs_error']:.4f}")
+
+
+@app.command()
+def sweep(
+    target: str = typer.Argument(..., help="Sweep config (TOML), or a results folder to resume / inspect."),
+    out: Optional[str] = typer.Option(None, "--out", help="Results folder (required with a config file)."),
+    status: bool = typer.Option(False, "--status", help="Report done/left for a results folder and exit."),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Tasks in flight (default: cores)."),
+    cpus: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs per task (fractions allowed)."),
+    gpus: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs per task (fractions allowed)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Run a sweep resumably (skips finished runs), or report its --status."""
+    from .sweeps import run_sweep, sweep_status
+
+    if status:
+        emit(sweep_status(target), as_json, _render_status)
+        return
+    summary = run_sweep(target, out, executor=executor, workers=workers, address=address,
+                        cpus=cpus, gpus=gpus, progress=not as_json)
+    emit({**summary.__dict__, "left": summary.left}, as_json, _render_summary)
+
+
+def _render_status(s: dict) -> None:
+    typer.echo(f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
+               f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
+               f"{s['lock_files']} lock files")
+
+
+def _render_summary(s: dict) -> None:
+    typer.echo(f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
+               f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written")
+    if s["skipped_locked"]:
+        typer.echo(f"{len(s['skipped_locked'])} runs are claimed by another sweep process")
+    if s["set_aside"]:
+        typer.echo(f"{len(s['set_aside'])} corrupted result files renamed aside and redone")
+
+
+
+# -- reproduction commands (reproduce, report, probe) -----------------------------------
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Console entry point with one-line errors and exit status 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except KernelgapError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("error: interrupted", err=True)
+        sys.exit(130)
+    except typer.TyperException as exc:  # bad flags and values, from typer's parser
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

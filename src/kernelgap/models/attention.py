@@ -1,0 +1,302 @@
+"""One layer of normalized attention with a query-dependent affine readout (SPEC §2).
+
+    α_ij = α(x_i, x_j) ≥ 0
+    y_i  = Σ_j α_ij v(x_j) / Σ_j α_ij
+    p_i  = Σ_h <a_h(x_i), y_{h,i}> + b(x_i)
+
+A family has few distinct tokens, so everything is computed on them first:
+
+* a **score table** per head and key position: ``L[x, z] = log α(x, z)``
+  (log-space maps and softmax) or ``K[x, z] = α(x, z)`` (the others);
+* a **value table** ``U[x, z] = <a_h(x), v_h(z)>`` (the readout collapses
+  values to a scalar per query/key pair) and a bias ``b[x]``.
+
+A prediction then needs only scalar look-ups into these ``T × T`` tables:
+``p = Σ_h Σ_j w_hj U_h[q, k_j] + b[q]`` with ``w`` the normalized weights.
+All parameters are stacked (``E`` members) so K models train as one program.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import KernelgapError
+from .feature_maps import FeatureMap, feature_map_class
+from .stacked import StackedLinear, StackedMLP, init_members
+
+#: Denominators with |Σ α| below this are guarded (signed kernels; all-zero relu rows).
+DENOMINATOR_GUARD = 1e-6
+#: Axis of the key positions in gathered scores ``[E, H, N, S, Q]``.
+KEY_AXIS = 2
+
+
+@dataclass
+class Tables:
+    """Per-token tables of a stacked model.
+
+    ``scores [E, H, P, T, T]`` are log-weights when ``log_space`` else weights;
+    ``values [E, H, P, T, T]`` are ``<a_h(x), v_h^(p)(z)>``; ``bias [E, T]``.
+    """
+
+    scores: torch.Tensor
+    values: torch.Tensor
+    bias: torch.Tensor
+    log_space: bool
+
+
+class Scorer(nn.Module):
+    """Produces the score table ``[E, H, P, T, T]``."""
+
+    log_space: bool = True
+    nonnegative: bool = True
+
+    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class KernelScorer(Scorer):
+    """``α(x, z) = <φ_Q(x), φ_K(z)>`` for a registered feature map.
+
+    ``rank_mask [E, r]`` switches features off per member, so members of
+    different ranks share one stack (a masked feature is a rank reduction).
+    """
+
+    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int]) -> None:
+        super().__init__()
+        self.feature_map = feature_map
+        self.log_space = feature_map.log_space
+        self.nonnegative = feature_map.nonnegative
+        self.members, self.heads = members, feature_map.heads
+        r = feature_map.features
+        mask = torch.zeros(members, r)
+        for e, rank in enumerate(ranks):
+            mask[e, : type(feature_map).output_size(rank)] = 1
+        if not feature_map.maskable and not bool(mask.all()):
+            raise KernelgapError(f"feature map {feature_map.name!r} cannot stack different ranks")
+        self.register_buffer("rank_mask", mask)
+
+    def scores(self, tokens):
+        fm = self.feature_map
+        q = fm.query(tokens)  # [E·H, T, r]
+        k = fm.key(tokens)  # [E·H, P, T, r]
+        e, h, t, r = self.members, self.heads, tokens.shape[0], q.shape[-1]
+        q = q.reshape(e, h, 1, t, r)
+        k = k.reshape(e, h, fm.key_positions, t, r)
+        mask = self.rank_mask[:, None, None, None, :]
+        if self.log_space:
+            neg = torch.finfo(q.dtype).min
+            q = torch.where(mask > 0, q, torch.full_like(q, neg))
+            return log_kernel(q, k)
+        return (q * mask) @ k.transpose(-1, -2)
+
+
+def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
+    """``log Σ_r exp(log_q[x, r] + log_k[z, r])`` by a max-shifted matmul.
+
+    Each side is shifted by its own row maximum, so the matmul sees numbers in
+    ``[0, 1]``; products below the smallest normal float are clamped (they are
+    negligible against the row's leading term).
+    """
+    qmax = log_q.amax(-1, keepdim=True).detach()
+    kmax = log_k.amax(-1, keepdim=True).detach()
+    prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
+    tiny = torch.finfo(prod.dtype).tiny
+    return torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
+
+
+class SoftmaxScorer(Scorer):
+    """Dense softmax: ``log α(x, z) = <q(x), k^(p)(z)> / τ`` with ``q, k ∈ R^d``."""
+
+    def __init__(self, m: int, d: int, members: int, heads: int = 1, key_positions: int = 1,
+                 temperature: float = 1.0, init_scale: float = 1.0) -> None:
+        super().__init__()
+        self.members, self.heads, self.key_positions, self.temperature = members, heads, key_positions, temperature
+        self.q = StackedLinear(members * heads, m, d, heads, init_scale=init_scale)
+        self.k = StackedLinear(members * heads * key_positions, m, d, heads * key_positions,
+                               init_scale=init_scale)
+
+    def scores(self, tokens):
+        e, h, p, t = self.members, self.heads, self.key_positions, tokens.shape[0]
+        q = self.q(tokens).reshape(e, h, 1, t, -1)
+        k = self.k(tokens).reshape(e, h, p, t, -1)
+        return q @ k.transpose(-1, -2) / self.temperature
+
+
+class Readout(nn.Module):
+    """Values ``v_h^(p)(z) ∈ R^{d_v}``, readout vectors ``a_h(x)`` and bias ``b(x)``.
+
+    ``kind='linear'``: affine maps of the token (the shape of the SPEC §3
+    constructions); ``kind='mlp'``: two-layer MLPs.
+    """
+
+    def __init__(self, m: int, d_value: int, members: int, heads: int = 1, key_positions: int = 1,
+                 kind: str = "mlp", hidden: int = 64, init_scale: float = 1.0) -> None:
+        super().__init__()
+        if kind not in ("mlp", "linear"):
+            raise KernelgapError(f"readout must be 'mlp' or 'linear', got {kind!r}")
+        self.members, self.heads, self.key_positions = members, heads, key_positions
+
+        def make(slots, per_member, d_out):
+            if kind == "linear":
+                return StackedLinear(slots, m, d_out, per_member, init_scale=init_scale)
+            return StackedMLP(slots, m, hidden, d_out, per_member, init_scale=init_scale)
+
+        self.value = make(members * heads * key_positions, heads * key_positions, d_value)
+        self.read = make(members * heads, heads, d_value)
+        self.bias = make(members, 1, 1)
+
+    def tables(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e, h, p, t = self.members, self.heads, self.key_positions, tokens.shape[0]
+        v = self.value(tokens).reshape(e, h, p, t, -1)
+        a = self.read(tokens).reshape(e, h, 1, t, -1)
+        return a @ v.transpose(-1, -2), self.bias(tokens).reshape(e, t)
+
+
+def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """``table [E, H, P, T, T]`` read at flat pair ids ``flat [...]`` → ``[E, H, ...]``.
+
+    ``index_select`` (backward: ``index_add``) is several times faster on CPU
+    than advanced indexing (backward: a sorting ``index_put``).
+    """
+    e, h = table.shape[:2]
+    picked = table.reshape(e * h, -1).index_select(1, flat.reshape(-1))
+    return picked.reshape(e, h, *flat.shape)
+
+
+class AttentionModel(nn.Module):
+    """A stack of ``E`` single-layer attention models (kernel or dense softmax).
+
+    ``predict(tokens, index)`` scores sequences given as token ids; ``forward``
+    takes dense tokens ``[B, N, m]``.  With ``causal=True`` position ``i``
+    attends to positions ``1..i`` only (the causal final query scores ``N``).
+    """
+
+    def __init__(self, scorer: Scorer, readout: Readout, causal: bool = False,
+                 position_dependent: bool = False) -> None:
+        super().__init__()
+        self.scorer, self.readout = scorer, readout
+        self.causal = causal
+        self.position_dependent = position_dependent
+        self.guarded_fraction = 0.0  # share of guarded denominators in the last call
+
+    @property
+    def members(self) -> int:
+        return self.readout.members
+
+    def tables(self, tokens: torch.Tensor) -> Tables:
+        scores = self.scorer.scores(tokens)
+        values, bias = self.readout.tables(tokens)
+        return Tables(scores, values, bias, self.scorer.log_space)
+
+    def predict(self, tokens: torch.Tensor, index: torch.Tensor,
+                positions: list[int] | None = None, tables: Tables | None = None) -> torch.Tensor:
+        """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``."""
+        tables = tables or self.tables(tokens)
+        n = index.shape[1]
+        positions = list(range(n)) if positions is None else positions
+        t = tokens.shape[0]
+        p_count = tables.scores.shape[2]
+        if self.position_dependent and p_count != n:
+            raise KernelgapError(f"model has {p_count} key positions, sequences have length {n}")
+        key_pos = torch.arange(n, device=index.device) if p_count > 1 else torch.zeros(n, dtype=torch.long, device=index.device)
+        qpos = torch.tensor(positions, device=index.device)
+        q_ids = index[:, qpos]  # [S, Q]
+        # Key axis first ([N, S, Q]): the normalisation then reduces over a strided
+        # axis of length N, which is several times faster on CPU than a
+        # softmax over a contiguous innermost axis of length 3.
+        flat = (key_pos[:, None, None] * t + q_ids[None, :, :]) * t + index.T[:, :, None]  # [N, S, Q]
+        e, h = tables.scores.shape[:2]
+        scores = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
+        values = gather_pairs(tables.values, flat)
+        allowed = None
+        if self.causal:
+            allowed = (torch.arange(n, device=index.device)[:, None] <= qpos[None, :])[:, None, :]  # [N, 1, Q]
+        weights = self._normalize(scores, tables.log_space, allowed)
+        out = (weights * values).sum(dim=(1, 2))  # [E, S, Q]
+        return out + tables.bias[:, q_ids]
+
+    def _normalize(self, scores, log_space: bool, allowed) -> torch.Tensor:
+        if log_space:
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            return torch.softmax(scores, dim=KEY_AXIS)
+        if allowed is not None:
+            scores = scores * allowed
+        denom = scores.sum(KEY_AXIS, keepdim=True)
+        small = denom.abs() < DENOMINATOR_GUARD
+        self.guarded_fraction = float(small.double().mean()) if small.numel() else 0.0
+        sign = torch.where(denom < 0, -1.0, 1.0).to(denom.dtype)
+        safe = torch.where(small, sign * DENOMINATOR_GUARD, denom)
+        return scores / safe
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Dense tokens ``[B, N, m]`` → predictions ``[E, B, N]``."""
+        b, n, m = x.shape
+        tokens, inverse = torch.unique(x.reshape(b * n, m), dim=0, return_inverse=True)
+        return self.predict(tokens.to(self.dtype), inverse.reshape(b, n))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.parameters()).dtype
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model is, independent of its seed (one row of a sweep grid)."""
+
+    kind: str = "kernel"  # "kernel" | "softmax"
+    feature_map: str = "mlp_exp"
+    rank: int = 16
+    heads: int = 1
+    d_value: int = 32
+    readout: str = "mlp"
+    hidden: int = 64
+    position_dependent: bool = False
+    causal: bool = False
+    score_dim: int | None = None  # softmax d (default m)
+    temperature: float = 1.0
+    init_scale: float = 1.0
+
+    def validate(self) -> None:
+        if self.kind not in ("kernel", "softmax"):
+            raise KernelgapError(f"model kind must be 'kernel' or 'softmax', got {self.kind!r}")
+        if self.kind == "kernel":
+            feature_map_class(self.feature_map)
+        for key in ("rank", "heads", "d_value", "hidden"):
+            if getattr(self, key) < 1:
+                raise KernelgapError(f"{key} must be ≥ 1, got {getattr(self, key)}")
+
+
+def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
+                ranks: list[int] | None = None, vocabulary: np.ndarray | None = None,
+                dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> AttentionModel:
+    """A stack of ``len(seeds)`` models of one spec; ``ranks`` pads to the largest."""
+    spec.validate()
+    members = len(seeds)
+    ranks = ranks or [spec.rank] * members
+    key_positions = length if spec.position_dependent else 1
+    if spec.kind == "kernel":
+        fm_cls = feature_map_class(spec.feature_map)
+        fm = fm_cls(m, max(ranks), members * spec.heads, spec.heads, key_positions,
+                    spec.hidden, spec.init_scale, vocabulary)
+        scorer: Scorer = KernelScorer(fm, members, ranks)
+    else:
+        scorer = SoftmaxScorer(m, spec.score_dim or m, members, spec.heads, key_positions,
+                               spec.temperature, spec.init_scale)
+    readout = Readout(m, spec.d_value, members, spec.heads, key_positions, spec.readout,
+                      spec.hidden, spec.init_scale)
+    model = AttentionModel(scorer, readout, spec.causal, spec.position_dependent)
+    init_members(model, seeds, ranks)
+    return model.to(device=device, dtype=dtype)
+
+
+def feature_count(spec: ModelSpec) -> int:
+    """Total kernel features ``H · r`` actually used (``inf`` for softmax)."""
+    if spec.kind == "softmax":
+        return math.inf
+    return spec.heads * feature_map_class(spec.feature_map).output_size(spec.rank)

@@ -1,0 +1,327 @@
+"""Feature maps for kernel attention, one class each, in a registry (SPEC §2).
+
+A feature map gives query features ``φ_Q(x) ∈ R^r`` and key features
+``φ_K^(j)(z) ∈ R^r`` (one key map per key position when position-dependent),
+so the kernel is ``α(x, z) = <φ_Q(x), φ_K(z)>``.
+
+Maps with ``log_space = True`` return **log-features** ``log φ``: the kernel is
+then formed as ``log α = logsumexp_r(log φ_Q + log φ_K)`` (by a max-shifted
+matmul), so exponentials never overflow — normalized attention is invariant to
+a per-query scale.  ``nonnegative`` says whether the kernel is guaranteed
+``≥ 0``; ``maskable`` whether a rank-r model equals a wider one with its extra
+features masked (so models of different ranks can share one stacked tensor).
+
+| name       | features                                   | kernel                         |
+|------------|--------------------------------------------|--------------------------------|
+| table      | exp(θ[token]) free per distinct token      | any nonnegative (finite family)|
+| mlp_exp    | exp(MLP(x))                                | nonnegative                    |
+| elu1       | elu(Wx + c) + 1                            | nonnegative                    |
+| relu       | relu(Wx + c)                               | nonnegative                    |
+| favor      | exp(ω·u − |u|²/2)/√r, u = Wx (ω ~ N(0, I)) | E = exp(<u, w>)  (Performer)   |
+| hedgehog   | softmax([Wx, −Wx])                         | nonnegative                    |
+| taylor     | [1, u, u⊗u/√2], u = Wx                     | 1 + <u,w> + <u,w>²/2 (exact)   |
+| signed     | MLP(x), unconstrained                      | may be negative (loophole)     |
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import KernelgapError
+from .stacked import StackedLinear, StackedMLP, StackedModule, normal_
+
+FEATURE_MAPS: dict[str, type["FeatureMap"]] = {}
+
+
+def register_feature_map(cls: type["FeatureMap"]) -> type["FeatureMap"]:
+    FEATURE_MAPS[cls.name] = cls
+    return cls
+
+
+def feature_map_class(name: str) -> type["FeatureMap"]:
+    if name not in FEATURE_MAPS:
+        raise KernelgapError(
+            f"unknown feature map {name!r}; choose from {', '.join(sorted(FEATURE_MAPS))}"
+        )
+    return FEATURE_MAPS[name]
+
+
+class FeatureMap(nn.Module):
+    """Base class: query features ``[S, T, r]`` and key features ``[S, P, T, r]``.
+
+    ``S`` is the number of slots (members × heads), ``P`` the number of key
+    positions (1 unless position-dependent), ``r`` = :meth:`output_size`.
+    """
+
+    name: ClassVar[str]
+    log_space: ClassVar[bool] = False
+    nonnegative: ClassVar[bool] = True
+    maskable: ClassVar[bool] = True
+    needs_vocabulary: ClassVar[bool] = False
+
+    def __init__(self, m: int, rank: int, slots: int = 1, heads: int = 1,
+                 key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
+                 vocabulary: np.ndarray | None = None) -> None:
+        super().__init__()
+        if rank < 1:
+            raise KernelgapError(f"rank must be ≥ 1, got {rank}")
+        self.m, self.rank, self.slots, self.heads = m, rank, slots, heads
+        self.key_positions = key_positions
+        self.features = self.output_size(rank)
+
+    @classmethod
+    def output_size(cls, rank: int) -> int:
+        """Number of features a map built for ``rank`` produces."""
+        return rank
+
+    def query(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def key(self, tokens: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ProjectedFeatureMap(FeatureMap):
+    """``φ(Wx + c)``: a linear projection per role (and key position), then ``phi``."""
+
+    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
+                 init_scale=1.0, vocabulary=None) -> None:
+        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
+        d = self.projection_dim(rank, m)
+        feat = self.projection_is_feature_axis
+        self.q_proj = StackedLinear(slots, m, d, heads, feature_out=feat, init_scale=init_scale)
+        self.k_proj = StackedLinear(slots * key_positions, m, d, heads * key_positions,
+                                    feature_out=feat, init_scale=init_scale)
+
+    projection_is_feature_axis: ClassVar[bool] = True
+
+    @classmethod
+    def projection_dim(cls, rank: int, m: int) -> int:
+        return rank
+
+    def phi(self, u: torch.Tensor) -> torch.Tensor:
+        """Features (or log-features) of projected inputs ``u [..., d]``."""
+        raise NotImplementedError
+
+    def query(self, tokens):
+        return self.phi(self.q_proj(tokens))
+
+    def key(self, tokens):
+        k = self.phi(self.k_proj(tokens))
+        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+
+
+@register_feature_map
+class Elu1(ProjectedFeatureMap):
+    """``φ(u) = elu(u) + 1`` (Katharopoulos et al.)."""
+
+    name = "elu1"
+
+    def phi(self, u):
+        return F.elu(u) + 1
+
+
+@register_feature_map
+class Relu(ProjectedFeatureMap):
+    """``φ(u) = relu(u)``: nonnegative, may give an all-zero row."""
+
+    name = "relu"
+
+    def phi(self, u):
+        return F.relu(u)
+
+
+@register_feature_map
+class Favor(ProjectedFeatureMap):
+    """Performer positive random features, in log space.
+
+    ``φ(u) = exp(ω_i·u − |u|²/2)/√r`` with fixed ``ω_i ~ N(0, I_d)``, ``d = m``;
+    ``E_ω[φ(u)·φ(w)] = exp(<u, w>)``.
+    """
+
+    name = "favor"
+    log_space = True
+    projection_is_feature_axis = False
+
+    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
+                 init_scale=1.0, vocabulary=None) -> None:
+        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
+        self.omega = _OmegaBuffer(slots, heads, m, rank)
+
+    @classmethod
+    def projection_dim(cls, rank, m):
+        return m
+
+    def phi(self, u):
+        return self.log_phi_with(u, self.omega.omega)
+
+    def query(self, tokens):
+        return self.log_phi_with(self.q_proj(tokens), self.omega.omega)
+
+    def key(self, tokens):
+        u = self.k_proj(tokens).reshape(self.slots, self.key_positions, tokens.shape[-2], -1)
+        return self.log_phi_with(u, self.omega.omega[:, None])
+
+    @staticmethod
+    def log_phi_with(u: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+        r = omega.shape[-1]
+        return u @ omega - 0.5 * (u * u).sum(-1, keepdim=True) - 0.5 * math.log(r)
+
+
+class _OmegaBuffer(StackedModule):
+    """Fixed Gaussian projections ``ω [S, d, r]`` drawn from each member's seed."""
+
+    def __init__(self, slots, heads, d, r):
+        super().__init__(slots, heads)
+        self.register_buffer("omega", torch.zeros(slots, d, r))
+
+    def init_member(self, member, gen, rank):
+        cols = min(rank or self.omega.shape[-1], self.omega.shape[-1])
+        for s in self.member_slots(member):
+            normal_(self.omega[s, :, :cols], 1.0, gen)
+
+
+@register_feature_map
+class Hedgehog(ProjectedFeatureMap):
+    """``φ(u) = softmax([u, −u])`` over ``2⌈r/2⌉`` entries, first ``r`` kept (log space)."""
+
+    name = "hedgehog"
+    log_space = True
+    maskable = False  # the softmax normalises over all 2⌈r/2⌉ entries
+    projection_is_feature_axis = False
+
+    @classmethod
+    def projection_dim(cls, rank, m):
+        return (rank + 1) // 2
+
+    def phi(self, u):
+        return torch.log_softmax(torch.cat([u, -u], dim=-1), dim=-1)[..., : self.rank]
+
+
+@register_feature_map
+class Taylor(ProjectedFeatureMap):
+    """Based's second-order Taylor map ``[1, u, vec(u⊗u)/√2]`` with ``u = Wx``.
+
+    Features are signed but ``φ(u)·φ(w) = 1 + <u,w> + <u,w>²/2 > 0``.
+    A request for rank r uses the largest d with ``1 + d + d² ≤ r``.
+    """
+
+    name = "taylor"
+    maskable = False
+    projection_is_feature_axis = False
+
+    @classmethod
+    def projection_dim(cls, rank, m):
+        d = 0
+        while 1 + (d + 1) + (d + 1) ** 2 <= rank:
+            d += 1
+        return max(d, 0)
+
+    @classmethod
+    def output_size(cls, rank):
+        d = cls.projection_dim(rank, 0)
+        return 1 + d + d * d
+
+    def phi(self, u):
+        ones = u.new_ones(*u.shape[:-1], 1)
+        outer = (u[..., :, None] * u[..., None, :]).flatten(-2) / math.sqrt(2)
+        return torch.cat([ones, u, outer], dim=-1)
+
+
+class MLPFeatureMap(FeatureMap):
+    """``φ = g(MLP(x))`` with separate MLPs for queries and (each position's) keys."""
+
+    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
+                 init_scale=1.0, vocabulary=None) -> None:
+        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
+        self.q_mlp = StackedMLP(slots, m, hidden, rank, heads, feature_out=True, init_scale=init_scale)
+        self.k_mlp = StackedMLP(slots * key_positions, m, hidden, rank, heads * key_positions,
+                                feature_out=True, init_scale=init_scale)
+
+    def query(self, tokens):
+        return self.q_mlp(tokens)
+
+    def key(self, tokens):
+        k = self.k_mlp(tokens)
+        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+
+
+@register_feature_map
+class MlpExp(MLPFeatureMap):
+    """``φ(x) = exp(MLP(x))``: positive, generalises to unseen tokens (log space)."""
+
+    name = "mlp_exp"
+    log_space = True
+
+
+@register_feature_map
+class Signed(MLPFeatureMap):
+    """``φ(x) = MLP(x)``, unconstrained: the kernel may be negative (the loophole)."""
+
+    name = "signed"
+    nonnegative = False
+
+
+@register_feature_map
+class Table(FeatureMap):
+    """A free positive vector per distinct token: ``φ(x) = exp(θ[x])`` (log space).
+
+    The most expressive map — what the theorem's "arbitrary φ" allows — but it
+    only knows the tokens of its vocabulary (a finite family).
+    """
+
+    name = "table"
+    log_space = True
+    needs_vocabulary = True
+
+    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
+                 init_scale=1.0, vocabulary=None) -> None:
+        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
+        if vocabulary is None:
+            raise KernelgapError("the 'table' feature map needs a vocabulary (the family's tokens)")
+        vocab = np.ascontiguousarray(vocabulary, dtype=np.uint8)
+        self._rows = {row.tobytes(): i for i, row in enumerate(vocab)}
+        self.register_buffer("vocabulary", torch.from_numpy(vocab.copy()))
+        v = len(vocab)
+        self.q_table = _TableParam(slots, heads, v, rank, init_scale)
+        self.k_table = _TableParam(slots * key_positions, heads * key_positions, v, rank, init_scale)
+        self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rows(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Vocabulary row of each token ``[T, m]``; unknown tokens are an error."""
+        if self._cache is not None and self._cache[0] is tokens:
+            return self._cache[1]
+        bits = tokens.detach().to("cpu", torch.uint8).numpy()
+        try:
+            ids = [self._rows[row.tobytes()] for row in np.ascontiguousarray(bits)]
+        except KeyError:
+            raise KernelgapError("the 'table' map met a token outside its vocabulary") from None
+        out = torch.tensor(ids, dtype=torch.long, device=tokens.device)
+        self._cache = (tokens, out)
+        return out
+
+    def query(self, tokens):
+        return self.q_table.theta[:, self.rows(tokens)]
+
+    def key(self, tokens):
+        k = self.k_table.theta[:, self.rows(tokens)]
+        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+
+
+class _TableParam(StackedModule):
+    def __init__(self, slots, heads, v, r, init_scale):
+        super().__init__(slots, heads)
+        self.theta = nn.Parameter(torch.zeros(slots, v, r))
+        self.init_scale = init_scale
+
+    def init_member(self, member, gen, rank):
+        cols = min(rank or self.theta.shape[-1], self.theta.shape[-1])
+        with torch.no_grad():
+            for s in self.member_slots(member):
+                normal_(self.theta[s, :, :cols], 0.5 * self.init_scale, gen)

@@ -1,0 +1,97 @@
+"""The paper's reported numbers beside ours, with a sentence per row (issue #5)."""
+
+from __future__ import annotations
+
+#: What the paper reports (SPEC §6; seed text).  Kept verbatim in summary.json.
+PAPER = {
+    "witness": {"inputs": 1272, "m": 24, "certified_rank": 8,
+                "error_below_bound": "> 0.80 for r < 8", "exact_rank": 32},
+    "ood": {"transition_ranks": [8, 16, 64]},
+    "softmax_exact_all_seeds": True,
+    "length": {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False},
+}
+
+
+def _fmt(x, digits=2):
+    return "–" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
+
+
+def witness_rows(s: dict) -> list[dict]:
+    w = s["witness"]
+    cert = w.get("certified_rank")
+    below = [r["max_error"] for r in w["runs"] if cert and r["rank"] < cert]
+    min_below = min(below) if below else None
+    exact_rank = {k: v for k, v in (w.get("transition_rank") or {}).items()}
+    rows = [
+        {"quantity": "Witness family: certified rank bound",
+         "paper": f"r ≥ {PAPER['witness']['certified_rank']} ({PAPER['witness']['inputs']} inputs)",
+         "ours": f"r ≥ {cert} ({w['sequences']} sequences, m = {w['m']})",
+         "note": "Ours is the SPEC §7 family (16 Hadamard-24 codewords, complements as good "
+                 "candidates); its exact-rational certificate is stronger than the paper's 8 because "
+                 "all 15 bad candidates of each query enter the trace bound."},
+        {"quantity": "Witness: smallest max error below the bound",
+         "paper": PAPER["witness"]["error_below_bound"],
+         "ours": _fmt(min_below),
+         "note": ("Agrees: every run below the certified rank keeps max error ≥ 1/2, as the theorem "
+                  "demands." if min_below is None or min_below >= 0.5 else
+                  "A run below the certified rank is exact: that contradicts the theorem and is a bug.")},
+        {"quantity": "Witness: rank where training becomes exact",
+         "paper": f"r = {PAPER['witness']['exact_rank']}",
+         "ours": ", ".join(f"{k}: r = {_fmt(v)}" for k, v in sorted(exact_rank.items())) or "–",
+         "note": "The sharp transition sits at the number of queries n = 16 (the B matrix needs "
+                 "numerical rank n), above the certificate: the trace bound is not tight."},
+    ]
+    sm = w.get("softmax") or []
+    if sm:
+        ok = sum(1 for r in sm if r["exact"])
+        rows.append({"quantity": "Witness: dense softmax exact on all seeds",
+                     "paper": "yes", "ours": f"{ok}/{len(sm)} seeds",
+                     "note": "Agrees." if ok == len(sm) else "Some softmax seeds failed to fit: see the runs table."})
+    return rows
+
+
+def ood_rows(s: dict) -> list[dict]:
+    scales = (s.get("ood") or {}).get("scales") or []
+    if not scales:
+        return []
+    ours = [sc.get("transition_rank") for sc in scales]
+    monotone = all(a is None or b is None or b >= a for a, b in zip(ours, ours[1:]))
+    sm_ok = sum(sum(1 for r in sc.get("softmax", []) if r["exact"]) for sc in scales)
+    sm_all = sum(len(sc.get("softmax", [])) for sc in scales)
+    return [
+        {"quantity": "OOD: transition rank per size",
+         "paper": " → ".join(map(str, PAPER["ood"]["transition_ranks"])),
+         "ours": " → ".join(f"{sc['label']}: {_fmt(sc.get('transition_rank'))}" for sc in scales),
+         "note": ("The transition moves up with the problem size, as in the paper." if monotone else
+                  "The transition does not grow monotonically here; see the OOD figure.")
+                 + " The paper gives no construction for its pools; ours are Hadamard classes with "
+                   "nuisance bits (every test token unseen), so absolute ranks differ."},
+        {"quantity": "OOD: dense softmax exact on every size and seed",
+         "paper": "yes", "ours": f"{sm_ok}/{sm_all} runs",
+         "note": "Agrees." if sm_ok == sm_all else "Not on every seed: see the OOD runs."},
+    ]
+
+
+def length_rows(s: dict) -> list[dict]:
+    rows = s.get("length") or []
+    if not rows:
+        return []
+
+    def exact(n, source):
+        hits = [r["exact"] for r in rows if r["N"] == n and r.get("source") == source]
+        return all(hits) if hits else None
+
+    parts = []
+    for source in ("constructed", "trained"):
+        cells = [f"N={n}: {'exact' if exact(n, source) else 'not exact'}" for n in (1, 2, 3)
+                 if exact(n, source) is not None]
+        if cells:
+            parts.append(f"{source}: " + ", ".join(cells))
+    agree = exact(1, "constructed") and exact(2, "constructed") and exact(3, "constructed") is False
+    return [{"quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
+             "paper": "N ≤ 2 exact, N = 3 not", "ours": "; ".join(parts),
+             "note": "Agrees." if agree else "Differs: see the length figure."}]
+
+
+def comparison_rows(summary: dict) -> list[dict]:
+    return witness_rows(summary) + ood_rows(summary) + length_rows(summary)

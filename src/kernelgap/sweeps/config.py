@@ -1,0 +1,222 @@
+"""Sweep files: a base run config plus a grid, in TOML (issue #4).
+
+    name = "witness"                 # optional label
+    seed = 0                         # base seed (usually a grid axis)
+    [family]                         # task.build_family(name, **params)
+    name = "witness"
+    params = {}
+    [test_family]                    # optional: scored, not trained on
+    [model]                          # models.ModelSpec fields
+    [train]                          # training.TrainConfig fields
+    [grid]                           # dotted keys → non-empty lists (Cartesian product)
+    seed = [0, 1, 2]
+    model.rank = [1, 2, 4]
+    [[variants]]                     # optional: overrides paired with every grid point
+    model.feature_map = "mlp_exp"
+    train.lr = 3e-3
+
+The runs are ``variants × grid`` (one variant, the base, when none is given).
+Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
+the key: unknown key, wrong type, empty grid, non-positive size.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ..errors import ConfigError, KernelgapError
+from ..models import ModelSpec
+from ..task.families import family_parameters
+from ..training import FamilySpec, RunConfig, TrainConfig, default_model
+
+#: Top-level sections and the dataclass each one fills.
+SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
+                             "model": ModelSpec, "train": TrainConfig}
+TOP_KEYS = {"name", "seed", "grid", "variants", *SECTIONS}
+#: Section defaults (``model`` starts from the calibrated training defaults).
+FACTORIES: dict[type, object] = {ModelSpec: default_model}
+#: Keys that must be ≥ 1 (``rank ≤ 0`` is an error) or ≥ 0.
+POSITIVE = {"model.rank", "model.heads", "model.d_value", "model.hidden"}
+NONNEGATIVE = {"train.mse_steps", "train.max_steps"}
+
+
+@dataclass
+class SweepConfig:
+    """A parsed sweep: its label, the base config and the points to run."""
+
+    name: str
+    base: dict
+    grid: dict[str, list]
+    variants: list[dict]
+
+    def runs(self) -> list[RunConfig]:
+        """Every run of ``variants × grid``, in file order, duplicates removed."""
+        axes = list(self.grid)
+        out: dict[str, RunConfig] = {}
+        for variant in self.variants:
+            for values in itertools.product(*(self.grid[a] for a in axes)):
+                raw = _nested_copy(self.base)
+                for key, value in [*variant.items(), *zip(axes, values)]:
+                    _set(raw, key, value)
+                run = build_run(raw)
+                out.setdefault(run.run_id(), run)
+        return list(out.values())
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    """Read and validate a sweep file (every run is resolved once to check it)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"sweep config {p} does not exist")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    try:
+        sweep = parse_sweep(data)
+        sweep.runs()
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+    return sweep
+
+
+def parse_sweep(data: dict) -> SweepConfig:
+    """Validate the structure of a parsed TOML document."""
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"unknown key {key!r} (expected one of {', '.join(sorted(TOP_KEYS))})")
+    if "family" not in data:
+        raise ConfigError("missing section [family]")
+    name = data.get("name", "sweep")
+    if not isinstance(name, str):
+        raise ConfigError(f"name: expected a string, got {name!r}")
+    base = {k: data[k] for k in (*SECTIONS, "seed") if k in data}
+    for section in SECTIONS:
+        if section in base and not isinstance(base[section], dict):
+            raise ConfigError(f"{section}: expected a table")
+    grid = _flatten(_table(data.get("grid", {}), "grid"), "")
+    for key, values in grid.items():
+        if not isinstance(values, list):
+            raise ConfigError(f"grid.{key}: expected a list of values, got {values!r}")
+        if not values:
+            raise ConfigError(f"grid.{key}: the grid axis is empty")
+    variants = data.get("variants", [{}])
+    if not isinstance(variants, list) or not variants:
+        raise ConfigError("variants: expected a non-empty array of tables ([[variants]])")
+    variants = [_flatten(_table(v, f"variants[{i}]"), "") for i, v in enumerate(variants)]
+    return SweepConfig(name, base, grid, variants)
+
+
+def build_run(raw: dict) -> RunConfig:
+    """A :class:`RunConfig` from nested plain values, every key and type checked."""
+    sections = {}
+    for section, cls in SECTIONS.items():
+        if section in raw:
+            sections[section] = _dataclass_from(cls, raw[section], section)
+    seed = _typed(raw.get("seed", 0), int, "seed")
+    run = RunConfig(family=sections["family"], model=sections.get("model", default_model()),
+                    train=sections.get("train", TrainConfig()), seed=seed,
+                    test_family=sections.get("test_family"))
+    _check_ranges(run)
+    return run
+
+
+def _dataclass_from(cls: type, values, where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    for key in values:
+        if key not in known:
+            raise ConfigError(f"unknown key {where}.{key!r} (expected one of {', '.join(sorted(known))})")
+    kwargs = {k: _typed(v, hints[k], f"{where}.{k}") for k, v in values.items()}
+    if cls is FamilySpec:
+        if "name" not in kwargs:
+            raise ConfigError(f"{where}.name is required")
+        _check_family(kwargs["name"], kwargs.get("params", {}), where)
+    return FACTORIES.get(cls, cls)(**kwargs)
+
+
+def _check_family(name: str, params: dict, where: str) -> None:
+    try:
+        allowed = family_parameters(name)
+    except KernelgapError as exc:
+        raise ConfigError(f"{where}.name: {exc}") from None
+    for key, value in params.items():
+        if key not in allowed:
+            raise ConfigError(f"unknown key {where}.params.{key!r} (family {name!r} takes {', '.join(allowed)})")
+        if not isinstance(value, (int, float, str, bool, list)):
+            raise ConfigError(f"{where}.params.{key}: unsupported value {value!r}")
+
+
+def _typed(value, hint, where: str):
+    """``value`` if it fits the annotation ``hint`` (ints accepted for floats)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    for typ in options:
+        if typ is type(None) and value is None:
+            return None
+        if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if typ is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if typ in (str, bool, dict) and isinstance(value, typ):
+            return value
+    names = " or ".join(getattr(t, "__name__", str(t)) for t in options)
+    raise ConfigError(f"{where}: expected {names}, got {value!r}")
+
+
+def _check_ranges(run: RunConfig) -> None:
+    for key in POSITIVE | NONNEGATIVE:
+        section, name = key.split(".")
+        value = getattr(getattr(run, section), name)
+        low = 1 if key in POSITIVE else 0
+        if value < low:
+            raise ConfigError(f"{key} must be ≥ {low}, got {value}")
+    if run.train.lr is not None and run.train.lr <= 0:
+        raise ConfigError(f"train.lr must be > 0, got {run.train.lr}")
+    try:
+        run.model.validate()
+    except KernelgapError as exc:
+        raise ConfigError(f"model: {exc}") from None
+
+
+def _table(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table")
+    return value
+
+
+def _flatten(table: dict, prefix: str) -> dict:
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}`` (``params`` stay whole if given whole)."""
+    out = {}
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and not path.endswith(".params"):
+            out.update(_flatten(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def _set(raw: dict, dotted: str, value) -> None:
+    """Set ``raw[a][b]… = value`` for ``dotted = "a.b…"``; unknown heads are errors."""
+    parts = dotted.split(".")
+    head = parts[0]
+    if head not in (*SECTIONS, "seed"):
+        raise ConfigError(f"unknown key {dotted!r} (grid and variant keys start with one of "
+                          f"{', '.join((*SECTIONS, 'seed'))})")
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{dotted}: {part!r} is not a table")
+    node[parts[-1]] = value
+
+
+def _nested_copy(d):
+    return {k: _nested_copy(v) for k, v in d.items()} if isinstance(d, dict) else d

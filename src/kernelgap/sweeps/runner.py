@@ -1,0 +1,187 @@
+"""Run a sweep: plan stacks, claim runs, train on an executor, write results (issue #4).
+
+Only the driver touches the results folder: it claims each run of a task
+before submitting it, writes each returned record atomically, and frees the
+claim.  A run whose valid result exists is skipped, so a killed sweep resumes
+where it stopped; a corrupted result is renamed aside and redone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+)
+
+from ..errors import ConfigError, KernelgapError
+from ..training import RunConfig, train_records
+from .config import load_sweep
+from .executors import EXECUTORS, executor_width, make_executor
+from .store import ResultsDir, run_ids
+
+#: Most runs trained in one stack.
+MAX_STACK = 64
+
+
+@dataclass
+class SweepSummary:
+    """What a sweep invocation did."""
+
+    out: str
+    total: int
+    done_before: int
+    ran: int
+    skipped_locked: list[str] = field(default_factory=list)
+    set_aside: list[str] = field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    @property
+    def left(self) -> int:
+        return self.total - self.done_before - self.ran
+
+
+def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK) -> list[list[RunConfig]]:
+    """Split runs into stacks: one stack key each, similar ranks together.
+
+    The chunk size ``⌈pending / workers⌉`` (at most ``max_stack``) keeps every
+    worker busy while keeping stacks as large as that allows.
+    """
+    if not runs:
+        return []
+    size = max(1, min(max_stack, math.ceil(len(runs) / max(workers, 1))))
+    groups: dict[str, list[RunConfig]] = defaultdict(list)
+    for run in runs:
+        groups[run.stack_key()].append(run)
+    tasks = []
+    for members in groups.values():
+        members.sort(key=lambda r: (r.model.rank, r.seed))
+        chunks = math.ceil(len(members) / size)
+        step = math.ceil(len(members) / chunks)
+        tasks += [members[i:i + step] for i in range(0, len(members), step)]
+    return tasks
+
+
+def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:
+    """``(config file, results folder)`` for ``sweep CONFIG --out DIR`` or ``sweep DIR``."""
+    target = Path(target)
+    if target.is_dir():
+        if out is not None and Path(out).resolve() != target.resolve():
+            raise ConfigError("give either a config file with --out, or a results folder alone")
+        return target / "sweep.toml", target
+    if out is None:
+        raise ConfigError(f"--out DIR is required to run the sweep {target}")
+    return target, Path(out)
+
+
+def run_sweep(target: str | Path, out: str | Path | None = None, executor: str = "local",
+              workers: int | None = None, address: str | None = None, cpus: float = 1.0,
+              gpus: float = 0.0, progress: bool = True, max_stack: int = MAX_STACK) -> SweepSummary:
+    """Run every run of a sweep whose result is missing; aggregate ``results.csv``."""
+    start = time.perf_counter()
+    if executor not in EXECUTORS:
+        raise KernelgapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    config_path, out_dir = sweep_source(target, out)
+    sweep = load_sweep(config_path)
+    runs = sweep.runs()
+    ids = run_ids(runs)
+    store = ResultsDir(out_dir)
+    store.open_for(sweep.name, config_path.read_text(), ids)
+    set_aside = [i for i in ids if store.is_corrupt(i)]
+    for run_id in set_aside:
+        store.set_aside(run_id)
+    pending = [r for r, i in zip(runs, ids) if store.read(i) is None]
+    summary = SweepSummary(str(out_dir), len(runs), len(runs) - len(pending), 0, set_aside=set_aside)
+    if pending:
+        pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
+        width = executor_width(pool, workers)
+        try:
+            summary.ran, summary.skipped_locked = _drive(pool, width, store, plan_tasks(pending, width, max_stack),
+                                                         summary.done_before, len(runs), progress)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            store.write_csv(ids)
+    else:
+        store.write_csv(ids)
+    summary.wall_time_s = time.perf_counter() - start
+    return summary
+
+
+def _drive(pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], done: int,
+           total: int, show: bool) -> tuple[int, list[str]]:
+    """Keep ``width`` tasks in flight; write each result as it returns."""
+    queue = list(reversed(tasks))
+    in_flight: dict[Future, list] = {}
+    ran, locked, failures = 0, [], []
+    bar = _progress(show)
+    with bar:
+        task_id = bar.add_task("runs", total=total, completed=done, left=total - done)
+        try:
+            while queue or in_flight:
+                while queue and len(in_flight) < width:
+                    group = queue.pop()
+                    claims = [c for c in (store.claim(r.run_id()) for r in group) if c]
+                    claimed = {c.run_id for c in claims}
+                    locked += [r.run_id() for r in group if r.run_id() not in claimed and store.read(r.run_id()) is None]
+                    runs = [r for r in group if r.run_id() in claimed]
+                    if runs:
+                        in_flight[pool.submit(train_records, runs)] = claims
+                if not in_flight:
+                    break
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    claims = in_flight.pop(fut)
+                    ran += _collect(fut, claims, store, failures)
+                    bar.update(task_id, completed=done + ran, left=total - done - ran)
+        finally:
+            for claims in in_flight.values():
+                for claim in claims:
+                    store.release(claim, finished=False)
+    if failures:
+        raise KernelgapError(f"{len(failures)} task(s) failed; first: {failures[0]}")
+    return ran, locked
+
+
+def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int:
+    """Write a finished task's records and free its claims; returns runs written."""
+    try:
+        records = fut.result()
+    except Exception as exc:  # a bug in a worker: keep the sweep going, report at the end
+        failures.append(f"{type(exc).__name__}: {exc}")
+        records = []
+    written = {r["id"] for r in records}
+    for record in records:
+        store.write(record)
+    for claim in claims:
+        store.release(claim, finished=claim.run_id in written)
+    return len(records)
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("runs · {task.fields[left]} left"), TimeElapsedColumn(), TextColumn("ETA"),
+        TimeRemainingColumn(), disable=not show, console=Console(stderr=True),
+    )
+
+
+def sweep_status(target: str | Path) -> dict:
+    """Done / left / corrupted / locked counts of a results folder (read-only)."""
+    store = ResultsDir(target)
+    meta = store.meta()
+    ids = meta["runs"]
+    done = store.records(ids)
+    corrupt = [i for i in ids if store.is_corrupt(i)]
+    return {
+        "out": str(target), "name": meta.get("name"), "total": len(ids), "done": len(done),
+        "left": len(ids) - len(done), "corrupt": len(corrupt),
+        "exact": sum(1 for r in done if r["train"].get("exact")),
+        "diverged": sum(1 for r in done if r["status"] == "diverged"),
+        "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,
+    }

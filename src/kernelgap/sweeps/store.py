@@ -1,0 +1,199 @@
+"""A sweep's results folder (issue #4): never overwritten, resumable, shareable.
+
+    DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
+    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids
+    DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
+    DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone
+    DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
+                          when its holder dies, so a stale lock is simply taken over)
+    DIR/results.csv       every finished run, one row each
+
+A folder made for one sweep refuses any other (a different run set); a
+non-empty folder that is not a sweep folder is refused too.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..io import atomic_write_json, atomic_write_text
+from ..training import RunConfig, config_hash
+
+RECORD_KEYS = ("id", "config", "status", "steps", "train")
+
+
+def fingerprint(run_ids: list[str]) -> str:
+    return config_hash(sorted(run_ids))
+
+
+@dataclass
+class Claim:
+    """An exclusive ``flock`` on ``locks/<id>.lock`` held by this process."""
+
+    run_id: str
+    path: Path
+    fd: int
+
+
+class ResultsDir:
+    """The folder of one sweep; see the module docstring for its layout."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.runs_dir = self.root / "runs"
+        self.locks_dir = self.root / "locks"
+
+    # -- creation and identity ------------------------------------------------
+    def open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
+        """Create the folder for this sweep, or check that it already is its folder."""
+        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids)}
+        meta_path = self.root / "sweep.json"
+        if self.root.exists() and not meta_path.exists() and any(self.root.iterdir()):
+            raise ConfigError(f"{self.root} exists and is not a kernelgap sweep folder; choose another --out")
+        if not meta_path.exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / "sweep.toml").exists():
+                atomic_write_text(self.root / "sweep.toml", config_text)
+            _create_exclusive_json(meta_path, meta)
+        stored = self.meta()
+        if stored.get("fingerprint") != meta["fingerprint"]:
+            raise ConfigError(
+                f"{self.root} holds a different sweep ({stored.get('name')!r}, "
+                f"{len(stored.get('runs', []))} runs); use a new --out folder"
+            )
+        self.runs_dir.mkdir(exist_ok=True)
+        self.locks_dir.mkdir(exist_ok=True)
+
+    def meta(self) -> dict:
+        path = self.root / "sweep.json"
+        if not path.is_file():
+            raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            raise ConfigError(f"{path} is corrupted") from None
+
+    # -- results --------------------------------------------------------------
+    def result_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.json"
+
+    def read(self, run_id: str) -> dict | None:
+        """The valid record of a run, else ``None`` (missing or corrupted)."""
+        path = self.result_path(run_id)
+        try:
+            record = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+            return None
+        return record if is_valid_record(record, run_id) else None
+
+    def is_corrupt(self, run_id: str) -> bool:
+        return self.result_path(run_id).exists() and self.read(run_id) is None
+
+    def set_aside(self, run_id: str) -> Path:
+        """Rename a corrupted result out of the way so the run is redone."""
+        path = self.result_path(run_id)
+        aside = path.with_name(f"{path.name}.corrupt-{time.time_ns()}")
+        os.replace(path, aside)
+        return aside
+
+    def write(self, record: dict) -> None:
+        atomic_write_json(self.result_path(record["id"]), record)
+
+    def records(self, run_ids: list[str]) -> list[dict]:
+        return [r for r in (self.read(i) for i in run_ids) if r is not None]
+
+    # -- claims ---------------------------------------------------------------
+    def claim(self, run_id: str) -> Claim | None:
+        """Take the run's lock without waiting; ``None`` if held or already finished."""
+        path = self.locks_dir / f"{run_id}.lock"
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        if self.read(run_id) is not None:  # finished by someone while we looked
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            return None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "since": time.time()}).encode())
+        return Claim(run_id, path, fd)
+
+    def release(self, claim: Claim, finished: bool) -> None:
+        """Drop a claim; the lock file goes once the result is written."""
+        if finished:
+            claim.path.unlink(missing_ok=True)
+        fcntl.flock(claim.fd, fcntl.LOCK_UN)
+        os.close(claim.fd)
+
+    def lock_holders(self) -> list[dict]:
+        """Lock files present (held, or left by a killed sweep and free to take)."""
+        out = []
+        for path in sorted(self.locks_dir.glob("*.lock")):
+            try:
+                out.append(json.loads(path.read_text() or "{}") | {"id": path.stem})
+            except (OSError, json.JSONDecodeError):
+                out.append({"id": path.stem})
+        return out
+
+    # -- aggregate ------------------------------------------------------------
+    def write_csv(self, run_ids: list[str]) -> Path:
+        """``results.csv``: one row per finished run, flattened config and metrics."""
+        rows = [flatten(r) for r in self.records(run_ids)]
+        columns = sorted({k for row in rows for k in row}, key=_column_order)
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        return atomic_write_text(self.root / "results.csv", buf.getvalue())
+
+
+def is_valid_record(record, run_id: str) -> bool:
+    """A result file is valid when complete and its config hashes to its id."""
+    return (isinstance(record, dict) and all(k in record for k in RECORD_KEYS)
+            and record["id"] == run_id and isinstance(record["config"], dict)
+            and config_hash(record["config"]) == run_id
+            and isinstance(record["train"], dict) and "max_error" in record["train"])
+
+
+def flatten(record: dict, prefix: str = "") -> dict:
+    """Nested record → ``{"config.model.rank": 16, "train.max_error": 0.07, …}``."""
+    out = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _column_order(column: str) -> tuple:
+    first = ("id", "status", "seed", "steps", "wall_time_s")
+    return (first.index(column) if column in first else len(first), column)
+
+
+def _create_exclusive_json(path: Path, obj) -> None:
+    """Write ``path`` only if absent (write a temp file, then ``link`` it in place)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    atomic_write_json(tmp, obj)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def run_ids(runs: list[RunConfig]) -> list[str]:
+    return [r.run_id() for r in runs]

@@ -1,0 +1,184 @@
+"""Binary codes for witness families (SPEC §5).
+
+* **Hadamard codes.** A normalized Hadamard matrix ``H`` of order ``m`` (first
+  row and column all ``+1``, ``H Hᵀ = m I``) gives ``m − 1`` codewords: rows
+  ``2..m`` with ``+1 → 1`` and ``−1 → 0``.  Each has weight ``m/2`` and any two
+  overlap in exactly ``m/4`` positions.  Orders ``2^a·(q + 1)`` are built, with
+  ``q`` a prime ``≡ 3 (mod 4)`` (Paley I) or ``q + 1 = 1`` (pure Sylvester),
+  doubled ``a`` times by Sylvester's ``[[H, H], [H, −H]]``.
+* **Constant-weight codes** of weight ``w`` whose pairwise overlaps are at most
+  a cap ``λ``: greedy (lexicographic) or seeded random.
+
+Every code is verified before it is returned; a violated property is a bug.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+from ..errors import FamilyError
+
+
+def _is_prime(q: int) -> bool:
+    return q >= 2 and all(q % d for d in range(2, int(q**0.5) + 1))
+
+
+def paley_matrix(q: int) -> np.ndarray:
+    """Paley I Hadamard matrix of order ``q + 1`` for a prime ``q ≡ 3 (mod 4)``.
+
+    ``H = I + S`` with ``S = [[0, 1ᵀ], [−1, Q]]`` and ``Q[i, j] = χ(j − i)`` the
+    Jacobsthal matrix (χ the Legendre symbol mod q).
+    """
+    if not (_is_prime(q) and q % 4 == 3):
+        raise FamilyError(f"Paley construction needs a prime q ≡ 3 (mod 4), got {q}")
+    squares = {(k * k) % q for k in range(1, q)}
+    chi = np.array([0] + [1 if k in squares else -1 for k in range(1, q)], dtype=np.int64)
+    diff = (np.arange(q)[None, :] - np.arange(q)[:, None]) % q
+    s = np.zeros((q + 1, q + 1), dtype=np.int64)
+    s[0, 1:] = 1
+    s[1:, 0] = -1
+    s[1:, 1:] = chi[diff]
+    return np.eye(q + 1, dtype=np.int64) + s
+
+
+def sylvester_double(h: np.ndarray) -> np.ndarray:
+    """Sylvester doubling ``[[H, H], [H, −H]]``."""
+    return np.block([[h, h], [h, -h]])
+
+
+def hadamard_orders(lo: int, hi: int) -> list[int]:
+    """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` can build."""
+    return [m for m in range(max(lo, 1), hi + 1) if _hadamard_recipe(m) is not None]
+
+
+def _hadamard_recipe(order: int) -> tuple[int, int] | None:
+    """``(base, doublings)`` with base 1, 2 or a Paley order, or None."""
+    doublings, base = 0, order
+    while True:
+        if base in (1, 2) or (base % 4 == 0 and _is_prime(base - 1) and (base - 1) % 4 == 3):
+            return base, doublings
+        if base % 2:
+            return None
+        base, doublings = base // 2, doublings + 1
+
+
+def normalize_hadamard(h: np.ndarray) -> np.ndarray:
+    """Flip row and column signs so the first row and column are all ``+1``."""
+    h = h * h[:, :1]
+    return h * h[:1, :]
+
+
+def hadamard_matrix(order: int) -> np.ndarray:
+    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``)."""
+    recipe = _hadamard_recipe(order)
+    if recipe is None:
+        raise FamilyError(
+            f"no Hadamard construction for order {order}: orders 2^a·(q+1) with q prime ≡ 3 mod 4"
+            f" are built (e.g. {', '.join(map(str, hadamard_orders(max(1, order - 8), order + 8)))})"
+        )
+    base, doublings = recipe
+    h = np.ones((1, 1), dtype=np.int64) if base == 1 else (
+        np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
+    for _ in range(doublings):
+        h = sylvester_double(h)
+    h = normalize_hadamard(h)
+    if not np.array_equal(h @ h.T, order * np.eye(order, dtype=np.int64)):
+        raise AssertionError(f"Hadamard construction of order {order} is wrong")
+    return h
+
+
+def hadamard_code(order: int) -> np.ndarray:
+    """The ``order − 1`` codewords of a normalized Hadamard matrix, ``uint8 [m−1, m]``.
+
+    Weight ``m/2`` and pairwise overlap ``m/4`` (verified); needs ``4 | m``.
+    """
+    if order < 4 or order % 4:
+        raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {order}")
+    code = (hadamard_matrix(order)[1:] > 0).astype(np.uint8)
+    check_constant_weight(code, order // 2, order // 4, exact_overlap=True)
+    return code
+
+
+def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int,
+                          exact_overlap: bool = False) -> None:
+    """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
+    (``== cap`` with ``exact_overlap``)."""
+    c = code.astype(np.int64)
+    if not (c.sum(1) == weight).all():
+        raise AssertionError(f"a codeword does not have weight {weight}")
+    gram = c @ c.T
+    off = gram[~np.eye(len(c), dtype=bool)]
+    bad = off != max_overlap if exact_overlap else off > max_overlap
+    if bad.any():
+        raise AssertionError(f"pairwise overlaps violate the cap {max_overlap}")
+
+
+def _check_cw_params(m: int, weight: int, max_overlap: int, count: int) -> None:
+    if not 0 < weight <= m:
+        raise FamilyError(f"weight must lie in 1..m = {m}, got {weight}")
+    if not 0 <= max_overlap < weight:
+        raise FamilyError(f"max_overlap must lie in 0..weight−1 = {weight - 1}, got {max_overlap}")
+    if count < 1:
+        raise FamilyError(f"a code needs at least one word, asked for {count}")
+
+
+def greedy_constant_weight(m: int, weight: int, max_overlap: int, count: int) -> np.ndarray:
+    """The lexicographic greedy code: scan weight-``w`` words in order, keep a word
+    whose overlap with every kept word is ≤ ``max_overlap``; stop at ``count``."""
+    _check_cw_params(m, weight, max_overlap, count)
+    kept = np.zeros((count, m), dtype=np.int64)
+    n = 0
+    for support in combinations(range(m), weight):
+        word = np.zeros(m, dtype=np.int64)
+        word[list(support)] = 1
+        if n == 0 or (kept[:n] @ word).max() <= max_overlap:
+            kept[n] = word
+            n += 1
+            if n == count:
+                break
+    if n < count:
+        raise FamilyError(f"greedy code (m={m}, w={weight}, overlap ≤ {max_overlap}) has only {n} words")
+    code = kept.astype(np.uint8)
+    check_constant_weight(code, weight, max_overlap)
+    return code
+
+
+def random_constant_weight(m: int, weight: int, max_overlap: int, count: int, seed: int = 0,
+                           max_tries: int = 200_000, require_count: bool = True) -> np.ndarray:
+    """A seeded random code: draw weight-``w`` words, keep those whose overlap with
+    every kept word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries``
+    draws give up (an error, or the words found if not ``require_count``)."""
+    _check_cw_params(m, weight, max_overlap, count)
+    rng = np.random.default_rng(seed)
+    kept = np.zeros((count, m), dtype=np.int64)
+    n, batch = 0, 256
+    for _ in range(0, max_tries, batch):
+        draws = np.argsort(rng.random((batch, m)), axis=1)[:, :weight]
+        words = np.zeros((batch, m), dtype=np.int64)
+        np.put_along_axis(words, draws, 1, axis=1)
+        for word in words:
+            if n == 0 or (kept[:n] @ word).max() <= max_overlap:
+                kept[n] = word
+                n += 1
+                if n == count:
+                    break
+        if n == count:
+            break
+    if n == count or not require_count:
+        code = kept[:n].astype(np.uint8)
+        check_constant_weight(code, weight, max_overlap)
+        return code
+    raise FamilyError(
+        f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed}) found only {n} "
+        f"of {count} words in {max_tries} draws"
+    )
+
+
+#: Constant-weight code constructions by name (the ``cw`` family's ``method``):
+#: ``(m, weight, max_overlap, count, seed) -> code``.
+CW_METHODS = {
+    "greedy": lambda m, w, cap, count, seed: greedy_constant_weight(m, w, cap, count),
+    "random": random_constant_weight,
+}

@@ -1,0 +1,120 @@
+"""Out-of-distribution Min-IP families (SPEC §5 pools; issue #5 OOD scaling).
+
+Uniform random triples rarely need a sharp choice, so these pools are built
+like the witness family, with nuisance bits that make every test token new:
+
+* ``n`` **classes**: codewords ``c_i`` of a normalized Hadamard code of order
+  ``h`` (weight ``h/2``, pairwise overlap ``h/4``);
+* **queries** ``x = [c_i ; ν ; 0]`` with ``ν`` a weight-``w_q`` pattern on the
+  query-nuisance bits;
+* **candidates** ``g = [1 − c_j ; 0 ; μ]`` with ``μ`` a weight-``w_c`` pattern on
+  separate candidate-nuisance bits, so ``<x, g> = <c_i, 1 − c_j>`` is ``0`` for
+  the query's own class and ``h/4`` otherwise — the nuisance never changes an
+  overlap, only the token's identity.
+
+The nuisance patterns are split into disjoint train/test sets, so **no test
+token (query or candidate) appears in training**.  Each query carries its
+witness set: ``(x; g_i, g_i)`` and, for each partner class ``y``,
+``(x; g_y, g_y)``, ``(x; g_i, g_y)``, ``(x; g_y, g_i)``, scored at position 1.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+
+from ..errors import FamilyError
+from .codes import hadamard_code, hadamard_orders
+from .families import register_family
+from .family import Family
+
+
+def weight_patterns(bits: int, weight: int) -> np.ndarray:
+    """All ``C(bits, weight)`` binary patterns of the given weight, ``uint8``."""
+    rows = []
+    for ones in combinations(range(bits), weight):
+        row = np.zeros(bits, dtype=np.uint8)
+        row[list(ones)] = 1
+        rows.append(row)
+    return np.array(rows, dtype=np.uint8).reshape(-1, bits)
+
+
+def class_code(n: int) -> np.ndarray:
+    """The first ``n`` codewords of the smallest Hadamard code with at least ``n``."""
+    order = next((h for h in hadamard_orders(4, 4 * n + 8) if h % 4 == 0 and h - 1 >= n), None)
+    if order is None:
+        raise FamilyError(f"no Hadamard code with {n} codewords")
+    return hadamard_code(order)[:n]
+
+
+def _split_patterns(patterns: np.ndarray, test_fraction: float, rng) -> dict[str, np.ndarray]:
+    order = rng.permutation(len(patterns))
+    n_test = int(round(len(patterns) * test_fraction))
+    if not 0 < n_test < len(patterns):
+        raise FamilyError("test_fraction leaves no train or no test nuisance pattern")
+    return {"test": patterns[order[:n_test]], "train": patterns[order[n_test:]]}
+
+
+def ood_split(n: int = 8, queries_per_class: int = 16, test_queries_per_class: int = 4,
+              partners: int = 0, query_bits: int = 8, query_weight: int = 4,
+              cand_bits: int = 6, cand_weight: int = 2, test_fraction: float = 0.4,
+              seed: int = 0) -> tuple[Family, Family]:
+    """Train and test families with disjoint tokens (see the module docstring).
+
+    ``partners = 0`` pairs each query with every other class (its full witness
+    set, so training itself needs rank ``≈ n``); ``partners = k`` samples ``k``.
+    """
+    if n < 2:
+        raise FamilyError(f"an OOD family needs n ≥ 2 classes, got {n}")
+    rng = np.random.default_rng(seed)
+    code = class_code(n)
+    h = code.shape[1]
+    q_pat = _split_patterns(weight_patterns(query_bits, query_weight), test_fraction, rng)
+    c_pat = _split_patterns(weight_patterns(cand_bits, cand_weight), test_fraction, rng)
+    per_class = {"train": queries_per_class, "test": test_queries_per_class}
+    out = []
+    for split in ("train", "test"):
+        if per_class[split] > len(q_pat[split]):
+            raise FamilyError(
+                f"{per_class[split]} {split} queries per class but only {len(q_pat[split])} "
+                f"{split} nuisance patterns")
+        seqs = []
+        for i in range(n):
+            for nu in q_pat[split][rng.choice(len(q_pat[split]), per_class[split], replace=False)]:
+                x = np.concatenate([code[i], nu, np.zeros(cand_bits, np.uint8)])
+                seqs.extend(_witness_sequences(x, i, code, c_pat[split], partners, query_bits, rng))
+        meta = {"n": n, "code_order": h, "split": split, "seed": seed,
+                "queries_per_class": per_class[split], "partners": partners or n - 1}
+        out.append(Family.from_sequences(np.array(seqs), query_position=1,
+                                         name=f"ood-n{n}-{split}", meta=meta))
+    return out[0], out[1]
+
+
+def _witness_sequences(x, i, code, cand_patterns, partners, query_bits, rng):
+    """``(x; g_i, g_i)`` and, per partner y, the duplicated and both mixed orders."""
+    n = len(code)
+
+    def cand(j):
+        mu = cand_patterns[rng.integers(len(cand_patterns))]
+        return np.concatenate([1 - code[j], np.zeros(query_bits, np.uint8), mu])
+
+    others = [j for j in range(n) if j != i]
+    if partners:
+        others = list(rng.choice(others, size=min(partners, len(others)), replace=False))
+    seqs = [[x, cand(i), cand(i)]]
+    for y in others:
+        seqs += [[x, cand(y), cand(y)], [x, cand(i), cand(y)], [x, cand(y), cand(i)]]
+    return seqs
+
+
+@register_family("ood")
+def ood(n: int = 8, queries_per_class: int = 16, test_queries_per_class: int = 4,
+        partners: int = 0, test_fraction: float = 0.4, seed: int = 0,
+        split: str = "train") -> Family:
+    """One side (``split='train'|'test'``) of :func:`ood_split`."""
+    if split not in ("train", "test"):
+        raise FamilyError(f"split must be 'train' or 'test', got {split!r}")
+    train, test = ood_split(n, queries_per_class, test_queries_per_class, partners,
+                            test_fraction=test_fraction, seed=seed)
+    return train if split == "train" else test

@@ -1,0 +1,220 @@
+"""The stacked trainer (issue #4; schedule and losses calibrated per SPEC §7).
+
+A stack of ``E`` members (one :class:`~kernelgap.models.AttentionModel`)
+trains on the loss ``L = Σ_e L_e``: member ``e``'s parameters only reach
+``L_e``, so ``∂L/∂θ_e = ∂L_e/∂θ_e`` and Adam (elementwise) updates each member
+exactly as if it trained alone.  Every step evaluates the train family anyway,
+so each member's max error is known per step: a member that becomes exact
+(max error < ``stop_below``) or diverges (non-finite loss) is recorded at that
+step — the same step it would be recorded at alone — and dropped from the
+loss; the stack stops when no member is left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..models import AttentionModel, build_model
+from ..task import Family, error_metrics
+from .config import RunConfig, TrainConfig
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def configure_worker(threads: int = 1) -> None:
+    """One intra-op thread and flushed denormals (exp features underflow; SPEC §7)."""
+    torch.set_flush_denormal(True)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def mse_loss(err: torch.Tensor) -> torch.Tensor:
+    """``mean e²`` per member: ``err [E, S, Q]`` → ``[E]``."""
+    return err.square().mean(dim=(1, 2))
+
+
+def power_mean_loss(err: torch.Tensor, power: float) -> torch.Tensor:
+    """``(mean |e|^p)^(1/p)`` per member, computed as ``M·(mean (|e|/M)^p)^(1/p)``.
+
+    ``M = max |e|`` (detached) keeps ``|e|^p`` from overflowing; the value is
+    unchanged and tends to ``max |e|`` as ``p → ∞``.
+    """
+    a = err.abs()
+    scale = a.detach().amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
+    return scale.reshape(-1) * (a / scale).pow(power).mean(dim=(1, 2)).pow(1.0 / power)
+
+
+def cosine_lr(base: float, step: int, total: int) -> float:
+    """``base · (1 + cos(π·step/total)) / 2``: from ``base`` down to 0 over a phase."""
+    return base * 0.5 * (1.0 + math.cos(math.pi * step / max(total, 1)))
+
+
+@dataclass
+class Scored:
+    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``."""
+
+    tokens: torch.Tensor
+    index: torch.Tensor
+    positions: list[int]
+    target: torch.Tensor
+
+    @classmethod
+    def of(cls, family: Family, dtype: torch.dtype) -> "Scored":
+        positions = family.scored_positions
+        target = torch.as_tensor(family.targets()[:, positions], dtype=dtype)
+        return cls(torch.as_tensor(family.tokens, dtype=dtype),
+                   torch.as_tensor(family.index), positions, target)
+
+    def errors(self, model: AttentionModel) -> torch.Tensor:
+        """``pred − target`` of every member, ``[E, S, Q]``."""
+        return model.predict(self.tokens, self.index, self.positions) - self.target
+
+
+@dataclass
+class MemberResult:
+    """Outcome of one member: status ``ok``/``diverged``, metrics at its last step."""
+
+    status: str
+    steps: int
+    wall_time_s: float
+    train: dict
+    test: dict | None
+
+
+def metrics_of(err: torch.Tensor) -> dict:
+    """SPEC §1 metrics of one member's errors ``[S, Q]``."""
+    return error_metrics(err, torch.zeros_like(err)).as_dict()
+
+
+class StackTrainer:
+    """Trains one stack; see the module docstring for the per-member bookkeeping."""
+
+    def __init__(self, model: AttentionModel, train: Scored, cfg: TrainConfig,
+                 test: Scored | None = None) -> None:
+        self.model, self.train, self.test, self.cfg = model, train, test, cfg
+        self.results: list[MemberResult | None] = [None] * model.members
+        self.active = torch.ones(model.members, dtype=torch.bool)
+        self.start = time.perf_counter()
+
+    def phases(self):
+        power = self.cfg.power
+        return [(mse_loss, self.cfg.mse_steps),
+                (lambda err: power_mean_loss(err, power), self.cfg.max_steps)]
+
+    def run(self) -> list[MemberResult]:
+        opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, foreach=True)
+        step, last_err = 0, None
+        for loss_fn, n_steps in self.phases():
+            for k in range(n_steps):
+                err = self.train.errors(self.model)
+                losses = loss_fn(err)
+                self.record_events(err, losses, last_err, step)
+                if not bool(self.active.any()):
+                    return self.results
+                for group in opt.param_groups:
+                    group["lr"] = cosine_lr(self.cfg.lr, k, n_steps)
+                opt.zero_grad(set_to_none=True)
+                torch.where(self.active, losses, torch.zeros_like(losses)).sum().backward()
+                opt.step()
+                step, last_err = step + 1, err.detach()
+        with torch.no_grad():
+            err = self.train.errors(self.model)
+        self.finish(err, step)
+        return self.results
+
+    def record_events(self, err, losses, last_err, step: int) -> None:
+        """Record members that just became exact or diverged (before this step's update)."""
+        with torch.no_grad():
+            max_err = err.detach().abs().amax(dim=(1, 2))
+            finite = torch.isfinite(losses.detach()) & torch.isfinite(max_err)
+            diverged = self.active & ~finite
+            stop = self.cfg.stop_below
+            exact = self.active & finite & (max_err < stop) if stop is not None else None
+        if bool(diverged.any()):
+            for e in diverged.nonzero().flatten().tolist():
+                source = last_err if last_err is not None else err.detach()
+                self.record(e, "diverged", step, source[e], None)
+        if exact is not None and bool(exact.any()):
+            test_err = self.test_errors()
+            for e in exact.nonzero().flatten().tolist():
+                self.record(e, "ok", step, err.detach()[e], test_err)
+
+    def test_errors(self) -> torch.Tensor | None:
+        if self.test is None:
+            return None
+        with torch.no_grad():
+            return self.test.errors(self.model)
+
+    def record(self, e: int, status: str, step: int, train_err, test_err) -> None:
+        """Freeze member ``e``'s outcome (test metrics only for finite members)."""
+        test = metrics_of(test_err[e]) if test_err is not None else None
+        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start,
+                                       metrics_of(train_err), test)
+        self.active[e] = False
+
+    def finish(self, err: torch.Tensor, step: int) -> None:
+        """Final metrics of members still training after the last step."""
+        finite = torch.isfinite(err).flatten(1).all(dim=1)
+        test_err = self.test_errors()
+        for e in self.active.nonzero().flatten().tolist():
+            status = "ok" if bool(finite[e]) else "diverged"
+            self.record(e, status, step, err[e], test_err if status == "ok" else None)
+
+
+def train_stack(model: AttentionModel, family: Family, cfg: TrainConfig,
+                test_family: Family | None = None) -> list[MemberResult]:
+    """Train every member of ``model`` on ``family``; one result per member."""
+    dtype = DTYPES[cfg.dtype]
+    test = Scored.of(test_family, dtype) if test_family is not None else None
+    return StackTrainer(model, Scored.of(family, dtype), cfg, test).run()
+
+
+def vocabulary(family: Family, test_family: Family | None) -> np.ndarray:
+    """Distinct tokens of the train and test families (the ``table`` map's rows)."""
+    if test_family is None:
+        return family.tokens
+    return np.unique(np.concatenate([family.tokens, test_family.tokens]), axis=0)
+
+
+def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
+    """Train runs that share a :meth:`RunConfig.stack_key` as one stack."""
+    runs = [r.resolved() for r in runs]
+    if len({r.stack_key() for r in runs}) != 1:
+        raise ValueError("train_runs needs runs that share one stack key")
+    configure_worker()
+    first = runs[0]
+    family = first.family.build()
+    test_family = first.test_family.build() if first.test_family else None
+    model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in runs],
+                        ranks=[r.model.rank for r in runs],
+                        vocabulary=vocabulary(family, test_family), dtype=DTYPES[first.train.dtype])
+    return train_stack(model, family, first.train, test_family)
+
+
+def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
+    """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``)."""
+    from .. import __version__
+
+    return {
+        "id": run.run_id(),
+        "config": run.as_dict(),
+        "seed": run.seed,
+        "status": result.status,
+        "steps": result.steps,
+        "wall_time_s": result.wall_time_s,
+        "stack_size": stack_size,
+        "train": result.train,
+        "test": result.test,
+        "version": __version__,
+    }
+
+
+def train_records(runs: list[RunConfig]) -> list[dict]:
+    """Train one stack of runs and return their records (the executors' task)."""
+    results = train_runs(runs)
+    return [run_record(r.resolved(), res, len(runs)) for r, res in zip(runs, results)]

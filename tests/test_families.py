@@ -1,0 +1,109 @@
+"""Families (SPEC §5): exhaustive, pools, and the family file format."""
+
+import json
+
+import numpy as np
+import pytest
+
+from kernelgap.errors import FamilyError
+from kernelgap.task import build_family, iter_exhaustive_index, load_family, pool_split, save_family
+from kernelgap.task.families import parse_params
+
+
+def test_exhaustive_holds_every_sequence_once():
+    fam = build_family("exhaustive", m=2, length=3)
+    assert len(fam) == 64
+    rows = {tuple(map(tuple, s)) for s in fam.sequences_bits().tolist()}
+    assert len(rows) == 64
+
+
+def test_exhaustive_chunks_concatenate_to_whole():
+    whole = build_family("exhaustive", m=3, length=2).index
+    chunks = np.concatenate(list(iter_exhaustive_index(3, 2, chunk=5)))
+    assert (chunks == whole).all()
+
+
+def test_exhaustive_refuses_to_materialise_huge():
+    with pytest.raises(FamilyError, match="2\\^30"):
+        build_family("exhaustive", m=10, length=3)
+
+
+def test_pool_split_is_disjoint_and_seeded():
+    tr, te = pool_split(m=10, pool_size=40, sequences=100, seed=3)
+    train_tokens = {r.tobytes() for r in tr.tokens}
+    assert not train_tokens & {r.tobytes() for r in te.tokens}
+    tr2, te2 = pool_split(m=10, pool_size=40, sequences=100, seed=3)
+    assert (tr.index == tr2.index).all() and (te.tokens == te2.tokens).all()
+
+
+def test_parse_params_uses_annotations():
+    assert parse_params("pool", {"m": "8", "test_fraction": "0.25", "split": "test"}) == {
+        "m": 8, "test_fraction": 0.25, "split": "test"}
+    with pytest.raises(FamilyError, match="no parameter 'bogus'"):
+        parse_params("pool", {"bogus": "1"})
+    with pytest.raises(FamilyError, match="not a valid int"):
+        parse_params("pool", {"m": "eight"})
+
+
+def test_unknown_family_lists_choices():
+    with pytest.raises(FamilyError, match="unknown family 'nope'.*exhaustive"):
+        build_family("nope")
+
+
+def test_file_round_trip(tmp_path):
+    fam = build_family("exhaustive", m=2, length=3, query_position=1)
+    fam.matching = [(1, 2)]
+    path = save_family(fam, tmp_path / "f.json")
+    back = load_family(path)
+    assert (back.sequences_bits() == fam.sequences_bits()).all()
+    assert back.query_position == 1
+    assert [(back.tokens[q].tolist(), back.tokens[g].tolist()) for q, g in back.matching] == [
+        (fam.tokens[1].tolist(), fam.tokens[2].tolist())]
+
+
+def test_save_never_overwrites(tmp_path):
+    fam = build_family("exhaustive", m=1, length=2)
+    save_family(fam, tmp_path / "f.json")
+    before = (tmp_path / "f.json").read_text()
+    with pytest.raises(FamilyError, match="already exists"):
+        save_family(build_family("exhaustive", m=2, length=2), tmp_path / "f.json")
+    assert (tmp_path / "f.json").read_text() == before
+
+
+BAD_FILES = [
+    ("[1, 2]", "JSON object"),
+    ("{not json", "not valid JSON"),
+    ('{"sequences": [["01"]]}', "missing the key 'm'"),
+    ('{"m": 0, "sequences": [["0"]]}', "positive integer"),
+    ('{"m": 2, "sequences": []}', "non-empty"),
+    ('{"m": 2, "sequences": [["01", "1"]]}', "length 1, expected m = 2"),
+    ('{"m": 2, "sequences": [["01", "2a"]]}', "other than '0' and '1'"),
+    ('{"m": 2, "sequences": [["01", "10"], ["01"]]}', "sequence 1 has length 1"),
+    ('{"m": 2, "sequences": [["01", "10"]], "query_position": 3}', "query_position"),
+    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01", "11"]]}', "good candidate appears in no sequence"),
+    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01"]]}', "matching entry 0"),
+    ('{"m": 2, "sequences": [[1, 0]]}', "expected a string"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD_FILES)
+def test_bad_family_files_give_one_line_errors(tmp_path, text, message):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(FamilyError) as info:
+        load_family(path)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_file():
+    with pytest.raises(FamilyError, match="does not exist"):
+        load_family("/nonexistent/f.json")
+
+
+def test_json_matches_documented_format(tmp_path):
+    fam = build_family("exhaustive", m=2, length=2, query_position=2)
+    save_family(fam, tmp_path / "f.json")
+    data = json.loads((tmp_path / "f.json").read_text())
+    assert data["m"] == 2 and data["query_position"] == 2
+    assert data["sequences"][1] == ["00", "01"]

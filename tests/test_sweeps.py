@@ -1,0 +1,150 @@
+"""Sweep files, results folders and the local/inline executors (issue #4)."""
+
+import csv
+import fcntl
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernelgap.cli import main
+from kernelgap.errors import ConfigError
+from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, sweep_status
+
+TINY = """
+name = "tiny"
+[family]
+name = "exhaustive"
+params = {m = 2, length = 2}
+[model]
+feature_map = "table"
+[train]
+mse_steps = 4
+max_steps = 4
+[grid]
+model.rank = [1, 2]
+seed = [0, 1]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_grid_and_variants_expand(tmp_path):
+    cfg = write(tmp_path, TINY + '\n[[variants]]\nmodel.feature_map = "table"\n'
+                '[[variants]]\nmodel.feature_map = "mlp_exp"\ntrain.lr = 1e-3\n')
+    runs = load_sweep(cfg).runs()
+    assert len(runs) == 8
+    assert {r.model.feature_map for r in runs} == {"table", "mlp_exp"}
+    assert {r.resolved().train.lr for r in runs if r.model.feature_map == "mlp_exp"} == {1e-3}
+    assert len({r.run_id() for r in runs}) == 8
+
+
+@pytest.mark.parametrize("edit, key", [
+    (("[train]", "[train]\nlearning_rate = 0.1"), "learning_rate"),
+    (("name = \"tiny\"", "name = \"tiny\"\nbogus = 1"), "bogus"),
+    (("model.rank = [1, 2]", "model.rnak = [1, 2]"), "rnak"),
+    (("model.rank = [1, 2]", "model.rank = []"), "model.rank"),
+    (("model.rank = [1, 2]", "model.rank = [0, 2]"), "model.rank"),
+    (("mse_steps = 4", "mse_steps = \"four\""), "train.mse_steps"),
+    (("mse_steps = 4", "mse_steps = 4.5"), "train.mse_steps"),
+    (("seed = [0, 1]", "seed = 3"), "grid.seed"),
+    (("params = {m = 2, length = 2}", "params = {m = 2, size = 2}"), "size"),
+    (("name = \"exhaustive\"", "name = \"nonesuch\""), "family.name"),
+])
+def test_config_errors_name_the_key(tmp_path, capsys, edit, key):
+    cfg = write(tmp_path, TINY.replace(*edit))
+    with pytest.raises(ConfigError, match=key):
+        load_sweep(cfg)
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", str(cfg), "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_plan_groups_stackable_runs(tmp_path):
+    runs = load_sweep(write(tmp_path, TINY + '\n[[variants]]\ntrain.lr = 0.01\n[[variants]]\ntrain.lr = 0.02\n')).runs()
+    tasks = plan_tasks(runs, workers=1)
+    assert len(tasks) == 2 and all(len(t) == 4 for t in tasks)
+    assert all(len({r.stack_key() for r in t}) == 1 for t in tasks)
+    assert sorted(len(t) for t in plan_tasks(runs, workers=4)) == [2, 2, 2, 2]
+
+
+def test_sweep_resumes_sets_aside_corruption_and_aggregates(tmp_path):
+    cfg, out = write(tmp_path, TINY), tmp_path / "out"
+    first = run_sweep(cfg, out, executor="inline", progress=False)
+    assert (first.total, first.ran) == (4, 4)
+    files = sorted((out / "runs").glob("*.json"))
+    assert len(files) == 4 and not list((out / "locks").glob("*.lock"))
+    record = json.loads(files[0].read_text())
+    assert {"config", "seed", "train", "version", "wall_time_s", "status", "steps"} <= set(record)
+    again = run_sweep(out, executor="inline", progress=False)  # resume from the folder alone
+    assert (again.done_before, again.ran) == (4, 0)
+    files[1].write_text('{"id": "trunc')
+    assert sweep_status(out)["corrupt"] == 1
+    fixed = run_sweep(cfg, out, executor="inline", progress=False)
+    assert fixed.ran == 1 and len(fixed.set_aside) == 1
+    assert len(list((out / "runs").glob("*.corrupt-*"))) == 1
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == 4 and {"train.max_error", "config.model.rank", "seed"} <= set(rows[0])
+    status = sweep_status(out)
+    assert (status["done"], status["left"], status["corrupt"]) == (4, 0, 0)
+
+
+def test_a_held_claim_is_skipped_and_a_stale_one_taken(tmp_path):
+    cfg, out = write(tmp_path, TINY), tmp_path / "out"
+    runs = load_sweep(cfg).runs()
+    store = ResultsDir(out)
+    store.open_for("tiny", cfg.read_text(), [r.run_id() for r in runs])
+    held = os.open(store.locks_dir / f"{runs[0].run_id()}.lock", os.O_CREAT | os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another sweep working on run 0
+    (store.locks_dir / f"{runs[1].run_id()}.lock").write_text('{"pid": 999999}')  # a killed sweep's
+    summary = run_sweep(cfg, out, executor="inline", progress=False)
+    assert summary.skipped_locked == [runs[0].run_id()]
+    assert summary.ran == 3 and store.read(runs[1].run_id()) is not None
+    os.close(held)
+    assert run_sweep(cfg, out, executor="inline", progress=False).ran == 1
+
+
+def test_results_folders_are_never_mixed(tmp_path):
+    out = tmp_path / "out"
+    run_sweep(write(tmp_path, TINY), out, executor="inline", progress=False)
+    before = {p.name: p.read_bytes() for p in (out / "runs").iterdir()}
+    other = write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "other.toml")
+    with pytest.raises(ConfigError, match="different sweep"):
+        run_sweep(other, out, executor="inline", progress=False)
+    assert before == {p.name: p.read_bytes() for p in (out / "runs").iterdir()}
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not a kernelgap sweep folder"):
+        run_sweep(other, stranger, executor="inline", progress=False)
+
+
+def test_cli_sweep_local_pool_and_status(tmp_path, capsys):
+    cfg, out = write(tmp_path, TINY), tmp_path / "out"
+    main(["sweep", str(cfg), "--out", str(out), "--workers", "2", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["ran"] == 4 and summary["left"] == 0
+    inline = tmp_path / "inline"
+    run_sweep(cfg, inline, executor="inline", progress=False)
+    for path in (out / "runs").glob("*.json"):
+        a, b = json.loads(path.read_text()), json.loads((inline / "runs" / path.name).read_text())
+        assert a["train"]["max_error"] == pytest.approx(b["train"]["max_error"], abs=1e-5)
+    main(["sweep", str(out), "--status", "--json"])
+    status = json.loads(capsys.readouterr().out)
+    assert (status["done"], status["left"]) == (4, 0)
+
+
+def test_unknown_executor_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", str(write(tmp_path, TINY)), "--out", str(tmp_path / "o"), "--executor", "dask"])
+    assert exc.value.code == 2 and "unknown executor" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,123 @@
+"""The stacked trainer (issue #4): stack ≡ alone, losses, schedule, early stop, divergence."""
+
+import math
+
+import pytest
+import torch
+
+from kernelgap.cli import main
+from kernelgap.models import build_model
+from kernelgap.task import build_family, pool_split
+from kernelgap.training import (
+    FamilySpec, RunConfig, TrainConfig, default_model, train_records, train_stack,
+)
+from kernelgap.training.trainer import cosine_lr, power_mean_loss
+
+
+@pytest.fixture(scope="module")
+def family():
+    return build_family("exhaustive", m=2, length=3)
+
+
+def train(family, fmap, seeds, ranks, cfg, **spec):
+    model = build_model(default_model(feature_map=fmap, rank=max(ranks), **spec), family.m,
+                        family.length, seeds=seeds, ranks=ranks, vocabulary=family.tokens)
+    return train_stack(model, family, cfg)
+
+
+@pytest.mark.parametrize("fmap", ["table", "mlp_exp", "elu1"])
+def test_stacked_equals_alone(family, fmap):
+    seeds, ranks = [0, 1, 2, 3], [1, 2, 4, 3]
+    cfg = TrainConfig(lr=1e-2, mse_steps=15, max_steps=15, stop_below=None)
+    stacked = train(family, fmap, seeds, ranks, cfg)
+    for e, (s, r) in enumerate(zip(seeds, ranks)):
+        (alone,) = train(family, fmap, [s], [r], cfg)
+        assert alone.steps == stacked[e].steps == 30
+        for key in ("max_error", "mean_abs_error"):
+            assert alone.train[key] == pytest.approx(stacked[e].train[key], abs=1e-5)
+
+
+def test_members_differ_by_seed_and_rank(family):
+    cfg = TrainConfig(lr=1e-2, mse_steps=5, max_steps=5, stop_below=None)
+    a, b, c = train(family, "table", [0, 1, 0], [2, 2, 1], cfg)
+    assert a.train["max_error"] != b.train["max_error"] != c.train["max_error"]
+
+
+def test_early_stop_records_each_member_at_its_exact_step():
+    fam = build_family("exhaustive", m=2, length=2)  # rank 1 suffices for N = 2 (SPEC §3)
+    cfg = TrainConfig(lr=3e-2, mse_steps=300, max_steps=600)
+    stacked = train(fam, "table", [0, 1], [1, 2], cfg)
+    for e, (s, r) in enumerate(zip([0, 1], [1, 2])):
+        (alone,) = train(fam, "table", [s], [r], cfg)
+        assert stacked[e].train["exact"] and alone.train["exact"]
+        assert stacked[e].steps == alone.steps < 900
+        assert stacked[e].train["max_error"] == pytest.approx(alone.train["max_error"], abs=1e-5)
+
+
+def test_divergence_keeps_last_finite_metrics(family):
+    cfg = TrainConfig(lr=math.inf, mse_steps=5, max_steps=5)
+    (result,) = train(family, "table", [0], [2], cfg)
+    assert result.status == "diverged"
+    assert result.steps == 1
+    assert math.isfinite(result.train["max_error"])
+
+
+def test_power_mean_loss_value_gradient_and_limit():
+    err = torch.tensor([[[0.5], [-2.0], [1.0]]], requires_grad=True)
+    naive = err.abs().pow(8).mean().pow(1 / 8)
+    ours = power_mean_loss(err, 8.0)
+    assert float(ours.detach()) == pytest.approx(float(naive.detach()), rel=1e-6)
+    (g1,) = torch.autograd.grad(ours.sum(), err)
+    (g2,) = torch.autograd.grad(err.abs().pow(8).mean().pow(1 / 8), err)
+    assert torch.allclose(g1, g2, atol=1e-6)
+    assert float(power_mean_loss(err, 256.0).detach()) == pytest.approx(2.0, rel=1e-2)
+    big = torch.full((1, 4, 1), 1e6)
+    assert math.isfinite(float(power_mean_loss(big, 8.0)))
+
+
+def test_cosine_schedule_decays_to_zero():
+    assert cosine_lr(0.1, 0, 10) == pytest.approx(0.1)
+    assert cosine_lr(0.1, 5, 10) == pytest.approx(0.05)
+    assert cosine_lr(0.1, 10, 10) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_run_ids_and_stack_keys():
+    base = RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=4))
+    other_seed = RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=8), seed=3)
+    assert base.run_id() != other_seed.run_id()
+    assert base.run_id() == RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=4)).run_id()
+    assert base.stack_key() == other_seed.stack_key()
+    taylor = [RunConfig(FamilySpec("witness"), default_model(feature_map="taylor", rank=r)) for r in (3, 7)]
+    assert taylor[0].stack_key() != taylor[1].stack_key()
+    assert base.resolved().train.lr == 3e-2
+    soft = RunConfig(FamilySpec("witness"), default_model(kind="softmax"))
+    assert soft.resolved().train.lr == 1e-2
+
+
+def test_records_score_a_test_family():
+    run = RunConfig(FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64}),
+                    default_model(feature_map="mlp_exp", rank=4),
+                    TrainConfig(mse_steps=3, max_steps=3),
+                    test_family=FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64, "split": "test"}))
+    (record,) = train_records([run])
+    train_fam, test_fam = pool_split(m=6, pool_size=16, sequences=64)
+    assert record["test"]["sequences"] == len(test_fam)
+    assert record["train"]["sequences"] == len(train_fam)
+    assert record["id"] == run.run_id() and record["version"]
+
+
+def test_cli_train_json(capsys):
+    main(["train", "--family", "exhaustive", "-p", "m=2", "-p", "length=2", "--feature-map", "table",
+          "--rank", "1", "--mse-steps", "3", "--max-steps", "3", "--json"])
+    import json
+
+    record = json.loads(capsys.readouterr().out)
+    assert record["config"]["model"]["rank"] == 1 and record["steps"] <= 6
+
+
+def test_cli_train_rejects_rank_zero(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--family", "witness", "--rank", "0"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rank" in err[0]
