@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -183,6 +184,7 @@ def train(
     """Train one model (SPEC §7 schedule) and print its metrics."""
     from .task.families import parse_params
     from .training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
+    from .sweeps.config import validate_run
 
     if rank < 1:
         raise KernelgapError(f"--rank must be ≥ 1, got {rank}")
@@ -193,6 +195,7 @@ def train(
                           stop_below=None if no_early_stop else 0.5),
         seed=seed,
     )
+    validate_run(run)  # every range and choice, before any training (issue #7)
     emit(train_records([run])[0], as_json, _render_run)
 
 
@@ -244,6 +247,30 @@ def _render_summary(s: dict) -> None:
 
 
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
+
+@app.command()
+def reproduce(
+    profile: str = typer.Option("quick", "--profile", help="quick (about 10 min on 2 cores) or paper (full grids)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
+    executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+) -> None:
+    """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
+    from .reproduce import reproduce as run
+
+    run(profile, out, executor=executor, workers=workers, address=address, log=typer.echo)
+
+
+@app.command()
+def report(
+    folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce`."),
+) -> None:
+    """Rebuild summary.json and report.html from the result files (no training)."""
+    from .reproduce import write_summary_and_report
+
+    write_summary_and_report(folder, log=typer.echo)
+
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -16,6 +16,9 @@
     train.lr = 3e-3
 
 The runs are ``variants × grid`` (one variant, the base, when none is given).
+A variant's value wins over a grid axis of the same key, and duplicate runs are
+dropped: ``model.kind = "softmax"`` with ``model.rank = 1`` in a variant gives
+one softmax run per seed however many ranks the grid lists.
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
 the key: unknown key, wrong type, empty grid, non-positive size.
 """
@@ -23,6 +26,7 @@ the key: unknown key, wrong type, empty grid, non-positive size.
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 import types
 import typing
@@ -33,6 +37,7 @@ from ..errors import ConfigError, KernelgapError
 from ..models import ModelSpec
 from ..task.families import family_parameters
 from ..training import FamilySpec, RunConfig, TrainConfig, default_model
+from ..training.trainer import DTYPES
 
 #: Top-level sections and the dataclass each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
@@ -61,7 +66,7 @@ class SweepConfig:
         for variant in self.variants:
             for values in itertools.product(*(self.grid[a] for a in axes)):
                 raw = _nested_copy(self.base)
-                for key, value in [*variant.items(), *zip(axes, values)]:
+                for key, value in [*zip(axes, values), *variant.items()]:
                     _set(raw, key, value)
                 run = build_run(raw)
                 out.setdefault(run.run_id(), run)
@@ -177,12 +182,32 @@ def _check_ranges(run: RunConfig) -> None:
         low = 1 if key in POSITIVE else 0
         if value < low:
             raise ConfigError(f"{key} must be ≥ {low}, got {value}")
-    if run.train.lr is not None and run.train.lr <= 0:
-        raise ConfigError(f"train.lr must be > 0, got {run.train.lr}")
+    if run.train.lr is not None and not (math.isfinite(run.train.lr) and run.train.lr > 0):
+        raise ConfigError(f"train.lr must be a finite number > 0, got {run.train.lr}")
+    if not (math.isfinite(run.train.power) and run.train.power >= 1):
+        raise ConfigError(f"train.power must be a finite number ≥ 1, got {run.train.power}")
+    if run.train.stop_below is not None and not run.train.stop_below >= 0:
+        raise ConfigError(f"train.stop_below must be ≥ 0 (0: never stop early), got {run.train.stop_below}")
+    if run.train.dtype not in DTYPES:
+        raise ConfigError(f"train.dtype must be one of {', '.join(DTYPES)}, got {run.train.dtype!r}")
+    if run.model.readout not in ("mlp", "linear"):
+        raise ConfigError(f"model.readout must be 'mlp' or 'linear', got {run.model.readout!r}")
+    for key in ("init_scale", "temperature"):
+        value = getattr(run.model, key)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"model.{key} must be a finite number > 0, got {value}")
+    if run.model.score_dim is not None and run.model.score_dim < 1:
+        raise ConfigError(f"model.score_dim must be ≥ 1, got {run.model.score_dim}")
     try:
         run.model.validate()
     except KernelgapError as exc:
         raise ConfigError(f"model: {exc}") from None
+
+
+def validate_run(run: RunConfig) -> RunConfig:
+    """Check a run's ranges and choices (what ``kernelgap train`` and sweep files share)."""
+    _check_ranges(run)
+    return run
 
 
 def _table(value, where: str) -> dict:

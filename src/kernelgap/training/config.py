@@ -45,7 +45,7 @@ class TrainConfig:
     the power mean ``(mean |e|^power)^(1/power)``, a smooth stand-in for the
     max error (exactness needs max error < 1/2, not low MSE; SPEC §1, §7).
     A member stops as soon as its train max error is below ``stop_below``
-    (``None``: never; the default 0.5 is "exact").
+    (``None`` or ``0``: never; the default 0.5 is "exact").
     """
 
     lr: float | None = None  # None: default_lr(model)

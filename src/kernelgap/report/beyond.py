@@ -1,0 +1,530 @@
+"""The "Beyond the paper" section (issue #6): summary sections, figures, HTML.
+
+Reads result folders only (never trains):
+
+* ``signed/``, ``signed_ood/`` (sweeps) → ``summary["loopholes"]["signed"]``;
+* ``heads/`` (sweep) → ``summary["loopholes"]["heads"]``;
+* ``zoo/``, ``zoo_ood/`` (sweeps) → ``summary["zoo"]``;
+* ``precision/quantized.json`` → ``summary["precision"]``;
+* ``probe/probe.json`` (+ the baseline sweep in ``probe/runs``) → ``summary["probe"]``.
+
+Beside them the paper's own maps come from ``witness/`` and ``ood/`` when present.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from pathlib import Path
+
+EXACT = 0.5
+ACC = 0.99
+
+
+# -- reading ------------------------------------------------------------------------------
+
+def _read_json(path: Path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _records(sweep: Path) -> list[dict]:
+    out = []
+    for path in sorted((sweep / "runs").glob("*.json")):
+        rec = _read_json(path)
+        if isinstance(rec, dict) and "config" in rec:
+            out.append(rec)
+    return out
+
+
+def _features(fm: str, rank: int) -> int:
+    from ..models import feature_map_class
+
+    try:
+        return feature_map_class(fm).output_size(rank)
+    except Exception:  # noqa: BLE001 - an unknown map in old results
+        return rank
+
+
+def _row(rec: dict) -> dict:
+    model = rec["config"]["model"]
+    fm = model["feature_map"] if model["kind"] == "kernel" else "softmax"
+    row = {"feature_map": fm, "rank": model["rank"], "heads": model["heads"],
+           "features": _features(fm, model["rank"]) * model["heads"] if fm != "softmax" else None,
+           "seed": rec["seed"], "status": rec["status"], "steps": rec["steps"],
+           "family": rec["config"]["family"]["name"], "params": rec["config"]["family"]["params"],
+           "max_error": rec["train"]["max_error"], "exact": rec["train"]["max_error"] < EXACT,
+           "exact_seq_acc": rec["train"]["exact_seq_acc"]}
+    if rec.get("test"):
+        row.update(test_max_error=rec["test"]["max_error"], test_exact_seq_acc=rec["test"]["exact_seq_acc"])
+    return row
+
+
+def _rows(root: Path, name: str) -> list[dict]:
+    return [_row(r) for r in _records(root / name)]
+
+
+def transition(rows: list[dict], ok, key: str = "features") -> int | None:
+    """Smallest ``key`` value at which a strict majority of seeds satisfies ``ok``."""
+    by = defaultdict(list)
+    for r in rows:
+        by[r[key]].append(bool(ok(r)))
+    return next((k for k in sorted(by) if sum(by[k]) * 2 > len(by[k])), None)
+
+
+def _exact(r):
+    return r["exact"]
+
+
+def _acc(r):
+    return (r.get("test_exact_seq_acc") or 0.0) >= ACC
+
+
+def _size_key(row: dict) -> int:
+    return int(row["params"].get("n") or 0)
+
+
+def _certified(root: Path, name: str) -> int | None:
+    certs = _read_json(root / name / "certificates.json") or {}
+    ranks = [c.get("certified_rank") for c in certs.values() if c.get("family") == "witness"]
+    if ranks and ranks[0]:
+        return ranks[0]
+    cert = _read_json(root / "witness" / "certificate.json") or {}
+    return cert.get("certified_rank")
+
+
+def _per_map(rows: list[dict], ok, key="features") -> dict:
+    maps = sorted({r["feature_map"] for r in rows})
+    out = {}
+    for fm in maps:
+        sub = [r for r in rows if r["feature_map"] == fm]
+        out[fm] = {"transition": transition(sub, ok, key), "max_tried": max(r[key] or 0 for r in sub)}
+    return out
+
+
+# -- sections -----------------------------------------------------------------------------
+
+def loopholes_section(root: Path) -> dict | None:
+    signed, signed_ood, heads = _rows(root, "signed"), _rows(root, "signed_ood"), _rows(root, "heads")
+    if not (signed or signed_ood or heads):
+        return None
+    paper_w = [r for r in _rows(root, "witness") if r["feature_map"] != "softmax"]
+    paper_o = [r for r in _rows(root, "ood") if r["feature_map"] != "softmax"]
+    cert = _certified(root, "signed") or _certified(root, "heads")
+    out: dict = {"certified_rank": cert}
+    if signed or paper_w:
+        witness_rows = [r for r in signed + paper_w if r["family"] == "witness"]
+        out["signed"] = {
+            "witness": {"transition": _per_map(witness_rows, _exact),
+                        "runs": sorted(signed, key=lambda r: (r["rank"], r["seed"]))},
+            "ood": [],
+        }
+        for n in sorted({_size_key(r) for r in signed_ood}):
+            rows = [r for r in signed_ood + paper_o if _size_key(r) == n]
+            out["signed"]["ood"].append({"n": n, "transition_acc99": _per_map(rows, _acc),
+                                         "runs": sorted((r for r in signed_ood if _size_key(r) == n),
+                                                        key=lambda r: (r["feature_map"], r["rank"], r["seed"]))})
+    if heads:
+        per_h = {}
+        for h in sorted({r["heads"] for r in heads}):
+            sub = [r for r in heads if r["heads"] == h]
+            per_h[str(h)] = {"transition_total": transition(sub, _exact, "features"),
+                             "max_total": max(r["features"] for r in sub)}
+        out["heads"] = {"feature_map": heads[0]["feature_map"], "per_heads": per_h,
+                        "runs": sorted(heads, key=lambda r: (r["heads"], r["rank"], r["seed"]))}
+    return out
+
+
+def zoo_section(root: Path) -> dict | None:
+    wit, ood = _rows(root, "zoo"), _rows(root, "zoo_ood")
+    if not (wit or ood):
+        return None
+    maps = sorted({r["feature_map"] for r in wit + ood})
+    table = []
+    for fm in maps:
+        w = [r for r in wit if r["feature_map"] == fm]
+        o = [r for r in ood if r["feature_map"] == fm]
+        best = max((r.get("test_exact_seq_acc") or 0.0 for r in o), default=None)
+        table.append({"feature_map": fm,
+                      "witness_transition": transition(w, _exact) if w else None,
+                      "witness_max_features": max((r["features"] for r in w), default=None),
+                      "ood_transition_acc99": transition(o, _acc) if o else None,
+                      "ood_max_features": max((r["features"] for r in o), default=None),
+                      "ood_best_test_acc": best})
+    return {"certified_rank": _certified(root, "zoo"),
+            "ood_label": f"n={_size_key(ood[0])}" if ood else None,
+            "table": table, "witness_runs": wit, "ood_runs": ood}
+
+
+def precision_section(root: Path) -> dict | None:
+    data = _read_json(root / "precision" / "quantized.json")
+    if not data:
+        return None
+    models = data.get("models", [])
+    collapse = defaultdict(list)
+    for mdl in models:
+        if not mdl["exact"]:
+            continue
+        for mode, b in mdl["collapse_bits"].items():
+            collapse[(mdl["feature_map"], mdl["rank"], mode)].append(
+                {"seed": mdl["seed"], "bits": b, "sketch_numbers": mdl["sketch_numbers"],
+                 "sketch_bits": b * mdl["sketch_numbers"] if b else None})
+    rows = [{"feature_map": fm, "rank": r, "quantizer": mode,
+             "collapse_bits": [c["bits"] for c in cs], "sketch_bits_at_collapse": [c["sketch_bits"] for c in cs],
+             "sketch_numbers": cs[0]["sketch_numbers"]}
+            for (fm, r, mode), cs in sorted(collapse.items())]
+    return {"bits": data.get("bits"), "quantizers": data.get("quantizers"),
+            "transcript": data.get("transcript"), "collapse": rows, "models": models,
+            "not_exact_at_full_precision": [{"feature_map": m["feature_map"], "rank": m["rank"],
+                                             "seed": m["seed"], "max_error": m["max_error"]}
+                                            for m in models if not m["exact"]]}
+
+
+def probe_section(root: Path) -> dict | None:
+    folder = root / "probe" if (root / "probe").is_dir() else root
+    data = _read_json(folder / "probe.json")
+    if not data:
+        return None
+    return probe_summary(data, _rows(folder, "") if (folder / "runs").is_dir() else [])
+
+
+def probe_summary(data: dict, baseline: list[dict] | None = None) -> dict:
+    suites = []
+    for suite in data.get("suites", []):
+        runs = [r for r in data["runs"] if r["suite"] == suite["label"]]
+        rows = [{"rank": r["rank"], "seed": r["seed"], "max_error": r["train"]["max_error"],
+                 "exact": r["train"]["max_error"] < EXACT,
+                 "test_exact_seq_acc": (r.get("test") or {}).get("exact_seq_acc")} for r in runs]
+        is_ood = suite.get("test_family") is not None
+        ok = _acc if is_ood else _exact
+        base = []
+        for r in baseline or []:
+            same = r["family"] == suite["family"]["name"] and (
+                not is_ood or r["params"].get("n") == suite["family"]["params"].get("n"))
+            if same:
+                base.append(r)
+        suites.append({"label": suite["label"], "ood": is_ood,
+                       "transition_rank": transition(rows, ok, "rank"),
+                       "max_rank": max((r["rank"] for r in rows), default=None), "runs": rows,
+                       "baseline": {"transition": _per_map(base, ok), "runs": base} if base else None})
+    return {"target": data.get("target"), "class": data.get("class"), "kwargs": data.get("kwargs"),
+            "interface": data.get("interface"), "profile": data.get("profile"), "suites": suites}
+
+
+def beyond_sections(root: str | Path) -> dict:
+    """``{"loopholes", "zoo", "precision", "probe"}`` for a reproduction folder (None when absent)."""
+    root = Path(root)
+    return {"loopholes": loopholes_section(root), "zoo": zoo_section(root),
+            "precision": precision_section(root), "probe": probe_section(root)}
+
+
+# -- figures ------------------------------------------------------------------------------
+
+def _plt():
+    from . import figures  # sets the Agg backend
+
+    return figures, figures.plt
+
+
+def _band(ax, rows, xkey, ykey, label, color):
+    by = defaultdict(list)
+    for r in rows:
+        if r.get(ykey) is not None and r.get(xkey):
+            by[r[xkey]].append(r[ykey])
+    if not by:
+        return []
+    xs = sorted(by)
+    med = [sorted(by[x])[len(by[x]) // 2] for x in xs]
+    ax.fill_between(xs, [min(by[x]) for x in xs], [max(by[x]) for x in xs], color=color, alpha=0.15, lw=0)
+    ax.plot(xs, med, marker="o", ms=3, color=color, label=label)
+    return xs
+
+
+def _log2(ax, xs):
+    figures, _ = _plt()
+    if xs:
+        figures._log2_rank_axis(ax, xs)
+
+
+def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
+    figures, plt = _plt()
+    sec = summary["loopholes"]
+    files = []
+    if sec.get("signed"):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+        paper = (summary.get("witness") or {}).get("runs", [])
+        xs = []
+        signed = sec["signed"]["witness"]["runs"]
+        xs += _band(ax1, signed, "rank", "max_error", "signed", figures.COLORS["signed"])
+        for fm in sorted({r["feature_map"] for r in paper}):
+            xs += _band(ax1, [r for r in paper if r["feature_map"] == fm], "rank", "max_error", fm,
+                        figures.COLORS.get(fm, "black"))
+        ax1.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
+        if sec.get("certified_rank"):
+            ax1.axvline(sec["certified_rank"], color="#ff7f0e", ls=":", label=f"certificate r ≥ {sec['certified_rank']}")
+        _log2(ax1, xs)
+        ax1.set_yscale("log")
+        ax1.set(xlabel="feature rank r (log2)", ylabel="train max |error|", title="Witness family: signed vs nonnegative")
+        ax1.legend(fontsize=7)
+        xs = []
+        ood_paper = {s["n"]: s["runs"] for s in ((summary.get("ood") or {}).get("scales") or [])}
+        cmap = plt.get_cmap("viridis")
+        sizes = sec["signed"]["ood"]
+        for k, size in enumerate(sizes):
+            color = cmap(k / max(1, len(sizes) - 1) * 0.85)
+            xs += _band(ax2, size["runs"], "rank", "test_exact_seq_acc", f"signed n={size['n']}", color)
+            base = ood_paper.get(size["n"], [])
+            if base:
+                by = defaultdict(list)
+                for r in base:
+                    by[r["rank"]].append(r.get("test_exact_seq_acc") or 0)
+                ax2.plot(sorted(by), [sorted(by[x])[len(by[x]) // 2] for x in sorted(by)], ls="--",
+                         color=color, label=f"mlp_exp n={size['n']}")
+                xs += list(by)
+        _log2(ax2, xs)
+        ax2.set_ylim(-0.02, 1.02)
+        ax2.set(xlabel="feature rank r (log2)", ylabel="test exact-sequence accuracy", title="OOD: signed (solid) vs mlp_exp (dashed)")
+        ax2.legend(fontsize=7)
+        files += figures._save(fig, out_dir, "beyond_signed")
+    if sec.get("heads"):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        runs = sec["heads"]["runs"]
+        cmap = plt.get_cmap("plasma")
+        hs = sorted({r["heads"] for r in runs})
+        xs = []
+        for k, h in enumerate(hs):
+            xs += _band(ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}",
+                        cmap(k / max(1, len(hs) - 1) * 0.85))
+        ax.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
+        if sec.get("certified_rank"):
+            ax.axvline(sec["certified_rank"], color="#ff7f0e", ls=":", label=f"1-head certificate r ≥ {sec['certified_rank']}")
+        _log2(ax, xs)
+        ax.set_yscale("log")
+        ax.set(xlabel="total features H·r (log2)", ylabel="train max |error|",
+               title=f"Several heads at fixed total ({sec['heads']['feature_map']}, witness)")
+        ax.legend(fontsize=7)
+        files += figures._save(fig, out_dir, "beyond_heads")
+    return files
+
+
+def zoo_figure(summary: dict, out_dir: Path) -> list[str]:
+    figures, plt = _plt()
+    z = summary["zoo"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    xs1, xs2 = [], []
+    for fm in sorted({r["feature_map"] for r in z["witness_runs"] + z["ood_runs"]}):
+        color = figures.COLORS.get(fm, "black")
+        xs1 += _band(ax1, [r for r in z["witness_runs"] if r["feature_map"] == fm], "features", "max_error", fm, color)
+        xs2 += _band(ax2, [r for r in z["ood_runs"] if r["feature_map"] == fm], "features", "test_exact_seq_acc", fm, color)
+    ax1.axhline(EXACT, color="black", ls="--", lw=1)
+    if z.get("certified_rank"):
+        ax1.axvline(z["certified_rank"], color="#ff7f0e", ls=":", label=f"certificate r ≥ {z['certified_rank']}")
+    _log2(ax1, xs1)
+    _log2(ax2, xs2)
+    ax1.set_yscale("log")
+    ax1.set(xlabel="features (log2)", ylabel="train max |error|", title="The zoo on the witness family")
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set(xlabel="features (log2)", ylabel="test exact-sequence accuracy", title=f"The zoo on OOD {z.get('ood_label') or ''}")
+    ax1.legend(fontsize=7)
+    ax2.legend(fontsize=7)
+    return figures._save(fig, out_dir, "beyond_zoo")
+
+
+def precision_figure(summary: dict, out_dir: Path) -> list[str]:
+    figures, plt = _plt()
+    p = summary["precision"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    cmap = plt.get_cmap("viridis")
+    keys = sorted({(m["feature_map"], m["rank"]) for m in p["models"]})
+    for k, (fm, r) in enumerate(keys):
+        for mode, ls in (("uniform", "-"), ("float", "--")):
+            rows = [dict(q, rank=r) for m in p["models"] if (m["feature_map"], m["rank"]) == (fm, r)
+                    for q in m["quantized"] if q["quantizer"] == mode and q["max_error"] is not None]
+            if not rows:
+                continue
+            by = defaultdict(list)
+            for q in rows:
+                by[q["bits"]].append(q["max_error"])
+            xs = sorted(by)
+            ax.plot(xs, [sorted(by[x])[len(by[x]) // 2] for x in xs], ls=ls, marker="o", ms=3,
+                    color=cmap(k / max(1, len(keys) - 1) * 0.85), label=f"{fm} r={r} ({mode})")
+    ax.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
+    ax.set_yscale("log")
+    ax.set(xlabel="bits per sketch number b", ylabel="max |error| (median over seeds)",
+           title="Finite-precision sketch on the witness family")
+    ax.legend(fontsize=7)
+    return figures._save(fig, out_dir, "beyond_precision")
+
+
+def probe_figure(summary: dict, out_dir: Path) -> list[str]:
+    figures, plt = _plt()
+    p = summary["probe"]
+    suites = p["suites"]
+    fig, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 3.8), squeeze=False)
+    for ax, s in zip(axes[0], suites):
+        key = "test_exact_seq_acc" if s["ood"] else "max_error"
+        xs = _band(ax, s["runs"], "rank", key, p.get("class") or "probe", "#d62728")
+        if s.get("baseline"):
+            for fm in sorted({r["feature_map"] for r in s["baseline"]["runs"]}):
+                xs += _band(ax, [r for r in s["baseline"]["runs"] if r["feature_map"] == fm], "rank",
+                            key if s["ood"] else "max_error", f"{fm} (built-in)", figures.COLORS.get(fm, "black"))
+        _log2(ax, xs)
+        if s["ood"]:
+            ax.set_ylim(-0.02, 1.02)
+        else:
+            ax.axhline(EXACT, color="black", ls="--", lw=1)
+            ax.set_yscale("log")
+        ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy" if s["ood"] else "train max |error|",
+               title=f"probe: {s['label']}")
+        ax.legend(fontsize=7)
+    return figures._save(fig, out_dir, "beyond_probe")
+
+
+BEYOND_FIGURES = {"loopholes": loopholes_figure, "zoo": zoo_figure,
+                  "precision": precision_figure, "probe": probe_figure}
+
+
+# -- HTML -----------------------------------------------------------------------------------
+
+def _reached(value, top) -> str:
+    return str(value) if value is not None else f"not reached up to {top}"
+
+
+def sentences(summary: dict) -> dict[str, str]:
+    """One sentence per item saying what its numbers show."""
+    out = {}
+    lo = summary.get("loopholes") or {}
+    if lo.get("signed"):
+        t = lo["signed"]["witness"]["transition"]
+        s = t.get("signed", {})
+        others = ", ".join(f"{fm} {_reached(v['transition'], v['max_tried'])}" for fm, v in t.items() if fm != "signed")
+        out["signed"] = (f"Signed kernels on the witness family: exact from r = "
+                         f"{_reached(s.get('transition'), s.get('max_tried'))} (nonnegative maps: {others or 'not run'}; "
+                         f"certificate r ≥ {lo.get('certified_rank')}, which binds nonnegative kernels only).")
+    if lo.get("heads"):
+        ph = lo["heads"]["per_heads"]
+        parts = ", ".join(f"H = {h}: {_reached(v['transition_total'], v['max_total'])}" for h, v in ph.items())
+        out["heads"] = (f"Smallest total feature count H·r at which a majority of seeds is exact on the witness family — {parts}; "
+                        "a smaller total for H > 1 would mean splitting the budget across heads gets around the one-head wall.")
+    z = summary.get("zoo")
+    if z:
+        crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
+        out["zoo"] = (f"On the witness family {len(crossed)} of {len(z['table'])} maps cross the wall "
+                      f"({', '.join(crossed) or 'none'}) within the ranks tried; the table gives the state size (features) needed.")
+    p = summary.get("precision")
+    if p:
+        tr = p.get("transcript") or {}
+        col = "; ".join(f"{c['feature_map']} r={c['rank']} ({c['quantizer']}): exact from b = {c['collapse_bits']} "
+                        f"bits ({c['sketch_bits_at_collapse']} sketch bits)" for c in p["collapse"])
+        out["precision"] = (f"Quantizing the sketch, accuracy holds down to a few bits per number — {col or 'no exact model'}; "
+                            f"the transcript bound q·log2(s+1) = {tr.get('bits_needed', float('nan')):.3g} bits "
+                            f"(q = {tr.get('answers')}, s + 1 = {tr.get('values')}) sits far below every sketch's size at collapse, "
+                            "so on this family precision is not what binds.")
+    pr = summary.get("probe")
+    if pr:
+        parts = "; ".join(f"{s['label']}: {'acc ≥ 0.99' if s['ood'] else 'exact'} from rank "
+                          f"{_reached(s['transition_rank'], s['max_rank'])}" for s in pr["suites"])
+        out["probe"] = f"Probe of {pr.get('class')} ({pr.get('interface')} interface): {parts}."
+    return out
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>"
+                   for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _img(path: Path) -> str:
+    import base64
+
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+
+
+def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> str:
+    """The "Beyond the paper" HTML section; pops its own entries from ``figures`` (drawn files)."""
+    figures = figures if figures is not None else {}
+    drawn = {name: figures.pop(name) for name in list(BEYOND_FIGURES) if name in figures}
+    for name, fn in BEYOND_FIGURES.items():
+        if name not in drawn and summary.get(name):
+            drawn[name] = fn(summary, out_dir / "figures")
+    if not drawn:
+        return ""
+    text = sentences(summary)
+    fig_dir = out_dir / "figures"
+
+    def figs(name, stem=None):
+        return "".join(f"<figure>{_img(fig_dir / f)}</figure>" for f in drawn.get(name, [])
+                       if f.endswith(".png") and (stem is None or f.startswith(stem)))
+
+    parts = ["<h2>Beyond the paper</h2>",
+             "<p>The loopholes the paper leaves open, measured: signed kernels, several heads, the "
+             "practical feature maps at the wall, finite precision, and a probe for any attention module.</p>"]
+    lo = summary.get("loopholes") or {}
+    if lo.get("signed"):
+        t = lo["signed"]["witness"]["transition"]
+        rows = [{"map": fm, "exact from (features)": _reached(v["transition"], v["max_tried"])} for fm, v in t.items()]
+        parts += ["<h3>Signed kernels</h3>", f"<p>{html.escape(text.get('signed', ''))}</p>",
+                  _table(rows + [{"map": "certificate (nonnegative)", "exact from (features)": lo.get("certified_rank")}],
+                         ["map", "exact from (features)"])]
+        ood_rows = [{"n": s["n"], "map": fm, "test acc ≥ 0.99 from": _reached(v["transition"], v["max_tried"])}
+                    for s in lo["signed"]["ood"] for fm, v in s["transition_acc99"].items()]
+        if ood_rows:
+            parts.append(_table(ood_rows, ["n", "map", "test acc ≥ 0.99 from"]))
+        parts.append(figs("loopholes", "beyond_signed"))
+    if lo.get("heads"):
+        rows = [{"heads H": h, "exact from total H·r": _reached(v["transition_total"], v["max_total"])}
+                for h, v in lo["heads"]["per_heads"].items()]
+        parts += ["<h3>Several heads at a fixed total</h3>", f"<p>{html.escape(text.get('heads', ''))}</p>",
+                  _table(rows, ["heads H", "exact from total H·r"]), figs("loopholes", "beyond_heads")]
+    z = summary.get("zoo")
+    if z:
+        rows = [{"map": r["feature_map"],
+                 "witness: exact from (features)": _reached(r["witness_transition"], r["witness_max_features"]),
+                 f"OOD {z.get('ood_label') or ''}: acc ≥ 0.99 from": _reached(r["ood_transition_acc99"], r["ood_max_features"]),
+                 "OOD best test acc": r["ood_best_test_acc"]} for r in z["table"]]
+        parts += ["<h3>The feature-map zoo at the wall</h3>", f"<p>{html.escape(text.get('zoo', ''))}</p>",
+                  _table(rows, list(rows[0]) if rows else []), figs("zoo")]
+    p = summary.get("precision")
+    if p:
+        parts += ["<h3>Finite precision</h3>", f"<p>{html.escape(text.get('precision', ''))}</p>",
+                  "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
+                  "or a float with a b-bit significand (see <code>kernelgap.models.sketch</code>).</p>",
+                  _table(p["collapse"], ["feature_map", "rank", "quantizer", "collapse_bits",
+                                         "sketch_numbers", "sketch_bits_at_collapse"]), figs("precision")]
+    pr = summary.get("probe")
+    if pr:
+        rows = [{"suite": s["label"], "criterion": "test acc ≥ 0.99" if s["ood"] else "train max error < 1/2",
+                 "from rank": _reached(s["transition_rank"], s["max_rank"])} for s in pr["suites"]]
+        parts += [f"<h3>Probe: <code>{html.escape(str(pr.get('target')))}</code></h3>",
+                  f"<p>{html.escape(text.get('probe', ''))}</p>",
+                  _table(rows, ["suite", "criterion", "from rank"]), figs("probe")]
+    return "\n".join(parts)
+
+
+def write_probe_report(payload: dict, out: Path, log=print) -> Path:
+    """``summary.json``, figures and ``report.html`` for a probe run on its own."""
+    from .. import __version__
+    from ..io import atomic_write_json, atomic_write_text
+    from .html import CSS
+
+    summary = {"version": __version__, "profile": payload.get("profile"), "probe": probe_summary(payload)}
+    atomic_write_json(out / "summary.json", summary)
+    body = render_beyond(summary, out)
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>kernelgap probe</title>"
+            f"<style>{CSS}</style></head><body><h1>kernelgap probe</h1>{body}</body></html>")
+    path = atomic_write_text(out / "report.html", page)
+    log(f"summary: {out / 'summary.json'}\nreport:  {path}")
+    return path

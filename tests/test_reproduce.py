@@ -1,0 +1,144 @@
+"""The reproduction pipeline end to end on a tiny profile (issue #5)."""
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kernelgap.errors import KernelgapError
+from kernelgap.reproduce import load_profile, reproduce, write_summary_and_report
+from kernelgap.report.compare import comparison_rows
+
+SCHEMA = json.loads((Path(__file__).parents[1] / "src/kernelgap/report/summary.schema.json").read_text())
+
+TINY = {
+    "reproduce.toml": 'experiments = ["witness", "ood", "length"]\nlength_m = 2\n'
+                      '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
+    "witness.toml": '''name = "witness"
+[family]
+name = "witness"
+[model]
+kind = "kernel"
+[train]
+mse_steps = 5
+max_steps = 5
+[grid]
+model.rank = [1, 16]
+seed = [0]
+[[variants]]
+model.feature_map = "table"
+[[variants]]
+model.kind = "softmax"
+model.rank = 1
+''',
+    "ood.toml": '''name = "ood"
+[family]
+name = "ood"
+params = {n = 4, split = "train", queries_per_class = 2, test_queries_per_class = 1}
+[test_family]
+name = "ood"
+params = {n = 4, split = "test", queries_per_class = 2, test_queries_per_class = 1}
+[model]
+feature_map = "mlp_exp"
+[train]
+mse_steps = 5
+max_steps = 5
+[grid]
+model.rank = [1, 4]
+seed = [0]
+[[variants]]
+model.kind = "kernel"
+[[variants]]
+model.kind = "softmax"
+model.rank = 1
+''',
+    "length.toml": '''name = "length"
+[family]
+name = "exhaustive"
+params = {m = 2, length = 1}
+[model]
+feature_map = "mlp_exp"
+rank = 1
+[train]
+mse_steps = 5
+max_steps = 5
+[grid]
+family.params = [{m = 2, length = 1}, {m = 2, length = 3}]
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("configs")
+    (root / "tiny").mkdir()
+    for name, text in TINY.items():
+        (root / "tiny" / name).write_text(text)
+    out = tmp_path_factory.mktemp("out") / "rep"
+    logs = []
+    reproduce("tiny", out, executor="inline", config_root=root, log=logs.append)
+    return root, out, logs
+
+
+def test_summary_validates_against_schema(tiny):
+    _, out, _ = tiny
+    summary = json.loads((out / "summary.json").read_text())
+    jsonschema.validate(summary, SCHEMA)
+    assert summary["profile"] == "tiny"
+    assert summary["witness"]["certified_rank"] == 11
+    assert {r["rank"] for r in summary["witness"]["runs"]} == {1, 16}
+    assert len(summary["witness"]["softmax"]) == 1
+    assert summary["ood"]["scales"][0]["test_gap_share"] > 0.5
+    constructed = {r["N"]: r for r in summary["length"] if r["source"] == "constructed"}
+    assert constructed[1]["exact"] and constructed[2]["exact"] and not constructed[3]["exact"]
+
+
+def test_report_is_self_contained(tiny):
+    _, out, _ = tiny
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3
+    for ref in re.findall(r'(?:src|href)="([^"]+)"', html):
+        assert ref.startswith("data:") or (out / ref).exists(), ref
+    for fig in ("witness_error_vs_rank", "ood_accuracy_vs_rank", "length_transition", "bound_curve"):
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 1000
+        assert (out / "figures" / f"{fig}.svg").exists()
+
+
+def test_rerun_reuses_finished_runs(tiny):
+    root, out, _ = tiny
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*.json")}
+    logs = []
+    reproduce("tiny", out, executor="inline", config_root=root, log=logs.append)
+    assert any("0 trained" in line for line in logs if line.startswith("[witness]"))
+    assert {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*.json")} == before
+
+
+def test_report_rebuilds_from_results_alone(tiny):
+    _, out, _ = tiny
+    (out / "report.html").unlink()
+    write_summary_and_report(out, log=lambda *_: None)
+    assert (out / "report.html").exists()
+
+
+def test_comparison_rows_say_something_for_every_row(tiny):
+    _, out, _ = tiny
+    rows = comparison_rows(json.loads((out / "summary.json").read_text()))
+    assert len(rows) >= 5
+    assert all(r["note"] and r["paper"] and r["ours"] for r in rows)
+
+
+def test_unknown_profile_and_foreign_folder(tiny, tmp_path):
+    root, out, _ = tiny
+    with pytest.raises(KernelgapError, match="unknown profile 'nope'"):
+        load_profile("nope", root)
+    (tmp_path / "x.txt").write_text("keep me")
+    with pytest.raises(KernelgapError, match="not a kernelgap reproduction folder"):
+        reproduce("tiny", tmp_path, executor="inline", config_root=root, log=lambda *_: None)
+    assert (tmp_path / "x.txt").read_text() == "keep me"
+
+
+def test_report_on_empty_folder_is_user_error(tmp_path):
+    with pytest.raises(KernelgapError, match="no reproduction results"):
+        write_summary_and_report(tmp_path, log=lambda *_: None)
