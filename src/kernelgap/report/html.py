@@ -44,6 +44,36 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _num(x, digits=3):
+    return "–" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
+
+
+def detail_tables(summary: dict) -> list[str]:
+    """The OOD problem sizes and the witness runs, as tables."""
+    parts = []
+    scales = (summary.get("ood") or {}).get("scales") or []
+    if scales:
+        rows = [{"size": sc["label"], "train seqs": sc["train_sequences"],
+                 "test seqs": sc["test_sequences"], "gap ≥ 2 share": _num(sc.get("test_gap_share"), 2),
+                 "transition (acc ≥ 0.95)": _num(sc.get("transition_rank")),
+                 "transition (max err < 1/2)": _num(sc.get("transition_rank_max_error")),
+                 "softmax test acc": ", ".join(_num(s.get("test_exact_seq_acc"), 3) for s in sc["softmax"]),
+                 "softmax test max err": ", ".join(_num(s.get("test_max_error"), 2) for s in sc["softmax"])}
+                for sc in scales]
+        parts.append("<h2>OOD problem sizes</h2><p>Every test token (query and candidate) is unseen "
+                     "in training; 'gap ≥ 2 share' is the share of test sequences whose answer needs a "
+                     "choice between overlaps at least 2 apart.</p>" + _table(rows, list(rows[0])))
+    w = summary.get("witness")
+    if w and w.get("runs"):
+        rows = [{"map": r["feature_map"], "rank": r["rank"], "seed": r["seed"],
+                 "max error": _num(r["max_error"]), "exact": "yes" if r["exact"] else "no",
+                 "exact-seq acc": _num(r["exact_seq_acc"]), "steps": r["steps"], "status": r["status"]}
+                for r in w["runs"]]
+        parts.append("<h2>Witness runs</h2><details><summary>show all runs</summary>" +
+                     _table(rows, list(rows[0])) + "</details>")
+    return parts
+
+
 def render_html(summary: dict, out_dir: Path) -> str:
     figures = draw_all(summary, out_dir / "figures")
     parts = [f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
@@ -55,8 +85,7 @@ def render_html(summary: dict, out_dir: Path) -> str:
         png = out_dir / "figures" / files[0]
         parts.append(f"<figure>{_img(png)}<figcaption>{html.escape(CAPTIONS.get(name, name))}"
                      "</figcaption></figure>")
-    for section in summary.get("extra_sections", []):
-        parts.append(section)
+    parts += detail_tables(summary)
     cmds = summary.get("commands") or []
     if cmds:
         parts.append("<h2>How this was produced</h2><pre>" +
