@@ -91,7 +91,7 @@ def test_run_ids_and_stack_keys():
     assert taylor[0].stack_key() != taylor[1].stack_key()
     assert base.resolved().train.lr == 3e-2
     soft = RunConfig(FamilySpec("witness"), default_model(kind="softmax"))
-    assert soft.resolved().train.lr == 1e-2
+    assert soft.resolved().train.lr == 5e-3  # softmax recipe (training/config.py)
 
 
 def test_records_score_a_test_family():

@@ -249,6 +249,39 @@ def _render_summary(s: dict) -> None:
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
 
 @app.command()
+def probe(
+    target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class (see kernelgap.probe)."),
+    kwargs: Optional[str] = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/probe-CLASS)."),
+    profile: str = typer.Option("quick", "--profile", help="quick or paper: the suites' ranks and seeds."),
+    ranks: Optional[str] = typer.Option(None, "--ranks", help="Comma-separated ranks (overrides the profile)."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
+    d_model: int = typer.Option(32, "--d-model", help="Embedding width given to a 'layer' module."),
+) -> None:
+    """Train any attention module on the witness and OOD suites; write probe.json and report.html."""
+    from .probe import load_target, parse_kwargs, run_probe
+
+    args = parse_kwargs(kwargs)
+    cls = load_target(target)
+    folder = out or Path("results") / f"probe-{cls.__name__}"
+    run_probe(target, args, folder, profile, _int_list(ranks, "--ranks"), _int_list(seeds, "--seeds"),
+              steps, d_model, report=True, log=typer.echo)
+
+
+def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise KernelgapError(f"{flag} expects comma-separated integers, got {text!r}") from None
+    if not values:
+        raise KernelgapError(f"{flag} is empty")
+    return values
+
+
+@app.command()
 def reproduce(
     profile: str = typer.Option("quick", "--profile", help="quick (about 10 min on 2 cores) or paper (full grids)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),

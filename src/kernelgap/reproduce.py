@@ -27,6 +27,7 @@ from .errors import ConfigError, KernelgapError
 from .io import atomic_write_json
 from .models.constructions import build_construction
 from .models.verify import check_exhaustive
+from .beyond.extras import BEYOND_EXTRAS
 from .report.html import write_report
 from .report.summary import build_summary
 from .sweeps.config import load_sweep
@@ -117,6 +118,7 @@ def length_extras(profile: Profile, out: Path) -> None:
 EXTRAS: dict[str, Callable[[Profile, Path], None]] = {
     "witness": witness_extras, "ood": ood_extras, "length": length_extras,
 }
+EXTRAS.update(BEYOND_EXTRAS)  # issue #6: signed, heads, zoo, precision, probe
 
 
 def curve_extras(profile: Profile, out: Path) -> None:

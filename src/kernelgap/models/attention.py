@@ -106,7 +106,21 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     kmax = log_k.amax(-1, keepdim=True).detach()
     prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
     tiny = torch.finfo(prod.dtype).tiny
-    return torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
+    out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
+    # Pairs whose leading features sit at different r can underflow the shifted
+    # product (large init scales, issue #7): there the value is wrong and the
+    # backward of log (grad / prod) overflows to inf, then NaN.  Recompute those
+    # pairs exactly, as a logsumexp over r; ``where`` sends them no gradient
+    # through the matmul path.
+    under = (prod < math.sqrt(tiny)).detach()
+    if bool(under.any()):
+        shape = torch.broadcast_shapes(log_q.shape[:-2], log_k.shape[:-2])
+        lq = log_q.expand(*shape, *log_q.shape[-2:])
+        lk = log_k.expand(*shape, *log_k.shape[-2:])
+        idx = under.nonzero(as_tuple=True)
+        exact = torch.logsumexp(lq[idx[:-1]] + lk[(*idx[:-2], idx[-1])], dim=-1)
+        out = out.index_put(idx, exact)
+    return out
 
 
 class SoftmaxScorer(Scorer):
@@ -260,6 +274,9 @@ class ModelSpec:
     causal: bool = False
     score_dim: int | None = None  # softmax d (default m)
     temperature: float = 1.0
+    #: Softmax only: divide scores by ``τ·√d`` instead of ``τ`` (scaled dot-product
+    #: attention; the trained softmax recipe, see ``training.config.default_model``).
+    scaled_scores: bool = False
     init_scale: float = 1.0
 
     def validate(self) -> None:
@@ -286,8 +303,9 @@ def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
                     spec.hidden, spec.init_scale, vocabulary)
         scorer: Scorer = KernelScorer(fm, members, ranks)
     else:
-        scorer = SoftmaxScorer(m, spec.score_dim or m, members, spec.heads, key_positions,
-                               spec.temperature, spec.init_scale)
+        d = spec.score_dim or m
+        tau = spec.temperature * (math.sqrt(d) if spec.scaled_scores else 1.0)
+        scorer = SoftmaxScorer(m, d, members, spec.heads, key_positions, tau, spec.init_scale)
     readout = Readout(m, spec.d_value, members, spec.heads, key_positions, spec.readout,
                       spec.hidden, spec.init_scale)
     model = AttentionModel(scorer, readout, spec.causal, spec.position_dependent)

@@ -111,15 +111,21 @@ def loopholes_section(root: Path) -> dict | None:
     signed, signed_ood, heads = _rows(root, "signed"), _rows(root, "signed_ood"), _rows(root, "heads")
     if not (signed or signed_ood or heads):
         return None
-    paper_w = [r for r in _rows(root, "witness") if r["feature_map"] != "softmax"]
-    paper_o = [r for r in _rows(root, "ood") if r["feature_map"] != "softmax"]
+    # the zoo's runs of every map (signed included) pool with the dedicated sweeps
+    zoo_w, zoo_o = _rows(root, "zoo"), _rows(root, "zoo_ood")
+    signed = signed + [r for r in zoo_w if r["feature_map"] == "signed"]
+    signed_ood = signed_ood + [r for r in zoo_o if r["feature_map"] == "signed"]
+    paper_w = [r for r in _rows(root, "witness") + zoo_w if r["feature_map"] not in ("softmax", "signed")]
+    paper_o = [r for r in _rows(root, "ood") + zoo_o if r["feature_map"] not in ("softmax", "signed")]
     cert = _certified(root, "signed") or _certified(root, "heads")
     out: dict = {"certified_rank": cert}
     if signed or paper_w:
         witness_rows = [r for r in signed + paper_w if r["family"] == "witness"]
         out["signed"] = {
             "witness": {"transition": _per_map(witness_rows, _exact),
-                        "runs": sorted(signed, key=lambda r: (r["rank"], r["seed"]))},
+                        "runs": sorted(signed, key=lambda r: (r["rank"], r["seed"])),
+                        "nonnegative_runs": [{k: r[k] for k in ("feature_map", "rank", "features", "seed", "max_error")}
+                                             for r in paper_w if r["family"] == "witness"]},
             "ood": [],
         }
         for n in sorted({_size_key(r) for r in signed_ood}):
@@ -243,6 +249,11 @@ def _band(ax, rows, xkey, ykey, label, color):
     return xs
 
 
+def _legend(ax) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
 def _log2(ax, xs):
     figures, _ = _plt()
     if xs:
@@ -255,20 +266,20 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
     files = []
     if sec.get("signed"):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-        paper = (summary.get("witness") or {}).get("runs", [])
+        paper = sec["signed"]["witness"].get("nonnegative_runs", [])
         xs = []
         signed = sec["signed"]["witness"]["runs"]
-        xs += _band(ax1, signed, "rank", "max_error", "signed", figures.COLORS["signed"])
+        xs += _band(ax1, signed, "features", "max_error", "signed", figures.COLORS["signed"])
         for fm in sorted({r["feature_map"] for r in paper}):
-            xs += _band(ax1, [r for r in paper if r["feature_map"] == fm], "rank", "max_error", fm,
+            xs += _band(ax1, [r for r in paper if r["feature_map"] == fm], "features", "max_error", fm,
                         figures.COLORS.get(fm, "black"))
         ax1.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
         if sec.get("certified_rank"):
             ax1.axvline(sec["certified_rank"], color="#ff7f0e", ls=":", label=f"certificate r ≥ {sec['certified_rank']}")
         _log2(ax1, xs)
         ax1.set_yscale("log")
-        ax1.set(xlabel="feature rank r (log2)", ylabel="train max |error|", title="Witness family: signed vs nonnegative")
-        ax1.legend(fontsize=7)
+        ax1.set(xlabel="features (log2)", ylabel="train max |error|", title="Witness family: signed vs nonnegative")
+        _legend(ax1)
         xs = []
         ood_paper = {s["n"]: s["runs"] for s in ((summary.get("ood") or {}).get("scales") or [])}
         cmap = plt.get_cmap("viridis")
@@ -287,7 +298,7 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
         _log2(ax2, xs)
         ax2.set_ylim(-0.02, 1.02)
         ax2.set(xlabel="feature rank r (log2)", ylabel="test exact-sequence accuracy", title="OOD: signed (solid) vs mlp_exp (dashed)")
-        ax2.legend(fontsize=7)
+        _legend(ax2)
         files += figures._save(fig, out_dir, "beyond_signed")
     if sec.get("heads"):
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -305,7 +316,7 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
         ax.set_yscale("log")
         ax.set(xlabel="total features H·r (log2)", ylabel="train max |error|",
                title=f"Several heads at fixed total ({sec['heads']['feature_map']}, witness)")
-        ax.legend(fontsize=7)
+        _legend(ax)
         files += figures._save(fig, out_dir, "beyond_heads")
     return files
 
@@ -328,8 +339,8 @@ def zoo_figure(summary: dict, out_dir: Path) -> list[str]:
     ax1.set(xlabel="features (log2)", ylabel="train max |error|", title="The zoo on the witness family")
     ax2.set_ylim(-0.02, 1.02)
     ax2.set(xlabel="features (log2)", ylabel="test exact-sequence accuracy", title=f"The zoo on OOD {z.get('ood_label') or ''}")
-    ax1.legend(fontsize=7)
-    ax2.legend(fontsize=7)
+    _legend(ax1)
+    _legend(ax2)
     return figures._save(fig, out_dir, "beyond_zoo")
 
 
@@ -355,7 +366,7 @@ def precision_figure(summary: dict, out_dir: Path) -> list[str]:
     ax.set_yscale("log")
     ax.set(xlabel="bits per sketch number b", ylabel="max |error| (median over seeds)",
            title="Finite-precision sketch on the witness family")
-    ax.legend(fontsize=7)
+    _legend(ax)
     return figures._save(fig, out_dir, "beyond_precision")
 
 
@@ -379,7 +390,7 @@ def probe_figure(summary: dict, out_dir: Path) -> list[str]:
             ax.set_yscale("log")
         ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy" if s["ood"] else "train max |error|",
                title=f"probe: {s['label']}")
-        ax.legend(fontsize=7)
+        _legend(ax)
     return figures._save(fig, out_dir, "beyond_probe")
 
 
@@ -393,40 +404,58 @@ def _reached(value, top) -> str:
     return str(value) if value is not None else f"not reached up to {top}"
 
 
+def _exact_from(value, top, unit="r") -> str:
+    return f"exact from {unit} = {value}" if value is not None else f"not exact up to {unit} = {top}"
+
+
 def sentences(summary: dict) -> dict[str, str]:
-    """One sentence per item saying what its numbers show."""
+    """One sentence per item saying what its numbers show (built from the numbers only)."""
     out = {}
     lo = summary.get("loopholes") or {}
+    cert = lo.get("certified_rank")
     if lo.get("signed"):
         t = lo["signed"]["witness"]["transition"]
         s = t.get("signed", {})
-        others = ", ".join(f"{fm} {_reached(v['transition'], v['max_tried'])}" for fm, v in t.items() if fm != "signed")
-        out["signed"] = (f"Signed kernels on the witness family: exact from r = "
-                         f"{_reached(s.get('transition'), s.get('max_tried'))} (nonnegative maps: {others or 'not run'}; "
-                         f"certificate r ≥ {lo.get('certified_rank')}, which binds nonnegative kernels only).")
+        others = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if fm != "signed")
+        out["signed"] = (f"Signed kernels on the witness family are {_exact_from(s.get('transition'), s.get('max_tried'))} "
+                         f"(features); nonnegative maps — {others or 'not run'}; the certificate (r ≥ {cert}) "
+                         "binds nonnegative kernels only.")
     if lo.get("heads"):
         ph = lo["heads"]["per_heads"]
-        parts = ", ".join(f"H = {h}: {_reached(v['transition_total'], v['max_total'])}" for h, v in ph.items())
-        out["heads"] = (f"Smallest total feature count H·r at which a majority of seeds is exact on the witness family — {parts}; "
-                        "a smaller total for H > 1 would mean splitting the budget across heads gets around the one-head wall.")
+        parts = ", ".join(f"H = {h}: {_exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())
+        one = (ph.get("1") or {}).get("transition_total")
+        multi = [v["transition_total"] for h, v in ph.items() if h != "1" and v["transition_total"] is not None]
+        verdict = ""
+        if multi and (one is None or min(multi) < one):
+            verdict = (f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
+                       + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "") + ").")
+        elif one is not None:
+            verdict = " Splitting the budget across heads does not lower the total needed."
+        out["heads"] = f"Several heads at a fixed total on the witness family ({lo['heads']['feature_map']}): {parts}.{verdict}"
     z = summary.get("zoo")
     if z:
         crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
-        out["zoo"] = (f"On the witness family {len(crossed)} of {len(z['table'])} maps cross the wall "
-                      f"({', '.join(crossed) or 'none'}) within the ranks tried; the table gives the state size (features) needed.")
+        out["zoo"] = (f"On the witness family {len(crossed)} of {len(z['table'])} maps become exact within the ranks tried "
+                      f"({', '.join(crossed) or 'none'}); the table gives the state size (features) each needs, "
+                      "and the OOD column whether it carries over to unseen tokens.")
     p = summary.get("precision")
     if p:
         tr = p.get("transcript") or {}
-        col = "; ".join(f"{c['feature_map']} r={c['rank']} ({c['quantizer']}): exact from b = {c['collapse_bits']} "
-                        f"bits ({c['sketch_bits_at_collapse']} sketch bits)" for c in p["collapse"])
-        out["precision"] = (f"Quantizing the sketch, accuracy holds down to a few bits per number — {col or 'no exact model'}; "
-                            f"the transcript bound q·log2(s+1) = {tr.get('bits_needed', float('nan')):.3g} bits "
-                            f"(q = {tr.get('answers')}, s + 1 = {tr.get('values')}) sits far below every sketch's size at collapse, "
-                            "so on this family precision is not what binds.")
+        col = "; ".join(f"{c['feature_map']} r = {c['rank']}, {c['quantizer']}: b ≥ {c['collapse_bits']}"
+                        for c in p["collapse"])
+        sizes = [b for c in p["collapse"] for b in c["sketch_bits_at_collapse"] if b]
+        need = tr.get("bits_needed")
+        cmp = ""
+        if sizes and need:
+            cmp = (f" The smallest exact sketch carries {min(sizes)} bits, {min(sizes) / need:.0f}× the transcript "
+                   f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')}): "
+                   "the bound is far from binding; the features' dynamic range is what costs bits.")
+        out["precision"] = f"Smallest bits per sketch number that keep the trained model exact — {col or 'no exact model'}.{cmp}"
     pr = summary.get("probe")
     if pr:
-        parts = "; ".join(f"{s['label']}: {'acc ≥ 0.99' if s['ood'] else 'exact'} from rank "
-                          f"{_reached(s['transition_rank'], s['max_rank'])}" for s in pr["suites"])
+        parts = "; ".join(f"{s['label']}: {'test accuracy ≥ 0.99' if s['ood'] else 'exact'} "
+                          + (f"from rank {s['transition_rank']}" if s["transition_rank"] is not None
+                             else f"at no rank up to {s['max_rank']}") for s in pr["suites"])
         out["probe"] = f"Probe of {pr.get('class')} ({pr.get('interface')} interface): {parts}."
     return out
 

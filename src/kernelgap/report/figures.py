@@ -158,6 +158,9 @@ FIGURES = {
     "length": length_figure,
     "bound_curve": bound_curve_figure,
 }
+from .beyond import BEYOND_FIGURES  # noqa: E402  (issue #6; beyond imports figures lazily)
+
+FIGURES.update(BEYOND_FIGURES)
 
 
 def draw_all(summary: dict, out_dir: Path) -> dict[str, list[str]]:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from ..io import atomic_write_text
+from .beyond import render_beyond
 from .compare import comparison_rows
 from .figures import draw_all
 
@@ -81,11 +82,13 @@ def render_html(summary: dict, out_dir: Path) -> str:
              "the run files under this folder; <code>summary.json</code> holds them all.</p>",
              "<h2>The paper beside ours</h2>",
              _table(comparison_rows(summary), ["quantity", "paper", "ours", "note"])]
+    beyond = render_beyond(summary, out_dir, figures)  # issue #6: takes its own figures out
     for name, files in figures.items():
         png = out_dir / "figures" / files[0]
         parts.append(f"<figure>{_img(png)}<figcaption>{html.escape(CAPTIONS.get(name, name))}"
                      "</figcaption></figure>")
     parts += detail_tables(summary)
+    parts.append(beyond)
     cmds = summary.get("commands") or []
     if cmds:
         parts.append("<h2>How this was produced</h2><pre>" +

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import KernelgapError
+from .beyond import beyond_sections
 from .compare import PAPER
 
 #: A model "is exact" when its max error is below 1/2 (SPEC §1).
@@ -177,5 +178,6 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
         "ood": ood_section(root),
         "length": length_section(root),
         "bound_curve": (read_json(root / "bound_curve" / "curve.json") or {}).get("points", []),
+        **beyond_sections(root),  # issue #6: loopholes, zoo, precision, probe
         "paper": PAPER,
     }

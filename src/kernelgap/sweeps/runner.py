@@ -87,6 +87,10 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
     start = time.perf_counter()
     if executor not in EXECUTORS:
         raise KernelgapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
+    if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
+        raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
     config_path, out_dir = sweep_source(target, out)
     sweep = load_sweep(config_path)
     runs = sweep.runs()
@@ -102,7 +106,13 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
         pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
         width = executor_width(pool, workers)
         try:
-            summary.ran, summary.skipped_locked = _drive(pool, width, store, plan_tasks(pending, width, max_stack),
+            # Plan the stacks of the *whole* sweep, then keep the pending runs: a task's
+            # records are written together, so a resumed sweep trains exactly the
+            # stacks an uninterrupted one would (bitwise-equal numbers, issue #7).
+            todo = {id(r) for r in pending}
+            tasks = [t for t in ([r for r in task if id(r) in todo]
+                                 for task in plan_tasks(runs, width, max_stack)) if t]
+            summary.ran, summary.skipped_locked = _drive(pool, width, store, tasks,
                                                          summary.done_before, len(runs), progress)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

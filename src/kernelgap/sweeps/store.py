@@ -54,7 +54,24 @@ class ResultsDir:
 
     # -- creation and identity ------------------------------------------------
     def open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
-        """Create the folder for this sweep, or check that it already is its folder."""
+        """Create the folder for this sweep, or check that it already is its folder.
+
+        Any folder problem (a file in the way, no permission, a read-only or
+        full disk) is a one-line :class:`ConfigError` raised here, before any
+        training starts (issue #7).
+        """
+        try:
+            if self.root.exists() and not self.root.is_dir():
+                raise ConfigError(f"results folder {self.root} is a file, not a folder; choose another --out")
+            self._open_for(name, config_text, run_ids)
+            probe = self.runs_dir / f".write-probe-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(f"cannot write to results folder {self.root}: "
+                              f"{exc.strerror or exc} ({exc.filename or self.root})") from None
+
+    def _open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
         meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids)}
         meta_path = self.root / "sweep.json"
         if self.root.exists() and not meta_path.exists() and any(self.root.iterdir()):
@@ -78,9 +95,13 @@ class ResultsDir:
         if not path.is_file():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
-            raise ConfigError(f"{path} is corrupted") from None
+            meta = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            raise ConfigError(f"{path} is corrupted (not valid JSON); restore it or use a new --out folder") from None
+        if not (isinstance(meta, dict) and isinstance(meta.get("runs"), list)
+                and isinstance(meta.get("fingerprint"), str)):
+            raise ConfigError(f"{path} is corrupted (not a sweep description); restore it or use a new --out folder")
+        return meta
 
     # -- results --------------------------------------------------------------
     def result_path(self, run_id: str) -> Path:
@@ -106,7 +127,10 @@ class ResultsDir:
         return aside
 
     def write(self, record: dict) -> None:
-        atomic_write_json(self.result_path(record["id"]), record)
+        try:
+            atomic_write_json(self.result_path(record["id"]), record)
+        except OSError as exc:  # disk full, folder removed …: a clear line, not a traceback
+            raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
     def records(self, run_ids: list[str]) -> list[dict]:
         return [r for r in (self.read(i) for i in run_ids) if r is not None]
@@ -122,6 +146,7 @@ class ResultsDir:
             os.close(fd)
             return None
         if self.read(run_id) is not None:  # finished by someone while we looked
+            path.unlink(missing_ok=True)  # we may have re-created it after its owner removed it
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
             return None

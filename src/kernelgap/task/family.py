@@ -197,12 +197,18 @@ def family_from_json(data) -> Family:
 def load_family(path: str | os.PathLike) -> Family:
     """Read a family file; every problem is a one-line :class:`FamilyError`."""
     p = Path(path)
+    if p.is_dir():
+        raise FamilyError(f"family file {p} is a folder, not a file")
     if not p.is_file():
         raise FamilyError(f"family file {p} does not exist")
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FamilyError(f"family file {p} is not valid JSON ({exc.__class__.__name__}: line {getattr(exc, 'lineno', '?')})") from None
+    except RecursionError:
+        raise FamilyError(f"family file {p} is nested too deeply to be a family file") from None
+    except OSError as exc:
+        raise FamilyError(f"cannot read family file {p}: {exc.strerror or exc}") from None
     try:
         return family_from_json(data)
     except FamilyError as exc:
@@ -216,5 +222,8 @@ def save_family(family: Family, path: str | os.PathLike, overwrite: bool = False
     p = Path(path)
     if p.exists() and not overwrite:
         raise FamilyError(f"{p} already exists (pass --force to replace it)")
-    atomic_write_text(p, json.dumps(family_to_json(family)))
+    try:
+        atomic_write_text(p, json.dumps(family_to_json(family)))
+    except OSError as exc:
+        raise FamilyError(f"cannot write family file {p}: {exc.strerror or exc}") from None
     return p

@@ -137,8 +137,8 @@ def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
 
 
-def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
-    """Every comparison of SPEC §4 (all four sequences present, gap > 2δ)."""
+def complete_quads(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q, a, b)``, ``a < b``: the family holds (q; a, b), (q; b, a), (q; a, a) and (q; b, b)."""
     t = len(family.tokens)
     keys = _triples(family, qpos)
     q, rest = np.divmod(keys, t * t)
@@ -147,7 +147,12 @@ def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
     q, a, b = q[mixed], a[mixed], b[mixed]
     need = [(q * t + b) * t + a, (q * t + a) * t + a, (q * t + b) * t + b]
     ok = np.logical_and.reduce([_contains(keys, k) for k in need])
-    q, a, b = q[ok], a[ok], b[ok]
+    return q[ok], a[ok], b[ok]
+
+
+def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
+    """Every comparison of SPEC §4 (all four sequences present, gap > 2δ)."""
+    q, a, b = complete_quads(family, qpos)
     sa, sb = overlaps(family.tokens, q, a), overlaps(family.tokens, q, b)
     gap = np.abs(sa - sb)
     ok = gap * delta.denominator > 2 * delta.numerator
@@ -393,6 +398,12 @@ def certify(family: Family, delta: Fraction | str = Fraction(1, 2)) -> Certifica
     delta = parse_delta(delta)
     check_family(family)
     positions = [family.query_position] if family.query_position else [1, 2, 3]
+    if not any(len(complete_quads(family, p - 1)[0]) for p in positions):
+        raise FamilyError(
+            f"family {family.name!r} has nothing to compare at query position "
+            f"{' or '.join(map(str, positions))}: the certificate needs, for a query x and two "
+            f"candidates c ≠ c', all four sequences (x; c, c), (x; c', c'), (x; c, c') and (x; c', c) "
+            f"(are the mixed orders missing?)")
     best = max((certify_at(family, p - 1, delta) for p in positions),
                key=lambda c: (c.certified_rank, c.bound))
     best.seconds = time.perf_counter() - start

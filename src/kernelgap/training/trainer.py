@@ -13,6 +13,8 @@ loss; the stack stops when no member is left.
 from __future__ import annotations
 
 import math
+import os
+import random
 import time
 from dataclasses import dataclass
 
@@ -26,11 +28,22 @@ from .config import RunConfig, TrainConfig
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def configure_worker(threads: int = 1) -> None:
-    """One intra-op thread and flushed denormals (exp features underflow; SPEC §7)."""
+def configure_worker(threads: int = 1, seed: int | None = None) -> None:
+    """One intra-op thread, flushed denormals (exp features underflow; SPEC §7) and
+    determinism (issue #7): deterministic algorithms on and, given ``seed``, the
+    python, numpy and torch global generators seeded.  Models draw their
+    initialisation from per-member generators and train full batch, so the
+    global generators are never meant to matter: seeding them only pins down
+    anything that would otherwise slip in."""
     torch.set_flush_denormal(True)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    torch.use_deterministic_algorithms(True)
+    if seed is not None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
 
 
 def mse_loss(err: torch.Tensor) -> torch.Tensor:
@@ -124,7 +137,7 @@ class StackTrainer:
                 step, last_err = step + 1, err.detach()
         with torch.no_grad():
             err = self.train.errors(self.model)
-        self.finish(err, step)
+        self.finish(err, step, last_err)
         return self.results
 
     def record_events(self, err, losses, last_err, step: int) -> None:
@@ -157,13 +170,16 @@ class StackTrainer:
                                        metrics_of(train_err), test)
         self.active[e] = False
 
-    def finish(self, err: torch.Tensor, step: int) -> None:
-        """Final metrics of members still training after the last step."""
+    def finish(self, err: torch.Tensor, step: int, last_err: torch.Tensor | None = None) -> None:
+        """Final metrics of members still training after the last step; a member
+        the last update made non-finite is ``diverged`` with its last finite metrics."""
         finite = torch.isfinite(err).flatten(1).all(dim=1)
         test_err = self.test_errors()
         for e in self.active.nonzero().flatten().tolist():
-            status = "ok" if bool(finite[e]) else "diverged"
-            self.record(e, status, step, err[e], test_err if status == "ok" else None)
+            if bool(finite[e]):
+                self.record(e, "ok", step, err[e], test_err)
+            else:
+                self.record(e, "diverged", step, (last_err if last_err is not None else err)[e], None)
 
 
 def train_stack(model: AttentionModel, family: Family, cfg: TrainConfig,
@@ -186,8 +202,8 @@ def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
     runs = [r.resolved() for r in runs]
     if len({r.stack_key() for r in runs}) != 1:
         raise ValueError("train_runs needs runs that share one stack key")
-    configure_worker()
     first = runs[0]
+    configure_worker(seed=first.seed)
     family = first.family.build()
     test_family = first.test_family.build() if first.test_family else None
     model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in runs],

@@ -1,0 +1,121 @@
+"""Finite precision (issue #6, item 5): trained models read through a b-bit sketch.
+
+For every run of a sweep (the ``precision`` experiment) the model is trained
+again, deterministically, in this process (one thread, as the sweep's workers
+do; the sweep's record of the same run is checked against it), then scored on
+its family through :func:`kernelgap.models.sketch.sketch_predict` with the
+sketch ``(S, z)`` rounded to each ``b`` of a list.  The collapse point of a
+model is the smallest ``b`` from which on every larger ``b`` of the list is
+still exact.  Beside it: the transcript bound ``q · log2(s + 1)`` of the family
+(``q`` matched queries, ``s + 1`` distinct target values) from
+:mod:`kernelgap.theory.transcript`, and the sketch's size in bits at collapse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..models import build_model
+from ..models.sketch import sketch_numbers, sketch_predict
+from ..task import error_metrics
+from ..theory.transcript import transcript_bound
+from ..training import RunConfig
+from ..training.trainer import DTYPES, Scored, train_stack, vocabulary
+
+
+def family_transcript(family) -> dict:
+    """Transcript bound for a family: ``q`` = matched (else distinct) queries, ``s+1`` = target values."""
+    pos = family.scored_positions
+    targets = family.targets()[:, pos]
+    values = len(np.unique(targets))
+    queries = len(family.matching) or len(np.unique(family.index[:, pos]))
+    return transcript_bound(int(queries), int(max(values, 2)))
+
+
+def collapse_bits(rows: list[dict]) -> int | None:
+    """Smallest ``b`` such that the model is exact at ``b`` and at every larger ``b`` measured."""
+    best = None
+    for row in sorted(rows, key=lambda r: -r["bits"]):
+        if not row["exact"]:
+            break
+        best = row["bits"]
+    return best
+
+
+def quantized_runs(runs: list[RunConfig], bits: list[int], quantizers: list[str],
+                   records: dict[str, dict] | None = None) -> dict:
+    """Train each stack of ``runs`` and score it through quantized sketches."""
+    threads = torch.get_num_threads()
+    flush = torch.set_flush_denormal(True)
+    torch.set_num_threads(1)
+    try:
+        groups: dict[str, list[RunConfig]] = defaultdict(list)
+        for run in runs:
+            run = run.resolved()
+            groups[run.stack_key()].append(run)
+        models, transcript = [], None
+        for members in groups.values():
+            models += _score_stack(members, bits, quantizers, records or {})
+            if transcript is None:
+                transcript = family_transcript(members[0].family.build())
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_flush_denormal(flush)
+    return {"bits": sorted(bits), "quantizers": list(quantizers), "transcript": transcript,
+            "models": models}
+
+
+def _score_stack(members: list[RunConfig], bits, quantizers, records) -> list[dict]:
+    first = members[0]
+    family = first.family.build()
+    dtype = DTYPES[first.train.dtype]
+    model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in members],
+                        ranks=[r.model.rank for r in members],
+                        vocabulary=vocabulary(family, None), dtype=dtype)
+    results = train_stack(model, family, first.train)
+    scored = Scored.of(family, torch.float64)
+    model = model.double()
+    with torch.no_grad():
+        full = sketch_predict(model, scored.tokens, scored.index, scored.positions)
+        grid = {(mode, b): sketch_predict(model, scored.tokens, scored.index, scored.positions,
+                                          bits=b, mode=mode)
+                for mode in quantizers for b in bits}
+    numbers = sketch_numbers(model)
+    out = []
+    for e, run in enumerate(members):
+        ref = error_metrics(full[e], scored.target)
+        rec = records.get(run.run_id())
+        row = {"id": run.run_id(), "feature_map": run.model.feature_map, "rank": run.model.rank,
+               "heads": run.model.heads, "seed": run.seed, "sketch_numbers": numbers[e],
+               "steps": results[e].steps, "max_error": ref.max_error, "exact": ref.exact,
+               "exact_seq_acc": ref.exact_seq_acc,
+               "record_max_error": rec["train"]["max_error"] if rec else None,
+               "quantized": []}
+        for (mode, b), pred in grid.items():
+            met = error_metrics(pred[e], scored.target)
+            row["quantized"].append({"quantizer": mode, "bits": b, "max_error": _finite(met.max_error),
+                                     "exact": met.exact, "exact_seq_acc": met.exact_seq_acc})
+        row["collapse_bits"] = {mode: collapse_bits([q for q in row["quantized"] if q["quantizer"] == mode])
+                                for mode in quantizers}
+        out.append(row)
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return x if np.isfinite(x) else None
+
+
+def read_records(sweep_dir: Path) -> dict[str, dict]:
+    out = {}
+    for path in sorted((Path(sweep_dir) / "runs").glob("*.json")):
+        try:
+            rec = json.loads(path.read_text())
+            out[rec["id"]] = rec
+        except (OSError, json.JSONDecodeError, KeyError):
+            continue
+    return out

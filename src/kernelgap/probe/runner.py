@@ -1,0 +1,146 @@
+"""Train a user's module on the witness and OOD suites and write ``probe.json``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..errors import KernelgapError
+from ..io import atomic_write_json
+from ..training import FamilySpec, TrainConfig
+from ..training.trainer import Scored, StackTrainer, configure_worker
+from .interface import D_MODEL, ProbeAdapter, build_module, check_interface, load_target
+
+#: Learning rate of probed modules (the calibrated rate of every non-table map, SPEC §7).
+PROBE_LR = 3e-3
+
+
+@dataclass
+class ProbeSuite:
+    """One family (and optional disjoint test family), the ranks and seeds to train."""
+
+    label: str
+    family: FamilySpec
+    ranks: list[int]
+    seeds: list[int]
+    train: TrainConfig
+    test_family: FamilySpec | None = None
+
+
+def _witness(ranks, seeds, mse=1000, steps=2000) -> ProbeSuite:
+    return ProbeSuite("witness", FamilySpec("witness"), ranks, seeds,
+                      TrainConfig(lr=PROBE_LR, mse_steps=mse, max_steps=steps))
+
+
+def _ood(n, ranks, seeds, q=8, mse=700, steps=1400) -> ProbeSuite:
+    params = {"n": n, "queries_per_class": q}
+    return ProbeSuite(f"ood n={n}", FamilySpec("ood", {**params, "split": "train"}), ranks, seeds,
+                      TrainConfig(lr=PROBE_LR, mse_steps=mse, max_steps=steps, stop_below=None),
+                      FamilySpec("ood", {**params, "split": "test"}))
+
+
+#: The probe's suites per profile (``quick``: under a minute for a small module on 2 cores).
+PROFILES: dict[str, list[ProbeSuite]] = {
+    "quick": [_witness([32], [0]), _ood(4, [8], [0])],
+    "paper": [_witness([1, 2, 4, 8, 12, 16, 24, 32, 64, 128, 256], [0, 1, 2]),
+              _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1]),
+              _ood(16, [4, 8, 16, 32, 64, 128, 256], [0, 1])],
+}
+
+
+def _suites(profile: str, ranks: list[int] | None, seeds: list[int] | None,
+            steps: int | None) -> list[ProbeSuite]:
+    if profile not in PROFILES:
+        raise KernelgapError(f"unknown probe profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if steps is not None and steps < 0:
+        raise KernelgapError(f"--steps must be ≥ 0, got {steps}")
+    out = []
+    for suite in PROFILES[profile]:
+        s = replace(suite, ranks=list(ranks or suite.ranks), seeds=list(seeds or suite.seeds))
+        if steps is not None:
+            s.train = replace(s.train, mse_steps=steps // 3, max_steps=steps - steps // 3)
+        out.append(s)
+    if any(r < 1 for s in out for r in s.ranks):
+        raise KernelgapError("probe ranks must be ≥ 1")
+    return out
+
+
+def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = None,
+              profile: str = "quick", ranks: list[int] | None = None, seeds: list[int] | None = None,
+              steps: int | None = None, d_model: int = D_MODEL, report: bool = False,
+              log=print) -> dict:
+    """Probe ``target`` (``pkg.mod:Class`` or ``file.py:Class``); returns the ``probe.json`` payload.
+
+    ``ranks``, ``seeds``, ``steps`` (total per run) override the profile's
+    suites.  With ``out`` the payload is written to ``out/probe.json``; with
+    ``report`` also ``summary.json``, figures and ``report.html`` there.
+    """
+    kwargs = dict(kwargs or {})
+    if d_model < 1:
+        raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
+    suites = _suites(profile, ranks, seeds, steps)
+    cls = load_target(target)
+    families = {}
+    for suite in suites:
+        families[suite.label] = (suite.family.build(),
+                                 suite.test_family.build() if suite.test_family else None)
+    ms = {fam.m for fam, _ in families.values()}
+    interface = None
+    for m in sorted(ms):  # the interface is checked for every token width before any training
+        interface = check_interface(cls, m, kwargs, d_model)
+    threads = torch.get_num_threads()
+    configure_worker()
+    runs = []
+    start = time.perf_counter()
+    try:
+        for suite in suites:
+            fam, test = families[suite.label]
+            for rank in suite.ranks:
+                for seed in suite.seeds:
+                    rec = _train_one(cls, kwargs, suite, fam, test, rank, seed, d_model)
+                    runs.append(rec)
+                    log(f"[probe] {suite.label} rank {rank} seed {seed}: train max error "
+                        f"{rec['train']['max_error']:.3f}"
+                        + (f", test exact-seq acc {rec['test']['exact_seq_acc']:.3f}" if rec["test"] else ""))
+    finally:
+        torch.set_num_threads(threads)
+    payload = {"target": target, "class": cls.__name__, "kwargs": kwargs, "interface": interface,
+               "d_model": d_model if interface == "layer" else None, "profile": profile,
+               "version": __version__, "wall_time_s": round(time.perf_counter() - start, 1),
+               "suites": [{"label": s.label, "family": asdict(s.family),
+                           "test_family": asdict(s.test_family) if s.test_family else None,
+                           "ranks": s.ranks, "seeds": s.seeds, "train": asdict(s.train)} for s in suites],
+               "runs": runs}
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / "probe.json", payload)
+        if report:
+            from ..report.beyond import write_probe_report
+
+            write_probe_report(payload, out, log=log)
+    return payload
+
+
+def _train_one(cls, kwargs, suite: ProbeSuite, fam, test, rank: int, seed: int, d_model: int) -> dict:
+    module = build_module(cls, fam.m, rank, kwargs, seed, d_model)
+    adapter = ProbeAdapter(module).float()
+    trainer = StackTrainer(adapter, Scored.of(fam, torch.float32), suite.train,
+                           Scored.of(test, torch.float32) if test is not None else None)
+    try:
+        (res,) = trainer.run()
+    except KernelgapError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module failed mid-training
+        raise KernelgapError(f"{cls.__name__} failed while training ({suite.label}, rank {rank}): "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+    return {"suite": suite.label, "rank": rank, "seed": seed, "status": res.status,
+            "steps": res.steps, "wall_time_s": round(res.wall_time_s, 2),
+            "parameters": sum(p.numel() for p in adapter.parameters()),
+            "train": res.train, "test": res.test}
+
+

@@ -1,0 +1,60 @@
+"""Shared pieces of the fault tests (issue #7): a small float64 sweep and record comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
+
+#: Eight tasks of two runs (seeds 0 and 1 stack), about 0.5 s each on one core;
+#: float64 so that results are compared bitwise.
+SWEEP = """
+name = "faults"
+[family]
+name = "hadamard"
+params = {m = 12}
+[model]
+feature_map = "table"
+rank = 4
+[train]
+mse_steps = 150
+max_steps = 150
+stop_below = 0.1
+dtype = "float64"
+[grid]
+seed = [0, 1]
+train.lr = [0.03, 0.025, 0.02, 0.015, 0.01, 0.0075, 0.005, 0.0025]
+"""
+TOTAL = 16
+
+#: Fields of a record that legitimately differ between two runs of the same config.
+VOLATILE = ("wall_time_s",)
+
+
+def sweep_cmd(cfg: Path, out: Path, *extra: str) -> list[str]:
+    return [KERNELGAP, "sweep", str(cfg), "--out", str(out), "--workers", "1", "--json", *extra]
+
+
+def results(out: Path) -> dict[str, dict]:
+    """Every finished result of a folder, by run id (raw JSON, never parsed leniently)."""
+    runs = out / "runs"
+    return {p.name[:-5]: json.loads(p.read_text()) for p in runs.glob("*.json")} if runs.is_dir() else {}
+
+
+def stable(record: dict) -> dict:
+    """A record without its wall-clock fields: what must be bitwise reproducible."""
+    return {k: v for k, v in record.items() if k not in VOLATILE}
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a sweep started with ``start_new_session=True`` and all its workers."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()

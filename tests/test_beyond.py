@@ -1,0 +1,173 @@
+"""Beyond the paper (issue #6): signed guard, several heads, the report section, the configs."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelgap.models import build_model, feature_count
+from kernelgap.models.attention import DENOMINATOR_GUARD, KEY_AXIS, gather_pairs
+from kernelgap.models.sketch import sketch_numbers
+from kernelgap.report.beyond import beyond_sections, render_beyond, transition
+from kernelgap.reproduce import EXTRAS, load_profile
+from kernelgap.sweeps.config import load_sweep
+from kernelgap.task import build_family
+from kernelgap.training import default_model
+
+BEYOND = ["signed", "signed_ood", "heads", "zoo", "zoo_ood", "precision", "probe"]
+
+
+# -- signed kernels: the denominator guard ----------------------------------------------------
+
+def _signed_model(m=1, rank=1):
+    return build_model(default_model(feature_map="signed", rank=rank), m, 3, seeds=[0],
+                       dtype=torch.float64)
+
+
+def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
+    model = _signed_model()
+    fm = model.scorer.feature_map
+    # φ_Q ≡ 1, φ_K(0) = −1, φ_K(1) = +1: a sequence's denominator is (#ones − #zeros)
+    fm.query = lambda t: torch.ones(1, t.shape[0], 1, dtype=t.dtype)
+    fm.key = lambda t: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
+    tokens = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    index = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 0]])
+    # denominators: −1+1+1 = 1, 1−1−1 = −1, 3, −1+1−1 = −1: no zero yet
+    pred = model.predict(tokens, index)
+    assert torch.isfinite(pred).all() and model.guarded_fraction == 0.0
+    index = torch.tensor([[0, 1], [1, 0]])  # length 2: every denominator is exactly 0
+    pred = model.predict(tokens, index)
+    assert torch.isfinite(pred).all()
+    assert model.guarded_fraction == 1.0  # every query of every sequence hit the guard
+    # the unguarded division would not be finite
+    t = model.tables(tokens)
+    flat = (torch.zeros(2, dtype=torch.long)[:, None, None] * 2 + index[None, :, :1].expand(2, 2, 1)) * 2 \
+        + index.T[:, :, None]
+    denom = gather_pairs(t.scores, flat).sum(KEY_AXIS)
+    assert float(denom.abs().max()) < DENOMINATOR_GUARD
+    assert not torch.isfinite(gather_pairs(t.scores, flat) / denom.unsqueeze(KEY_AXIS)).all()
+
+
+def test_signed_kernel_really_can_be_negative():
+    model = _signed_model(m=6, rank=8)
+    fam = build_family("exhaustive", m=6, length=1)
+    with torch.no_grad():
+        k = model.tables(torch.from_numpy(fam.tokens).double()).scores
+    assert not model.scorer.log_space and float(k.min()) < 0 < float(k.max())
+
+
+# -- several heads ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("heads", [1, 2, 4, 8])
+def test_multi_head_shapes_and_sum_over_heads(heads):
+    fam = build_family("exhaustive", m=3, length=3)
+    tok, idx = torch.from_numpy(fam.tokens).double(), torch.from_numpy(fam.index)
+    total = 8
+    spec = default_model(feature_map="table", rank=total // heads, heads=heads)
+    model = build_model(spec, 3, 3, seeds=[0, 1], vocabulary=fam.tokens, dtype=torch.float64)
+    t = model.tables(tok)
+    T = len(fam.tokens)
+    assert t.scores.shape == (2, heads, 1, T, T) and t.values.shape == (2, heads, 1, T, T)
+    assert feature_count(spec) == total
+    assert sketch_numbers(model) == [total * (spec.d_value + 1)] * 2
+    with torch.no_grad():
+        pred = model.predict(tok, idx)
+    assert pred.shape == (2, len(fam), 3)
+    # p = Σ_h Σ_j softmax_j(L_h) U_h + b: each head normalised on its own, then summed
+    q = idx[:, :, None].expand(-1, 3, 3)  # query id at each (s, i, j)
+    k = idx[:, None, :].expand(-1, 3, 3)
+    manual = torch.zeros_like(pred)
+    for h in range(heads):
+        w = torch.softmax(t.scores[:, h, 0][:, q, k], dim=-1)
+        manual += (w * t.values[:, h, 0][:, q, k]).sum(-1)
+    manual += t.bias[:, idx]
+    assert torch.allclose(pred, manual, atol=1e-10)
+
+
+# -- the report section from synthetic result folders -------------------------------------------
+
+def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None):
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}"
+    rec = {"id": rid, "seed": seed, "status": "ok", "steps": 10, "wall_time_s": 1.0,
+           "config": {"model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
+                      "family": {"name": family, "params": params or {}}},
+           "train": {"max_error": max_error, "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0},
+           "test": {"max_error": 1.0, "exact_seq_acc": test_acc} if test_acc is not None else None}
+    (folder / "runs" / f"{rid}.json").write_text(json.dumps(rec))
+
+
+def test_sections_transitions_and_html(tmp_path):
+    for seed in (0, 1, 2):
+        for r, err in ((8, 1.5), (16, 0.3 if seed else 0.9), (32, 0.1)):
+            _record(tmp_path / "signed", "signed", r, seed, err)
+            _record(tmp_path / "zoo", "relu", r, seed, 1.2)
+            _record(tmp_path / "zoo", "taylor", r, seed, err)
+        for h in (1, 2, 4):
+            _record(tmp_path / "heads", "table", 16 // h, seed, 0.2 if h < 4 else 0.9, heads=h)
+        for r, acc in ((4, 0.5), (16, 0.995)):
+            _record(tmp_path / "zoo_ood", "elu1", r, seed, 0.1, family="ood", params={"n": 8}, test_acc=acc)
+    (tmp_path / "signed" / "certificates.json").write_text(json.dumps(
+        {"w": {"family": "witness", "params": {}, "certified_rank": 11}}))
+    (tmp_path / "precision").mkdir()
+    (tmp_path / "precision" / "quantized.json").write_text(json.dumps({
+        "bits": [2, 4, 8], "quantizers": ["uniform"],
+        "transcript": {"answers": 16, "values": 2, "bits_needed": 16.0, "bits_needed_ceil": 16},
+        "models": [{"feature_map": "table", "rank": 16, "heads": 1, "seed": 0, "sketch_numbers": 528,
+                    "exact": True, "max_error": 0.1, "collapse_bits": {"uniform": 4},
+                    "quantized": [{"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5,
+                                   "exact_seq_acc": 1.0} for b, e in ((2, 3.0), (4, 0.3), (8, 0.1))]}]}))
+    s = beyond_sections(tmp_path)
+    signed = s["loopholes"]["signed"]["witness"]["transition"]["signed"]
+    assert signed == {"transition": 16, "max_tried": 32}  # seeds 1, 2 exact at 16: a majority
+    assert s["loopholes"]["certified_rank"] == 11
+    per_h = s["loopholes"]["heads"]["per_heads"]
+    assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
+    zoo = {r["feature_map"]: r for r in s["zoo"]["table"]}
+    assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
+    # taylor's features are 1 + d + d² ≤ r: r = 16 → 13, r = 32 → 31
+    assert zoo["taylor"]["witness_transition"] == 13
+    assert zoo["elu1"]["ood_transition_acc99"] == 16
+    assert s["precision"]["collapse"][0]["sketch_bits_at_collapse"] == [4 * 528]
+    assert s["probe"] is None
+    summary = {**s, "witness": None}
+    page = render_beyond(summary, tmp_path)
+    assert "Beyond the paper" in page and "not reached up to 32" in page
+    assert page.count("<img") == 4  # signed, heads, zoo, precision
+    for stem in ("beyond_signed", "beyond_heads", "beyond_zoo", "beyond_precision"):
+        assert (tmp_path / "figures" / f"{stem}.png").is_file()
+
+
+def test_transition_needs_a_strict_majority():
+    rows = [{"features": 4, "exact": e} for e in (True, False)] + [{"features": 8, "exact": True}]
+    assert transition(rows, lambda r: r["exact"]) == 8
+
+
+def test_no_beyond_results_means_no_sections(tmp_path):
+    assert beyond_sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probe": None}
+    assert render_beyond({}, tmp_path) == ""
+
+
+# -- the profiles ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile", ["quick", "paper"])
+def test_profiles_list_every_beyond_experiment(profile):
+    prof = load_profile(profile)
+    assert set(BEYOND) <= set(prof.experiments)
+    for exp in BEYOND:
+        runs = load_sweep(prof.folder / f"{exp}.toml").runs()
+        assert runs, exp
+    assert {"signed", "heads", "zoo", "precision", "probe"} <= set(EXTRAS)
+    zoo = load_sweep(prof.folder / "zoo.toml").runs()
+    from kernelgap.models import FEATURE_MAPS
+    assert {r.model.feature_map for r in zoo} == set(FEATURE_MAPS)
+    heads = {r.model.heads for r in load_sweep(prof.folder / "heads.toml").runs()}
+    assert heads == {1, 2, 4, 8}
+
+
+def test_paper_zoo_reaches_256():
+    runs = load_sweep(Path(load_profile("paper").folder) / "zoo.toml").runs()
+    assert max(r.model.rank for r in runs) == 256
+    assert math.isfinite(max(r.model.rank for r in runs))
