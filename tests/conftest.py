@@ -1,6 +1,14 @@
 """Shared test settings: CPU, deterministic, one thread, a fixed hypothesis profile."""
 
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -29,3 +37,40 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A ``ray start --head`` on a free port with 2 CPUs, its temp files in a private short
+    folder (Ray's socket paths have a length limit); yields ``(address, env)`` and kills the
+    head's whole process session afterwards.  ``RAY_TMPDIR`` is set while it runs."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelgap[ray]')")
+    tmp = tempfile.mkdtemp(prefix="kgray", dir="/tmp")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_TMPDIR": tmp, "HOME": tmp}
+    head = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}",
+         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert head.poll() is None, "ray start --head exited"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # raylet, GCS and workers share the session
+        head.wait()
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -179,6 +179,7 @@ def train(
     mse_steps: int = typer.Option(1000, "--mse-steps", help="Steps of the MSE phase."),
     max_steps: int = typer.Option(2000, "--max-steps", help="Steps of the max-error (power-mean) phase."),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """Train one model (SPEC §7 schedule) and print its metrics."""
@@ -192,7 +193,7 @@ def train(
         family=FamilySpec(family, parse_params(family, _family_params(params))),
         model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout),
         train=TrainConfig(lr=lr, mse_steps=mse_steps, max_steps=max_steps,
-                          stop_below=None if no_early_stop else 0.5),
+                          stop_below=None if no_early_stop else 0.5, device=device),
         seed=seed,
     )
     validate_run(run)  # every range and choice, before any training (issue #7)

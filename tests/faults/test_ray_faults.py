@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,34 +18,6 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kern
 from fault_helpers import KERNELGAP, SWEEP, TOTAL, results, stable  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def ray_head():
-    """A Ray head on a free port with 2 CPUs, temp files in a private short folder."""
-    tmp = tempfile.mkdtemp(prefix="kgrf", dir="/tmp")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "RAY_TMPDIR": tmp, "HOME": tmp}
-    head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert head.poll() is None, "ray start --head exited"
-        time.sleep(0.2)
-    time.sleep(1.0)
-    try:
-        yield f"127.0.0.1:{port}", env
-    finally:
-        os.killpg(head.pid, signal.SIGKILL)  # the head's whole session: raylet, GCS, workers
-        head.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _task_workers() -> list[int]:

@@ -50,25 +50,42 @@ def witness_rows(s: dict) -> list[dict]:
     return rows
 
 
+def _transition(scale: dict) -> str:
+    """The transition rank, or how far the grid went without reaching it."""
+    if scale.get("transition_rank") is not None:
+        return f"r = {scale['transition_rank']}"
+    top = max((r["rank"] for r in scale.get("runs", [])), default=None)
+    return f"not reached up to r = {top}"
+
+
 def ood_rows(s: dict) -> list[dict]:
     scales = (s.get("ood") or {}).get("scales") or []
     if not scales:
         return []
     ours = [sc.get("transition_rank") for sc in scales]
     monotone = all(a is None or b is None or b >= a for a, b in zip(ours, ours[1:]))
-    sm_ok = sum(sum(1 for r in sc.get("softmax", []) if r["exact"]) for sc in scales)
-    sm_all = sum(len(sc.get("softmax", [])) for sc in scales)
+    softmax = [r for sc in scales for r in sc.get("softmax", [])]
+    sm_all = len(softmax)
+    sm_train = sum(1 for r in softmax if r.get("train_exact", r["exact"]))
+    sm_solved = sum(1 for r in softmax if r.get("solved", r["exact"]))
+    sm_ok = sum(1 for r in softmax if r["exact"])
     return [
         {"quantity": "OOD: transition rank per size (majority of seeds with test exact-sequence accuracy ≥ 0.95)",
          "paper": " → ".join(map(str, PAPER["ood"]["transition_ranks"])),
-         "ours": " → ".join(f"{sc['label']}: {_fmt(sc.get('transition_rank'))}" for sc in scales),
+         "ours": " → ".join(f"{sc['label']}: {_transition(sc)}" for sc in scales),
          "note": ("The transition moves up with the problem size, as in the paper." if monotone else
                   "The transition does not grow monotonically here; see the OOD figure.")
                  + " The paper gives no construction for its pools; ours are Hadamard classes with "
                    "nuisance bits (every test token unseen), so absolute ranks differ."},
         {"quantity": "OOD: dense softmax exact on every size and seed",
-         "paper": "yes", "ours": f"{sm_ok}/{sm_all} runs",
-         "note": "Agrees." if sm_ok == sm_all else "Not on every seed: see the OOD runs."},
+         "paper": "yes",
+         "ours": f"train exact {sm_train}/{sm_all}; unseen test pool solved {sm_solved}/{sm_all}, "
+                 f"test max error < 1/2 {sm_ok}/{sm_all}",
+         "note": ("Agrees, also on the unseen tokens' max error." if sm_ok == sm_all else
+                  "Agrees on the training families and on test accuracy; on unseen tokens the MLP "
+                  "readout leaves a max error above 1/2 on a few sequences (SPEC §7 saw 0.62–0.79), "
+                  "so the strict reading is not met on every seed." if sm_train == sm_solved == sm_all
+                  else "Not on every seed: see the OOD runs.")},
     ]
 
 

@@ -143,7 +143,8 @@ def ood_section(root: Path) -> dict | None:
             "softmax": [{"seed": r["seed"], "max_error": r["max_error"],
                          "test_max_error": r.get("test_max_error"),
                          "test_exact_seq_acc": r.get("test_exact_seq_acc"),
-                         "exact": bool(r["exact"] and r.get("test_exact", True))} for r in softmax],
+                         "exact": bool(r["exact"] and r.get("test_exact", True)),
+                         "train_exact": r["exact"], "solved": solves_test_pool(r)} for r in softmax],
         })
     scales.sort(key=lambda s: (s["n"] or 0))
     return {"scales": scales}

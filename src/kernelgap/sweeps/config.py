@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, KernelgapError
 from ..models import ModelSpec
+from ..models.verify import resolve_device
 from ..task.families import family_parameters
 from ..training import FamilySpec, RunConfig, TrainConfig, default_model
 from ..training.trainer import DTYPES
@@ -190,6 +191,10 @@ def _check_ranges(run: RunConfig) -> None:
         raise ConfigError(f"train.stop_below must be ≥ 0 (0: never stop early), got {run.train.stop_below}")
     if run.train.dtype not in DTYPES:
         raise ConfigError(f"train.dtype must be one of {', '.join(DTYPES)}, got {run.train.dtype!r}")
+    try:
+        resolve_device(run.train.device)
+    except KernelgapError as exc:
+        raise ConfigError(f"train.device: {exc}") from None
     if run.model.readout not in ("mlp", "linear"):
         raise ConfigError(f"model.readout must be 'mlp' or 'linear', got {run.model.readout!r}")
     for key in ("init_scale", "temperature"):

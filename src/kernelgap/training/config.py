@@ -73,6 +73,7 @@ class TrainConfig:
     power: float = 8.0
     stop_below: float | None = 0.5
     dtype: str = "float32"
+    device: str = "cpu"  # a torch device ("cuda", "cuda:1"); results are recorded per device
 
 
 @dataclass

@@ -77,11 +77,11 @@ class Scored:
     target: torch.Tensor
 
     @classmethod
-    def of(cls, family: Family, dtype: torch.dtype) -> "Scored":
+    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu") -> "Scored":
         positions = family.scored_positions
-        target = torch.as_tensor(family.targets()[:, positions], dtype=dtype)
-        return cls(torch.as_tensor(family.tokens, dtype=dtype),
-                   torch.as_tensor(family.index), positions, target)
+        target = torch.as_tensor(family.targets()[:, positions], dtype=dtype, device=device)
+        return cls(torch.as_tensor(family.tokens, dtype=dtype, device=device),
+                   torch.as_tensor(family.index, device=device), positions, target)
 
     def errors(self, model: AttentionModel) -> torch.Tensor:
         """``pred − target`` of every member, ``[E, S, Q]``."""
@@ -111,7 +111,7 @@ class StackTrainer:
                  test: Scored | None = None) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
         self.results: list[MemberResult | None] = [None] * model.members
-        self.active = torch.ones(model.members, dtype=torch.bool)
+        self.active = torch.ones(model.members, dtype=torch.bool, device=train.target.device)
         self.start = time.perf_counter()
 
     def phases(self):
@@ -186,8 +186,8 @@ def train_stack(model: AttentionModel, family: Family, cfg: TrainConfig,
                 test_family: Family | None = None) -> list[MemberResult]:
     """Train every member of ``model`` on ``family``; one result per member."""
     dtype = DTYPES[cfg.dtype]
-    test = Scored.of(test_family, dtype) if test_family is not None else None
-    return StackTrainer(model, Scored.of(family, dtype), cfg, test).run()
+    test = Scored.of(test_family, dtype, cfg.device) if test_family is not None else None
+    return StackTrainer(model, Scored.of(family, dtype, cfg.device), cfg, test).run()
 
 
 def vocabulary(family: Family, test_family: Family | None) -> np.ndarray:
@@ -208,7 +208,8 @@ def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
     test_family = first.test_family.build() if first.test_family else None
     model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in runs],
                         ranks=[r.model.rank for r in runs],
-                        vocabulary=vocabulary(family, test_family), dtype=DTYPES[first.train.dtype])
+                        vocabulary=vocabulary(family, test_family), dtype=DTYPES[first.train.dtype],
+                        device=first.train.device)
     return train_stack(model, family, first.train, test_family)
 
 
