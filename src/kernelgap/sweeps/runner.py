@@ -106,12 +106,14 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
         pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
         width = executor_width(pool, workers)
         try:
-            # Plan the stacks of the *whole* sweep, then keep the pending runs: a task's
-            # records are written together, so a resumed sweep trains exactly the
-            # stacks an uninterrupted one would (bitwise-equal numbers, issue #7).
+            # Plan the stacks of the *whole* sweep and train every stack that holds a
+            # pending run *whole*, writing only the runs this sweep claimed: a resumed
+            # sweep (or one sharing the folder) trains exactly the stacks an
+            # uninterrupted one would, so its numbers are bitwise equal (issue #7);
+            # finished results are never rewritten.
             todo = {id(r) for r in pending}
-            tasks = [t for t in ([r for r in task if id(r) in todo]
-                                 for task in plan_tasks(runs, width, max_stack)) if t]
+            tasks = [task for task in plan_tasks(runs, width, max_stack)
+                     if any(id(r) in todo for r in task)]
             summary.ran, summary.skipped_locked = _drive(pool, width, store, tasks,
                                                          summary.done_before, len(runs), progress)
         finally:
@@ -136,12 +138,12 @@ def _drive(pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], do
             while queue or in_flight:
                 while queue and len(in_flight) < width:
                     group = queue.pop()
-                    claims = [c for c in (store.claim(r.run_id()) for r in group) if c]
+                    wanted = [r.run_id() for r in group if store.read(r.run_id()) is None]
+                    claims = [c for c in (store.claim(i) for i in wanted) if c]
                     claimed = {c.run_id for c in claims}
-                    locked += [r.run_id() for r in group if r.run_id() not in claimed and store.read(r.run_id()) is None]
-                    runs = [r for r in group if r.run_id() in claimed]
-                    if runs:
-                        in_flight[pool.submit(train_records, runs)] = claims
+                    locked += [i for i in wanted if i not in claimed and store.read(i) is None]
+                    if claims:  # the whole stack trains; only the claimed runs are written
+                        in_flight[pool.submit(train_records, group)] = claims
                 if not in_flight:
                     break
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -165,12 +167,14 @@ def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int
     except Exception as exc:  # a bug in a worker: keep the sweep going, report at the end
         failures.append(f"{type(exc).__name__}: {exc}")
         records = []
-    written = {r["id"] for r in records}
-    for record in records:
+    claimed = {c.run_id for c in claims}
+    mine = [r for r in records if r["id"] in claimed]
+    for record in mine:
         store.write(record)
+    written = {r["id"] for r in mine}
     for claim in claims:
         store.release(claim, finished=claim.run_id in written)
-    return len(records)
+    return len(mine)
 
 
 def _progress(show: bool) -> Progress:
