@@ -1,6 +1,5 @@
 """Attention models: stacking, heads, positions, causal reading, guard (SPEC §2)."""
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import given

@@ -28,3 +28,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 def atomic_write_json(path: str | os.PathLike, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def read_json(path: str | os.PathLike):
+    """The parsed JSON at ``path``, or ``None`` when it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def read_run_records(sweep_dir: str | os.PathLike) -> list[dict]:
+    """Every readable run record ``runs/<id>.json`` of a sweep folder, in file order.
+
+    Damaged files are skipped here (the sweep runner sets them aside and redoes them).
+    """
+    records = (read_json(p) for p in sorted((Path(sweep_dir) / "runs").glob("*.json")))
+    return [r for r in records if isinstance(r, dict) and "config" in r and "id" in r]

@@ -13,13 +13,13 @@ still exact.  Beside it: the transcript bound ``q · log2(s + 1)`` of the family
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..io import read_run_records
 from ..models import build_model
 from ..models.sketch import sketch_numbers, sketch_predict
 from ..task import error_metrics
@@ -111,11 +111,5 @@ def _finite(x: float) -> float | None:
 
 
 def read_records(sweep_dir: Path) -> dict[str, dict]:
-    out = {}
-    for path in sorted((Path(sweep_dir) / "runs").glob("*.json")):
-        try:
-            rec = json.loads(path.read_text())
-            out[rec["id"]] = rec
-        except (OSError, json.JSONDecodeError, KeyError):
-            continue
-    return out
+    """The sweep's run records by id."""
+    return {r["id"]: r for r in read_run_records(sweep_dir)}

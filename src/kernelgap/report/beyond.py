@@ -14,31 +14,17 @@ Beside them the paper's own maps come from ``witness/`` and ``ood/`` when presen
 from __future__ import annotations
 
 import html
-import json
 from collections import defaultdict
 from pathlib import Path
+
+from ..io import read_json, read_run_records
+from .common import fmt, html_table, img_tag, majority_rank
 
 EXACT = 0.5
 ACC = 0.99
 
 
 # -- reading ------------------------------------------------------------------------------
-
-def _read_json(path: Path):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _records(sweep: Path) -> list[dict]:
-    out = []
-    for path in sorted((sweep / "runs").glob("*.json")):
-        rec = _read_json(path)
-        if isinstance(rec, dict) and "config" in rec:
-            out.append(rec)
-    return out
-
 
 def _features(fm: str, rank: int) -> int:
     from ..models import feature_map_class
@@ -64,15 +50,12 @@ def _row(rec: dict) -> dict:
 
 
 def _rows(root: Path, name: str) -> list[dict]:
-    return [_row(r) for r in _records(root / name)]
+    return [_row(r) for r in read_run_records(root / name)]
 
 
 def transition(rows: list[dict], ok, key: str = "features") -> int | None:
-    """Smallest ``key`` value at which a strict majority of seeds satisfies ``ok``."""
-    by = defaultdict(list)
-    for r in rows:
-        by[r[key]].append(bool(ok(r)))
-    return next((k for k in sorted(by) if sum(by[k]) * 2 > len(by[k])), None)
+    """Smallest ``key`` value (features by default) at which most seeds satisfy ``ok``."""
+    return majority_rank(rows, ok, key)
 
 
 def _exact(r):
@@ -88,11 +71,11 @@ def _size_key(row: dict) -> int:
 
 
 def _certified(root: Path, name: str) -> int | None:
-    certs = _read_json(root / name / "certificates.json") or {}
+    certs = read_json(root / name / "certificates.json") or {}
     ranks = [c.get("certified_rank") for c in certs.values() if c.get("family") == "witness"]
     if ranks and ranks[0]:
         return ranks[0]
-    cert = _read_json(root / "witness" / "certificate.json") or {}
+    cert = read_json(root / "witness" / "certificate.json") or {}
     return cert.get("certified_rank")
 
 
@@ -166,7 +149,7 @@ def zoo_section(root: Path) -> dict | None:
 
 
 def precision_section(root: Path) -> dict | None:
-    data = _read_json(root / "precision" / "quantized.json")
+    data = read_json(root / "precision" / "quantized.json")
     if not data:
         return None
     models = data.get("models", [])
@@ -191,7 +174,7 @@ def precision_section(root: Path) -> dict | None:
 
 def probe_section(root: Path) -> dict | None:
     folder = root / "probe" if (root / "probe").is_dir() else root
-    data = _read_json(folder / "probe.json")
+    data = read_json(folder / "probe.json")
     if not data:
         return None
     return probe_summary(data, _rows(folder, "") if (folder / "runs").is_dir() else [])
@@ -460,26 +443,8 @@ def sentences(summary: dict) -> dict[str, str]:
     return out
 
 
-def _table(rows: list[dict], cols: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return str(v)
-
-
-def _img(path: Path) -> str:
-    import base64
-
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
+def _beyond_table(rows: list[dict], cols: list[str]) -> str:
+    return html_table(rows, cols, cell=lambda v: fmt(v, ".3g"))
 
 
 def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> str:
@@ -495,7 +460,7 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
     fig_dir = out_dir / "figures"
 
     def figs(name, stem=None):
-        return "".join(f"<figure>{_img(fig_dir / f)}</figure>" for f in drawn.get(name, [])
+        return "".join(f"<figure>{img_tag(fig_dir / f)}</figure>" for f in drawn.get(name, [])
                        if f.endswith(".png") and (stem is None or f.startswith(stem)))
 
     parts = ["<h2>Beyond the paper</h2>",
@@ -506,18 +471,18 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
         t = lo["signed"]["witness"]["transition"]
         rows = [{"map": fm, "exact from (features)": _reached(v["transition"], v["max_tried"])} for fm, v in t.items()]
         parts += ["<h3>Signed kernels</h3>", f"<p>{html.escape(text.get('signed', ''))}</p>",
-                  _table(rows + [{"map": "certificate (nonnegative)", "exact from (features)": lo.get("certified_rank")}],
+                  _beyond_table(rows + [{"map": "certificate (nonnegative)", "exact from (features)": lo.get("certified_rank")}],
                          ["map", "exact from (features)"])]
         ood_rows = [{"n": s["n"], "map": fm, "test acc ≥ 0.99 from": _reached(v["transition"], v["max_tried"])}
                     for s in lo["signed"]["ood"] for fm, v in s["transition_acc99"].items()]
         if ood_rows:
-            parts.append(_table(ood_rows, ["n", "map", "test acc ≥ 0.99 from"]))
+            parts.append(_beyond_table(ood_rows, ["n", "map", "test acc ≥ 0.99 from"]))
         parts.append(figs("loopholes", "beyond_signed"))
     if lo.get("heads"):
         rows = [{"heads H": h, "exact from total H·r": _reached(v["transition_total"], v["max_total"])}
                 for h, v in lo["heads"]["per_heads"].items()]
         parts += ["<h3>Several heads at a fixed total</h3>", f"<p>{html.escape(text.get('heads', ''))}</p>",
-                  _table(rows, ["heads H", "exact from total H·r"]), figs("loopholes", "beyond_heads")]
+                  _beyond_table(rows, ["heads H", "exact from total H·r"]), figs("loopholes", "beyond_heads")]
     z = summary.get("zoo")
     if z:
         rows = [{"map": r["feature_map"],
@@ -525,13 +490,13 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
                  f"OOD {z.get('ood_label') or ''}: acc ≥ 0.99 from": _reached(r["ood_transition_acc99"], r["ood_max_features"]),
                  "OOD best test acc": r["ood_best_test_acc"]} for r in z["table"]]
         parts += ["<h3>The feature-map zoo at the wall</h3>", f"<p>{html.escape(text.get('zoo', ''))}</p>",
-                  _table(rows, list(rows[0]) if rows else []), figs("zoo")]
+                  _beyond_table(rows, list(rows[0]) if rows else []), figs("zoo")]
     p = summary.get("precision")
     if p:
         parts += ["<h3>Finite precision</h3>", f"<p>{html.escape(text.get('precision', ''))}</p>",
                   "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
                   "or a float with a b-bit significand (see <code>kernelgap.models.sketch</code>).</p>",
-                  _table(p["collapse"], ["feature_map", "rank", "quantizer", "collapse_bits",
+                  _beyond_table(p["collapse"], ["feature_map", "rank", "quantizer", "collapse_bits",
                                          "sketch_numbers", "sketch_bits_at_collapse"]), figs("precision")]
     pr = summary.get("probe")
     if pr:
@@ -539,7 +504,7 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
                  "from rank": _reached(s["transition_rank"], s["max_rank"])} for s in pr["suites"]]
         parts += [f"<h3>Probe: <code>{html.escape(str(pr.get('target')))}</code></h3>",
                   f"<p>{html.escape(text.get('probe', ''))}</p>",
-                  _table(rows, ["suite", "criterion", "from rank"]), figs("probe")]
+                  _beyond_table(rows, ["suite", "criterion", "from rank"]), figs("probe")]
     return "\n".join(parts)
 
 

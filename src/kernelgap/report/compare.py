@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .common import fmt
+
 #: What the paper reports (SPEC §6; seed text).  Kept verbatim in summary.json.
 PAPER = {
     "witness": {"inputs": 1272, "m": 24, "certified_rank": 8,
@@ -10,10 +12,6 @@ PAPER = {
     "softmax_exact_all_seeds": True,
     "length": {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False},
 }
-
-
-def _fmt(x, digits=2):
-    return "–" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
 
 
 def witness_rows(s: dict) -> list[dict]:
@@ -33,13 +31,13 @@ def witness_rows(s: dict) -> list[dict]:
                  f"{(w.get('certificate') or {}).get('bound', '?')}."},
         {"quantity": "Witness: smallest max error below the bound",
          "paper": PAPER["witness"]["error_below_bound"],
-         "ours": _fmt(min_below),
+         "ours": fmt(min_below),
          "note": ("Agrees: every run below the certified rank keeps max error ≥ 1/2, as the theorem "
                   "demands." if min_below is None or min_below >= 0.5 else
                   "A run below the certified rank is exact: that contradicts the theorem and is a bug.")},
         {"quantity": "Witness: rank where training becomes exact",
          "paper": f"r = {PAPER['witness']['exact_rank']}",
-         "ours": ", ".join(f"{k}: r = {_fmt(v)}" for k, v in sorted(exact_rank.items())) or "–",
+         "ours": ", ".join(f"{k}: r = {fmt(v)}" for k, v in sorted(exact_rank.items())) or "–",
          "note": "The sharp transition sits at the number of queries n = 16 (the B matrix needs "
                  "numerical rank n), above the certificate: the trace bound is not tight."},
     ]

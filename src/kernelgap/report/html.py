@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from pathlib import Path
 
 from ..io import atomic_write_text
 from .beyond import render_beyond
+from .common import fmt, html_table, img_tag
 from .compare import comparison_rows
 from .figures import draw_all
 
@@ -32,46 +32,29 @@ CAPTIONS = {
 }
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
-
-
-def _table(rows: list[dict], cols: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
-        for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _num(x, digits=3):
-    return "–" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
-
-
 def detail_tables(summary: dict) -> list[str]:
     """The OOD problem sizes and the witness runs, as tables."""
     parts = []
     scales = (summary.get("ood") or {}).get("scales") or []
     if scales:
         rows = [{"size": sc["label"], "train seqs": sc["train_sequences"],
-                 "test seqs": sc["test_sequences"], "gap ≥ 2 share": _num(sc.get("test_gap_share"), 2),
-                 "transition (acc ≥ 0.95)": _num(sc.get("transition_rank")),
-                 "transition (max err < 1/2)": _num(sc.get("transition_rank_max_error")),
-                 "softmax test acc": ", ".join(_num(s.get("test_exact_seq_acc"), 3) for s in sc["softmax"]),
-                 "softmax test max err": ", ".join(_num(s.get("test_max_error"), 2) for s in sc["softmax"])}
+                 "test seqs": sc["test_sequences"], "gap ≥ 2 share": fmt(sc.get("test_gap_share"), ".2f"),
+                 "transition (acc ≥ 0.95)": fmt(sc.get("transition_rank")),
+                 "transition (max err < 1/2)": fmt(sc.get("transition_rank_max_error")),
+                 "softmax test acc": ", ".join(fmt(s.get("test_exact_seq_acc"), ".3f") for s in sc["softmax"]),
+                 "softmax test max err": ", ".join(fmt(s.get("test_max_error"), ".2f") for s in sc["softmax"])}
                 for sc in scales]
         parts.append("<h2>OOD problem sizes</h2><p>Every test token (query and candidate) is unseen "
                      "in training; 'gap ≥ 2 share' is the share of test sequences whose answer needs a "
-                     "choice between overlaps at least 2 apart.</p>" + _table(rows, list(rows[0])))
+                     "choice between overlaps at least 2 apart.</p>" + html_table(rows, list(rows[0])))
     w = summary.get("witness")
     if w and w.get("runs"):
         rows = [{"map": r["feature_map"], "rank": r["rank"], "seed": r["seed"],
-                 "max error": _num(r["max_error"]), "exact": "yes" if r["exact"] else "no",
-                 "exact-seq acc": _num(r["exact_seq_acc"]), "steps": r["steps"], "status": r["status"]}
+                 "max error": fmt(r["max_error"], ".3f"), "exact": "yes" if r["exact"] else "no",
+                 "exact-seq acc": fmt(r["exact_seq_acc"], ".3f"), "steps": r["steps"], "status": r["status"]}
                 for r in w["runs"]]
         parts.append("<h2>Witness runs</h2><details><summary>show all runs</summary>" +
-                     _table(rows, list(rows[0])) + "</details>")
+                     html_table(rows, list(rows[0])) + "</details>")
     return parts
 
 
@@ -81,11 +64,11 @@ def render_html(summary: dict, out_dir: Path) -> str:
              f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from "
              "the run files under this folder; <code>summary.json</code> holds them all.</p>",
              "<h2>The paper beside ours</h2>",
-             _table(comparison_rows(summary), ["quantity", "paper", "ours", "note"])]
+             html_table(comparison_rows(summary), ["quantity", "paper", "ours", "note"])]
     beyond = render_beyond(summary, out_dir, figures)  # issue #6: takes its own figures out
     for name, files in figures.items():
         png = out_dir / "figures" / files[0]
-        parts.append(f"<figure>{_img(png)}<figcaption>{html.escape(CAPTIONS.get(name, name))}"
+        parts.append(f"<figure>{img_tag(png)}<figcaption>{html.escape(CAPTIONS.get(name, name))}"
                      "</figcaption></figure>")
     parts += detail_tables(summary)
     parts.append(beyond)

@@ -14,44 +14,16 @@ from collections import defaultdict
 from pathlib import Path
 
 from .. import __version__
+from ..io import read_json, read_run_records as read_runs
 from ..errors import KernelgapError
 from .beyond import beyond_sections
+from .common import majority_rank
 from .compare import PAPER
 
 #: A model "is exact" when its max error is below 1/2 (SPEC §1).
 EXACT = 0.5
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 1
-
-
-def read_runs(sweep_dir: Path) -> list[dict]:
-    """Every valid run record of a sweep folder (corrupt files are skipped)."""
-    runs = []
-    for path in sorted((sweep_dir / "runs").glob("*.json")):
-        try:
-            runs.append(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
-            continue
-    return runs
-
-
-def read_json(path: Path) -> dict | list | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def majority_rank(rows: list[dict], ok) -> int | None:
-    """Smallest rank at which a strict majority of seeds satisfy ``ok``."""
-    by_rank = defaultdict(list)
-    for r in rows:
-        by_rank[r["rank"]].append(bool(ok(r)))
-    for rank in sorted(by_rank):
-        votes = by_rank[rank]
-        if sum(votes) * 2 > len(votes):
-            return rank
-    return None
 
 
 def all_seeds_rank(rows: list[dict], ok) -> int | None:
