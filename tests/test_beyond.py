@@ -105,6 +105,7 @@ def test_sections_transitions_and_html(tmp_path):
             _record(tmp_path / "signed", "signed", r, seed, err)
             _record(tmp_path / "zoo", "relu", r, seed, 1.2)
             _record(tmp_path / "zoo", "taylor", r, seed, err)
+            _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1)
         for h in (1, 2, 4):
             _record(tmp_path / "heads", "table", 16 // h, seed, 0.2 if h < 4 else 0.9, heads=h)
         for r, acc in ((4, 0.5), (16, 0.995)):
@@ -122,6 +123,11 @@ def test_sections_transitions_and_html(tmp_path):
     s = beyond_sections(tmp_path)
     signed = s["loopholes"]["signed"]["witness"]["transition"]["signed"]
     assert signed == {"transition": 16, "max_tried": 32}  # seeds 1, 2 exact at 16: a majority
+    # every map whose kernel may be negative pools into the signed item, from the zoo too
+    witness = s["loopholes"]["signed"]["witness"]
+    assert witness["transition"]["signed_table"] == {"transition": 32, "max_tried": 32}
+    assert {r["feature_map"] for r in witness["runs"]} == {"signed", "signed_table"}
+    assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor"}
     assert s["loopholes"]["certified_rank"] == 11
     per_h = s["loopholes"]["heads"]["per_heads"]
     assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
@@ -135,6 +141,7 @@ def test_sections_transitions_and_html(tmp_path):
     summary = {**s, "witness": None}
     page = render_beyond(summary, tmp_path)
     assert "Beyond the paper" in page and "not reached up to 32" in page
+    assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert page.count("<img") == 4  # signed, heads, zoo, precision
     for stem in ("beyond_signed", "beyond_heads", "beyond_zoo", "beyond_precision"):
         assert (tmp_path / "figures" / f"{stem}.png").is_file()

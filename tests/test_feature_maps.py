@@ -25,7 +25,8 @@ def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
 
 
 def test_registry_has_every_map_of_the_spec():
-    assert set(ALL) == {"table", "mlp_exp", "elu1", "relu", "favor", "hedgehog", "taylor", "signed"}
+    assert set(ALL) == {"table", "mlp_exp", "elu1", "relu", "favor", "hedgehog", "taylor", "signed",
+                        "signed_table"}
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -44,12 +45,24 @@ def test_output_size_is_declared(name, rank):
 def test_nonnegative_maps_give_nonnegative_kernels(name):
     model = build_model(ModelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3,
                         seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # anywhere in parameter space, not just at initialisation
+        for p in model.scorer.parameters():
+            p.add_(3.0 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
     scores = model.scorer.scores(torch.from_numpy(TOKENS).double())
     kernel = scores.exp() if model.scorer.log_space else scores
     if feature_map_class(name).nonnegative:
         assert (kernel >= 0).all()
     else:
         assert (kernel < 0).any(), "the signed map should be able to produce a negative kernel"
+
+
+def test_signed_table_starts_at_the_table_initialisation():
+    table, signed = make("table", seeds=(0, 3)), make("signed_table", seeds=(0, 3))
+    x = torch.from_numpy(TOKENS).double()
+    assert torch.allclose(table.query(x).exp(), signed.query(x), rtol=1e-6)
+    assert torch.allclose(table.key(x).exp(), signed.key(x), rtol=1e-6)
+    assert not type(signed).nonnegative and not type(signed).log_space
 
 
 def test_taylor_kernel_is_exact():

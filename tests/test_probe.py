@@ -92,6 +92,47 @@ def test_probe_runs_the_example_from_python(tmp_path):
     assert (tmp_path / "report.html").is_file() and (tmp_path / "figures" / "beyond_probe.png").is_file()
 
 
+def test_an_interrupted_probe_resumes_without_retraining(user_file, tmp_path, monkeypatch):
+    from kernelgap.probe import runner
+
+    target = f"{user_file}:MeanModel"
+    trained = []
+    real = runner._train_one
+
+    def counting(cls, kwargs, suite, *args):
+        trained.append((suite.label, args[2]))
+        if len(trained) == 2:
+            raise KeyboardInterrupt  # interrupted while training the second run
+        return real(cls, kwargs, suite, *args)
+
+    monkeypatch.setattr(runner, "_train_one", counting)
+    with pytest.raises(KeyboardInterrupt):
+        run_probe(target, ranks=[2], steps=6, out=tmp_path, log=lambda *_: None)
+    assert not (tmp_path / "probe.json").exists()
+    saved = json.loads((tmp_path / "probe.partial.json").read_text())["runs"]
+    assert [r["suite"] for r in saved] == ["witness"]
+
+    trained.clear()
+    monkeypatch.setattr(runner, "_train_one", lambda *a: trained.append(a[2].label) or real(*a))
+    payload = run_probe(target, ranks=[2], steps=6, out=tmp_path, log=lambda *_: None)
+    assert trained == ["ood n=4"]  # the witness run was reused, not retrained
+    assert payload["runs"][0] == saved[0]
+    assert not (tmp_path / "probe.partial.json").exists()
+
+    trained.clear()
+    assert run_probe(target, ranks=[2], steps=6, out=tmp_path, log=lambda *_: None) == payload
+    assert trained == []  # a finished probe is read back, not redone
+
+
+def test_a_probe_folder_of_other_settings_is_refused_not_overwritten(user_file, tmp_path):
+    target = f"{user_file}:MeanModel"
+    run_probe(target, ranks=[2], steps=3, out=tmp_path, log=lambda *_: None)
+    before = (tmp_path / "probe.json").read_bytes()
+    with pytest.raises(KernelgapError, match="another module or other settings"):
+        run_probe(target, {"scale": 2.0}, ranks=[2], steps=3, out=tmp_path, log=lambda *_: None)
+    assert (tmp_path / "probe.json").read_bytes() == before
+
+
 def test_probe_runs_a_sequence_module_from_python(user_file):
     payload = run_probe(f"{user_file}:MeanModel", {"scale": 0.5}, ranks=[3], steps=9, log=lambda *_: None)
     assert payload["interface"] == "sequence"

@@ -73,7 +73,7 @@ def probe_extras(profile, out: Path) -> None:
         roots = [Path(profile.folder).resolve().parents[1], Path(__file__).resolve().parents[3]]
         root = next((r for r in roots if (r / module).is_file()), roots[0])
         target = f"{root / module}{sep}{cls}"
-    run_probe(target, kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"], log=lambda *_: None)
+    run_probe(target, kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"])
 
 
 BEYOND_EXTRAS = {

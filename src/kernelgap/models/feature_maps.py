@@ -21,6 +21,7 @@ features masked (so models of different ranks can share one stacked tensor).
 | hedgehog   | softmax([Wx, −Wx])                         | nonnegative                    |
 | taylor     | [1, u, u⊗u/√2], u = Wx                     | 1 + <u,w> + <u,w>²/2 (exact)   |
 | signed     | MLP(x), unconstrained                      | may be negative (loophole)     |
+| signed_table | θ[token] free real, starts at exp(θ₀)    | any rank-r kernel (finite fam.)|
 """
 
 from __future__ import annotations
@@ -279,6 +280,7 @@ class Table(FeatureMap):
     name = "table"
     log_space = True
     needs_vocabulary = True
+    exp_init: ClassVar[bool] = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
 
     def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
                  init_scale=1.0, vocabulary=None) -> None:
@@ -289,8 +291,9 @@ class Table(FeatureMap):
         self._rows = {row.tobytes(): i for i, row in enumerate(vocab)}
         self.register_buffer("vocabulary", torch.from_numpy(vocab.copy()))
         v = len(vocab)
-        self.q_table = _TableParam(slots, heads, v, rank, init_scale)
-        self.k_table = _TableParam(slots * key_positions, heads * key_positions, v, rank, init_scale)
+        self.q_table = _TableParam(slots, heads, v, rank, init_scale, self.exp_init)
+        self.k_table = _TableParam(slots * key_positions, heads * key_positions, v, rank, init_scale,
+                                   self.exp_init)
         self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def rows(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -301,7 +304,7 @@ class Table(FeatureMap):
         try:
             ids = [self._rows[row.tobytes()] for row in np.ascontiguousarray(bits)]
         except KeyError:
-            raise KernelgapError("the 'table' map met a token outside its vocabulary") from None
+            raise KernelgapError(f"the '{self.name}' map met a token outside its vocabulary") from None
         out = torch.tensor(ids, dtype=torch.long, device=tokens.device)
         self._cache = (tokens, out)
         return out
@@ -314,14 +317,33 @@ class Table(FeatureMap):
         return k.reshape(self.slots, self.key_positions, *k.shape[1:])
 
 
+@register_feature_map
+class SignedTable(Table):
+    """A free real vector per distinct token, ``φ(x) = θ[x]``: any rank-r kernel, signs included.
+
+    The signed counterpart of ``table`` (the most expressive signed map on a
+    finite family).  It starts at exactly the features of ``table``'s
+    initialisation, ``θ = exp(θ₀)`` (a positive kernel), and is then trained
+    without a sign constraint, so it separates what signs buy from how hard a
+    kernel that starts with denominators of both signs is to train (``signed``).
+    """
+
+    name = "signed_table"
+    log_space = False
+    nonnegative = False
+    exp_init = True
+
+
 class _TableParam(StackedModule):
-    def __init__(self, slots, heads, v, r, init_scale):
+    def __init__(self, slots, heads, v, r, init_scale, exp_init=False):
         super().__init__(slots, heads)
         self.theta = nn.Parameter(torch.zeros(slots, v, r))
-        self.init_scale = init_scale
+        self.init_scale, self.exp_init = init_scale, exp_init
 
     def init_member(self, member, gen, rank):
         cols = min(rank or self.theta.shape[-1], self.theta.shape[-1])
         with torch.no_grad():
             for s in self.member_slots(member):
                 normal_(self.theta[s, :, :cols], 0.5 * self.init_scale, gen)
+                if self.exp_init:
+                    self.theta[s, :, :cols].exp_()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -12,6 +13,7 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..io import atomic_write_json
 from ..training import FamilySpec, TrainConfig
+from ..training.config import config_hash
 from ..training.trainer import Scored, StackTrainer, configure_worker
 from .interface import D_MODEL, ProbeAdapter, build_module, check_interface, load_target
 
@@ -47,8 +49,7 @@ def _ood(n, ranks, seeds, q=8, mse=700, steps=1400) -> ProbeSuite:
 PROFILES: dict[str, list[ProbeSuite]] = {
     "quick": [_witness([32], [0]), _ood(4, [8], [0])],
     "paper": [_witness([1, 2, 4, 8, 12, 16, 24, 32, 64, 128, 256], [0, 1, 2]),
-              _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1]),
-              _ood(16, [4, 8, 16, 32, 64, 128, 256], [0, 1])],
+              _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1])],
 }
 
 
@@ -92,6 +93,30 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     interface = None
     for m in sorted(ms):  # the interface is checked for every token width before any training
         interface = check_interface(cls, m, kwargs, d_model)
+    suite_rows = [{"label": s.label, "family": asdict(s.family),
+                   "test_family": asdict(s.test_family) if s.test_family else None,
+                   "ranks": s.ranks, "seeds": s.seeds, "train": asdict(s.train)} for s in suites]
+    fingerprint = config_hash({"target": _target_name(target), "kwargs": kwargs,
+                               "d_model": d_model, "suites": suite_rows})
+    out = Path(out) if out is not None else None
+    store = ProbeStore(out, fingerprint) if out is not None else None
+    if store and store.complete() is not None:
+        log(f"[probe] {store.final} holds this probe already; nothing to train")
+        payload = store.complete()
+    else:
+        payload = _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
+                         families, fingerprint, store, log)
+    if store and report:
+        from ..report.beyond import write_probe_report
+
+        write_probe_report(payload, out, log=log)
+    return payload
+
+
+def _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows, families,
+           fingerprint, store, log) -> dict:
+    """Train every (suite, rank, seed) not finished in ``store``; the ``probe.json`` payload."""
+    done = store.finished() if store else {}
     threads = torch.get_num_threads()
     configure_worker()
     runs = []
@@ -101,29 +126,83 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
             fam, test = families[suite.label]
             for rank in suite.ranks:
                 for seed in suite.seeds:
-                    rec = _train_one(cls, kwargs, suite, fam, test, rank, seed, d_model)
+                    rec = done.get((suite.label, rank, seed))
+                    how = "reused" if rec else "trained"
+                    if rec is None:
+                        rec = _train_one(cls, kwargs, suite, fam, test, rank, seed, d_model)
                     runs.append(rec)
-                    log(f"[probe] {suite.label} rank {rank} seed {seed}: train max error "
+                    if store:
+                        store.save_partial(runs)
+                    log(f"[probe] {suite.label} rank {rank} seed {seed} ({how}): train max error "
                         f"{rec['train']['max_error']:.3f}"
                         + (f", test exact-seq acc {rec['test']['exact_seq_acc']:.3f}" if rec["test"] else ""))
     finally:
         torch.set_num_threads(threads)
     payload = {"target": target, "class": cls.__name__, "kwargs": kwargs, "interface": interface,
                "d_model": d_model if interface == "layer" else None, "profile": profile,
-               "version": __version__, "wall_time_s": round(time.perf_counter() - start, 1),
-               "suites": [{"label": s.label, "family": asdict(s.family),
-                           "test_family": asdict(s.test_family) if s.test_family else None,
-                           "ranks": s.ranks, "seeds": s.seeds, "train": asdict(s.train)} for s in suites],
-               "runs": runs}
-    if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / "probe.json", payload)
-        if report:
-            from ..report.beyond import write_probe_report
-
-            write_probe_report(payload, out, log=log)
+               "version": __version__, "fingerprint": fingerprint,
+               "wall_time_s": round(time.perf_counter() - start, 1),
+               "suites": suite_rows, "runs": runs}
+    if store:
+        store.finish(payload)
     return payload
+
+
+def _target_name(target: str) -> str:
+    """``file.py:Class`` or ``pkg.mod:Class`` without the folder (a probe's identity)."""
+    module, _, cls = target.rpartition(":")
+    return f"{Path(module).name}:{cls}"
+
+
+class ProbeStore:
+    """``out/probe.json`` and, while a probe runs, ``out/probe.partial.json``.
+
+    Every finished run is saved at once, so an interrupted probe resumes where it
+    stopped; a folder holding a probe of another module or other settings (a
+    different fingerprint) is refused rather than overwritten.
+    """
+
+    def __init__(self, out: Path, fingerprint: str) -> None:
+        self.out, self.fingerprint = out, fingerprint
+        self.final, self.partial = out / "probe.json", out / "probe.partial.json"
+        for path in (self.final, self.partial):
+            stored = self._read(path)
+            if stored is not None and stored.get("fingerprint") != fingerprint:
+                raise KernelgapError(f"{path} holds a probe of another module or other settings; "
+                                     "choose another --out")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KernelgapError(f"cannot write to --out {out}: {exc.strerror}") from None
+
+    @staticmethod
+    def _read(path: Path) -> dict | None:
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            raise KernelgapError(f"{path} is corrupted (not valid JSON); move it aside or choose "
+                                 "another --out") from None
+        if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+            raise KernelgapError(f"{path} is not a probe result; move it aside or choose another --out")
+        return data
+
+    def complete(self) -> dict | None:
+        """The finished probe's payload, if this folder holds one."""
+        return self._read(self.final)
+
+    def finished(self) -> dict[tuple, dict]:
+        """Runs of an interrupted probe, keyed by ``(suite label, rank, seed)``."""
+        data = self._read(self.partial) or {"runs": []}
+        return {(r["suite"], r["rank"], r["seed"]): r for r in data["runs"]}
+
+    def save_partial(self, runs: list[dict]) -> None:
+        atomic_write_json(self.partial, {"fingerprint": self.fingerprint, "runs": runs})
+
+    def finish(self, payload: dict) -> None:
+        atomic_write_json(self.final, payload)
+        self.partial.unlink(missing_ok=True)
 
 
 def _train_one(cls, kwargs, suite: ProbeSuite, fam, test, rank: int, seed: int, d_model: int) -> dict:

@@ -35,6 +35,13 @@ def _features(fm: str, rank: int) -> int:
         return rank
 
 
+def is_signed(fm: str) -> bool:
+    """A registered map whose kernel may be negative (``signed``, ``signed_table``)."""
+    from ..models import FEATURE_MAPS
+
+    return fm in FEATURE_MAPS and not FEATURE_MAPS[fm].nonnegative
+
+
 def _row(rec: dict) -> dict:
     model = rec["config"]["model"]
     fm = model["feature_map"] if model["kind"] == "kernel" else "softmax"
@@ -96,17 +103,18 @@ def loopholes_section(root: Path) -> dict | None:
         return None
     # the zoo's runs of every map (signed included) pool with the dedicated sweeps
     zoo_w, zoo_o = _rows(root, "zoo"), _rows(root, "zoo_ood")
-    signed = signed + [r for r in zoo_w if r["feature_map"] == "signed"]
-    signed_ood = signed_ood + [r for r in zoo_o if r["feature_map"] == "signed"]
-    paper_w = [r for r in _rows(root, "witness") + zoo_w if r["feature_map"] not in ("softmax", "signed")]
-    paper_o = [r for r in _rows(root, "ood") + zoo_o if r["feature_map"] not in ("softmax", "signed")]
+    signed = signed + [r for r in zoo_w if is_signed(r["feature_map"])]
+    signed_ood = signed_ood + [r for r in zoo_o if is_signed(r["feature_map"])]
+    nonnegative = lambda r: r["feature_map"] != "softmax" and not is_signed(r["feature_map"])  # noqa: E731
+    paper_w = [r for r in _rows(root, "witness") + zoo_w if nonnegative(r)]
+    paper_o = [r for r in _rows(root, "ood") + zoo_o if nonnegative(r)]
     cert = _certified(root, "signed") or _certified(root, "heads")
     out: dict = {"certified_rank": cert}
     if signed or paper_w:
         witness_rows = [r for r in signed + paper_w if r["family"] == "witness"]
         out["signed"] = {
             "witness": {"transition": _per_map(witness_rows, _exact),
-                        "runs": sorted(signed, key=lambda r: (r["rank"], r["seed"])),
+                        "runs": sorted(signed, key=lambda r: (r["feature_map"], r["rank"], r["seed"])),
                         "nonnegative_runs": [{k: r[k] for k in ("feature_map", "rank", "features", "seed", "max_error")}
                                              for r in paper_w if r["family"] == "witness"]},
             "ood": [],
@@ -252,7 +260,9 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
         paper = sec["signed"]["witness"].get("nonnegative_runs", [])
         xs = []
         signed = sec["signed"]["witness"]["runs"]
-        xs += _band(ax1, signed, "features", "max_error", "signed", figures.COLORS["signed"])
+        for fm in sorted({r["feature_map"] for r in signed}):
+            xs += _band(ax1, [r for r in signed if r["feature_map"] == fm], "features", "max_error",
+                        f"{fm} (signed)", figures.COLORS.get(fm, "black"))
         for fm in sorted({r["feature_map"] for r in paper}):
             xs += _band(ax1, [r for r in paper if r["feature_map"] == fm], "features", "max_error", fm,
                         figures.COLORS.get(fm, "black"))
@@ -269,7 +279,9 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
         sizes = sec["signed"]["ood"]
         for k, size in enumerate(sizes):
             color = cmap(k / max(1, len(sizes) - 1) * 0.85)
-            xs += _band(ax2, size["runs"], "rank", "test_exact_seq_acc", f"signed n={size['n']}", color)
+            for fm in sorted({r["feature_map"] for r in size["runs"]}):
+                xs += _band(ax2, [r for r in size["runs"] if r["feature_map"] == fm], "rank",
+                            "test_exact_seq_acc", f"{fm} n={size['n']}", color)
             base = ood_paper.get(size["n"], [])
             if base:
                 by = defaultdict(list)
@@ -398,11 +410,10 @@ def sentences(summary: dict) -> dict[str, str]:
     cert = lo.get("certified_rank")
     if lo.get("signed"):
         t = lo["signed"]["witness"]["transition"]
-        s = t.get("signed", {})
-        others = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if fm != "signed")
-        out["signed"] = (f"Signed kernels on the witness family are {_exact_from(s.get('transition'), s.get('max_tried'))} "
-                         f"(features); nonnegative maps — {others or 'not run'}; the certificate (r ≥ {cert}) "
-                         "binds nonnegative kernels only.")
+        signed = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if is_signed(fm))
+        others = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if not is_signed(fm))
+        out["signed"] = (f"Signed kernels on the witness family — {signed or 'not run'} (features); nonnegative "
+                         f"maps — {others or 'not run'}; the certificate (r ≥ {cert}) binds nonnegative kernels only.")
     if lo.get("heads"):
         ph = lo["heads"]["per_heads"]
         parts = ", ".join(f"H = {h}: {_exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())

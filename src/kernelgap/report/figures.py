@@ -18,7 +18,8 @@ from .summary import OOD_SOLVED_ACC  # noqa: E402
 
 EXACT_LINE = 0.5
 COLORS = {"table": "#1f77b4", "mlp_exp": "#d62728", "elu1": "#2ca02c", "relu": "#9467bd",
-          "favor": "#8c564b", "hedgehog": "#e377c2", "taylor": "#7f7f7f", "signed": "#bcbd22"}
+          "favor": "#8c564b", "hedgehog": "#e377c2", "taylor": "#7f7f7f", "signed": "#bcbd22",
+          "signed_table": "#17becf"}
 
 
 def _save(fig, out_dir: Path, stem: str) -> list[str]:
