@@ -103,6 +103,7 @@ def test_sections_transitions_and_html(tmp_path):
     for seed in (0, 1, 2):
         for r, err in ((8, 1.5), (16, 0.3 if seed else 0.9), (32, 0.1)):
             _record(tmp_path / "signed", "signed", r, seed, err)
+            _record(tmp_path / "zoo", "signed", r, seed, err)  # the same run in two pooled sweeps
             _record(tmp_path / "zoo", "relu", r, seed, 1.2)
             _record(tmp_path / "zoo", "taylor", r, seed, err)
             _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1)
@@ -127,6 +128,7 @@ def test_sections_transitions_and_html(tmp_path):
     witness = s["loopholes"]["signed"]["witness"]
     assert witness["transition"]["signed_table"] == {"transition": 32, "max_tried": 32}
     assert {r["feature_map"] for r in witness["runs"]} == {"signed", "signed_table"}
+    assert len(witness["runs"]) == 2 * 9  # the run in both folders counts once
     assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor"}
     assert s["loopholes"]["certified_rank"] == 11
     per_h = s["loopholes"]["heads"]["per_heads"]

@@ -45,7 +45,7 @@ def is_signed(fm: str) -> bool:
 def _row(rec: dict) -> dict:
     model = rec["config"]["model"]
     fm = model["feature_map"] if model["kind"] == "kernel" else "softmax"
-    row = {"feature_map": fm, "rank": model["rank"], "heads": model["heads"],
+    row = {"id": rec["id"], "feature_map": fm, "rank": model["rank"], "heads": model["heads"],
            "features": _features(fm, model["rank"]) * model["heads"] if fm != "softmax" else None,
            "seed": rec["seed"], "status": rec["status"], "steps": rec["steps"],
            "family": rec["config"]["family"]["name"], "params": rec["config"]["family"]["params"],
@@ -58,6 +58,11 @@ def _row(rec: dict) -> dict:
 
 def _rows(root: Path, name: str) -> list[dict]:
     return [_row(r) for r in read_run_records(root / name)]
+
+
+def _unique(rows: list[dict]) -> list[dict]:
+    """Rows with distinct run ids (a run in two pooled sweeps counts once)."""
+    return list({r["id"]: r for r in rows}.values())
 
 
 def transition(rows: list[dict], ok, key: str = "features") -> int | None:
@@ -103,11 +108,11 @@ def loopholes_section(root: Path) -> dict | None:
         return None
     # the zoo's runs of every map (signed included) pool with the dedicated sweeps
     zoo_w, zoo_o = _rows(root, "zoo"), _rows(root, "zoo_ood")
-    signed = signed + [r for r in zoo_w if is_signed(r["feature_map"])]
-    signed_ood = signed_ood + [r for r in zoo_o if is_signed(r["feature_map"])]
+    signed = _unique(signed + [r for r in zoo_w if is_signed(r["feature_map"])])
+    signed_ood = _unique(signed_ood + [r for r in zoo_o if is_signed(r["feature_map"])])
     nonnegative = lambda r: r["feature_map"] != "softmax" and not is_signed(r["feature_map"])  # noqa: E731
-    paper_w = [r for r in _rows(root, "witness") + zoo_w if nonnegative(r)]
-    paper_o = [r for r in _rows(root, "ood") + zoo_o if nonnegative(r)]
+    paper_w = _unique([r for r in _rows(root, "witness") + zoo_w if nonnegative(r)])
+    paper_o = _unique([r for r in _rows(root, "ood") + zoo_o if nonnegative(r)])
     cert = _certified(root, "signed") or _certified(root, "heads")
     out: dict = {"certified_rank": cert}
     if signed or paper_w:
