@@ -144,6 +144,8 @@ def test_sections_transitions_and_html(tmp_path):
     page = render_beyond(summary, tmp_path)
     assert "Beyond the paper" in page and "not reached up to 32" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
+    assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
+    assert "<td>not run</td>" in page  # signed_table has witness runs but no OOD runs
     assert page.count("<img") == 4  # signed, heads, zoo, precision
     for stem in ("beyond_signed", "beyond_heads", "beyond_zoo", "beyond_precision"):
         assert (tmp_path / "figures" / f"{stem}.png").is_file()

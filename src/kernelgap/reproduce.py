@@ -24,7 +24,7 @@ import torch
 
 from . import __version__
 from .errors import ConfigError, KernelgapError
-from .io import atomic_write_json
+from .io import atomic_write_json, read_json
 from .models.constructions import build_construction
 from .models.verify import check_exhaustive
 from .beyond.extras import BEYOND_EXTRAS
@@ -179,8 +179,14 @@ def reproduce(profile: str = "quick", out: str | Path | None = None, executor: s
 
 def write_summary_and_report(out: Path, profile: str | None = None, wall_time_s: float | None = None,
                              log=print) -> Path:
-    """``summary.json`` and ``report.html`` from the result files in ``out``."""
+    """``summary.json`` and ``report.html`` from the result files in ``out``.
+
+    Without ``wall_time_s`` (``kernelgap report``) the wall time the last
+    reproduction recorded is kept.
+    """
     summary = build_summary(out, profile)
+    if wall_time_s is None:
+        wall_time_s = (read_json(out / "summary.json") or {}).get("wall_time_s")
     if wall_time_s is not None:
         summary["wall_time_s"] = round(wall_time_s, 1)
     atomic_write_json(out / "summary.json", summary)

@@ -401,11 +401,28 @@ BEYOND_FIGURES = {"loopholes": loopholes_figure, "zoo": zoo_figure,
 # -- HTML -----------------------------------------------------------------------------------
 
 def _reached(value, top) -> str:
-    return str(value) if value is not None else f"not reached up to {top}"
+    if value is not None:
+        return str(value)
+    return f"not reached up to {top}" if top is not None else "not run"
 
 
 def _exact_from(value, top, unit="r") -> str:
     return f"exact from {unit} = {value}" if value is not None else f"not exact up to {unit} = {top}"
+
+
+def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:
+    """Collapse bits of every exact model, per (feature map, quantizer)."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for c in collapse:
+        out[(c["feature_map"], c["quantizer"])] += [b for b in c["collapse_bits"] if b is not None]
+    return dict(sorted(out.items()))
+
+
+def _span(values: list[int]) -> str:
+    if not values:
+        return "never exact"
+    lo, hi = min(values), max(values)
+    return f"{lo} bits" if lo == hi else f"{lo}–{hi} bits"
 
 
 def sentences(summary: dict) -> dict[str, str]:
@@ -440,8 +457,7 @@ def sentences(summary: dict) -> dict[str, str]:
     p = summary.get("precision")
     if p:
         tr = p.get("transcript") or {}
-        col = "; ".join(f"{c['feature_map']} r = {c['rank']}, {c['quantizer']}: b ≥ {c['collapse_bits']}"
-                        for c in p["collapse"])
+        col = "; ".join(f"{fm}, {q}: {_span(bits)}" for (fm, q), bits in _bits_by_map(p["collapse"]).items())
         sizes = [b for c in p["collapse"] for b in c["sketch_bits_at_collapse"] if b]
         need = tr.get("bits_needed")
         cmp = ""
@@ -449,7 +465,8 @@ def sentences(summary: dict) -> dict[str, str]:
             cmp = (f" The smallest exact sketch carries {min(sizes)} bits, {min(sizes) / need:.0f}× the transcript "
                    f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')}): "
                    "the bound is far from binding; the features' dynamic range is what costs bits.")
-        out["precision"] = f"Smallest bits per sketch number that keep the trained model exact — {col or 'no exact model'}.{cmp}"
+        out["precision"] = (f"Smallest bits per sketch number that keep a trained exact model exact, over its ranks "
+                            f"and seeds — {col or 'no exact model'}.{cmp}")
     pr = summary.get("probe")
     if pr:
         parts = "; ".join(f"{s['label']}: {'test accuracy ≥ 0.99' if s['ood'] else 'exact'} "
@@ -518,7 +535,9 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
     if pr:
         rows = [{"suite": s["label"], "criterion": "test acc ≥ 0.99" if s["ood"] else "train max error < 1/2",
                  "from rank": _reached(s["transition_rank"], s["max_rank"])} for s in pr["suites"]]
-        parts += [f"<h3>Probe: <code>{html.escape(str(pr.get('target')))}</code></h3>",
+        target = str(pr.get("target"))
+        module, _, cls = target.rpartition(":")
+        parts += [f"<h3>Probe: <code>{html.escape(f'{Path(module).name}:{cls}' if module else target)}</code></h3>",
                   f"<p>{html.escape(text.get('probe', ''))}</p>",
                   _beyond_table(rows, ["suite", "criterion", "from rank"]), figs("probe")]
     return "\n".join(parts)
