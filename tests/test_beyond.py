@@ -109,6 +109,7 @@ def test_sections_transitions_and_html(tmp_path):
             _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1)
         for h in (1, 2, 4):
             _record(tmp_path / "heads", "table", 16 // h, seed, 0.2 if h < 4 else 0.9, heads=h)
+            _record(tmp_path / "heads", "mlp_exp", 16 // h, seed, 0.2, heads=h)
         for r, acc in ((4, 0.5), (16, 0.995)):
             _record(tmp_path / "zoo_ood", "elu1", r, seed, 0.1, family="ood", params={"n": 8}, test_acc=acc)
     (tmp_path / "signed" / "certificates.json").write_text(json.dumps(
@@ -131,8 +132,10 @@ def test_sections_transitions_and_html(tmp_path):
     assert len(witness["runs"]) == 2 * 9  # the run in both folders counts once
     assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor"}
     assert s["loopholes"]["certified_rank"] == 11
-    per_h = s["loopholes"]["heads"]["per_heads"]
+    per_h = s["loopholes"]["heads"]["per_map"]["table"]
     assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
+    # each map has its own transitions: mlp_exp is exact with 4 heads where table is not
+    assert s["loopholes"]["heads"]["per_map"]["mlp_exp"]["4"]["transition_total"] == 16
     zoo = {r["feature_map"]: r for r in s["zoo"]["table"]}
     assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
     # taylor's features are 1 + d + d² ≤ r: r = 16 → 13, r = 32 → 31

@@ -130,13 +130,16 @@ def loopholes_section(root: Path) -> dict | None:
                                          "runs": sorted((r for r in signed_ood if _size_key(r) == n),
                                                         key=lambda r: (r["feature_map"], r["rank"], r["seed"]))})
     if heads:
-        per_h = {}
-        for h in sorted({r["heads"] for r in heads}):
-            sub = [r for r in heads if r["heads"] == h]
-            per_h[str(h)] = {"transition_total": transition(sub, _exact, "features"),
-                             "max_total": max(r["features"] for r in sub)}
-        out["heads"] = {"feature_map": heads[0]["feature_map"], "per_heads": per_h,
-                        "runs": sorted(heads, key=lambda r: (r["heads"], r["rank"], r["seed"]))}
+        per_map = {}
+        for fm in sorted({r["feature_map"] for r in heads}):
+            per_h = {}
+            for h in sorted({r["heads"] for r in heads if r["feature_map"] == fm}):
+                sub = [r for r in heads if r["feature_map"] == fm and r["heads"] == h]
+                per_h[str(h)] = {"transition_total": transition(sub, _exact, "features"),
+                                 "max_total": max(r["features"] for r in sub)}
+            per_map[fm] = per_h
+        out["heads"] = {"per_map": per_map,
+                        "runs": sorted(heads, key=lambda r: (r["feature_map"], r["heads"], r["rank"], r["seed"]))}
     return out
 
 
@@ -301,22 +304,25 @@ def loopholes_figure(summary: dict, out_dir: Path) -> list[str]:
         _legend(ax2)
         files += figures._save(fig, out_dir, "beyond_signed")
     if sec.get("heads"):
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        runs = sec["heads"]["runs"]
+        maps = list(sec["heads"]["per_map"])
+        fig, axes = plt.subplots(1, len(maps), figsize=(5.4 * len(maps), 4.2), squeeze=False)
         cmap = plt.get_cmap("plasma")
-        hs = sorted({r["heads"] for r in runs})
-        xs = []
-        for k, h in enumerate(hs):
-            xs += _band(ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}",
-                        cmap(k / max(1, len(hs) - 1) * 0.85))
-        ax.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
-        if sec.get("certified_rank"):
-            ax.axvline(sec["certified_rank"], color="#ff7f0e", ls=":", label=f"1-head certificate r ≥ {sec['certified_rank']}")
-        _log2(ax, xs)
-        ax.set_yscale("log")
-        ax.set(xlabel="total features H·r (log2)", ylabel="train max |error|",
-               title=f"Several heads at fixed total ({sec['heads']['feature_map']}, witness)")
-        _legend(ax)
+        for ax, fm in zip(axes[0], maps):
+            runs = [r for r in sec["heads"]["runs"] if r["feature_map"] == fm]
+            hs = sorted({r["heads"] for r in runs})
+            xs = []
+            for k, h in enumerate(hs):
+                xs += _band(ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}",
+                            cmap(k / max(1, len(hs) - 1) * 0.85))
+            ax.axhline(EXACT, color="black", ls="--", lw=1, label="exact threshold 1/2")
+            if sec.get("certified_rank"):
+                ax.axvline(sec["certified_rank"], color="#ff7f0e", ls=":",
+                           label=f"1-head certificate r ≥ {sec['certified_rank']}")
+            _log2(ax, xs)
+            ax.set_yscale("log")
+            ax.set(xlabel="total features H·r (log2)", ylabel="train max |error|",
+                   title=f"Several heads at fixed total ({fm}, witness)")
+            _legend(ax)
         files += figures._save(fig, out_dir, "beyond_heads")
     return files
 
@@ -437,17 +443,20 @@ def sentences(summary: dict) -> dict[str, str]:
         out["signed"] = (f"Signed kernels on the witness family — {signed or 'not run'} (features); nonnegative "
                          f"maps — {others or 'not run'}; the certificate (r ≥ {cert}) binds nonnegative kernels only.")
     if lo.get("heads"):
-        ph = lo["heads"]["per_heads"]
-        parts = ", ".join(f"H = {h}: {_exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())
-        one = (ph.get("1") or {}).get("transition_total")
-        multi = [v["transition_total"] for h, v in ph.items() if h != "1" and v["transition_total"] is not None]
+        per_map = lo["heads"]["per_map"]
+        parts = "; ".join(f"{fm} — " + ", ".join(f"H = {h}: {_exact_from(v['transition_total'], v['max_total'], 'H·r')}"
+                                                for h, v in ph.items()) for fm, ph in per_map.items())
+        one = [v["transition_total"] for ph in per_map.values() for h, v in ph.items()
+               if h == "1" and v["transition_total"] is not None]
+        multi = [v["transition_total"] for ph in per_map.values() for h, v in ph.items()
+                 if h != "1" and v["transition_total"] is not None]
         verdict = ""
-        if multi and (one is None or min(multi) < one):
+        if multi and (not one or min(multi) < min(one)):
             verdict = (f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
                        + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "") + ").")
-        elif one is not None:
+        elif one:
             verdict = " Splitting the budget across heads does not lower the total needed."
-        out["heads"] = f"Several heads at a fixed total on the witness family ({lo['heads']['feature_map']}): {parts}.{verdict}"
+        out["heads"] = f"Several heads at a fixed total on the witness family: {parts}.{verdict}"
     z = summary.get("zoo")
     if z:
         crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
@@ -512,10 +521,13 @@ def render_beyond(summary: dict, out_dir: Path, figures: dict | None = None) -> 
             parts.append(_beyond_table(ood_rows, ["n", "map", "test acc ≥ 0.99 from"]))
         parts.append(figs("loopholes", "beyond_signed"))
     if lo.get("heads"):
-        rows = [{"heads H": h, "exact from total H·r": _reached(v["transition_total"], v["max_total"])}
-                for h, v in lo["heads"]["per_heads"].items()]
+        per_map = lo["heads"]["per_map"]
+        hs = sorted({int(h) for ph in per_map.values() for h in ph})
+        cols = [f"{fm}: exact from total H·r" for fm in per_map]
+        rows = [{"heads H": h, **{f"{fm}: exact from total H·r": _reached(ph[str(h)]["transition_total"], ph[str(h)]["max_total"])
+                                  if str(h) in ph else "not run" for fm, ph in per_map.items()}} for h in hs]
         parts += ["<h3>Several heads at a fixed total</h3>", f"<p>{html.escape(text.get('heads', ''))}</p>",
-                  _beyond_table(rows, ["heads H", "exact from total H·r"]), figs("loopholes", "beyond_heads")]
+                  _beyond_table(rows, ["heads H", *cols]), figs("loopholes", "beyond_heads")]
     z = summary.get("zoo")
     if z:
         rows = [{"map": r["feature_map"],

@@ -34,8 +34,11 @@ def _save(fig, out_dir: Path, stem: str) -> list[str]:
 
 
 def _log2_rank_axis(ax, ranks) -> None:
+    """A log2 axis labelled at the ranks used; past 12 of them, at the powers of two."""
     ax.set_xscale("log", base=2)
     ticks = sorted({int(r) for r in ranks})
+    if len(ticks) > 12:
+        ticks = [2 ** k for k in range(ticks[0].bit_length() - 1, ticks[-1].bit_length())]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(t) for t in ticks])
