@@ -1,5 +1,6 @@
 """Beyond the paper (issue #6): signed guard, several heads, the report section, the configs."""
 
+import html
 import json
 import math
 from pathlib import Path
@@ -50,6 +51,38 @@ def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
     assert not torch.isfinite(gather_pairs(t.scores, flat) / denom.unsqueeze(KEY_AXIS)).all()
 
 
+def test_kernel_stats_count_negative_weights_denominators_and_guards():
+    model = _signed_model()
+    fm = model.scorer.feature_map
+    fm.query = lambda t: torch.ones(1, t.shape[0], 1, dtype=t.dtype)  # α(x, z) = 2z − 1
+    fm.key = lambda t: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
+    tokens = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
+    # scored at position 1: weights (−1, 1, 1), (1, −1, −1), (1, 1, 1), (−1, 1, −1)
+    index = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 0]])
+    stats = model.kernel_stats(tokens, index, positions=[0])
+    assert float(stats["negative_weight_share"][0]) == 5 / 12
+    assert float(stats["negative_denominator_share"][0]) == 2 / 4  # sums 1, −1, 3, −1
+    assert float(stats["guarded_share"][0]) == 0 and float(stats["min_abs_denominator"][0]) == 1
+    zero = model.kernel_stats(tokens, torch.tensor([[0, 1], [1, 0]]))  # every sum is 0
+    assert float(zero["guarded_share"][0]) == 1 and float(zero["min_abs_denominator"][0]) == 0
+
+
+def test_signed_runs_record_their_sign_use_and_nonnegative_runs_do_not():
+    from kernelgap.training import FamilySpec, RunConfig, TrainConfig
+    from kernelgap.training.trainer import train_records
+
+    def run(fm):
+        cfg = RunConfig(FamilySpec("exhaustive", {"m": 3, "length": 3}), default_model(feature_map=fm, rank=4),
+                        TrainConfig(mse_steps=3, max_steps=3))
+        return train_records([cfg])[0]["train"]
+
+    kernel = run("signed_table")["kernel"]
+    assert set(kernel) == {"negative_weight_share", "negative_denominator_share", "guarded_share",
+                           "min_abs_denominator"}
+    assert kernel["min_abs_denominator"] > 0 and 0 <= kernel["negative_weight_share"] <= 1
+    assert "kernel" not in run("table")
+
+
 def test_signed_kernel_really_can_be_negative():
     model = _signed_model(m=6, rank=8)
     fam = build_family("exhaustive", m=6, length=1)
@@ -88,7 +121,8 @@ def test_multi_head_shapes_and_sum_over_heads(heads):
 
 # -- the report section from synthetic result folders -------------------------------------------
 
-def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None):
+def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None,
+            kernel=None):
     (folder / "runs").mkdir(parents=True, exist_ok=True)
     rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}"
     rec = {"id": rid, "seed": seed, "status": "ok", "steps": 10, "wall_time_s": 1.0,
@@ -96,6 +130,8 @@ def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", 
                       "family": {"name": family, "params": params or {}}},
            "train": {"max_error": max_error, "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0},
            "test": {"max_error": 1.0, "exact_seq_acc": test_acc} if test_acc is not None else None}
+    if kernel:
+        rec["train"]["kernel"] = kernel
     (folder / "runs" / f"{rid}.json").write_text(json.dumps(rec))
 
 
@@ -106,7 +142,9 @@ def test_sections_transitions_and_html(tmp_path):
             _record(tmp_path / "zoo", "signed", r, seed, err)  # the same run in two pooled sweeps
             _record(tmp_path / "zoo", "relu", r, seed, 1.2)
             _record(tmp_path / "zoo", "taylor", r, seed, err)
-            _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1)
+            _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1,
+                    kernel={"negative_weight_share": 0.25 if r == 32 else 0.5, "negative_denominator_share": 0.0,
+                            "guarded_share": 0.0, "min_abs_denominator": 0.5 + r})
         for h in (1, 2, 4):
             _record(tmp_path / "heads", "table", 16 // h, seed, 0.2 if h < 4 else 0.9, heads=h)
             _record(tmp_path / "heads", "mlp_exp", 16 // h, seed, 0.2, heads=h)
@@ -148,6 +186,9 @@ def test_sections_transitions_and_html(tmp_path):
     assert "Beyond the paper" in page and "not reached up to 32" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
+    # sign use, from the runs that recorded it (exact models only where there are some)
+    assert ("signed_table: its exact models give 25 % of the weights a negative sign, 0 % of its "
+            "denominators, smallest |Σα| 8.5, guarded 0 %") in html.unescape(page)
     assert "<td>not run</td>" in page  # signed_table has witness runs but no OOD runs
     assert page.count("<img") == 4  # signed, heads, zoo, precision
     for stem in ("beyond_signed", "beyond_heads", "beyond_zoo", "beyond_precision"):

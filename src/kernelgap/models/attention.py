@@ -211,9 +211,17 @@ class AttentionModel(nn.Module):
                 positions: list[int] | None = None, tables: Tables | None = None) -> torch.Tensor:
         """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``."""
         tables = tables or self.tables(tokens)
-        n = index.shape[1]
+        flat, q_ids, allowed = self._pairs(tables, index, positions)
+        scores = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
+        values = gather_pairs(tables.values, flat)
+        weights = self._normalize(scores, tables.log_space, allowed)
+        out = (weights * values).sum(dim=(1, 2))  # [E, S, Q]
+        return out + tables.bias[:, q_ids]
+
+    def _pairs(self, tables: Tables, index: torch.Tensor, positions: list[int] | None):
+        """Flat table ids ``[N, S, Q]`` of every (key, query) pair, query ids ``[S, Q]``, causal mask."""
+        n, t = index.shape[1], tables.scores.shape[-1]
         positions = list(range(n)) if positions is None else positions
-        t = tokens.shape[0]
         p_count = tables.scores.shape[2]
         if self.position_dependent and p_count != n:
             raise KernelgapError(f"model has {p_count} key positions, sequences have length {n}")
@@ -224,15 +232,34 @@ class AttentionModel(nn.Module):
         # axis of length N, which is several times faster on CPU than a
         # softmax over a contiguous innermost axis of length 3.
         flat = (key_pos[:, None, None] * t + q_ids[None, :, :]) * t + index.T[:, :, None]  # [N, S, Q]
-        e, h = tables.scores.shape[:2]
-        scores = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
-        values = gather_pairs(tables.values, flat)
         allowed = None
         if self.causal:
             allowed = (torch.arange(n, device=index.device)[:, None] <= qpos[None, :])[:, None, :]  # [N, 1, Q]
-        weights = self._normalize(scores, tables.log_space, allowed)
-        out = (weights * values).sum(dim=(1, 2))  # [E, S, Q]
-        return out + tables.bias[:, q_ids]
+        return flat, q_ids, allowed
+
+    @torch.no_grad()
+    def kernel_stats(self, tokens: torch.Tensor, index: torch.Tensor,
+                     positions: list[int] | None = None) -> dict[str, torch.Tensor]:
+        """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (SPEC §2).
+
+        Over every scored query of every head: the share of weights
+        ``α(x_i, x_j) < 0``, of denominators ``Σ_j α(x_i, x_j) < 0``, of
+        denominators the guard replaced (``|Σ_j α| <`` :data:`DENOMINATOR_GUARD`),
+        and the smallest ``|Σ_j α|``.  Nonnegative kernels give ``0, 0, ·, > 0``.
+        """
+        tables = self.tables(tokens)
+        flat, _, allowed = self._pairs(tables, index, positions)
+        alpha = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
+        if tables.log_space:
+            alpha = alpha.exp()
+        if allowed is not None:
+            alpha = alpha * allowed
+        e = alpha.shape[0]
+        weights, denom = alpha.reshape(e, -1), alpha.sum(KEY_AXIS).reshape(e, -1)
+        return {"negative_weight_share": (weights < 0).double().mean(1),
+                "negative_denominator_share": (denom < 0).double().mean(1),
+                "guarded_share": (denom.abs() < DENOMINATOR_GUARD).double().mean(1),
+                "min_abs_denominator": denom.abs().amin(1).double()}
 
     def _normalize(self, scores, log_space: bool, allowed) -> torch.Tensor:
         if log_space:

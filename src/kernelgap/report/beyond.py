@@ -53,6 +53,7 @@ def _row(rec: dict) -> dict:
            "exact_seq_acc": rec["train"]["exact_seq_acc"]}
     if rec.get("test"):
         row.update(test_max_error=rec["test"]["max_error"], test_exact_seq_acc=rec["test"]["exact_seq_acc"])
+    row.update(rec["train"].get("kernel") or {})  # sign use of a signed kernel (AttentionModel.kernel_stats)
     return row
 
 
@@ -61,8 +62,11 @@ def _rows(root: Path, name: str) -> list[dict]:
 
 
 def _unique(rows: list[dict]) -> list[dict]:
-    """Rows with distinct run ids (a run in two pooled sweeps counts once)."""
-    return list({r["id"]: r for r in rows}.values())
+    """Rows with distinct run ids (a run in two pooled sweeps counts once, as first listed)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        out.setdefault(r["id"], r)
+    return list(out.values())
 
 
 def transition(rows: list[dict], ok, key: str = "features") -> int | None:
@@ -416,6 +420,28 @@ def _exact_from(value, top, unit="r") -> str:
     return f"exact from {unit} = {value}" if value is not None else f"not exact up to {unit} = {top}"
 
 
+def _share(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}–{100 * hi:.0f} %"
+
+
+def _sign_use(runs: list[dict]) -> str:
+    """What the trained signed kernels did with their signs (runs that recorded it)."""
+    parts = []
+    for fm in sorted({r["feature_map"] for r in runs}):
+        rows = [r for r in runs if r["feature_map"] == fm and "negative_weight_share" in r]
+        if not rows:
+            continue
+        exact = [r for r in rows if r["exact"]]
+        use = (f"its exact models give {_share([r['negative_weight_share'] for r in exact])} of the weights a "
+               f"negative sign" if exact else
+               f"{_share([r['negative_weight_share'] for r in rows])} of its weights are negative")
+        parts.append(f"{fm}: {use}, {_share([r['negative_denominator_share'] for r in rows])} of its "
+                     f"denominators, smallest |Σα| {min(r['min_abs_denominator'] for r in rows):.2g}, "
+                     f"guarded {_share([r['guarded_share'] for r in rows])}")
+    return f" At the end of training — {'; '.join(parts)}." if parts else ""
+
+
 def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:
     """Collapse bits of every exact model, per (feature map, quantizer)."""
     out: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -441,7 +467,8 @@ def sentences(summary: dict) -> dict[str, str]:
         signed = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if is_signed(fm))
         others = ", ".join(f"{fm}: {_exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if not is_signed(fm))
         out["signed"] = (f"Signed kernels on the witness family — {signed or 'not run'} (features); nonnegative "
-                         f"maps — {others or 'not run'}; the certificate (r ≥ {cert}) binds nonnegative kernels only.")
+                         f"maps — {others or 'not run'}; the certificate (r ≥ {cert}) binds nonnegative kernels only."
+                         + _sign_use(lo["signed"]["witness"]["runs"]))
     if lo.get("heads"):
         per_map = lo["heads"]["per_map"]
         parts = "; ".join(f"{fm} — " + ", ".join(f"H = {h}: {_exact_from(v['transition_total'], v['max_total'], 'H·r')}"

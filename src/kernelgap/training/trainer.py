@@ -153,9 +153,9 @@ class StackTrainer:
                 source = last_err if last_err is not None else err.detach()
                 self.record(e, "diverged", step, source[e], None)
         if exact is not None and bool(exact.any()):
-            test_err = self.test_errors()
+            test_err, stats = self.test_errors(), self.kernel_stats()
             for e in exact.nonzero().flatten().tolist():
-                self.record(e, "ok", step, err.detach()[e], test_err)
+                self.record(e, "ok", step, err.detach()[e], test_err, stats)
 
     def test_errors(self) -> torch.Tensor | None:
         if self.test is None:
@@ -163,21 +163,30 @@ class StackTrainer:
         with torch.no_grad():
             return self.test.errors(self.model)
 
-    def record(self, e: int, status: str, step: int, train_err, test_err) -> None:
-        """Freeze member ``e``'s outcome (test metrics only for finite members)."""
+    def kernel_stats(self) -> dict[str, torch.Tensor] | None:
+        """Sign use of a kernel that may be negative, on the training family (else ``None``)."""
+        if getattr(getattr(self.model, "scorer", None), "nonnegative", True):
+            return None
+        return self.model.kernel_stats(self.train.tokens, self.train.index, self.train.positions)
+
+    def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
+        """Freeze member ``e``'s outcome (test metrics only for finite members; for signed
+        kernels ``train["kernel"]``, see :meth:`AttentionModel.kernel_stats`)."""
         test = metrics_of(test_err[e]) if test_err is not None else None
-        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start,
-                                       metrics_of(train_err), test)
+        train = metrics_of(train_err)
+        if stats is not None:
+            train["kernel"] = {k: float(v[e]) for k, v in stats.items()}
+        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start, train, test)
         self.active[e] = False
 
     def finish(self, err: torch.Tensor, step: int, last_err: torch.Tensor | None = None) -> None:
         """Final metrics of members still training after the last step; a member
         the last update made non-finite is ``diverged`` with its last finite metrics."""
         finite = torch.isfinite(err).flatten(1).all(dim=1)
-        test_err = self.test_errors()
+        test_err, stats = self.test_errors(), self.kernel_stats()
         for e in self.active.nonzero().flatten().tolist():
             if bool(finite[e]):
-                self.record(e, "ok", step, err[e], test_err)
+                self.record(e, "ok", step, err[e], test_err, stats)
             else:
                 self.record(e, "diverged", step, (last_err if last_err is not None else err)[e], None)
 
