@@ -22,6 +22,7 @@ from kernelgap.task import build_family
 from kernelgap.task.family import save_family
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "decayed_linear_attention.py") + ":DecayedLinearAttention"
 
 TINY = """
 name = "tiny"
@@ -92,6 +93,10 @@ def world(tmp_path_factory) -> Path:
         (w / name).write_text(json.dumps(data))
     (w / "not-json.json").write_text('{"m": 8, "sequences": [')
     (w / "family-folder.json").mkdir()
+    (w / "probe-corrupt").mkdir()
+    (w / "probe-corrupt" / "probe.partial.json").write_text('{"fingerprint": "abc", "runs": [')
+    (w / "probe-other").mkdir()
+    (w / "probe-other" / "probe.json").write_text(json.dumps({"fingerprint": "another", "runs": []}))
     return w
 
 
@@ -159,6 +164,10 @@ CASES = [
      "sweep.json is corrupted (not a sweep description)", False),
     ("results-status-corrupt", ["sweep", "{w}/corrupt-meta", "--status"], "is corrupted", False),
     ("results-status-not-a-sweep", ["sweep", "{w}/stranger", "--status"], "no sweep.json", False),
+    ("results-probe-corrupt", ["probe", EXAMPLE, "--ranks", "2", "--steps", "3", "--out", "{w}/probe-corrupt"],
+     "probe.partial.json is corrupted (not valid JSON)", False),
+    ("results-probe-other-settings", ["probe", EXAMPLE, "--ranks", "2", "--steps", "3", "--out", "{w}/probe-other"],
+     "holds a probe of another module or other settings", False),
 ]
 
 
