@@ -124,6 +124,19 @@ def test_an_interrupted_probe_resumes_without_retraining(user_file, tmp_path, mo
     assert trained == []  # a finished probe is read back, not redone
 
 
+def test_probe_workers_give_the_same_records(tmp_path):
+    def strip(payload):
+        return [{k: v for k, v in r.items() if k != "wall_time_s"} for r in payload["runs"]]
+
+    one = run_probe(TARGET, ranks=[2, 3], steps=6, log=lambda *_: None)
+    two = run_probe(TARGET, ranks=[2, 3], steps=6, out=tmp_path, workers=2, log=lambda *_: None)
+    assert strip(one) == strip(two)  # same runs, same order, same numbers
+    assert [(r["suite"], r["rank"]) for r in two["runs"]] == [("witness", 2), ("witness", 3),
+                                                               ("ood n=4", 2), ("ood n=4", 3)]
+    with pytest.raises(KernelgapError, match="--workers must be ≥ 1"):
+        run_probe(TARGET, ranks=[2], steps=3, workers=0)
+
+
 def test_a_probe_folder_of_other_settings_is_refused_not_overwritten(user_file, tmp_path):
     target = f"{user_file}:MeanModel"
     run_probe(target, ranks=[2], steps=3, out=tmp_path, log=lambda *_: None)

@@ -259,6 +259,7 @@ def probe(
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
     d_model: int = typer.Option(32, "--d-model", help="Embedding width given to a 'layer' module."),
+    workers: int = typer.Option(1, "--workers", help="Runs trained at once, one process each."),
 ) -> None:
     """Train any attention module on the witness and OOD suites; write probe.json and report.html."""
     from .probe import load_target, parse_kwargs, run_probe
@@ -267,7 +268,7 @@ def probe(
     cls = load_target(target)
     folder = out or Path("results") / f"probe-{cls.__name__}"
     run_probe(target, args, folder, profile, _int_list(ranks, "--ranks"), _int_list(seeds, "--seeds"),
-              steps, d_model, report=True, log=typer.echo)
+              steps, d_model, report=True, log=typer.echo, workers=workers)
 
 
 def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:

@@ -62,6 +62,7 @@ def precision_extras(profile, out: Path) -> None:
 def probe_extras(profile, out: Path) -> None:
     """Run the probe on the configured module (the shipped example) into ``out``."""
     from ..probe import run_probe
+    from ..sweeps.executors import available_cores
 
     if (out / "probe.json").exists():
         return
@@ -73,7 +74,7 @@ def probe_extras(profile, out: Path) -> None:
         roots = [Path(profile.folder).resolve().parents[1], Path(__file__).resolve().parents[3]]
         root = next((r for r in roots if (r / module).is_file()), roots[0])
         target = f"{root / module}{sep}{cls}"
-    run_probe(target, kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"])
+    run_probe(target, kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"], workers=available_cores())
 
 
 BEYOND_EXTRAS = {

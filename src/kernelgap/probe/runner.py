@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import as_completed
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -14,6 +16,7 @@ from ..errors import KernelgapError
 from ..io import atomic_write_json
 from ..training import FamilySpec, TrainConfig
 from ..training.config import config_hash
+from ..sweeps.executors import local_executor
 from ..training.trainer import Scored, StackTrainer, configure_worker
 from .interface import D_MODEL, ProbeAdapter, build_module, check_interface, load_target
 
@@ -73,23 +76,22 @@ def _suites(profile: str, ranks: list[int] | None, seeds: list[int] | None,
 def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = None,
               profile: str = "quick", ranks: list[int] | None = None, seeds: list[int] | None = None,
               steps: int | None = None, d_model: int = D_MODEL, report: bool = False,
-              log=print) -> dict:
+              log=print, workers: int = 1) -> dict:
     """Probe ``target`` (``pkg.mod:Class`` or ``file.py:Class``); returns the ``probe.json`` payload.
 
     ``ranks``, ``seeds``, ``steps`` (total per run) override the profile's
     suites.  With ``out`` the payload is written to ``out/probe.json``; with
     ``report`` also ``summary.json``, figures and ``report.html`` there.
+    ``workers > 1`` trains the runs in that many processes.
     """
     kwargs = dict(kwargs or {})
     if d_model < 1:
         raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
+    if workers < 1:
+        raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
     suites = _suites(profile, ranks, seeds, steps)
     cls = load_target(target)
-    families = {}
-    for suite in suites:
-        families[suite.label] = (suite.family.build(),
-                                 suite.test_family.build() if suite.test_family else None)
-    ms = {fam.m for fam, _ in families.values()}
+    ms = {_family(suite.family).m for suite in suites}
     interface = None
     for m in sorted(ms):  # the interface is checked for every token width before any training
         interface = check_interface(cls, m, kwargs, d_model)
@@ -105,7 +107,7 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         payload = store.complete()
     else:
         payload = _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
-                         families, fingerprint, store, log)
+                         fingerprint, store, log, workers)
     if store and report:
         from ..report.beyond import write_probe_report
 
@@ -113,39 +115,81 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     return payload
 
 
-def _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows, families,
-           fingerprint, store, log) -> dict:
-    """Train every (suite, rank, seed) not finished in ``store``; the ``probe.json`` payload."""
+def _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
+           fingerprint, store, log, workers: int = 1) -> dict:
+    """Train every (suite, rank, seed) not finished in ``store``; the ``probe.json`` payload.
+
+    With ``workers > 1`` the runs train in a process pool (each run is seeded on its
+    own, so the records do not depend on how they were scheduled).
+    """
     done = store.finished() if store else {}
+    keys = [(s.label, rank, seed) for s in suites for rank in s.ranks for seed in s.seeds]
+    by_label = {s.label: s for s in suites}
+    pending = [k for k in keys if k not in done]
+    finished = dict(done)
     threads = torch.get_num_threads()
     configure_worker()
-    runs = []
     start = time.perf_counter()
+    for key in keys:
+        if key in done:
+            _log_run(log, key, done[key], "reused")
+    tasks = {(label, rank, seed): (target, kwargs, by_label[label], rank, seed, d_model)
+             for label, rank, seed in pending}
     try:
-        for suite in suites:
-            fam, test = families[suite.label]
-            for rank in suite.ranks:
-                for seed in suite.seeds:
-                    rec = done.get((suite.label, rank, seed))
-                    how = "reused" if rec else "trained"
-                    if rec is None:
-                        rec = _train_one(cls, kwargs, suite, fam, test, rank, seed, d_model)
-                    runs.append(rec)
-                    if store:
-                        store.save_partial(runs)
-                    log(f"[probe] {suite.label} rank {rank} seed {seed} ({how}): train max error "
-                        f"{rec['train']['max_error']:.3f}"
-                        + (f", test exact-seq acc {rec['test']['exact_seq_acc']:.3f}" if rec["test"] else ""))
+        for key, rec in _trained(tasks, workers):
+            finished[key] = rec
+            if store:
+                store.save_partial([finished[k] for k in keys if k in finished])
+            _log_run(log, key, rec, "trained")
     finally:
         torch.set_num_threads(threads)
     payload = {"target": target, "class": cls.__name__, "kwargs": kwargs, "interface": interface,
                "d_model": d_model if interface == "layer" else None, "profile": profile,
                "version": __version__, "fingerprint": fingerprint,
                "wall_time_s": round(time.perf_counter() - start, 1),
-               "suites": suite_rows, "runs": runs}
+               "suites": suite_rows, "runs": [finished[k] for k in keys]}
     if store:
         store.finish(payload)
     return payload
+
+
+def _trained(tasks: dict[tuple, tuple], workers: int):
+    """``(key, record)`` of every task as it finishes: here, or in a pool of ``workers``."""
+    if workers == 1 or len(tasks) < 2:
+        for key, args in tasks.items():
+            yield key, _train_task(*args)
+        return
+    pool = local_executor(workers)
+    try:
+        futures = {pool.submit(_train_task, *args): key for key, args in tasks.items()}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _log_run(log, key: tuple, rec: dict, how: str) -> None:
+    label, rank, seed = key
+    log(f"[probe] {label} rank {rank} seed {seed} ({how}): train max error {rec['train']['max_error']:.3f}"
+        + (f", test exact-seq acc {rec['test']['exact_seq_acc']:.3f}" if rec["test"] else ""))
+
+
+def _family(spec: FamilySpec):
+    """The family of a spec, built once per process."""
+    return _built_family(json.dumps(asdict(spec), sort_keys=True))
+
+
+@lru_cache(maxsize=8)
+def _built_family(spec_json: str):
+    return FamilySpec(**json.loads(spec_json)).build()
+
+
+def _train_task(target: str, kwargs: dict, suite: ProbeSuite, rank: int, seed: int, d_model: int) -> dict:
+    """One probe run, in this process or a pool worker (the module is imported by name)."""
+    configure_worker()
+    fam = _family(suite.family)
+    test = _family(suite.test_family) if suite.test_family else None
+    return _train_one(load_target(target), kwargs, suite, fam, test, rank, seed, d_model)
 
 
 def _target_name(target: str) -> str:
