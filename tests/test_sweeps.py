@@ -148,3 +148,22 @@ def test_unknown_executor_is_a_one_line_error(tmp_path, capsys):
         main(["sweep", str(write(tmp_path, TINY)), "--out", str(tmp_path / "o"), "--executor", "dask"])
     assert exc.value.code == 2 and "unknown executor" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_folder_another_sweep_is_opening_is_not_foreign(tmp_path):
+    # What a second sweep can see while the first opens the same new folder: its
+    # temp files (and sweep.toml), before sweep.json is linked in place.
+    root = tmp_path / "shared"
+    root.mkdir()
+    (root / ".sweep.json.123.tmp").write_text("{")
+    (root / ".sweep.toml.abc.tmp").write_text("")
+    ResultsDir(root).open_for("tiny", "name = 'tiny'\n", ["a", "b"])
+    assert json.loads((root / "sweep.json").read_text())["runs"] == ["a", "b"]
+    assert (root / "sweep.toml").read_text() == "name = 'tiny'\n"
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "sweep.toml").write_text("")
+    (stranger / "notes.txt").write_text("someone else's")
+    with pytest.raises(ConfigError, match="is not a kernelgap sweep folder"):
+        ResultsDir(stranger).open_for("tiny", "", ["a"])
+    assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt", "sweep.toml"]

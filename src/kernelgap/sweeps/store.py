@@ -74,19 +74,20 @@ class ResultsDir:
     def _open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
         meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids)}
         meta_path = self.root / "sweep.json"
-        if self.root.exists() and not meta_path.exists() and any(self.root.iterdir()):
+        if self.root.exists() and not meta_path.exists() and any(
+                not _opening_file(p.name) for p in self.root.iterdir()):
             raise ConfigError(f"{self.root} exists and is not a kernelgap sweep folder; choose another --out")
         if not meta_path.exists():
             self.root.mkdir(parents=True, exist_ok=True)
-            if not (self.root / "sweep.toml").exists():
-                atomic_write_text(self.root / "sweep.toml", config_text)
-            _create_exclusive_json(meta_path, meta)
+            _create_exclusive_json(meta_path, meta)  # of sweeps opening one new folder, one wins
         stored = self.meta()
         if stored.get("fingerprint") != meta["fingerprint"]:
             raise ConfigError(
                 f"{self.root} holds a different sweep ({stored.get('name')!r}, "
                 f"{len(stored.get('runs', []))} runs); use a new --out folder"
             )
+        if not (self.root / "sweep.toml").exists():
+            atomic_write_text(self.root / "sweep.toml", config_text)
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
 
@@ -206,6 +207,11 @@ def flatten(record: dict, prefix: str = "") -> dict:
 def _column_order(column: str) -> tuple:
     first = ("id", "status", "seed", "steps", "wall_time_s")
     return (first.index(column) if column in first else len(first), column)
+
+
+def _opening_file(name: str) -> bool:
+    """A file a sweep writes while it opens a new folder (another sweep may be opening it)."""
+    return name == "sweep.toml" or name.startswith((".sweep.json.", ".sweep.toml."))
 
 
 def _create_exclusive_json(path: Path, obj) -> None:
