@@ -2,7 +2,6 @@
 
 import html
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -230,4 +229,3 @@ def test_profiles_list_every_beyond_experiment(profile):
 def test_paper_zoo_reaches_256():
     runs = load_sweep(Path(load_profile("paper").folder) / "zoo.toml").runs()
     assert max(r.model.rank for r in runs) == 256
-    assert math.isfinite(max(r.model.rank for r in runs))

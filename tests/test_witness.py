@@ -35,7 +35,9 @@ def test_registered():
 def test_witness_preset_is_the_calibration_family():
     f = build_family("witness")
     assert (len(f), f.m, f.query_position, len(f.matching)) == (736, 24, 1, 16)
-    assert "SPEC §7 calibration" in f.meta["calibration"] and "1,272" in f.meta["calibration"]
+    assert "chain step 0, 736 sequences" in f.meta["calibration"]
+    chained = build_family("witness", chain_step=2)
+    assert f"chain step 2, {len(chained)} sequences" in chained.meta["calibration"] and len(chained) != 736
     queries = np.array([f.tokens[q] for q, _ in f.matching])
     goods = np.array([f.tokens[g] for _, g in f.matching])
     assert np.array_equal(goods, 1 - queries)

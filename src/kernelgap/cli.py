@@ -155,17 +155,6 @@ def bound_transcript_cmd(
 
 # -- training commands (train, sweep) ---------------------------------------------------
 
-def _family_params(items: list[str]) -> dict[str, str]:
-    """``-p key=value`` options as a dict of strings."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise KernelgapError(f"-p expects key=value, got {item!r}")
-        out[key] = value
-    return out
-
-
 @app.command()
 def train(
     family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness)."),
@@ -190,7 +179,7 @@ def train(
     if rank < 1:
         raise KernelgapError(f"--rank must be ≥ 1, got {rank}")
     run = RunConfig(
-        family=FamilySpec(family, parse_params(family, _family_params(params))),
+        family=FamilySpec(family, parse_params(family, _key_values(params))),
         model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout),
         train=TrainConfig(lr=lr, mse_steps=mse_steps, max_steps=max_steps,
                           stop_below=None if no_early_stop else 0.5, device=device),

@@ -21,11 +21,11 @@ import torch
 
 from ..io import read_run_records
 from ..models import build_model
-from ..models.sketch import sketch_numbers, sketch_predict
-from ..task import error_metrics
+from ..models.sketch import build_sketch, read_sketch, sketch_numbers
+from ..task import Family, error_metrics
 from ..theory.transcript import transcript_bound
 from ..training import RunConfig
-from ..training.trainer import DTYPES, Scored, train_stack, vocabulary
+from ..training.trainer import DTYPES, Scored, configure_worker, train_stack, vocabulary
 
 
 def family_transcript(family) -> dict:
@@ -51,8 +51,7 @@ def quantized_runs(runs: list[RunConfig], bits: list[int], quantizers: list[str]
                    records: dict[str, dict] | None = None) -> dict:
     """Train each stack of ``runs`` and score it through quantized sketches."""
     threads = torch.get_num_threads()
-    flush = torch.set_flush_denormal(True)
-    torch.set_num_threads(1)
+    configure_worker()
     try:
         groups: dict[str, list[RunConfig]] = defaultdict(list)
         for run in runs:
@@ -60,17 +59,17 @@ def quantized_runs(runs: list[RunConfig], bits: list[int], quantizers: list[str]
             groups[run.stack_key()].append(run)
         models, transcript = [], None
         for members in groups.values():
-            models += _score_stack(members, bits, quantizers, records or {})
-            if transcript is None:
-                transcript = family_transcript(members[0].family.build())
+            rows, family = _score_stack(members, bits, quantizers, records or {})
+            models += rows
+            transcript = transcript or family_transcript(family)
     finally:
         torch.set_num_threads(threads)
-        torch.set_flush_denormal(flush)
     return {"bits": sorted(bits), "quantizers": list(quantizers), "transcript": transcript,
             "models": models}
 
 
-def _score_stack(members: list[RunConfig], bits, quantizers, records) -> list[dict]:
+def _score_stack(members: list[RunConfig], bits, quantizers, records) -> tuple[list[dict], Family]:
+    """Train one stack, score it through every quantized sketch; its rows and its family."""
     first = members[0]
     family = first.family.build()
     dtype = DTYPES[first.train.dtype]
@@ -80,11 +79,9 @@ def _score_stack(members: list[RunConfig], bits, quantizers, records) -> list[di
     results = train_stack(model, family, first.train)
     scored = Scored.of(family, torch.float64)
     model = model.double()
-    with torch.no_grad():
-        full = sketch_predict(model, scored.tokens, scored.index, scored.positions)
-        grid = {(mode, b): sketch_predict(model, scored.tokens, scored.index, scored.positions,
-                                          bits=b, mode=mode)
-                for mode in quantizers for b in bits}
+    sketch = build_sketch(model, scored.tokens, scored.index, scored.positions)
+    full = read_sketch(sketch)
+    grid = {(mode, b): read_sketch(sketch, bits=b, mode=mode) for mode in quantizers for b in bits}
     numbers = sketch_numbers(model)
     out = []
     for e, run in enumerate(members):
@@ -103,7 +100,7 @@ def _score_stack(members: list[RunConfig], bits, quantizers, records) -> list[di
         row["collapse_bits"] = {mode: collapse_bits([q for q in row["quantized"] if q["quantizer"] == mode])
                                 for mode in quantizers}
         out.append(row)
-    return out
+    return out, family
 
 
 def _finite(x: float) -> float | None:

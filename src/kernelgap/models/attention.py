@@ -171,6 +171,13 @@ class Readout(nn.Module):
         return a @ v.transpose(-1, -2), self.bias(tokens).reshape(e, t)
 
 
+def guard_denominator(denom: torch.Tensor) -> torch.Tensor:
+    """``denom`` with every ``|Σα| <`` :data:`DENOMINATOR_GUARD` replaced by ``±guard`` (its sign kept)."""
+    small = denom.abs() < DENOMINATOR_GUARD
+    sign = torch.where(denom < 0, -1.0, 1.0).to(denom.dtype)
+    return torch.where(small, sign * DENOMINATOR_GUARD, denom)
+
+
 def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     """``table [E, H, P, T, T]`` read at flat pair ids ``flat [...]`` → ``[E, H, ...]``.
 
@@ -196,7 +203,18 @@ class AttentionModel(nn.Module):
         self.scorer, self.readout = scorer, readout
         self.causal = causal
         self.position_dependent = position_dependent
-        self.guarded_fraction = 0.0  # share of guarded denominators in the last call
+        self._guarded: torch.Tensor | None = None  # share of guarded denominators, last call
+
+    @property
+    def guarded_fraction(self) -> float:
+        """Share of denominators the guard replaced in the last linear-space call (read lazily:
+        converting it on every step would synchronise a GPU)."""
+        return float(self._guarded) if self._guarded is not None else 0.0
+
+    @property
+    def signed_kernel(self) -> bool:
+        """Whether the kernel may be negative (its sign use is then recorded)."""
+        return not self.scorer.nonnegative
 
     @property
     def members(self) -> int:
@@ -270,10 +288,8 @@ class AttentionModel(nn.Module):
             scores = scores * allowed
         denom = scores.sum(KEY_AXIS, keepdim=True)
         small = denom.abs() < DENOMINATOR_GUARD
-        self.guarded_fraction = float(small.double().mean()) if small.numel() else 0.0
-        sign = torch.where(denom < 0, -1.0, 1.0).to(denom.dtype)
-        safe = torch.where(small, sign * DENOMINATOR_GUARD, denom)
-        return scores / safe
+        self._guarded = small.detach().double().mean() if small.numel() else None
+        return scores / guard_denominator(denom)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Dense tokens ``[B, N, m]`` → predictions ``[E, B, N]``."""

@@ -64,7 +64,6 @@ class FeatureMap(nn.Module):
     log_space: ClassVar[bool] = False
     nonnegative: ClassVar[bool] = True
     maskable: ClassVar[bool] = True
-    needs_vocabulary: ClassVar[bool] = False
 
     def __init__(self, m: int, rank: int, slots: int = 1, heads: int = 1,
                  key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
@@ -161,9 +160,6 @@ class Favor(ProjectedFeatureMap):
 
     def phi(self, u):
         return self.log_phi_with(u, self.omega.omega)
-
-    def query(self, tokens):
-        return self.log_phi_with(self.q_proj(tokens), self.omega.omega)
 
     def key(self, tokens):
         u = self.k_proj(tokens).reshape(self.slots, self.key_positions, tokens.shape[-2], -1)
@@ -279,7 +275,6 @@ class Table(FeatureMap):
 
     name = "table"
     log_space = True
-    needs_vocabulary = True
     exp_init: ClassVar[bool] = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
 
     def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,

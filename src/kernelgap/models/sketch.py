@@ -34,10 +34,12 @@ attention would.  With ``bits=None`` nothing is rounded and the result equals
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..errors import KernelgapError
-from .attention import DENOMINATOR_GUARD, AttentionModel, KernelScorer
+from .attention import AttentionModel, KernelScorer, guard_denominator
 
 QUANTIZERS = ("uniform", "float")
 
@@ -104,15 +106,26 @@ def _features(model: AttentionModel, tokens: torch.Tensor) -> tuple[torch.Tensor
     return phi_q, phi_k
 
 
+@dataclass
+class Sketch:
+    """A model's full-precision sketch on sequences, and what reads it (see :func:`build_sketch`)."""
+
+    sk: torch.Tensor  # Σ_j φ_K(x_j) v(x_j)ᵀ  [E, H, S, Q|1, r, dv]
+    zk: torch.Tensor  # Σ_j φ_K(x_j)           [E, H, S, Q|1, r]
+    fq: torch.Tensor  # φ_Q of each query      [E, H, S, Q, r]
+    aq: torch.Tensor  # readout vector a(x_i)  [E, H, S, Q, dv]
+    bias: torch.Tensor  # b(x_i)                [E, S, Q]
+    signed: bool  # linear-space features: the denominator is guarded
+
+
 @torch.no_grad()
-def sketch_predict(model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor,
-                   positions: list[int] | None = None, bits: int | None = None,
-                   mode: str = "uniform") -> torch.Tensor:
-    """Predictions ``[E, S, Q]`` through the (quantized) sketch of every head."""
+def build_sketch(model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor,
+                 positions: list[int] | None = None) -> Sketch:
+    """The sums every head's queries read, before quantization."""
     n = index.shape[1]
     positions = list(range(n)) if positions is None else positions
     phi_q, phi_k = _features(model, tokens)
-    e, h, p_count = phi_k.shape[:3]
+    p_count = phi_k.shape[2]
     v, a, bias = _readout(model, tokens)  # v [E,H,P,T,dv], a [E,H,T,dv], bias [E,T]
     key_pos = torch.arange(n) if p_count > 1 else torch.zeros(n, dtype=torch.long)
     kf = phi_k[:, :, key_pos, index]  # [E, H, S, N, r]  (advanced indexing over P and T)
@@ -124,19 +137,28 @@ def sketch_predict(model: AttentionModel, tokens: torch.Tensor, index: torch.Ten
     else:
         sk = (kf[..., :, None] * vf[..., None, :]).sum(3)[:, :, :, None]  # [E,H,S,1,r,dv]
         zk = kf.sum(3)[:, :, :, None]  # [E,H,S,1,r]
-    sk = quantize(sk, bits, mode, dims=(-2, -1))
-    zk = quantize(zk, bits, mode, dims=(-1,))
     q_ids = index[:, qpos]  # [S, Q]
-    fq = phi_q[:, :, q_ids]  # [E, H, S, Q, r]
-    num = (fq[..., :, None] * sk).sum(-2)  # [E, H, S, Q, dv]
-    den = (fq * zk).sum(-1)  # [E, H, S, Q]
-    if not model.scorer.log_space:
-        small = den.abs() < DENOMINATOR_GUARD
-        sign = torch.where(den < 0, -1.0, 1.0).to(den.dtype)
-        den = torch.where(small, sign * DENOMINATOR_GUARD, den)
+    return Sketch(sk, zk, phi_q[:, :, q_ids], a[:, :, q_ids], bias[:, q_ids], not model.scorer.log_space)
+
+
+@torch.no_grad()
+def read_sketch(sketch: Sketch, bits: int | None = None, mode: str = "uniform") -> torch.Tensor:
+    """Predictions ``[E, S, Q]`` read through the sketch quantized to ``bits`` (``None``: exact)."""
+    sk = quantize(sketch.sk, bits, mode, dims=(-2, -1))
+    zk = quantize(sketch.zk, bits, mode, dims=(-1,))
+    num = (sketch.fq[..., :, None] * sk).sum(-2)  # [E, H, S, Q, dv]
+    den = (sketch.fq * zk).sum(-1)  # [E, H, S, Q]
+    if sketch.signed:
+        den = guard_denominator(den)
     y = num / den[..., None]
-    aq = a[:, :, q_ids]  # [E, H, S, Q, dv]
-    return (aq * y).sum(-1).sum(1) + bias[:, q_ids]
+    return (sketch.aq * y).sum(-1).sum(1) + sketch.bias
+
+
+def sketch_predict(model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor,
+                   positions: list[int] | None = None, bits: int | None = None,
+                   mode: str = "uniform") -> torch.Tensor:
+    """Predictions ``[E, S, Q]`` through the (quantized) sketch of every head."""
+    return read_sketch(build_sketch(model, tokens, index, positions), bits, mode)
 
 
 def _readout(model: AttentionModel, tokens: torch.Tensor):

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import KernelgapError
-from ..task.families import all_tokens, exhaustive_count, iter_exhaustive_index
+from ..task.families import all_tokens, iter_exhaustive_index
 from ..task.minip import MetricsAccumulator, targets_from_index
 from .constructions import CONSTRUCTIONS, build_construction
 
@@ -76,4 +76,4 @@ def render_verify(payload: dict) -> None:
     Console().print(table)
 
 
-__all__ = ["check_exhaustive", "exhaustive_count", "render_verify", "verify_constructions"]
+__all__ = ["check_exhaustive", "render_verify", "verify_constructions"]

@@ -132,13 +132,14 @@ class ProbeAdapter(nn.Module):
     """One user module seen by the stacked trainer as a stack of one member."""
 
     members = 1
+    signed_kernel = False  # no kernel to inspect: a user module's attention is opaque
 
     def __init__(self, module: nn.Module) -> None:
         super().__init__()
         self.module = module
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor,
-                positions: list[int] | None = None, tables=None) -> torch.Tensor:
+                positions: list[int] | None = None) -> torch.Tensor:
         """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``."""
         out = self.module(tokens[index])
         if positions is not None:

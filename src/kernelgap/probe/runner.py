@@ -18,7 +18,7 @@ from ..training import FamilySpec, TrainConfig
 from ..training.config import config_hash
 from ..sweeps.executors import local_executor
 from ..training.trainer import Scored, StackTrainer, configure_worker
-from .interface import D_MODEL, ProbeAdapter, build_module, check_interface, load_target
+from .interface import D_MODEL, ProbeAdapter, _one_line, build_module, check_interface, load_target
 
 #: Learning rate of probed modules (the calibrated rate of every non-table map, SPEC §7).
 PROBE_LR = 3e-3
@@ -102,9 +102,9 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
                                "d_model": d_model, "suites": suite_rows})
     out = Path(out) if out is not None else None
     store = ProbeStore(out, fingerprint) if out is not None else None
-    if store and store.complete() is not None:
+    payload = store.complete() if store else None
+    if payload is not None:
         log(f"[probe] {store.final} holds this probe already; nothing to train")
-        payload = store.complete()
     else:
         payload = _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
                          fingerprint, store, log, workers)
@@ -133,10 +133,10 @@ def _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
     for key in keys:
         if key in done:
             _log_run(log, key, done[key], "reused")
-    tasks = {(label, rank, seed): (target, kwargs, by_label[label], rank, seed, d_model)
+    tasks = {(label, rank, seed): (kwargs, by_label[label], rank, seed, d_model)
              for label, rank, seed in pending}
     try:
-        for key, rec in _trained(tasks, workers):
+        for key, rec in _trained(tasks, workers, cls, target):
             finished[key] = rec
             if store:
                 store.save_partial([finished[k] for k in keys if k in finished])
@@ -153,15 +153,15 @@ def _probe(cls, target, kwargs, interface, d_model, profile, suites, suite_rows,
     return payload
 
 
-def _trained(tasks: dict[tuple, tuple], workers: int):
+def _trained(tasks: dict[tuple, tuple], workers: int, cls: type, target: str):
     """``(key, record)`` of every task as it finishes: here, or in a pool of ``workers``."""
     if workers == 1 or len(tasks) < 2:
         for key, args in tasks.items():
-            yield key, _train_task(*args)
+            yield key, _run_task(cls, *args)
         return
     pool = local_executor(workers)
     try:
-        futures = {pool.submit(_train_task, *args): key for key, args in tasks.items()}
+        futures = {pool.submit(_pool_task, target, *args): key for key, args in tasks.items()}
         for future in as_completed(futures):
             yield futures[future], future.result()
     finally:
@@ -184,12 +184,17 @@ def _built_family(spec_json: str):
     return FamilySpec(**json.loads(spec_json)).build()
 
 
-def _train_task(target: str, kwargs: dict, suite: ProbeSuite, rank: int, seed: int, d_model: int) -> dict:
-    """One probe run, in this process or a pool worker (the module is imported by name)."""
-    configure_worker()
+def _run_task(cls: type, kwargs: dict, suite: ProbeSuite, rank: int, seed: int, d_model: int) -> dict:
+    """One probe run on the suite's families (built once per process)."""
     fam = _family(suite.family)
     test = _family(suite.test_family) if suite.test_family else None
-    return _train_one(load_target(target), kwargs, suite, fam, test, rank, seed, d_model)
+    return _train_one(cls, kwargs, suite, fam, test, rank, seed, d_model)
+
+
+def _pool_task(target: str, *args) -> dict:
+    """One probe run in a pool worker: set the worker up, import the module by name, train."""
+    configure_worker()
+    return _run_task(load_target(target), *args)
 
 
 def _target_name(target: str) -> str:
@@ -209,8 +214,8 @@ class ProbeStore:
     def __init__(self, out: Path, fingerprint: str) -> None:
         self.out, self.fingerprint = out, fingerprint
         self.final, self.partial = out / "probe.json", out / "probe.partial.json"
-        for path in (self.final, self.partial):
-            stored = self._read(path)
+        self.stored = {path: self._read(path) for path in (self.final, self.partial)}
+        for path, stored in self.stored.items():
             if stored is not None and stored.get("fingerprint") != fingerprint:
                 raise KernelgapError(f"{path} holds a probe of another module or other settings; "
                                      "choose another --out")
@@ -233,12 +238,12 @@ class ProbeStore:
         return data
 
     def complete(self) -> dict | None:
-        """The finished probe's payload, if this folder holds one."""
-        return self._read(self.final)
+        """The finished probe's payload, if this folder held one when opened."""
+        return self.stored[self.final]
 
     def finished(self) -> dict[tuple, dict]:
         """Runs of an interrupted probe, keyed by ``(suite label, rank, seed)``."""
-        data = self._read(self.partial) or {"runs": []}
+        data = self.stored[self.partial] or {"runs": []}
         return {(r["suite"], r["rank"], r["seed"]): r for r in data["runs"]}
 
     def save_partial(self, runs: list[dict]) -> None:
@@ -260,7 +265,7 @@ def _train_one(cls, kwargs, suite: ProbeSuite, fam, test, rank: int, seed: int, 
         raise
     except Exception as exc:  # noqa: BLE001 - the user's module failed mid-training
         raise KernelgapError(f"{cls.__name__} failed while training ({suite.label}, rank {rank}): "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+                             f"{type(exc).__name__}: {_one_line(exc)}") from None
     return {"suite": suite.label, "rank": rank, "seed": seed, "status": res.status,
             "steps": res.steps, "wall_time_s": round(res.wall_time_s, 2),
             "parameters": sum(p.numel() for p in adapter.parameters()),

@@ -197,7 +197,7 @@ def probe_section(root: Path) -> dict | None:
     data = read_json(folder / "probe.json")
     if not data:
         return None
-    return probe_summary(data, _rows(folder, "") if (folder / "runs").is_dir() else [])
+    return probe_summary(data, _rows(folder, ""))
 
 
 def probe_summary(data: dict, baseline: list[dict] | None = None) -> dict:

@@ -29,11 +29,6 @@ from .family import Family
 #: Query readings: (query position, order of (query, a, b) columns in a row).
 READINGS = {"first": (1, (0, 1, 2)), "final": (3, (1, 2, 0))}
 
-#: What the preset ``witness`` is, recorded in its meta.
-CALIBRATION_NOTE = (
-    "SPEC §7 calibration family (first 16 rows of a normalized Hadamard matrix of order 24, "
-    "736 sequences, certified r ≥ 11); the paper's own witness suite had 1,272 inputs and bound 8"
-)
 
 
 def chain_candidate(x: np.ndarray, overlap: int) -> np.ndarray:
@@ -136,5 +131,8 @@ def witness(reading: str = "first", chain_step: int = 0) -> Family:
     """The preset: m = 24, first 16 Hadamard codewords, 736 sequences (SPEC §5, §7)."""
     family = hadamard(24, 16, reading, chain_step)
     family.name = "witness"
-    family.meta["calibration"] = CALIBRATION_NOTE
+    family.meta["calibration"] = (
+        f"SPEC §7 calibration family (first 16 rows of a normalized Hadamard matrix of order 24, "
+        f"chain step {chain_step}, {len(family)} sequences); the paper's own witness suite had "
+        "1,272 inputs and bound 8")
     return family

@@ -165,7 +165,7 @@ class StackTrainer:
 
     def kernel_stats(self) -> dict[str, torch.Tensor] | None:
         """Sign use of a kernel that may be negative, on the training family (else ``None``)."""
-        if getattr(getattr(self.model, "scorer", None), "nonnegative", True):
+        if not self.model.signed_kernel:
             return None
         return self.model.kernel_stats(self.train.tokens, self.train.index, self.train.positions)
 
