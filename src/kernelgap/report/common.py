@@ -30,9 +30,19 @@ def img_tag(path: Path) -> str:
     return f'<img alt="{path.stem}" src="data:image/png;base64,{data}">'
 
 
-def majority_rank(rows: list[dict], ok, key: str = "rank") -> int | None:
-    """Smallest ``key`` value at which a strict majority of seeds satisfy ``ok``."""
+def first_rank(rows: list[dict], ok, key: str = "rank", enough=lambda hits, seeds: hits * 2 > seeds) -> int | None:
+    """Smallest ``key`` value at which ``enough(seeds satisfying ok, seeds)`` holds."""
     by = defaultdict(list)
     for r in rows:
         by[r[key]].append(bool(ok(r)))
-    return next((k for k in sorted(by) if sum(by[k]) * 2 > len(by[k])), None)
+    return next((k for k in sorted(by) if enough(sum(by[k]), len(by[k]))), None)
+
+
+def majority_rank(rows: list[dict], ok, key: str = "rank") -> int | None:
+    """Smallest ``key`` value at which a strict majority of seeds satisfy ``ok``."""
+    return first_rank(rows, ok, key)
+
+
+def all_seeds_rank(rows: list[dict], ok) -> int | None:
+    """Smallest rank at which every seed satisfies ``ok``."""
+    return first_rank(rows, ok, enough=lambda hits, seeds: hits == seeds)

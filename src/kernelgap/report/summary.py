@@ -17,21 +17,13 @@ from .. import __version__
 from ..io import read_json, read_run_records as read_runs
 from ..errors import KernelgapError
 from .beyond import beyond_sections
-from .common import majority_rank
+from .common import all_seeds_rank, majority_rank
 from .compare import PAPER
 
 #: A model "is exact" when its max error is below 1/2 (SPEC §1).
 EXACT = 0.5
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 1
-
-
-def all_seeds_rank(rows: list[dict], ok) -> int | None:
-    """Smallest rank at which every seed satisfies ``ok``."""
-    by_rank = defaultdict(list)
-    for r in rows:
-        by_rank[r["rank"]].append(bool(ok(r)))
-    return next((rank for rank in sorted(by_rank) if all(by_rank[rank])), None)
 
 
 #: A run "solves" an OOD test pool when this share of test sequences is exact.

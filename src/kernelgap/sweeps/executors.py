@@ -93,9 +93,13 @@ EXECUTORS: dict[str, Callable[..., Executor]] = {
 }
 
 
-def make_executor(name: str, **options) -> Executor:
+def check_executor(name: str) -> None:
     if name not in EXECUTORS:
         raise KernelgapError(f"unknown executor {name!r}; choose from {', '.join(EXECUTORS)}")
+
+
+def make_executor(name: str, **options) -> Executor:
+    check_executor(name)
     return EXECUTORS[name](**options)
 
 

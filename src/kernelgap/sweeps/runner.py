@@ -23,7 +23,7 @@ from rich.progress import (
 from ..errors import ConfigError, KernelgapError
 from ..training import RunConfig, train_records
 from .config import load_sweep
-from .executors import EXECUTORS, executor_width, make_executor
+from .executors import check_executor, executor_width, make_executor
 from .store import ResultsDir, run_ids
 
 #: Most runs trained in one stack.
@@ -85,8 +85,7 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
               gpus: float = 0.0, progress: bool = True, max_stack: int = MAX_STACK) -> SweepSummary:
     """Run every run of a sweep whose result is missing; aggregate ``results.csv``."""
     start = time.perf_counter()
-    if executor not in EXECUTORS:
-        raise KernelgapError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    check_executor(executor)
     if workers is not None and workers < 1:
         raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
     if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
