@@ -19,7 +19,7 @@ import pytest
 
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
-from kernelgap.task.family import save_family
+from kernelgap.task.family_file import save_family
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
 EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "decayed_linear_attention.py") + ":DecayedLinearAttention"

@@ -1,11 +1,11 @@
-"""Certified rank against m for family series (PNG + JSON)."""
+"""Certified rank against m for family series (PNG + JSON), the ladder series included."""
 
 import json
 
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.theory.bound_curve import bound_curve, parse_m_range, write_curve
+from kernelgap.theory.bound_curve import bound_curve, growth_rate, parse_m_range
 
 
 def test_parse_m_range():
@@ -21,29 +21,43 @@ def test_hadamard_curve_numbers():
     payload = bound_curve("hadamard", parse_m_range("20..28"), chain_step=4)
     assert [p["m"] for p in payload["points"]] == [20, 24] and 28 in payload["skipped_m"]
     p24 = payload["points"][1]
-    assert (p24["queries"], p24["certified_direct"], p24["certified_chained"]) == (23, 13, 13)
+    # every one of the 23 queries is certified (Radon); the trace bound alone gives 13
+    assert (p24["queries"], p24["certified_direct"], p24["certified_chained"]) == (23, 23, 23)
+    assert (p24["trace_direct"], p24["trace_chained"]) == (13, 13)
     assert p24["positive_construction"] == 2**24 and p24["softmax_score_dim"] == 24
 
 
-def test_chains_lift_the_curve():
+def test_chains_lift_the_trace_bound():
     (p,) = bound_curve("hadamard", [48], chain_step=4)["points"]
-    assert (p["certified_direct"], p["certified_chained"]) == (35, 45)
+    assert (p["trace_direct"], p["trace_chained"]) == (35, 45)
+    assert p["certified_direct"] == p["certified_chained"] == 47
 
 
-def test_write_png_and_json(tmp_path):
-    payload = bound_curve("cw", [16, 24], queries=12)
-    files = write_curve(payload, tmp_path)
-    assert open(files["png"], "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    data = json.loads(open(files["json"]).read())
-    assert [p["m"] for p in data["points"]] == [16, 24]
-    assert all(p["certified_chained"] >= p["certified_direct"] >= 1 for p in data["points"])
+def test_ladder_series_grows_and_softmax_is_exact():
+    payload = bound_curve("ladder", [32, 48, 64], queries=256)
+    pts = payload["points"]
+    certified = [p["certified"] for p in pts]
+    assert certified == sorted(certified) and certified[-1] >= 64
+    for p in pts:
+        assert p["certified"] == p["queries"] and p["softmax"]["exact"]
+        failed = [t for t in p["tried"] if t["n"] > p["queries"]]
+        assert p["limit_reached"] or all(t["certified"] is None or t["certified"] < t["n"] for t in failed)
+    assert payload["growth"]["log2_per_m"] > 0.05
 
 
-def test_cli(cli, tmp_path):
+def test_growth_rate_is_a_least_squares_fit():
+    fit = growth_rate([{"m": 10, "certified": 4}, {"m": 20, "certified": 16}, {"m": 30, "certified": 64}])
+    assert fit["log2_per_m"] == pytest.approx(0.2) and fit["intercept"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_cli_writes_png_svg_and_json(cli, tmp_path):
     code, out, _ = cli("bound-curve", "--code", "hadamard", "--m", "12,24", "--out", str(tmp_path), "--json")
     data = json.loads(out)
-    assert code == 0 and [p["certified_direct"] for p in data["points"]] == [4, 13]
-    assert (tmp_path / "bound-curve-hadamard.png").is_file()
+    assert code == 0 and [p["certified_direct"] for p in data["points"]] == [5, 23]  # m = 12: ε = 1/2, products 1/4
+    assert (tmp_path / "bound-curve-hadamard.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "bound-curve-hadamard.json").read_text())["points"] == data["points"]
+    code, out, _ = cli("bound-curve", "--code", "ladder", "--m", "32,40", "--queries", "64", "--out", str(tmp_path))
+    assert code == 0 and "growth: log2(certified)" in out and (tmp_path / "bound-curve-ladder.svg").is_file()
     code, _, err = cli("bound-curve", "--code", "rs", "--m", "12")
     assert code == 2 and "--code" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli("bound-curve", "--code", "hadamard", "--m", "28")

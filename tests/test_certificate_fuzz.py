@@ -1,9 +1,10 @@
-"""The certificate under fuzzing (issue #7): random and adversarial family files go
+"""The certificate under fuzzing: random and adversarial family files (both layouts) go
 through ``load_family`` + ``certify`` and through ``kernelgap certify``.
 
 * it never crashes: the only exception is a one-line :class:`KernelgapError`;
 * it never certifies more than a brute-force re-derivation (every chain of
-  comparisons enumerated, every subset of matched queries tried);
+  comparisons enumerated, every subset of matched queries tried for both the
+  trace and the Radon bound), and its Radon bound equals the brute-force one;
 * malformed files are rejected with a message naming the problem.
 """
 
@@ -21,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import KernelgapError
-from kernelgap.task.family import family_from_json, load_family
+from kernelgap.task.family_file import family_from_json, load_family
 from kernelgap.theory.certificate import certify
+from kernelgap.theory.radon import exact_level
 
 HALF = Fraction(1, 2)
 DELTAS = [HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 10)]
@@ -64,11 +66,11 @@ def family_dicts(draw):
             "matching": matching}
 
 
-def brute_certified_rank(family, delta: Fraction) -> int:
-    """Best rank any sound SPEC §4 certificate could claim, by exhaustive enumeration."""
+def brute_certified_rank(family, delta: Fraction) -> tuple[int, int]:
+    """Best ranks the trace and the Radon certificates could claim, by exhaustive enumeration."""
     tok = family.tokens.astype(int)
     positions = [family.query_position] if family.query_position else [1, 2, 3]
-    best = 0
+    best, best_radon = 0, 1
     for pos in positions:
         q0 = pos - 1
         others = [p for p in range(3) if p != q0]
@@ -105,7 +107,12 @@ def brute_certified_rank(family, delta: Fraction) -> int:
                 bound = Fraction(size * size) / (size + sum((eps[i][j] ** 2 for i, j in pairs), Fraction(0)))
                 strict = delta == HALF and any(nonempty(i, j) for i, j in pairs)
                 best = max(best, math.floor(bound) + 1 if strict else math.ceil(bound))
-    return best
+                if size > 1:  # Radon: every pair's product at the level, strict if either bound is
+                    level = min(exact_level(eps[i][j] * eps[j][i], delta == HALF and nonempty(i, j), n)
+                                for i, j in pairs)
+                    if level >= 1:
+                        best_radon = max(best_radon, min(level, size - 1) + 1)
+    return best, best_radon
 
 
 @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
@@ -118,8 +125,10 @@ def test_random_families_never_crash_nor_overclaim(data, delta):
         message = str(exc)
         assert message and "\n" not in message
         return
-    assert 0 <= cert.certified_rank <= brute_certified_rank(family, delta)
-    assert cert.certified_rank <= max(len(family.matching), 1)
+    trace, radon = brute_certified_rank(family, delta)
+    assert cert.radon.rank == radon and cert.radon.exact_search
+    assert 0 <= cert.trace.rank <= trace
+    assert cert.certified_rank == max(cert.trace.rank, radon) <= max(len(family.matching), 1)
 
 
 JSON = st.recursive(
@@ -140,6 +149,8 @@ def adversarial_files(draw):
         depth = draw(st.integers(1, 5000))
         return ("[" * depth + "]" * depth).encode()
     data = draw(family_dicts())
+    if draw(st.booleans()):
+        return json.dumps(_mutated_product(draw, data)).encode()
     target = draw(st.sampled_from(["m", "query_position", "sequences", "matching", "row", "bits", "drop"]))
     if target == "drop":
         data.pop(draw(st.sampled_from(["m", "sequences"])))
@@ -154,6 +165,27 @@ def adversarial_files(draw):
     return json.dumps(data).encode()
 
 
+def _mutated_product(draw, data: dict) -> dict:
+    """The product layout of a valid family (its queries and candidates) with one part broken."""
+    qpos = data["query_position"] or 1
+    rows = data["sequences"]
+    product = {"m": data["m"], "query_position": qpos, "queries": sorted({r[qpos - 1] for r in rows}),
+               "candidates": sorted({t for r in rows for k, t in enumerate(r) if k != qpos - 1}),
+               "matching": data["matching"]}
+    target = draw(st.sampled_from(["m", "query_position", "queries", "candidates", "matching", "bits",
+                                   "drop", "both"]))
+    if target == "drop":
+        product.pop(draw(st.sampled_from(["m", "queries", "candidates"])))
+    elif target == "both":
+        product["sequences"] = rows
+    elif target == "bits":
+        key = draw(st.sampled_from(["queries", "candidates"]))
+        product[key][0] = draw(st.text("01 2", max_size=8))
+    else:
+        product[target] = draw(JSON)
+    return product
+
+
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(adversarial_files(), st.sampled_from(DELTAS))
 def test_adversarial_files_are_rejected_with_one_line(raw, delta):
@@ -166,7 +198,7 @@ def test_adversarial_files_are_rejected_with_one_line(raw, delta):
         except KernelgapError as exc:
             message = str(exc)
             assert message and "\n" not in message and len(message) < 2000
-            assert "family" in message or "delta" in message or "sequence" in message, message
+            assert any(w in message for w in ("family", "delta", "sequence", "queries", "candidates")), message
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

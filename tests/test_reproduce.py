@@ -87,7 +87,9 @@ def test_summary_validates_against_schema(tiny):
     summary = json.loads((out / "summary.json").read_text())
     jsonschema.validate(summary, SCHEMA)
     assert summary["profile"] == "tiny"
-    assert summary["witness"]["certified_rank"] == 11
+    w = summary["witness"]
+    assert w["certified_rank"] == 16 and w["certificate"]["bounds"]["trace"]["rank"] == 11
+    assert w["constructed"]["rank"] == 16 and w["constructed"]["exact"] and w["constructed"]["sequences"] == 736
     assert {r["rank"] for r in summary["witness"]["runs"]} == {1, 16}
     assert len(summary["witness"]["softmax"]) == 1
     assert summary["ood"]["scales"][0]["test_gap_share"] > 0.5

@@ -25,14 +25,14 @@ import torch
 from . import __version__
 from .errors import ConfigError, KernelgapError
 from .io import atomic_write_json, read_json
-from .models.constructions import build_construction
+from .models.constructions import build_construction, one_hot_candidates
 from .models.verify import check_exhaustive
 from .beyond.extras import BEYOND_EXTRAS
 from .report.html import write_report
 from .report.summary import build_summary
 from .sweeps.config import load_sweep
 from .sweeps.runner import run_sweep
-from .task.minip import choice_gap_share
+from .task.minip import choice_gap_share, error_metrics
 from .theory.bound_curve import bound_curve, parse_m_range
 from .theory.certificate import certify
 
@@ -75,13 +75,22 @@ def load_profile(name: str, config_root: Path | None = None) -> Profile:
 # -- what is written beside the runs (no training) ---------------------------------------
 
 def witness_extras(profile: Profile, out: Path) -> None:
-    """The witness family's certificate (exact rationals)."""
+    """The witness family's certificate (exact rationals) and the one-hot construction at the
+    certified rank, checked on every sequence."""
     path = out / "certificate.json"
     if path.exists():
         return
     run = load_sweep(profile.folder / "witness.toml").runs()[0]
     family = run.family.build()
-    atomic_write_json(path, {**certify(family).to_json(), "m": family.m, "sequences": len(family)})
+    model = one_hot_candidates(family)
+    qpos = family.query_position - 1
+    with torch.no_grad():
+        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
+    met = error_metrics(pred, family.targets()[:, [qpos]])
+    constructed = {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
+                   "max_error": met.max_error, "exact": met.exact}
+    atomic_write_json(path, {**certify(family).to_json(), "m": family.m, "sequences": len(family),
+                             "constructed": constructed})
 
 
 def ood_extras(profile: Profile, out: Path) -> None:
@@ -125,8 +134,8 @@ def curve_extras(profile: Profile, out: Path) -> None:
     spec = profile.bound_curve
     if not spec or (out / "curve.json").exists():
         return
-    payload = bound_curve(spec.get("code", "hadamard"), parse_m_range(spec.get("m", "12..48..4")),
-                          queries=spec.get("queries", 128))
+    payload = bound_curve(spec.get("code", "ladder"), parse_m_range(spec.get("m", "32..96..16")),
+                          queries=spec.get("queries"))
     atomic_write_json(out / "curve.json", payload)
 
 

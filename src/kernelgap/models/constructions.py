@@ -1,4 +1,4 @@
-"""The exact constructions of SPEC §3, as instances of the ordinary model classes.
+"""The exact constructions (docs/theory.md, "Constructions"), as instances of the ordinary model classes.
 
 Weights are *set*, not trained; the same ``predict`` code path evaluates them.
 
@@ -10,6 +10,11 @@ Weights are *set*, not trained; the same ``predict`` code path evaluates them.
 3. ``positive_2m`` — ``φ_K(z) = e_z`` (one-hot over all ``2^m`` keys) and
    ``φ_Q(x)_z = exp(−β<x, z>)``: the weights of (2) from a nonnegative kernel of
    rank ``2^m``.
+
+Beside them, :func:`one_hot_candidates` restricts (3) to a family: one feature
+per distinct candidate token, so the witness families are solved with as many
+features as they have good candidates, the rank the certificate proves
+necessary.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ..errors import KernelgapError
 from ..task.families import all_tokens
+from ..task.family import Family
 from .attention import AttentionModel, ModelSpec, build_model
 
 Construction = Callable[[int, int], AttentionModel]
@@ -39,7 +46,7 @@ def register_construction(name: str) -> Callable[[Construction], Construction]:
 
 
 def softmax_beta(length: int) -> float:
-    """``β = ln(2(N−1)) + 1`` (SPEC §3.2); lengths below 2 use the N = 2 value."""
+    """``β = ln(2(N−1)) + 1``; lengths below 2 use the N = 2 value."""
     return math.log(2 * (max(length, 2) - 1)) + 1
 
 
@@ -108,3 +115,32 @@ def build_construction(name: str, m: int, length: int, dtype: torch.dtype = torc
     if name not in CONSTRUCTIONS:
         raise KernelgapError(f"unknown construction {name!r}; choose from {', '.join(CONSTRUCTIONS)}")
     return CONSTRUCTIONS[name](m, length, dtype)
+
+
+def one_hot_candidates(family: Family, dtype: torch.dtype = torch.float64) -> AttentionModel:
+    """A nonnegative kernel of rank = distinct candidates, exact on every sequence of ``family``.
+
+    ``φ_K(z) = e_z`` on the tokens at the non-query positions (0 on query-only
+    tokens, which then get no weight), ``φ_Q(x)_c = exp(−β<x, c>)`` with
+    ``β = ln 2 + 1``, ``v(z) = z`` and ``p = <x, y>``.  Since ``<x, c> ≤ |x|``,
+    the target at the query position is the smaller candidate overlap, and
+    softmax over the two candidates misses it by at most ``e^{−β} < 1/2``.
+    """
+    if family.query_position is None or family.length != 3:
+        raise KernelgapError("the one-hot construction needs length-3 sequences with one query position")
+    qpos = family.query_position - 1
+    others = [p for p in range(3) if p != qpos]
+    candidates = np.unique(family.index[:, others])
+    r, t, m = len(candidates), len(family.tokens), family.m
+    spec = ModelSpec(kind="kernel", feature_map="table", rank=r, d_value=m, readout="linear")
+    model = build_model(spec, m, 3, seeds=[0], vocabulary=family.tokens, dtype=dtype)
+    bits = torch.from_numpy(family.tokens).to(dtype)
+    beta = softmax_beta(2)
+    one_hot_log = torch.full((t, r), LOG_ZERO, dtype=dtype)
+    one_hot_log[torch.from_numpy(candidates), torch.arange(r)] = 0.0
+    fm = model.scorer.feature_map
+    with torch.no_grad():
+        fm.q_table.theta.copy_((-beta * bits @ bits[torch.from_numpy(candidates)].T)[None])
+        fm.k_table.theta.copy_(one_hot_log[None])
+    _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
+    return model

@@ -136,24 +136,43 @@ def length_figure(summary: dict, out_dir: Path) -> list[str]:
     return _save(fig, out_dir, "length_transition")
 
 
-def bound_curve_figure(summary: dict, out_dir: Path) -> list[str]:
-    """Certified rank against m, the 2^m positive construction, m-dim softmax."""
-    curve = summary.get("bound_curve") or []
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    if curve:
-        ms = [c["m"] for c in curve]
-        ax.plot(ms, [c["certified_direct"] for c in curve], "o-", color="#ff7f0e",
-                label="certified bound, direct comparisons")
-        ax.plot(ms, [c["certified_chained"] for c in curve], "s-", color="#d62728",
-                label="certified bound, with chains")
-        ax.plot(ms, [2.0 ** m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
-        ax.plot(ms, ms, ":", color="#17becf", label="dense softmax scores m")
-        ax.set_yscale("log", base=2)
+def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
+    """Certified rank against m (log2 axis) beside the 2^m positive construction and the
+    m-dimensional softmax scores; for the ladder series with the fitted growth line."""
+    pts = payload["points"]
+    ms = [p["m"] for p in pts]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    if payload["code"] == "ladder":
+        ax.plot(ms, [p["certified"] for p in pts], "o-", color="#d62728",
+                label="certified rank (every query of the largest ladder family)")
+        ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
+        growth = payload.get("growth")
+        if growth:
+            fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
+            ax.plot(ms, fit, "-", color="grey", lw=0.8,
+                    label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})")
+        capped = [p for p in pts if p.get("limit_reached")]
+        if capped:
+            ax.scatter([p["m"] for p in capped], [p["certified"] for p in capped], marker="^", s=60,
+                       color="#d62728", label="search limit reached (certified ≥)")
+    else:
+        ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
+        ax.plot(ms, [p["certified_chained"] for p in pts], "s-",
+                label=f"certified rank (chains, step {payload.get('chain_step')})")
+        ax.plot(ms, [p["trace_chained"] for p in pts], "x:", label="trace bound (chains)")
+        ax.plot(ms, [p["queries"] for p in pts], ":", color="grey", label="queries n (the ceiling)")
+    ax.plot(ms, [2.0 ** m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
+    ax.plot(ms, ms, "-.", color="#17becf", label="dense softmax: score dimension m")
+    ax.set_yscale("log", base=2)
     ax.set_xlabel("token dimension m")
-    ax.set_ylabel("feature rank / score dimension")
-    ax.set_title("The separation: certified rank vs m")
+    ax.set_ylabel("features (log2)")
+    ax.set_title(f"Certified feature rank against m ({payload['code']} families)")
     ax.legend(fontsize=7)
-    return _save(fig, out_dir, "bound_curve")
+    return _save(fig, out_dir, stem)
+
+
+def bound_curve_figure(summary: dict, out_dir: Path) -> list[str]:
+    return draw_bound_curve(summary["bound_curve"], out_dir)
 
 
 FIGURES = {

@@ -23,7 +23,7 @@ from .compare import PAPER
 #: A model "is exact" when its max error is below 1/2 (SPEC §1).
 EXACT = 0.5
 #: Schema version of summary.json (bump on incompatible changes).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 #: A run "solves" an OOD test pool when this share of test sequences is exact.
@@ -67,6 +67,7 @@ def witness_section(root: Path) -> dict | None:
     return {
         "m": cert.get("m"), "sequences": cert.get("sequences"),
         "certified_rank": cert.get("certified_rank"), "certificate": cert,
+        "constructed": cert.get("constructed"),
         "runs": kernel,
         "softmax": [{"seed": r["seed"], "max_error": r["max_error"], "exact": r["exact"]}
                     for r in softmax],
@@ -142,7 +143,7 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
         "witness": witness,
         "ood": ood_section(root),
         "length": length_section(root),
-        "bound_curve": (read_json(root / "bound_curve" / "curve.json") or {}).get("points", []),
+        "bound_curve": read_json(root / "bound_curve" / "curve.json"),
         **beyond_sections(root),  # issue #6: loopholes, zoo, precision, probe
         "paper": PAPER,
     }

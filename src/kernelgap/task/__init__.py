@@ -1,11 +1,13 @@
-"""The Min-IP task: targets, metrics and families (SPEC §1, §5)."""
+"""The Min-IP task: targets, metrics and families (docs/theory.md, "The task")."""
 
 from .families import FAMILIES, build_family, family_names, iter_exhaustive_index, pool_split
-from .family import Family, load_family, save_family
+from .family import AnyFamily, Family, ProductFamily, as_sequences
+from .family_file import family_from_json, family_to_json, load_family, save_family
 from .minip import EXACT_THRESHOLD, Metrics, MetricsAccumulator, error_metrics, targets
 
 __all__ = [
-    "EXACT_THRESHOLD", "FAMILIES", "Family", "Metrics", "MetricsAccumulator",
-    "build_family", "error_metrics", "family_names", "iter_exhaustive_index",
-    "load_family", "pool_split", "save_family", "targets",
+    "EXACT_THRESHOLD", "FAMILIES", "AnyFamily", "Family", "Metrics", "MetricsAccumulator",
+    "ProductFamily", "as_sequences", "build_family", "error_metrics", "family_from_json",
+    "family_names", "family_to_json", "iter_exhaustive_index", "load_family", "pool_split",
+    "save_family", "targets",
 ]

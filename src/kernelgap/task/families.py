@@ -16,9 +16,9 @@ from typing import get_type_hints
 import numpy as np
 
 from ..errors import FamilyError
-from .family import Family
+from .family import AnyFamily, Family
 
-FamilyBuilder = Callable[..., Family]
+FamilyBuilder = Callable[..., AnyFamily]
 FAMILIES: dict[str, FamilyBuilder] = {}
 
 #: Largest family that is ever materialised in memory as one index array.
@@ -42,7 +42,7 @@ def family_names() -> list[str]:
 
 def _load_builtin_builders() -> None:
     """Import the modules whose builders register themselves."""
-    from . import ood, witness  # noqa: F401  (their builders register themselves)
+    from . import ladder, ood, witness  # noqa: F401  (their builders register themselves)
 
 
 def family_parameters(name: str) -> dict[str, inspect.Parameter]:
@@ -86,7 +86,7 @@ def _convert(text, typ, key: str):
     return text
 
 
-def build_family(name: str, **params) -> Family:
+def build_family(name: str, **params) -> AnyFamily:
     """Build a registered family; bad names or parameters are :class:`FamilyError`."""
     family_parameters(name)  # validates the name
     try:

@@ -119,111 +119,72 @@ class Family:
         return family
 
 
+
+#: Most sequences a product family is expanded to (training and other per-sequence work).
+MAX_EXPANDED = 1 << 22
+
+
+@dataclass
+class ProductFamily:
+    """Every sequence ``(x; c, c')`` with ``x`` a query and ``c, c'`` candidates.
+
+    ``x`` sits at ``query_position`` (1-based) and the two candidates fill the
+    other positions in both orders, ``c = c'`` included: ``Q·C²`` sequences that
+    are never materialised unless asked (:meth:`expand`).  The certificate works
+    on the product directly (docs/theory.md, "Product families").
+    """
+
+    tokens: np.ndarray  # uint8 [T, m], distinct
+    queries: np.ndarray  # int64 [Q] token ids
+    candidates: np.ndarray  # int64 [C] token ids
+    query_position: int = 1
+    matching: list[tuple[int, int]] = field(default_factory=list)
+    name: str = "family"
+    meta: dict = field(default_factory=dict)
+
+    length = 3
+
+    def __post_init__(self) -> None:
+        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.uint8)
+        self.queries = np.unique(np.asarray(self.queries, dtype=np.int64))
+        self.candidates = np.unique(np.asarray(self.candidates, dtype=np.int64))
+        if self.tokens.ndim != 2:
+            raise FamilyError("tokens must be [T, m]")
+        if not len(self.queries) or not len(self.candidates):
+            raise FamilyError("a product family needs at least one query and one candidate")
+        if self.query_position not in (1, 2, 3):
+            raise FamilyError(f"query_position {self.query_position} is outside 1..3")
+        self.matching = [(int(q), int(g)) for q, g in self.matching]
+
+    @property
+    def m(self) -> int:
+        return int(self.tokens.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.queries) * len(self.candidates) ** 2
+
+    def expand(self, limit: int = MAX_EXPANDED) -> Family:
+        """The same sequences as a :class:`Family` (refused above ``limit`` sequences)."""
+        if len(self) > limit:
+            raise FamilyError(
+                f"product family {self.name!r} has {len(self):,} sequences ({len(self.queries):,} "
+                f"queries × {len(self.candidates):,}² candidate pairs); at most {limit:,} are expanded")
+        q, a, b = np.meshgrid(self.queries, self.candidates, self.candidates, indexing="ij")
+        others = [p for p in range(3) if p != self.query_position - 1]
+        index = np.empty((len(self), 3), dtype=np.int64)
+        index[:, self.query_position - 1] = q.ravel()
+        index[:, others[0]], index[:, others[1]] = a.ravel(), b.ravel()
+        return Family(self.tokens, index, self.query_position, list(self.matching), self.name,
+                      dict(self.meta))
+
+
+AnyFamily = Family | ProductFamily
+
+
+def as_sequences(family: AnyFamily) -> Family:
+    """``family`` as materialised sequences (a product family is expanded)."""
+    return family.expand() if isinstance(family, ProductFamily) else family
+
+
 def bits_to_str(bits: np.ndarray) -> str:
     return "".join("1" if b else "0" for b in bits)
-
-
-def _str_to_bits(text, m: int | None, where: str) -> np.ndarray:
-    if not isinstance(text, str):
-        raise FamilyError(f"{where}: expected a string of '0'/'1', got {type(text).__name__}")
-    if text.strip("01"):
-        raise FamilyError(f"{where}: {text!r} has characters other than '0' and '1'")
-    if m is not None and len(text) != m:
-        raise FamilyError(f"{where}: {text!r} has length {len(text)}, expected m = {m}")
-    return np.frombuffer(text.encode(), dtype=np.uint8) - ord("0")
-
-
-def family_to_json(family: Family) -> dict:
-    """The family file format (issue #2): bits as '0'/'1' strings."""
-    words = [bits_to_str(t) for t in family.tokens]
-    return {
-        "m": family.m,
-        "query_position": family.query_position,
-        "name": family.name,
-        "sequences": [[words[i] for i in row] for row in family.index.tolist()],
-        "matching": [[words[q], words[g]] for q, g in family.matching],
-        "meta": family.meta,
-    }
-
-
-def family_from_json(data) -> Family:
-    """Parse and validate the family file format; raises :class:`FamilyError`."""
-    if not isinstance(data, dict):
-        raise FamilyError("family file must hold a JSON object")
-    for key in ("m", "sequences"):
-        if key not in data:
-            raise FamilyError(f"family file is missing the key {key!r}")
-    m = data["m"]
-    if not isinstance(m, int) or isinstance(m, bool) or m <= 0:
-        raise FamilyError(f"'m' must be a positive integer, got {m!r}")
-    seqs = data["sequences"]
-    if not isinstance(seqs, list) or not seqs:
-        raise FamilyError("'sequences' must be a non-empty list of sequences")
-    length = None
-    rows = []
-    for s, seq in enumerate(seqs):
-        if not isinstance(seq, list) or not seq:
-            raise FamilyError(f"sequence {s}: expected a non-empty list of bit strings")
-        if length is None:
-            length = len(seq)
-        elif len(seq) != length:
-            raise FamilyError(f"sequence {s} has length {len(seq)}, the first has {length}")
-        rows.append([_str_to_bits(t, m, f"sequence {s}") for t in seq])
-    qp = data.get("query_position")
-    if qp is not None and (not isinstance(qp, int) or isinstance(qp, bool) or not 1 <= qp <= length):
-        raise FamilyError(f"'query_position' must be an integer in 1..{length} or null, got {qp!r}")
-    matching = data.get("matching") or []
-    if not isinstance(matching, list):
-        raise FamilyError("'matching' must be a list of [query_bits, good_bits] pairs")
-    pairs = []
-    for k, entry in enumerate(matching):
-        if not isinstance(entry, list) or len(entry) != 2:
-            raise FamilyError(f"matching entry {k}: expected [query_bits, good_bits]")
-        pairs.append(tuple(_str_to_bits(t, m, f"matching entry {k}") for t in entry))
-    name = data.get("name", "family")
-    meta = data.get("meta", {})
-    if not isinstance(name, str) or not isinstance(meta, dict):
-        raise FamilyError("'name' must be a string and 'meta' an object")
-    family = Family.from_sequences(np.array(rows, dtype=np.uint8), qp, [], name, meta)
-    for k, (q_bits, g_bits) in enumerate(pairs):
-        q, g = family.token_id(q_bits), family.token_id(g_bits)
-        if q is None or g is None:
-            which = "query" if q is None else "good candidate"
-            raise FamilyError(f"matching entry {k}: its {which} appears in no sequence")
-        family.matching.append((q, g))
-    return family
-
-
-def load_family(path: str | os.PathLike) -> Family:
-    """Read a family file; every problem is a one-line :class:`FamilyError`."""
-    p = Path(path)
-    if p.is_dir():
-        raise FamilyError(f"family file {p} is a folder, not a file")
-    if not p.is_file():
-        raise FamilyError(f"family file {p} does not exist")
-    try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FamilyError(f"family file {p} is not valid JSON ({exc.__class__.__name__}: line {getattr(exc, 'lineno', '?')})") from None
-    except RecursionError:
-        raise FamilyError(f"family file {p} is nested too deeply to be a family file") from None
-    except OSError as exc:
-        raise FamilyError(f"cannot read family file {p}: {exc.strerror or exc}") from None
-    try:
-        return family_from_json(data)
-    except FamilyError as exc:
-        raise FamilyError(f"family file {p}: {exc}") from None
-
-
-def save_family(family: Family, path: str | os.PathLike, overwrite: bool = False) -> Path:
-    """Write a family file atomically; refuses to replace an existing file unless told."""
-    from ..io import atomic_write_text
-
-    p = Path(path)
-    if p.exists() and not overwrite:
-        raise FamilyError(f"{p} already exists (pass --force to replace it)")
-    try:
-        atomic_write_text(p, json.dumps(family_to_json(family)))
-    except OSError as exc:
-        raise FamilyError(f"cannot write family file {p}: {exc.strerror or exc}") from None
-    return p

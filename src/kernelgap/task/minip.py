@@ -15,27 +15,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
 
+#: A model is exact when its max error is below this: rounding recovers every target.
 EXACT_THRESHOLD = 0.5
 
 
-def targets(tokens: torch.Tensor) -> torch.Tensor:
-    """``t_i = min_j <x_i, x_j>`` for token tensors ``[..., N, m]`` → ``[..., N]``."""
-    gram = tokens @ tokens.transpose(-1, -2)
-    return gram.min(dim=-1).values
+def targets(tokens):
+    """``t_i = min_j <x_i, x_j>`` for tokens ``[..., N, m]`` (array or tensor) → ``[..., N]``."""
+    gram = tokens @ tokens.swapaxes(-1, -2) if isinstance(tokens, np.ndarray) else tokens @ tokens.transpose(-1, -2)
+    return gram.min(-1) if isinstance(gram, np.ndarray) else gram.min(dim=-1).values
 
 
-def targets_from_index(gram: np.ndarray | torch.Tensor, index):
+def targets_from_index(gram, index):
     """Targets of sequences given as token ids ``index [S, N]`` into a Gram matrix.
 
     ``gram[a, b] = <token_a, token_b>``; returns ``[S, N]`` with
     ``t[s, i] = min_j gram[index[s, i], index[s, j]]``.
     """
     pair = gram[index[:, :, None], index[:, None, :]]
-    if isinstance(pair, torch.Tensor):
-        return pair.min(dim=-1).values
-    return pair.min(axis=-1)
+    return pair.min(-1) if isinstance(pair, np.ndarray) else pair.min(dim=-1).values
 
 
 @dataclass(frozen=True)
@@ -56,19 +54,30 @@ class Metrics:
         return asdict(self)
 
 
-def error_metrics(predictions: torch.Tensor, target: torch.Tensor) -> Metrics:
+def abs_errors(predictions, target) -> np.ndarray:
+    """``|prediction − target|`` in float64 on the host, NaN read as ``inf`` (arrays or tensors)."""
+    err = np.abs(_host(predictions) - _host(target))
+    return np.where(np.isnan(err), np.inf, err)
+
+
+def _host(x) -> np.ndarray:
+    """A float64 numpy array of an array or a (possibly device, possibly grad) tensor."""
+    if hasattr(x, "detach"):
+        x = x.detach().double().cpu().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def error_metrics(predictions, target) -> Metrics:
     """Metrics for predictions and targets of shape ``[S, P]`` (P scored positions)."""
-    err = (predictions.detach().double() - target.double()).abs()
-    if err.numel() == 0:
+    err = abs_errors(predictions, target)
+    if err.size == 0:
         return Metrics(0.0, 0.0, 1.0, True, 0)
-    finite = torch.isfinite(err)
-    err = torch.where(finite, err, torch.full_like(err, float("inf")))
-    per_seq = err.max(dim=-1).values
+    per_seq = err.max(axis=-1)
     max_error = float(per_seq.max())
     return Metrics(
         max_error=max_error,
         mean_abs_error=float(err.mean()),
-        exact_seq_acc=float((per_seq < EXACT_THRESHOLD).double().mean()),
+        exact_seq_acc=float((per_seq < EXACT_THRESHOLD).mean()),
         exact=max_error < EXACT_THRESHOLD,
         sequences=int(err.shape[0]),
     )
@@ -84,13 +93,12 @@ class MetricsAccumulator:
         self.exact_sequences = 0
         self.sequences = 0
 
-    def update(self, predictions: torch.Tensor, target: torch.Tensor) -> None:
-        err = (predictions.detach().double() - target.double()).abs()
-        err = torch.nan_to_num(err, nan=float("inf"))
-        per_seq = err.max(dim=-1).values
+    def update(self, predictions, target) -> None:
+        err = abs_errors(predictions, target)
+        per_seq = err.max(axis=-1)
         self.max_error = max(self.max_error, float(per_seq.max()))
         self.abs_sum += float(err.sum())
-        self.count += err.numel()
+        self.count += err.size
         self.exact_sequences += int((per_seq < EXACT_THRESHOLD).sum())
         self.sequences += int(err.shape[0])
 

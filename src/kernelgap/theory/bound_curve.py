@@ -1,48 +1,54 @@
-"""The certified rank against m for a whole family series (SPEC §4–§6, 'beyond the paper').
+"""The certified rank against m for a whole family series (docs/theory.md, "The wall in m").
 
-For each m a witness family is built from a code and certified twice: with
-direct comparisons only and with chains of intermediate candidates (overlap
-steps of ``chain_step``) for amplification.  Next to it: the exact positive
-construction of SPEC §3.3 (rank ``2^m``: an upper bound for the feature count
-nonnegative kernels need on every input) and dense softmax, exact with
-``m``-dimensional scores (SPEC §3.2).  Codes, in a registry:
+Three series, in a registry:
 
-* ``hadamard``: all ``m − 1`` codewords of a normalized Hadamard matrix
-  (m with a construction, see :func:`~kernelgap.task.codes.hadamard_orders`);
-* ``cw``: a seeded random constant-weight code, weight ``m/2``, pairwise
-  overlap ≤ ``3m/8``, at most ``queries`` words.
+* ``hadamard``: the witness family of all ``m − 1`` codewords of a normalized
+  Hadamard matrix (m with a construction, see
+  :func:`~kernelgap.task.codes.hadamard_orders`), certified with direct
+  comparisons and with chains of intermediate candidates;
+* ``cw``: the same for a seeded random constant-weight code (weight ``m/2``,
+  pairwise overlap ≤ ``3m/8``, at most ``queries`` words);
+* ``ladder``: the ladder product family (:mod:`kernelgap.task.ladder`): per m,
+  the largest number of queries certified in full (doubling, then bisection
+  to within an eighth), its certificate, and dense softmax's construction
+  checked on a random sample of the family's sequences.
+
+Beside them: the exact positive construction (rank ``2^m``, an upper bound on
+the features nonnegative kernels need) and dense softmax, exact with
+``m``-dimensional scores.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
-from ..errors import KernelgapError
-from ..io import atomic_write_json
+from ..errors import FamilyError, KernelgapError
 from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
-from ..task.family import Family
+from ..task.families import build_family
+from ..task.family import ProductFamily
+from ..task.minip import targets
 from ..task.witness import witness_from_code
 from .certificate import certify
 
-CodeSeries = Callable[[int, int], np.ndarray | None]  # (m, queries) -> code or None (no code at m)
+#: Sequences of a ladder family on which dense softmax's construction is checked.
+SOFTMAX_SAMPLES = 4096
+#: Default most queries tried per m, per series.
+DEFAULT_QUERIES = {"hadamard": 128, "cw": 128, "ladder": 8192}
 
 
-def _hadamard_series(m: int, queries: int) -> np.ndarray | None:
+def _hadamard_code(m: int, queries: int) -> np.ndarray | None:
     if m % 4 or m not in hadamard_orders(m, m):
         return None
     return hadamard_code(m)[:queries]
 
 
-def _cw_series(m: int, queries: int) -> np.ndarray | None:
+def _cw_code(m: int, queries: int) -> np.ndarray | None:
     code = random_constant_weight(m, m // 2, (3 * m) // 8, queries, seed=0, max_tries=20_000,
                                   require_count=False)
     return code if len(code) >= 2 else None
-
-
-CODE_SERIES: dict[str, CodeSeries] = {"hadamard": _hadamard_series, "cw": _cw_series}
 
 
 def parse_m_range(text: str) -> list[int]:
@@ -63,80 +69,128 @@ def parse_m_range(text: str) -> list[int]:
     return values
 
 
-def curve_point(family_of: Callable[[int], Family], m: int) -> dict:
-    """Certificates (direct and chained) for one m."""
-    direct, chained = certify(family_of(0)), certify(family_of(1))
-    return {"m": m, "queries": direct.queries_total, "sequences_direct": direct.sequences,
-            "sequences_chained": chained.sequences,
-            "certified_direct": direct.certified_rank, "bound_direct": float(direct.bound),
-            "certified_chained": chained.certified_rank, "bound_chained": float(chained.bound),
-            "positive_construction": 2**m, "softmax_score_dim": m}
+def _common(m: int) -> dict:
+    return {"m": m, "positive_construction": 2**m, "softmax_score_dim": m}
 
 
-def bound_curve(code: str, ms: list[int], queries: int = 128, chain_step: int = 4) -> dict:
-    """The curve's numbers for every m that has a code (the rest listed as skipped)."""
-    if code not in CODE_SERIES:
-        raise KernelgapError(f"--code must be one of {', '.join(CODE_SERIES)}, got {code!r}")
+def code_point(code: str, m: int, queries: int, chain_step: int) -> dict | None:
+    """Certificates (direct and chained) of the witness family of a code at m, or None."""
+    words = (_hadamard_code if code == "hadamard" else _cw_code)(m, queries)
+    if words is None:
+        return None
+    direct, chained = (certify(witness_from_code(words, chain_step=chain_step * k, name=f"{code}-m{m}"))
+                       for k in (0, 1))
+    return {**_common(m), "queries": direct.queries_total,
+            "sequences_direct": direct.sequences, "sequences_chained": chained.sequences,
+            "certified_direct": direct.certified_rank, "trace_direct": direct.trace.rank,
+            "certified_chained": chained.certified_rank, "trace_chained": chained.trace.rank}
+
+
+def softmax_check(family: ProductFamily, samples: int = SOFTMAX_SAMPLES, seed: int = 0) -> dict:
+    """Dense softmax's construction (q = −βx, k = z, β = ln 4 + 1) on random sequences of a
+    product family: the max error at the query position over ``samples`` draws."""
+    import torch
+
+    from ..models.constructions import build_construction
+
+    rng = np.random.default_rng(seed)
+    q = rng.choice(family.queries, samples)
+    a, b = rng.choice(family.candidates, samples), rng.choice(family.candidates, samples)
+    columns = [a, b]
+    columns.insert(family.query_position - 1, q)
+    dense = torch.from_numpy(family.tokens[np.stack(columns, 1)]).double()
+    pos = family.query_position - 1
+    model = build_construction("softmax", family.m, 3)
+    with torch.no_grad():
+        err = (model(dense)[0, :, pos] - targets(dense)[:, pos]).abs()
+    return {"sampled": samples, "max_error": float(err.max()), "exact": bool(err.max() < 0.5)}
+
+
+def _ladder_certificate(m: int, n: int, seed: int):
+    """The ladder family of n queries and its certificate; no exact clique search is
+    needed to tell whether every query is certified (the full set is checked first)."""
+    try:
+        family = build_family("ladder", m=m, n=n, seed=seed)
+    except FamilyError as exc:  # no code of that size under the overlap cap
+        return None, str(exc)
+    return family, certify(family, budget_s=0)
+
+
+def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
+    """The largest ladder family at m whose every query is certified (module docstring)."""
+    tried, best = [], None
+
+    def attempt(n: int) -> bool:
+        nonlocal best
+        family, cert = _ladder_certificate(m, n, seed)
+        if family is None:
+            tried.append({"n": n, "certified": None, "why": cert})
+            return False
+        full = cert.certified_rank >= n
+        tried.append({"n": n, "certified": cert.certified_rank, "trace": cert.trace.rank,
+                      "seconds": round(cert.seconds, 2)})
+        if log:
+            log(f"ladder m = {m}, n = {n}: certified {cert.certified_rank} ({cert.seconds:.1f} s)")
+        if full and (best is None or n > best[0]):
+            best = (n, family, cert)
+        return full
+
+    good, bad, n = 1, None, 2
+    while n <= max_queries:
+        if not attempt(n):
+            bad = n
+            break
+        good, n = n, n * 2
+    while bad is not None and bad - good > max(1, good // 8):
+        mid = (good + bad) // 2
+        good, bad = (mid, bad) if attempt(mid) else (good, mid)
+    point = {**_common(m), "tried": tried, "limit_reached": bad is None}
+    if best is None:
+        return {**point, "queries": None, "certified": None}
+    n, family, cert = best
+    return {**point, "queries": n, "certified": cert.certified_rank, "trace": cert.trace.rank,
+            "radon": cert.radon.rank, "max_product": str(cert.radon.max_product),
+            "candidates": len(family.candidates), "sequences": len(family),
+            "ladder": family.meta["ladder"], "softmax": softmax_check(family)}
+
+
+def growth_rate(points: list[dict]) -> dict | None:
+    """Least-squares fit ``log2(certified) ≈ slope·m + intercept`` over the points."""
+    pts = [(p["m"], math.log2(p["certified"])) for p in points if p.get("certified")]
+    if len(pts) < 2:
+        return None
+    slope, intercept = np.polyfit(*zip(*pts), 1)
+    return {"log2_per_m": float(slope), "intercept": float(intercept), "points": len(pts)}
+
+
+def bound_curve(code: str, ms: list[int], queries: int | None = None, chain_step: int = 4,
+                seed: int = 0, log=None) -> dict:
+    """The curve's numbers for every m that has a family (the rest listed as skipped)."""
+    if code not in DEFAULT_QUERIES:
+        raise KernelgapError(f"--code must be one of {', '.join(DEFAULT_QUERIES)}, got {code!r}")
+    queries = DEFAULT_QUERIES[code] if queries is None else queries
     if queries < 2 or chain_step < 1:
         raise KernelgapError("queries must be ≥ 2 and chain_step ≥ 1")
     points, skipped = [], []
     for m in ms:
-        words = CODE_SERIES[code](m, queries)
-        if words is None:
+        point = ladder_point(m, queries, seed, log) if code == "ladder" else code_point(code, m, queries, chain_step)
+        if point is None or (code == "ladder" and point["queries"] is None):
             skipped.append(m)
-            continue
-        points.append(curve_point(
-            lambda chained: witness_from_code(words, chain_step=chain_step * chained, name=f"{code}-m{m}"), m))
+        else:
+            points.append(point)
     if not points:
-        raise KernelgapError(f"no m in {ms[0]}..{ms[-1]} has a {code} code")
-    return {"code": code, "queries_max": queries, "chain_step": chain_step, "points": points,
-            "skipped_m": skipped}
+        raise KernelgapError(f"no m in {ms[0]}..{ms[-1]} has a {code} family")
+    payload = {"code": code, "queries_max": queries, "points": points, "skipped_m": skipped}
+    if code == "ladder":
+        payload.update(seed=seed, growth=growth_rate(points))
+    else:
+        payload["chain_step"] = chain_step
+    return payload
 
 
-def plot_curve(payload: dict, path: Path) -> Path:
-    """The separation picture: certified rank, 2^m and m against m (log2 y axis)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = payload["points"]
-    m = [p["m"] for p in pts]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot(m, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
-    ax.plot(m, [p["certified_chained"] for p in pts], "s-",
-            label=f"certified rank (chains, step {payload['chain_step']})")
-    ax.plot(m, [p["queries"] for p in pts], ":", color="grey", label="queries n (trace-bound ceiling)")
-    ax.plot(m, [p["positive_construction"] for p in pts], "--", label="positive construction 2^m")
-    ax.plot(m, [p["softmax_score_dim"] for p in pts], "-.", label="softmax score dim m")
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("m (token bits)")
-    ax.set_ylabel("features")
-    ax.set_title(f"Certified feature rank vs m ({payload['code']} witness families)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+def certified_key(payload: dict) -> str:
+    """The point field holding the series' certified rank."""
+    return "certified" if payload["code"] == "ladder" else "certified_chained"
 
 
-def write_curve(payload: dict, out_dir: str | Path) -> dict:
-    """Write ``bound-curve-<code>.json`` and ``.png`` into ``out_dir``; returns their paths."""
-    out = Path(out_dir)
-    stem = f"bound-curve-{payload['code']}"
-    png = plot_curve(payload, out / f"{stem}.png")
-    js = atomic_write_json(out / f"{stem}.json", payload)
-    return {"json": str(js), "png": str(png)}
-
-
-def render_curve(payload: dict) -> None:
-    print(f"{'m':>4} {'n':>5} {'direct':>7} {'chained':>8} {'softmax d':>10} {'2^m':>22}")
-    for p in payload["points"]:
-        print(f"{p['m']:>4} {p['queries']:>5} {p['certified_direct']:>7} {p['certified_chained']:>8}"
-              f" {p['softmax_score_dim']:>10} {p['positive_construction']:>22}")
-    if payload["skipped_m"]:
-        print(f"no {payload['code']} code at m = {', '.join(map(str, payload['skipped_m']))}")
-    for key in ("json", "png"):
-        if key in payload.get("files", {}):
-            print(f"wrote {payload['files'][key]}")
+SERIES: dict[str, Callable] = {code: bound_curve for code in DEFAULT_QUERIES}

@@ -1,4 +1,4 @@
-"""A kernel model held against its certificate (issue 3, item 4; SPEC §4).
+"""A kernel model held against its certificate (docs/theory.md, "Checking a model").
 
 For a kernel model and a family with matching ``(x_i, g_i)`` the certificate's
 matrix is ``B[i, j] = K(x_i, g_j) / K(x_i, g_i)`` with
@@ -19,7 +19,9 @@ import torch
 
 from ..errors import KernelgapError
 from ..task.family import Family
-from .certificate import PairBounds, check_family, pair_bounds
+from .certificate import check_family
+from .chains import chain_pair_bounds
+from .pair_bounds import PairBounds
 
 #: Relative singular-value cut-off for the numerical rank.
 RANK_RTOL = 1e-6
@@ -66,7 +68,7 @@ def model_matrices(model, family: Family, delta: Fraction = Fraction(1, 2),
     rows = mass[:, :, q][:, :, :, g]  # [E, H, n, n]: K(x_i, g_j)
     diag = mass[:, :, q, g][..., None]  # K(x_i, g_i)
     b = torch.exp(rows - diag) if model.scorer.log_space else rows / diag
-    bounds = pair_bounds(family, qpos, delta)
+    bounds = chain_pair_bounds(family, qpos, delta)
     eps = _eps_matrix(bounds)
     out = []
     for e in range(b.shape[0]):
@@ -82,7 +84,7 @@ def model_matrices(model, family: Family, delta: Fraction = Fraction(1, 2),
 
 def _eps_matrix(bounds: PairBounds) -> np.ndarray:
     """ε as floats, ``inf`` where unbounded and on the diagonal (never a violation)."""
-    eps = np.array([float(v) for v in bounds.values])[bounds.eps_id]
+    eps = bounds.value_floats()[np.maximum(bounds.eps_id, 0)]
     eps[bounds.reason != 0] = np.inf
     np.fill_diagonal(eps, np.inf)
     return eps

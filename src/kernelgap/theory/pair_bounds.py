@@ -1,0 +1,172 @@
+"""Pair bounds ``ε_ij ≥ K(x_i, g_j) / K(x_i, g_i)``: what both certificates are built from.
+
+docs/theory.md derives them; in short, with ``s_c = <x, c>``:
+
+1. **Gap domination.**  When a family holds ``(x; c, c)``, ``(x; c', c')``,
+   ``(x; c, c')`` and ``(x; c', c)`` and ``g = s_{c'} − s_c > 2δ``, every model
+   with max error ≤ δ has ``M(c')/M(c) ≤ ρ(g, δ) = 2δ/(g − 2δ)``.
+2. **Amplification.**  Ratios multiply along chains ``c_0 → c_1 → …``; the
+   best ratio ``R(x; g → c)`` is a shortest path in ``log ρ`` over a DAG.
+3. **Pair bounds.**  For matching entries ``(x_i, g_i)``:
+   ``ε_ij = R(x_i; g_i → g_j)`` bounds ``B[i, j] = K(x_i, g_j)/K(x_i, g_i)``
+   whenever ``R ≤ 1`` and the row is *anchored* (``K(x_i, g_i) > 0`` is proven:
+   some entry with ``R < 1``, or at δ = 1/2 some non-empty chain with ``R ≤ 1``).
+
+Two ways to find the chains: over the comparisons a list of sequences offers
+(:mod:`.chains`), and over the overlap levels of a product family
+(:mod:`.levels`).  Both end in :func:`finish_pair_bounds`.
+
+**Exactness.**  Chains are searched in floats; then an exact pass in
+:class:`fractions.Fraction` runs over the *tight* edges (within ``TIGHT_TOL``
+of the float optimum), which contain every exactly optimal chain, so each
+reported value is the exact optimum and the product of an actual chain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from ..errors import FamilyError, KernelgapError
+
+#: Tolerance (relative, on log-ratios) under which a float-search edge is kept for the exact pass.
+TIGHT_TOL = 1e-9
+
+#: Reasons a pair (i, j) cannot be bounded.
+NO_PATH, RATIO_ABOVE_ONE, UNANCHORED = 1, 2, 3
+REASONS = {
+    NO_PATH: "no chain of comparisons from the good candidate (missing sequences or gaps ≤ 2δ)",
+    RATIO_ABOVE_ONE: "best chain ratio R > 1",
+    UNANCHORED: "the query's row has no bound proving K(x, g_x) > 0",
+}
+
+
+def parse_delta(text: str | Fraction | int) -> Fraction:
+    """δ as an exact rational in ``(0, 1/2]`` (``"1/2"``, ``"0.4"``, ``Fraction``)."""
+    try:
+        delta = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise KernelgapError(f"delta must be a rational like 1/2 or 0.4, got {text!r}") from None
+    if not 0 < delta <= Fraction(1, 2):
+        raise KernelgapError(f"delta must lie in (0, 1/2], got {delta}")
+    return delta
+
+
+def rho(gap: int, delta: Fraction) -> Fraction:
+    """Gap domination ``ρ(g, δ) = 2δ/(g − 2δ)`` for ``g > 2δ``."""
+    if gap <= 2 * delta:
+        raise ValueError(f"gap {gap} is not above 2δ = {2 * delta}")
+    return 2 * delta / (gap - 2 * delta)
+
+
+def log_rho_table(max_gap: int, delta: Fraction) -> np.ndarray:
+    """``log ρ(g, δ)`` for g = 0..max_gap (``inf`` where g ≤ 2δ: never an edge)."""
+    return np.array([math.log(float(rho(g, delta))) if g > 2 * delta else math.inf
+                     for g in range(max_gap + 1)])
+
+
+def frac_str(x: Fraction) -> str:
+    return f"{x.numerator}/{x.denominator}"
+
+
+def check_binary(tokens: np.ndarray, name: str) -> None:
+    if tokens.size and tokens.max() > 1:
+        raise FamilyError(f"family {name!r} has non-binary tokens (values other than 0/1)")
+
+
+class ExactValues:
+    """Exact chain products per node, as ids into a table of distinct Fractions.
+
+    Nodes are relaxed level by level (every tail final before its heads), so
+    ``vid[v] = min over tight edges u → v of values[vid[u]]·ρ(gap)``.
+    """
+
+    def __init__(self, nodes: int, sources: np.ndarray, delta: Fraction) -> None:
+        self.delta = delta
+        self.vid = np.full(nodes, -1, dtype=np.int64)
+        self.vid[sources] = 0
+        self.values = [Fraction(1)]
+        self._ids = {Fraction(1): 0}
+
+    def _id(self, value: Fraction) -> int:
+        if value not in self._ids:
+            self._ids[value] = len(self.values)
+            self.values.append(value)
+        return self._ids[value]
+
+    def relax(self, lo: np.ndarray, hi: np.ndarray, gap: np.ndarray) -> None:
+        """Set the heads ``hi`` of one level from their tails; distinct (value, gap) pairs
+        are multiplied once."""
+        if not len(lo):
+            return
+        combos, inverse = np.unique(np.stack([self.vid[lo], gap], 1), axis=0, return_inverse=True)
+        products = [self.values[v] * rho(g, self.delta) for v, g in combos.tolist()]
+        ranked = sorted(set(products))
+        rank_of = {p: k for k, p in enumerate(ranked)}
+        edge_rank = np.array([rank_of[p] for p in products], dtype=np.int64)[inverse.reshape(-1)]
+        best = np.full(len(self.vid), len(ranked), dtype=np.int64)
+        np.minimum.at(best, hi, edge_rank)
+        nodes = np.unique(hi)
+        self.vid[nodes] = np.array([self._id(p) for p in ranked], dtype=np.int64)[best[nodes]]
+
+
+def tight(dist_lo: np.ndarray, weight: np.ndarray, dist_hi: np.ndarray) -> np.ndarray:
+    """Edges on a float-optimal chain, up to :data:`TIGHT_TOL` (a superset of the exact optima)."""
+    return np.isfinite(dist_lo) & (dist_lo + weight <= dist_hi + TIGHT_TOL * (1 + np.abs(dist_hi)))
+
+
+@dataclass
+class PairBounds:
+    """``ε_ij = values[eps_id[i, j]]`` over matching entries; ``reason`` ≠ 0 where unbounded.
+
+    ``strict[i, j]``: the bound is strict (a non-empty chain at δ = 1/2).
+    ``comparisons``: how many comparisons (ordered candidate pairs with a gap
+    above 2δ, per query) the family offers.
+    """
+
+    eps_id: np.ndarray
+    reason: np.ndarray
+    strict: np.ndarray
+    values: list[Fraction]
+    comparisons: int
+
+    @property
+    def n(self) -> int:
+        return len(self.eps_id)
+
+    def value_floats(self) -> np.ndarray:
+        """``float(values)``: each correctly rounded (relative error ≤ 2⁻⁵³)."""
+        return np.array([float(v) for v in self.values])
+
+    def eps_squared(self) -> np.ndarray:
+        """``ε²`` in floats, 0 on the diagonal and where unbounded (for greedy choices only)."""
+        sq = np.square(self.value_floats())[np.maximum(self.eps_id, 0)]
+        sq[self.reason != 0] = 0.0
+        np.fill_diagonal(sq, 0.0)
+        return sq
+
+
+def finish_pair_bounds(vid: np.ndarray, empty: np.ndarray, values: list[Fraction],
+                       delta: Fraction, comparisons: int) -> PairBounds:
+    """Pair bounds from the chain value id of every entry pair (−1: no chain).
+
+    ``empty[i, j]``: entries i and j share their good candidate, so
+    ``B[i, j] = 1`` exactly (an empty chain).
+    """
+    vid = vid.copy()
+    vid[empty] = 0
+    reachable = vid >= 0
+    safe = np.maximum(vid, 0)
+    le_one = np.array([v <= 1 for v in values])[safe] & reachable
+    lt_one = np.array([v < 1 for v in values])[safe] & reachable
+    strict_reading = delta == Fraction(1, 2)
+    anchored = (~empty & (lt_one | (strict_reading & le_one))).any(axis=1)
+    reason = np.where(~reachable, NO_PATH, np.where(~le_one, RATIO_ABOVE_ONE, 0)).astype(np.int8)
+    reason[(reason == 0) & ~anchored[:, None]] = UNANCHORED
+    np.fill_diagonal(reason, 0)
+    np.fill_diagonal(vid, 0)
+    strict = strict_reading & ~empty & (reason == 0)
+    return PairBounds(vid, reason, strict, values, comparisons)

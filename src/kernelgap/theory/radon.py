@@ -1,0 +1,244 @@
+"""The Radon (simplex) bound: nonnegative features make the rank bound tight (docs/theory.md).
+
+Rescale ``B = P Qᵀ`` (``P, Q ≥ 0``, ``n × r``) so that ``B_ii = 1``.  Then
+``a_i = P_i ∘ Q_i`` is a probability vector on r coordinates and
+``<a_i, a_j> ≤ B_ij·B_ji``.  Any ``r + 1`` such points have a Radon split with
+a common point ω, and ``1 = Σ ω_k ≤ √r‖ω‖`` gives ``max B_ij·B_ji ≥ 1/r``.
+
+**Certificate.**  A set of ``r + 1`` queries whose pairs all have
+``ε_ij·ε_ji ≤ 1/r`` (``< 1/r`` when neither bound is strict) proves that every
+exact model has rank ≥ ``r + 1``.  The pairs that qualify at level r form a
+graph ``G_r``, nested in r (``G_{r+1} ⊆ G_r``); the certificate is the largest
+``r`` with a clique of ``r + 1`` vertices in ``G_r``.  Every clique found is a
+sound certificate; the search is exact unless its time budget runs out.
+
+Levels are read from the pair products in floats, and in exact rationals
+wherever ``1/(ε_ij ε_ji)`` lies within ``1e-9`` of an integer (float rounding
+errs by < 1e-15 relative, so elsewhere the float floor is the exact one).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from .pair_bounds import PairBounds
+
+#: Default time for the exact clique search, in seconds (a greedy clique is kept beyond it).
+DEFAULT_BUDGET_S = 10.0
+#: Cores up to this size are searched in this process (fast in practice); larger ones in a
+#: child process that is stopped when the budget runs out.
+IN_PROCESS_CORE = 64
+#: Rows of the pair matrices handled at once.
+ROW_CHUNK = 2048
+#: Greedy cliques are grown from this many vertices of highest degree.
+GREEDY_STARTS = 8
+#: Open sets up to this size pick the vertex with the most open neighbours (else the first).
+GREEDY_DYNAMIC = 256
+#: Relative distance of ``1/p`` from an integer below which a level is decided exactly.
+NEAR_INTEGER = 1e-9
+
+
+@dataclass
+class RadonBound:
+    """``rank``: certified rank; ``members``: the clique (matching entry indices); ``level``: r
+    with every member pair qualifying at r; ``exact_search``: no larger certificate exists."""
+
+    rank: int
+    members: list[int]
+    level: int
+    max_product: Fraction | None
+    exact_search: bool
+    seconds: float = 0.0
+    steps: list[dict] = field(default_factory=list)
+
+
+def exact_level(p: Fraction, strict: bool, cap: int) -> int:
+    """Largest r with ``p ≤ 1/r`` (strict bounds) or ``p < 1/r`` (otherwise), at most ``cap``."""
+    if p == 0:
+        return cap
+    inv = 1 / p
+    k = math.floor(inv)
+    return min(k if strict or inv != k else k - 1, cap)
+
+
+def pair_levels(bounds: PairBounds) -> np.ndarray:
+    """``L[i, j]``: the largest level at which the pair qualifies (−1: never, e.g. unbounded).
+
+    Symmetric; the diagonal is ``n``.  Capped at ``n`` (no clique is larger).
+    """
+    n = bounds.n
+    vals = bounds.value_floats()
+    ok = bounds.reason == 0
+    out = np.full((n, n), -1, dtype=np.int32)
+    for start in range(0, n, ROW_CHUNK):
+        sl = slice(start, min(n, start + ROW_CHUNK))
+        eid, eid_t = bounds.eps_id[sl], bounds.eps_id[:, sl].T
+        usable = ok[sl] & ok[:, sl].T
+        strict = bounds.strict[sl] | bounds.strict[:, sl].T
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv = 1.0 / (vals[np.maximum(eid, 0)] * vals[np.maximum(eid_t, 0)])
+            level = np.where(np.isinf(inv), n, np.floor(np.minimum(inv, n)))
+            near = usable & np.isfinite(inv) & (inv <= n + 1) & (
+                np.abs(inv - np.rint(inv)) <= NEAR_INTEGER * np.maximum(inv, 1.0))
+        if near.any():
+            keys = np.stack([eid[near], eid_t[near], strict[near]], 1)
+            combos, inverse = np.unique(keys, axis=0, return_inverse=True)
+            exact = np.array([exact_level(bounds.values[a] * bounds.values[b], bool(s), n)
+                              for a, b, s in combos.tolist()])
+            level[near] = exact[inverse.reshape(-1)]
+        out[sl] = np.where(usable, level, -1)
+    np.fill_diagonal(out, n)
+    return out
+
+
+# -- the clique search -----------------------------------------------------------------------
+
+def _core(adj: np.ndarray, k: int, alive: np.ndarray | None = None) -> np.ndarray:
+    """Vertices of the k-core of the graph ``adj`` (those left after peeling degrees < k)."""
+    alive = np.ones(len(adj), dtype=bool) if alive is None else alive.copy()
+    deg = adj[:, alive].sum(1)
+    while True:
+        drop = alive & (deg < k)
+        if not drop.any():
+            return np.flatnonzero(alive)
+        alive &= ~drop
+        deg -= adj[:, drop].sum(1)
+
+
+def _greedy_clique(adj: np.ndarray, vertices: np.ndarray, starts: int = GREEDY_STARTS) -> list[int]:
+    """The largest of several greedy cliques: from each of the ``starts`` vertices of highest
+    degree, repeatedly take the open vertex with the most open neighbours."""
+    sub = adj[np.ix_(vertices, vertices)]
+    order = np.argsort(-sub.sum(1), kind="stable")
+    best: list[int] = []
+    for v in order[:starts]:
+        chosen, open_ = [v], sub[v].copy()
+        while open_.any():
+            pick = np.flatnonzero(open_)
+            u = pick[np.argmax(sub[np.ix_(pick, pick)].sum(1))] if len(pick) <= GREEDY_DYNAMIC else pick[0]
+            chosen.append(u)
+            open_ &= sub[u]
+        if len(chosen) > len(best):
+            best = chosen
+    return [int(vertices[v]) for v in best]
+
+
+def _edges(adj: np.ndarray, vertices: np.ndarray) -> np.ndarray:
+    sub = np.triu(adj[np.ix_(vertices, vertices)], 1)
+    return np.argwhere(sub).astype(np.int32)
+
+
+def _colour_count(adj: np.ndarray, vertices: np.ndarray) -> int:
+    """Colours of a greedy colouring of the subgraph (an upper bound on its clique number)."""
+    import igraph
+
+    graph = igraph.Graph(n=len(vertices), edges=_edges(adj, vertices).tolist())
+    return max(graph.vertex_coloring_greedy(), default=-1) + 1
+
+
+def _largest_clique(n: int, edges: np.ndarray) -> list[int]:
+    import igraph
+
+    cliques = igraph.Graph(n=n, edges=edges.tolist()).largest_cliques()
+    return sorted(cliques[0]) if cliques else []
+
+
+def _largest_clique_worker(n: int, edges: np.ndarray, conn) -> None:
+    conn.send(_largest_clique(n, edges))
+    conn.close()
+
+
+def _exact_clique(adj: np.ndarray, vertices: np.ndarray, deadline: float) -> list[int] | None:
+    """A maximum clique of the subgraph (igraph's Cliquer), or None when the budget runs out."""
+    edges = _edges(adj, vertices)
+    if len(vertices) <= IN_PROCESS_CORE:
+        return [int(vertices[v]) for v in _largest_clique(len(vertices), edges)]
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    ctx = multiprocessing.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_largest_clique_worker, args=(len(vertices), edges, send), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(left):
+            return None
+        return [int(vertices[v]) for v in recv.recv()]
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+
+
+def _decide(levels: np.ndarray, r: int, deadline: float) -> tuple[bool | None, list[int], str]:
+    """Is there a clique of ``r + 1`` vertices at level r?  ``(answer, a clique found, how)``;
+    the answer is None when the budget ran out first."""
+    adj = levels >= r
+    np.fill_diagonal(adj, False)
+    core = _core(adj, r)
+    if len(core) < r + 1:
+        return False, [], "core"
+    clique = _greedy_clique(adj, core)
+    if len(clique) >= r + 1:
+        return True, clique, "greedy"
+    if len(core) <= 4 * IN_PROCESS_CORE and _colour_count(adj, core) < r + 1:
+        return False, clique, "colouring"
+    exact = _exact_clique(adj, core, deadline)
+    if exact is None:
+        return None, clique, "budget"
+    best = exact if len(exact) > len(clique) else clique
+    return len(exact) >= r + 1, best, "exact"
+
+
+def _clique_level(levels: np.ndarray, clique: list[int]) -> int:
+    """The largest level certified by a clique: min(its weakest pair, its size − 1)."""
+    if len(clique) < 2:
+        return 0
+    sub = levels[np.ix_(clique, clique)]
+    return int(min(sub[~np.eye(len(clique), dtype=bool)].min(), len(clique) - 1))
+
+
+def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> RadonBound:
+    """The best Radon certificate over the matching entries (module docstring)."""
+    start = time.monotonic()
+    deadline = start + budget_s
+    n = bounds.n
+    levels = pair_levels(bounds)
+    best = [0] if n else []
+    lo, hi, exact, steps = 0, n, True, []  # level lo is certified, level hi is not
+    if n > 1 and levels.min() >= n - 1:  # every pair qualifies at the top level
+        best, lo, hi = list(range(n)), n - 1, n
+    while hi - lo > 1:
+        r = (lo + hi) // 2
+        answer, clique, how = _decide(levels, r, deadline)
+        steps.append({"level": r, "answer": answer, "how": how, "clique": len(clique)})
+        found = _clique_level(levels, clique)
+        if found > lo:
+            best, lo = clique, found
+        if answer is False:
+            hi = r
+        elif answer is None:
+            hi, exact = r, False
+    members = sorted(best)
+    return RadonBound(rank=lo + 1, members=members, level=lo,
+                      max_product=_max_product(bounds, members), exact_search=exact,
+                      seconds=time.monotonic() - start, steps=steps)
+
+
+def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
+    """The largest ``ε_ij·ε_ji`` over the members' pairs, exactly (None for fewer than two)."""
+    if len(members) < 2:
+        return None
+    idx = np.asarray(members)
+    eid = bounds.eps_id[np.ix_(idx, idx)].astype(np.int64)
+    upper = np.triu_indices(len(idx), 1)
+    keys = np.unique(eid[upper] * len(bounds.values) + eid.T[upper])
+    return max(bounds.values[k // len(bounds.values)] * bounds.values[k % len(bounds.values)]
+               for k in keys.tolist())
