@@ -1,4 +1,4 @@
-"""Stacked vs per-model training on the witness family (issue #4).
+"""Stacked vs per-model training on the witness family.
 
 Trains ranks {1,2,4,8,16,32} × 5 seeds with the ``table`` map for a fixed
 number of steps (no early stop) twice in one process — once as one stack of

@@ -1,4 +1,4 @@
-"""Bad input, as a user meets it (issue #7): CLI flags, sweep configs, family files and
+"""Bad input, as a user meets it: CLI flags, sweep configs, family files and
 results folders.  Every case gives exactly one stderr line ``error: …`` naming the
 problem, exit status 2, no traceback, and leaves every existing file byte-identical
 (the whole folder is hashed before and after; nothing new appears either).
@@ -22,7 +22,7 @@ from kernelgap.task import build_family
 from kernelgap.task.family_file import save_family
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
-EXAMPLE = str(Path(__file__).resolve().parents[1] / "examples" / "decayed_linear_attention.py") + ":DecayedLinearAttention"
+EXAMPLE = "kernelgap.probe.examples:DecayedLinearAttention"
 
 TINY = """
 name = "tiny"
@@ -94,9 +94,9 @@ def world(tmp_path_factory) -> Path:
     (w / "not-json.json").write_text('{"m": 8, "sequences": [')
     (w / "family-folder.json").mkdir()
     (w / "probe-corrupt").mkdir()
-    (w / "probe-corrupt" / "probe.partial.json").write_text('{"fingerprint": "abc", "runs": [')
+    (w / "probe-corrupt" / "probe.json").write_text('{"target": "x", "runs": [')
     (w / "probe-other").mkdir()
-    (w / "probe-other" / "probe.json").write_text(json.dumps({"fingerprint": "another", "runs": []}))
+    (w / "probe-other" / "probe.json").write_text(json.dumps({"target": "another.py:Module", "runs": "runs-x"}))
     return w
 
 
@@ -106,7 +106,7 @@ CASES = [
     # -- command-line flags
     ("flag-not-an-int", ["verify", "--m", "two"], "Invalid value for '--m'", True),
     ("flag-unknown", ["verify", "--m", "2", "--bogus"], "--bogus", False),
-    ("flag-rank-zero", ["train", "--family", "exhaustive", "-p", "m=2", "--rank", "0"], "--rank must be ≥ 1", False),
+    ("flag-rank-zero", ["train", "--family", "exhaustive", "-p", "m=2", "--rank", "0"], "model.rank must be ≥ 1, got 0", False),
     ("flag-negative-lr", ["train", "--family", "exhaustive", "-p", "m=2", "--lr", "-1"],
      "train.lr must be a finite number > 0", True),
     ("flag-negative-steps", ["train", "--family", "exhaustive", "-p", "m=2", "--mse-steps", "-3"],
@@ -165,7 +165,7 @@ CASES = [
     ("results-status-corrupt", ["sweep", "{w}/corrupt-meta", "--status"], "is corrupted", False),
     ("results-status-not-a-sweep", ["sweep", "{w}/stranger", "--status"], "no sweep.json", False),
     ("results-probe-corrupt", ["probe", EXAMPLE, "--ranks", "2", "--steps", "3", "--out", "{w}/probe-corrupt"],
-     "probe.partial.json is corrupted (not valid JSON)", False),
+     "probe.json is corrupted (not valid JSON)", False),
     ("results-probe-other-settings", ["probe", EXAMPLE, "--ranks", "2", "--steps", "3", "--out", "{w}/probe-other"],
      "holds a probe of another module or other settings", False),
 ]

@@ -1,4 +1,4 @@
-"""Beyond the paper (issue #6): signed guard, several heads, the report section, the configs."""
+"""Beyond the paper: signed guard, several heads, the report section, the profiles."""
 
 import html
 import json
@@ -7,16 +7,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgap.models import build_model, feature_count
+from kernelgap.experiments.hooks import HOOKS
+from kernelgap.experiments.profile import load_profile
+from kernelgap.models import build_model, feature_count, signed_kernel
 from kernelgap.models.attention import DENOMINATOR_GUARD, KEY_AXIS, gather_pairs
 from kernelgap.models.sketch import sketch_numbers
-from kernelgap.report.beyond import beyond_sections, render_beyond, transition
-from kernelgap.reproduce import EXTRAS, load_profile
+from kernelgap.report.criteria import exact, first_rank
+from kernelgap.report.figures import draw_all
+from kernelgap.report.html import beyond_section
+from kernelgap.report.summary import (
+    loopholes_section, pooled_ood_rows, pooled_witness_rows, precision_section, probe_section, zoo_section,
+)
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.training import default_model
 
-BEYOND = ["signed", "signed_ood", "heads", "zoo", "zoo_ood", "precision", "probe"]
+BEYOND = ["signed", "signed_ood", "heads", "zoo", "zoo_ood", "precision"]
 
 
 # -- signed kernels: the denominator guard ----------------------------------------------------
@@ -124,10 +130,13 @@ def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", 
             kernel=None):
     (folder / "runs").mkdir(parents=True, exist_ok=True)
     rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}"
+    spec = default_model(feature_map=fm, rank=rank, heads=heads)
     rec = {"id": rid, "seed": seed, "status": "ok", "steps": 10, "wall_time_s": 1.0,
+           "features": feature_count(spec), "signed_kernel": signed_kernel(spec),
            "config": {"model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
                       "family": {"name": family, "params": params or {}}},
-           "train": {"max_error": max_error, "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0},
+           "train": {"max_error": max_error, "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0,
+                     "mean_abs_error": max_error / 2},
            "test": {"max_error": 1.0, "exact_seq_acc": test_acc} if test_acc is not None else None}
     if kernel:
         rec["train"]["kernel"] = kernel
@@ -159,7 +168,7 @@ def test_sections_transitions_and_html(tmp_path):
                     "exact": True, "max_error": 0.1, "collapse_bits": {"uniform": 4},
                     "quantized": [{"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5,
                                    "exact_seq_acc": 1.0} for b, e in ((2, 3.0), (4, 0.3), (8, 0.1))]}]}))
-    s = beyond_sections(tmp_path)
+    s = sections(tmp_path)
     signed = s["loopholes"]["signed"]["witness"]["transition"]["signed"]
     assert signed == {"transition": 16, "max_tried": 32}  # seeds 1, 2 exact at 16: a majority
     # every map whose kernel may be negative pools into the signed item, from the zoo too
@@ -167,7 +176,8 @@ def test_sections_transitions_and_html(tmp_path):
     assert witness["transition"]["signed_table"] == {"transition": 32, "max_tried": 32}
     assert {r["feature_map"] for r in witness["runs"]} == {"signed", "signed_table"}
     assert len(witness["runs"]) == 2 * 9  # the run in both folders counts once
-    assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor"}
+    # every single-head witness run of any sweep pools in: the zoo's maps and the heads sweep's H = 1
+    assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor", "table", "mlp_exp"}
     assert s["loopholes"]["certified_rank"] == 11
     per_h = s["loopholes"]["heads"]["per_map"]["table"]
     assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
@@ -177,11 +187,12 @@ def test_sections_transitions_and_html(tmp_path):
     assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
     # taylor's features are 1 + d + d² ≤ r: r = 16 → 13, r = 32 → 31
     assert zoo["taylor"]["witness_transition"] == 13
-    assert zoo["elu1"]["ood_transition_acc99"] == 16
+    assert zoo["elu1"]["ood_transition_solved"] == 16  # accuracy 0.995 ≥ 0.95 at r = 16, 0.5 at 4
     assert s["precision"]["collapse"][0]["sketch_bits_at_collapse"] == [4 * 528]
     assert s["probe"] is None
     summary = {**s, "witness": None}
-    page = render_beyond(summary, tmp_path)
+    drawn = draw_all(summary, tmp_path / "figures")
+    page = "".join(beyond_section(summary, drawn, tmp_path / "figures"))
     assert "Beyond the paper" in page and "not reached up to 32" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
@@ -189,19 +200,26 @@ def test_sections_transitions_and_html(tmp_path):
     assert ("signed_table: its exact models give 25 % of the weights a negative sign, 0 % of its "
             "denominators, smallest |Σα| 8.5, guarded 0 %") in html.unescape(page)
     assert "<td>not run</td>" in page  # signed_table has witness runs but no OOD runs
-    assert page.count("<img") == 4  # signed, heads, zoo, precision
-    for stem in ("beyond_signed", "beyond_heads", "beyond_zoo", "beyond_precision"):
+    # signed, zoo, precision; one total per head count is a table, not a figure of single points
+    assert page.count("<img") == 3 and "heads" not in drawn
+    for stem in ("beyond_signed", "beyond_zoo", "beyond_precision"):
         assert (tmp_path / "figures" / f"{stem}.png").is_file()
 
 
+def sections(root: Path) -> dict:
+    pooled, pooled_ood = pooled_witness_rows(root), pooled_ood_rows(root)
+    return {"loopholes": loopholes_section(root, pooled, pooled_ood), "zoo": zoo_section(root, pooled, pooled_ood),
+            "precision": precision_section(root), "probe": probe_section(root / "probe")}
+
+
 def test_transition_needs_a_strict_majority():
-    rows = [{"features": 4, "exact": e} for e in (True, False)] + [{"features": 8, "exact": True}]
-    assert transition(rows, lambda r: r["exact"]) == 8
+    rows = [{"features": 4, "max_error": e} for e in (0.1, 0.9)] + [{"features": 8, "max_error": 0.1}]
+    assert first_rank(rows, exact, "features") == 8
 
 
 def test_no_beyond_results_means_no_sections(tmp_path):
-    assert beyond_sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probe": None}
-    assert render_beyond({}, tmp_path) == ""
+    assert sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probe": None}
+    assert beyond_section({}, {}, tmp_path) == []
 
 
 # -- the profiles ------------------------------------------------------------------------------
@@ -218,7 +236,7 @@ def test_profiles_list_every_beyond_experiment(profile):
     for exp in expected:
         runs = load_sweep(prof.folder / f"{exp}.toml").runs()
         assert runs, exp
-    assert {"signed", "heads", "zoo", "precision", "probe"} <= set(EXTRAS)
+    assert {"signed", "heads", "zoo", "precision", "probe", "bound_curve"} <= set(HOOKS)
     zoo = load_sweep(prof.folder / "zoo.toml").runs()
     from kernelgap.models import FEATURE_MAPS
     assert {r.model.feature_map for r in zoo} == set(FEATURE_MAPS)

@@ -1,4 +1,4 @@
-"""Binary codes: Hadamard (Sylvester, Paley) and constant-weight codes (SPEC §5)."""
+"""Binary codes: Hadamard (Sylvester, Paley) and constant-weight codes (docs/experiments.md)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The SPEC §3 constructions, checked on every input they claim."""
+"""The exact constructions, checked on every input they claim."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Same config and seed → the same numbers (issue #7).
+"""Same config and seed → the same numbers.
 
 Guaranteed and tested bitwise: repeated identical runs (alone, or as the same
 stack) in float32 and float64, and whole sweeps (inline, local process pool;

@@ -1,4 +1,4 @@
-"""Families (SPEC §5): exhaustive, pools, and the family file format."""
+"""Families (docs/experiments.md): exhaustive, pools, and the family file format."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import build_family, iter_exhaustive_index, load_family, pool_split, save_family
-from kernelgap.task.families import parse_params
+from kernelgap.task import parse_params
 
 
 def test_exhaustive_holds_every_sequence_once():

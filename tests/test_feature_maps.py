@@ -1,4 +1,4 @@
-"""Every registered feature map: size, kernel formula, sign (SPEC §2)."""
+"""Every registered feature map: size, kernel formula, sign (docs/theory.md, "The models")."""
 
 import math
 
@@ -9,7 +9,7 @@ from kernelgap.errors import KernelgapError
 from kernelgap.models import FEATURE_MAPS, ModelSpec, build_model, feature_map_class
 from kernelgap.models.feature_maps import Favor, Taylor
 from kernelgap.models.stacked import init_members
-from kernelgap.task.families import all_tokens
+from kernelgap.task.exhaustive import all_tokens
 
 M = 5
 TOKENS = all_tokens(M)

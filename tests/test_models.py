@@ -1,4 +1,4 @@
-"""Attention models: stacking, heads, positions, causal reading, guard (SPEC §2)."""
+"""Attention models: stacking, heads, positions, causal reading, guard (docs/theory.md, "The models")."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Numerical safety (issue #7): no NaN/inf in the forward pass at 10× the init scale and
+"""Numerical safety: no NaN/inf in the forward pass at 10× the init scale and
 10× the learning rate, for every feature map; divergence is a recorded status, never a crash."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Finite-precision sketches (issue #6, item 5): quantizers and the sketch read-out."""
+"""Finite-precision sketches: quantizers and the sketch read-out."""
 
 import pytest
 import torch
 
-from kernelgap.beyond.precision import collapse_bits, family_transcript, quantized_runs
+from kernelgap.experiments.precision import collapse_bits, family_transcript, quantized_runs
 from kernelgap.errors import KernelgapError
 from kernelgap.models import build_model
 from kernelgap.models.sketch import float_half_step, quantize, sketch_numbers, sketch_predict, uniform_step

@@ -1,4 +1,4 @@
-"""The reproduction pipeline end to end on a tiny profile (issue #5)."""
+"""The reproduction pipeline end to end on a tiny profile."""
 
 import json
 import re
@@ -8,14 +8,16 @@ import jsonschema
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.reproduce import load_profile, reproduce, write_summary_and_report
-from kernelgap.report.compare import comparison_rows
+from kernelgap.experiments.pipeline import reproduce
+from kernelgap.experiments.profile import load_profile
+from kernelgap.report import build_report
+from kernelgap.report.text import comparison_rows
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "src/kernelgap/report/summary.schema.json").read_text())
 
 TINY = {
-    "reproduce.toml": 'experiments = ["witness", "ood", "length"]\nlength_m = 2\n'
-                      '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
+    "profile.toml": 'experiments = ["witness", "ood", "length", "bound_curve"]\n[length]\nm = 2\n'
+                    '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
     "witness.toml": '''name = "witness"
 [family]
 name = "witness"
@@ -38,8 +40,7 @@ model.rank = 1
 name = "ood"
 params = {n = 4, split = "train", queries_per_class = 2, test_queries_per_class = 1}
 [test_family]
-name = "ood"
-params = {n = 4, split = "test", queries_per_class = 2, test_queries_per_class = 1}
+params = {split = "test"}
 [model]
 feature_map = "mlp_exp"
 [train]
@@ -78,7 +79,7 @@ def tiny(tmp_path_factory):
         (root / "tiny" / name).write_text(text)
     out = tmp_path_factory.mktemp("out") / "rep"
     logs = []
-    reproduce("tiny", out, executor="inline", config_root=root, log=logs.append)
+    reproduce(root / "tiny", out, executor="inline", log=logs.append)
     return root, out, logs
 
 
@@ -112,7 +113,7 @@ def test_rerun_reuses_finished_runs(tiny):
     root, out, _ = tiny
     before = {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*.json")}
     logs = []
-    reproduce("tiny", out, executor="inline", config_root=root, log=logs.append)
+    reproduce(root / "tiny", out, executor="inline", log=logs.append)
     assert any("0 trained" in line for line in logs if line.startswith("[witness]"))
     assert {p: p.stat().st_mtime_ns for p in out.glob("*/runs/*.json")} == before
 
@@ -121,7 +122,7 @@ def test_report_rebuilds_from_results_alone(tiny):
     _, out, _ = tiny
     before = json.loads((out / "summary.json").read_text())
     (out / "report.html").unlink()
-    write_summary_and_report(out, log=lambda *_: None)
+    build_report(out, log=lambda *_: None)
     assert (out / "report.html").exists()
     after = json.loads((out / "summary.json").read_text())
     assert after.get("wall_time_s") == before["wall_time_s"]  # a rebuild keeps the recorded wall time
@@ -137,13 +138,13 @@ def test_comparison_rows_say_something_for_every_row(tiny):
 def test_unknown_profile_and_foreign_folder(tiny, tmp_path):
     root, out, _ = tiny
     with pytest.raises(KernelgapError, match="unknown profile 'nope'"):
-        load_profile("nope", root)
+        load_profile("nope")
     (tmp_path / "x.txt").write_text("keep me")
     with pytest.raises(KernelgapError, match="not a kernelgap reproduction folder"):
-        reproduce("tiny", tmp_path, executor="inline", config_root=root, log=lambda *_: None)
+        reproduce(root / "tiny", tmp_path, executor="inline", log=lambda *_: None)
     assert (tmp_path / "x.txt").read_text() == "keep me"
 
 
 def test_report_on_empty_folder_is_user_error(tmp_path):
     with pytest.raises(KernelgapError, match="no reproduction results"):
-        write_summary_and_report(tmp_path, log=lambda *_: None)
+        build_report(tmp_path, log=lambda *_: None)

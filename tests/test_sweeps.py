@@ -1,4 +1,4 @@
-"""Sweep files, results folders and the local/inline executors (issue #4)."""
+"""Sweep files, results folders and the local/inline executors."""
 
 import csv
 import fcntl

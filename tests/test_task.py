@@ -1,4 +1,4 @@
-"""Min-IP targets and metrics (SPEC §1) against brute-force references."""
+"""Min-IP targets and metrics (docs/theory.md, "The task") against brute-force references."""
 
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-"""The stacked trainer (issue #4): stack ≡ alone, losses, schedule, early stop, divergence."""
+"""The stacked trainer: stack ≡ alone, losses, schedule, early stop, divergence."""
 
 import math
 
@@ -44,7 +44,7 @@ def test_members_differ_by_seed_and_rank(family):
 
 
 def test_early_stop_records_each_member_at_its_exact_step():
-    fam = build_family("exhaustive", m=2, length=2)  # rank 1 suffices for N = 2 (SPEC §3)
+    fam = build_family("exhaustive", m=2, length=2)  # rank 1 suffices for N = 2 (docs/theory.md, "Constructions")
     cfg = TrainConfig(lr=3e-2, mse_steps=300, max_steps=600)
     stacked = train(fam, "table", [0, 1], [1, 2], cfg)
     for e, (s, r) in enumerate(zip([0, 1], [1, 2])):

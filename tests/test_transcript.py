@@ -1,4 +1,4 @@
-"""Finite-precision transcript bound (SPEC §6)."""
+"""Finite-precision transcript bound (docs/experiments.md)."""
 
 import json
 import math

@@ -1,11 +1,11 @@
-"""Witness families (SPEC §5): the preset, Hadamard and constant-weight builders, chains, readings."""
+"""Witness families (docs/experiments.md): the preset, Hadamard and constant-weight builders, chains, readings."""
 
 import numpy as np
 import pytest
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import build_family, load_family, save_family
-from kernelgap.task.families import family_names
+from kernelgap.task import family_names
 from kernelgap.task.witness import chain_candidate, witness_from_code
 
 

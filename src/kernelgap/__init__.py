@@ -1,8 +1,9 @@
 """kernelgap: where nonnegative kernel attention stops matching dense softmax.
 
 Layers (imports flow one way): ``task`` ← ``models`` ← ``theory``;
-``training`` ← ``sweeps``; ``report`` only reads result files; nothing
-imports ``cli``.  See ``SPEC.md`` (shared) for the mathematics.
+``models`` ← ``training`` ← ``sweeps`` ← ``experiments`` and ``probe``;
+``report`` only reads result files; nothing imports ``cli``.  The mathematics
+is in ``docs/theory.md``, the experiments in ``docs/experiments.md``.
 """
 
 from importlib.metadata import PackageNotFoundError, version

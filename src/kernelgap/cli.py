@@ -59,10 +59,23 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
 ) -> None:
-    """Check every construction (SPEC §3) exhaustively for N = 1, 2, 3."""
-    from .models.verify import render_verify, verify_constructions
+    """Check every construction (docs/theory.md, "Constructions") exhaustively for N = 1, 2, 3."""
+    from .models.verify import verify_constructions
 
-    emit(verify_constructions(m, device=device), as_json, render_verify)
+    emit(verify_constructions(m, device=device), as_json, _render_verify)
+
+
+def _render_verify(payload: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Constructions on every sequence over {{0,1}}^{payload['m']}")
+    for col in ("construction", "N", "sequences", "max error", "exact"):
+        table.add_column(col, justify="left" if col == "construction" else "right")
+    for c in payload["checks"]:
+        table.add_row(c["construction"], str(c["N"]), f"{c['sequences']:,}",
+                      f"{c['max_error']:.6f}", "yes" if c["exact"] else "no")
+    Console().print(table)
 
 
 # -- certificate commands (family, certify, bound-curve, bound …) ----------------------
@@ -87,7 +100,7 @@ def family_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Build a registered family and write it as a family file."""
-    from .task.families import build_family, parse_params
+    from .task import build_family, parse_params
     from .task.family_file import save_family
 
     family = build_family(name, **parse_params(name, _key_values(param)))
@@ -107,7 +120,7 @@ def certify_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""
-    from .task.families import build_family, parse_params
+    from .task import build_family, parse_params
     from .task.family_file import load_family
     from .theory.certificate import certify, describe_certificate
 
@@ -190,10 +203,20 @@ def bound_transcript_cmd(
     bits: int = typer.Option(32, "--bits", help="Bits per number."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Finite-precision transcript bound q·log2(s+1) and a sketch's capacity (SPEC §6)."""
-    from .theory.transcript import render_transcript, transcript_bound
+    """Finite-precision transcript bound q·log2(s+1) and a sketch's capacity (docs/experiments.md)."""
+    from .theory.transcript import transcript_bound
 
-    emit(transcript_bound(answers, values, features, value_dim, heads, bits), as_json, render_transcript)
+    emit(transcript_bound(answers, values, features, value_dim, heads, bits), as_json, _render_transcript)
+
+
+def _render_transcript(payload: dict) -> None:
+    typer.echo(f"{payload['answers']} answers × log2({payload['values']}) = "
+               f"{payload['bits_needed']:.4g} bits (at least {payload['bits_needed_ceil']} whole bits)")
+    if "capacity_bits" in payload:
+        verdict = "can" if payload["can_carry"] else "cannot"
+        typer.echo(f"sketch: {payload['features']} features × {payload['value_dim']} value dim × "
+                   f"{payload['heads']} heads × {payload['bits']} bits = {payload['capacity_bits']} bits: "
+                   f"it {verdict} carry the answers")
 
 
 
@@ -215,13 +238,10 @@ def train(
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
-    """Train one model (SPEC §7 schedule) and print its metrics."""
-    from .task.families import parse_params
+    """Train one model (the calibrated schedule) and print its metrics."""
+    from .task import parse_params
     from .training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
-    from .sweeps.config import validate_run
 
-    if rank < 1:
-        raise KernelgapError(f"--rank must be ≥ 1, got {rank}")
     run = RunConfig(
         family=FamilySpec(family, parse_params(family, _key_values(params))),
         model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout),
@@ -229,8 +249,7 @@ def train(
                           stop_below=None if no_early_stop else 0.5, device=device),
         seed=seed,
     )
-    validate_run(run)  # every range and choice, before any training (issue #7)
-    emit(train_records([run])[0], as_json, _render_run)
+    emit(train_records([run.validate()])[0], as_json, _render_run)
 
 
 def _render_run(record: dict) -> None:
@@ -284,24 +303,63 @@ def _render_summary(s: dict) -> None:
 
 @app.command()
 def probe(
-    target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class (see kernelgap.probe)."),
+    target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class."),
     kwargs: Optional[str] = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/probe-CLASS)."),
     profile: str = typer.Option("quick", "--profile", help="quick or paper: the suites' ranks and seeds."),
-    ranks: Optional[str] = typer.Option(None, "--ranks", help="Comma-separated ranks (overrides the profile)."),
+    ranks: list[str] = typer.Option([], "--ranks", help="Ranks for every suite (8,16,32) or one suite (witness=8,16)."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Adam learning rate (default 3e-3)."),
+    interface: Optional[str] = typer.Option(None, "--interface", help="sequence or layer (default: the class's kernelgap_interface)."),
+    arg: list[str] = typer.Option([], "--arg", help="Constructor argument NAME=m|rank|d_model|JSON value (an argument map; repeatable)."),
+    output: Optional[int] = typer.Option(None, "--output", help="Index of the prediction in a tuple the module returns."),
     d_model: int = typer.Option(32, "--d-model", help="Embedding width given to a 'layer' module."),
-    workers: int = typer.Option(1, "--workers", help="Runs trained at once, one process each."),
+    executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Runs trained at once (default: cores)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
 ) -> None:
-    """Train any attention module on the witness and OOD suites; write probe.json and report.html."""
-    from .probe import load_target, parse_kwargs, run_probe
+    """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
+    from .probe import run_probe
 
-    args = parse_kwargs(kwargs)
-    cls = load_target(target)
-    folder = out or Path("results") / f"probe-{cls.__name__}"
-    run_probe(target, args, folder, profile, _int_list(ranks, "--ranks"), _int_list(seeds, "--seeds"),
-              steps, d_model, report=True, log=typer.echo, workers=workers)
+    run_probe(target, _json_object(kwargs, "--kwargs"), out, profile, _ranks(ranks), _int_list(seeds, "--seeds"),
+              steps, lr, d_model, interface, _arg_map(arg), output, executor=executor, workers=workers,
+              address=address, report=True, log=typer.echo)
+
+
+def _json_object(text: Optional[str], flag: str) -> dict:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KernelgapError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _arg_map(pairs: list[str]) -> dict:
+    """``NAME=m|rank|d_model`` binds a size; ``NAME=<JSON>`` a constant (``heads=1``, ``causal=false``)."""
+    out = {}
+    for key, value in _key_values(pairs).items():
+        if value in ("m", "rank", "d_model"):
+            out[key] = value
+            continue
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _ranks(values: list[str]):
+    """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4``."""
+    if not values:
+        return None
+    if all("=" not in v for v in values):
+        return _int_list(",".join(values), "--ranks")
+    return {name: _int_list(text, f"--ranks {name}") for name, text in _key_values(values).items()}
 
 
 def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
@@ -318,26 +376,29 @@ def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
 
 @app.command()
 def reproduce(
-    profile: str = typer.Option("quick", "--profile", help="quick (about 10 min on 2 cores) or paper (full grids)."),
+    profile: str = typer.Option("quick", "--profile", help="quick, paper, or a folder holding profile.toml."),
     out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
     executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
-    from .reproduce import reproduce as run
+    from .experiments.pipeline import reproduce as run
 
     run(profile, out, executor=executor, workers=workers, address=address, log=typer.echo)
 
 
 @app.command()
 def report(
-    folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce`."),
+    folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce` or `kernelgap probe`."),
 ) -> None:
     """Rebuild summary.json and report.html from the result files (no training)."""
-    from .reproduce import write_summary_and_report
+    from .report import build_probe_report, build_report
 
-    write_summary_and_report(folder, log=typer.echo)
+    if (folder / "probe.json").is_file() and not (folder / "reproduce.json").is_file():
+        build_probe_report(folder, log=typer.echo)
+    else:
+        build_report(folder, log=typer.echo)
 
 
 

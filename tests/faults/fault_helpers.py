@@ -1,4 +1,4 @@
-"""Shared pieces of the fault tests (issue #7): a small float64 sweep and record comparison."""
+"""Shared pieces of the fault tests: a small float64 sweep and record comparison."""
 
 from __future__ import annotations
 

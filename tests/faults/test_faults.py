@@ -1,4 +1,4 @@
-"""Faults a long sweep meets (issue #7): SIGKILL at random points, corrupted results,
+"""Faults a long sweep meets: SIGKILL at random points, corrupted results,
 two sweeps on one folder, stale locks, an unwritable results folder.
 
 Every sweep here runs through the real console script and compares its results

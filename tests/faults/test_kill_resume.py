@@ -1,4 +1,4 @@
-"""A witness sweep killed with SIGKILL mid-run resumes to exactly one result per run (issue #4)."""
+"""A witness sweep killed with SIGKILL mid-run resumes to exactly one result per run."""
 
 import json
 import os

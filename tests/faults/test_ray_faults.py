@@ -1,4 +1,4 @@
-"""Ray (issue #7): a worker killed mid-task is retried, and Ray gives the local numbers
+"""Ray: a worker killed mid-task is retried, and Ray gives the local numbers
 bitwise.  Marked ``ray``; skipped when Ray is not installed."""
 
 from __future__ import annotations

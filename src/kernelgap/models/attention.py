@@ -1,4 +1,4 @@
-"""One layer of normalized attention with a query-dependent affine readout (SPEC §2).
+"""One layer of normalized attention with a query-dependent affine readout (docs/theory.md, "The models").
 
     α_ij = α(x_i, x_j) ≥ 0
     y_i  = Σ_j α_ij v(x_j) / Σ_j α_ij
@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from ..errors import KernelgapError
+from .external import ModuleModel, ModuleSpec, build_external
 from .feature_maps import FeatureMap, feature_map_class
 from .stacked import StackedLinear, StackedMLP, init_members
 
@@ -33,6 +34,10 @@ from .stacked import StackedLinear, StackedMLP, init_members
 DENOMINATOR_GUARD = 1e-6
 #: Axis of the key positions in gathered scores ``[E, H, N, S, Q]``.
 KEY_AXIS = 2
+#: Value/readout shapes: affine maps of the token, or two-layer MLPs.
+READOUTS = ("linear", "mlp")
+#: Model kinds: kernel attention, dense softmax, a module written elsewhere.
+KINDS = ("kernel", "softmax", "module")
 
 
 @dataclass
@@ -108,7 +113,7 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     tiny = torch.finfo(prod.dtype).tiny
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
     # Pairs whose leading features sit at different r can underflow the shifted
-    # product (large init scales, issue #7): there the value is wrong and the
+    # product (large init scales): there the value is wrong and the
     # backward of log (grad / prod) overflows to inf, then NaN.  Recompute those
     # pairs exactly, as a logsumexp over r; ``where`` sends them no gradient
     # through the matmul path.
@@ -144,15 +149,13 @@ class SoftmaxScorer(Scorer):
 class Readout(nn.Module):
     """Values ``v_h^(p)(z) ∈ R^{d_v}``, readout vectors ``a_h(x)`` and bias ``b(x)``.
 
-    ``kind='linear'``: affine maps of the token (the shape of the SPEC §3
+    ``kind='linear'``: affine maps of the token (the shape of the exact
     constructions); ``kind='mlp'``: two-layer MLPs.
     """
 
     def __init__(self, m: int, d_value: int, members: int, heads: int = 1, key_positions: int = 1,
                  kind: str = "mlp", hidden: int = 64, init_scale: float = 1.0) -> None:
         super().__init__()
-        if kind not in ("mlp", "linear"):
-            raise KernelgapError(f"readout must be 'mlp' or 'linear', got {kind!r}")
         self.members, self.heads, self.key_positions = members, heads, key_positions
 
         def make(slots, per_member, d_out):
@@ -258,7 +261,7 @@ class AttentionModel(nn.Module):
     @torch.no_grad()
     def kernel_stats(self, tokens: torch.Tensor, index: torch.Tensor,
                      positions: list[int] | None = None) -> dict[str, torch.Tensor]:
-        """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (SPEC §2).
+        """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (docs/theory.md, "The models").
 
         Over every scored query of every head: the share of weights
         ``α(x_i, x_j) < 0``, of denominators ``Σ_j α(x_i, x_j) < 0``, of
@@ -306,7 +309,7 @@ class AttentionModel(nn.Module):
 class ModelSpec:
     """What a model is, independent of its seed (one row of a sweep grid)."""
 
-    kind: str = "kernel"  # "kernel" | "softmax"
+    kind: str = "kernel"  # "kernel" | "softmax" | "module" (an attention module written elsewhere)
     feature_map: str = "mlp_exp"
     rank: int = 16
     heads: int = 1
@@ -321,22 +324,47 @@ class ModelSpec:
     #: attention; the trained softmax recipe, see ``training.config.default_model``).
     scaled_scores: bool = False
     init_scale: float = 1.0
+    #: ``kind = "module"``: which module, with which arguments (:mod:`.external`).
+    module: ModuleSpec | None = None
 
-    def validate(self) -> None:
-        if self.kind not in ("kernel", "softmax"):
-            raise KernelgapError(f"model kind must be 'kernel' or 'softmax', got {self.kind!r}")
+    def validate(self, where: str = "model") -> "ModelSpec":
+        """Every choice and range of the spec; a one-line error naming ``where.field``."""
+        if self.kind not in KINDS:
+            raise KernelgapError(f"{where}.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if (self.kind == "module") != (self.module is not None):
+            raise KernelgapError(f"{where}.module is given exactly when {where}.kind = 'module'")
+        if self.module is not None:
+            self.module.validate(f"{where}.module")
         if self.kind == "kernel":
-            feature_map_class(self.feature_map)
+            try:
+                feature_map_class(self.feature_map)
+            except KernelgapError as exc:
+                raise KernelgapError(f"{where}: {exc}") from None
         for key in ("rank", "heads", "d_value", "hidden"):
             if getattr(self, key) < 1:
-                raise KernelgapError(f"{key} must be ≥ 1, got {getattr(self, key)}")
+                raise KernelgapError(f"{where}.{key} must be ≥ 1, got {getattr(self, key)}")
+        if self.readout not in READOUTS:
+            raise KernelgapError(f"{where}.readout must be 'mlp' or 'linear', got {self.readout!r}")
+        for key in ("init_scale", "temperature"):
+            value = getattr(self, key)
+            if not (math.isfinite(value) and value > 0):
+                raise KernelgapError(f"{where}.{key} must be a finite number > 0, got {value}")
+        if self.score_dim is not None and self.score_dim < 1:
+            raise KernelgapError(f"{where}.score_dim must be ≥ 1, got {self.score_dim}")
+        return self
 
 
 def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
                 ranks: list[int] | None = None, vocabulary: np.ndarray | None = None,
-                dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu") -> AttentionModel:
-    """A stack of ``len(seeds)`` models of one spec; ``ranks`` pads to the largest."""
+                dtype: torch.dtype = torch.float32,
+                device: str | torch.device = "cpu") -> AttentionModel | ModuleModel:
+    """A stack of ``len(seeds)`` models of one spec; ``ranks`` pads to the largest.
+    A module (``kind = "module"``) trains alone: one seed, one rank."""
     spec.validate()
+    if spec.kind == "module":
+        if len(seeds) != 1:
+            raise KernelgapError("a module model trains alone (one seed per stack)")
+        return build_external(spec.module, m, (ranks or [spec.rank])[0], seeds[0], dtype, device)
     members = len(seeds)
     ranks = ranks or [spec.rank] * members
     key_positions = length if spec.position_dependent else 1
@@ -356,8 +384,15 @@ def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
     return model.to(device=device, dtype=dtype)
 
 
-def feature_count(spec: ModelSpec) -> int:
-    """Total kernel features ``H · r`` actually used (``inf`` for softmax)."""
+def feature_count(spec: ModelSpec) -> int | None:
+    """Total kernel features ``H · r`` actually used (None for dense softmax; a module's rank)."""
     if spec.kind == "softmax":
-        return math.inf
+        return None
+    if spec.kind == "module":
+        return spec.rank
     return spec.heads * feature_map_class(spec.feature_map).output_size(spec.rank)
+
+
+def signed_kernel(spec: ModelSpec) -> bool:
+    """Whether the spec's kernel may take negative values (softmax weights never do)."""
+    return spec.kind == "kernel" and not feature_map_class(spec.feature_map).nonnegative

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import KernelgapError
-from ..task.families import all_tokens
+from ..task.exhaustive import all_tokens
 from ..task.family import Family
 from .attention import AttentionModel, ModelSpec, build_model
 

@@ -1,4 +1,4 @@
-"""Feature maps for kernel attention, one class each, in a registry (SPEC §2).
+"""Feature maps for kernel attention, one class each, in a registry (docs/theory.md, "The models").
 
 A feature map gives query features ``φ_Q(x) ∈ R^r`` and key features
 ``φ_K^(j)(z) ∈ R^r`` (one key map per key position when position-dependent),

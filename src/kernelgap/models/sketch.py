@@ -1,4 +1,4 @@
-"""Finite-precision kernel sketches (issue #6, item 5).
+"""Finite-precision kernel sketches.
 
 A kernel attention head never needs the pairwise weights: a query at position
 ``i`` only sees the keys through the **sketch**

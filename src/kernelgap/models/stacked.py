@@ -1,7 +1,7 @@
 """Stacked ("ensemble") building blocks.
 
 Every parameter carries a leading *slot* axis so that K models of one shape
-train as one tensor program (issue #4).  A model with ``E`` members and ``H``
+train as one tensor program.  A model with ``E`` members and ``H``
 heads has ``E·H`` slots in its head-level modules and ``E`` in the others.
 Each module initialises a member from that member's own generator, drawing
 exactly the numbers a lone model of that member's rank would draw, so a model

@@ -1,4 +1,4 @@
-"""Resumable sweeps of stacked training runs (issue #4)."""
+"""Resumable sweeps of stacked training runs."""
 
 from .config import SweepConfig, load_sweep, parse_sweep
 from .executors import EXECUTORS, make_executor

@@ -1,16 +1,18 @@
-"""Sweep files: a base run config plus a grid, in TOML (issue #4).
+"""Sweep files: a base run config plus a grid, in TOML (docs/formats.md, "Sweep files").
 
     name = "witness"                 # optional label
     seed = 0                         # base seed (usually a grid axis)
     [family]                         # task.build_family(name, **params)
     name = "witness"
     params = {}
-    [test_family]                    # optional: scored, not trained on
+    [test_family]                    # optional: scored, not trained on; without a name it is
+    params = {split = "test"}        # the training family with these parameters changed
     [model]                          # models.ModelSpec fields
     [train]                          # training.TrainConfig fields
     [grid]                           # dotted keys → non-empty lists (Cartesian product)
     seed = [0, 1, 2]
     model.rank = [1, 2, 4]
+    family.params.n = [4, 8]         # one family parameter as an axis
     [[variants]]                     # optional: overrides paired with every grid point
     model.feature_map = "mlp_exp"
     train.lr = 3e-3
@@ -25,20 +27,17 @@ the key: unknown key, wrong type, empty grid, non-positive size.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import math
 import tomllib
 import types
 import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ..errors import ConfigError, KernelgapError
+from ..errors import ConfigError
 from ..models import ModelSpec
-from ..models.verify import resolve_device
-from ..task.families import family_parameters
 from ..training import FamilySpec, RunConfig, TrainConfig, default_model
-from ..training.trainer import DTYPES
 
 #: Top-level sections and the dataclass each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
@@ -46,9 +45,6 @@ SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
 TOP_KEYS = {"name", "seed", "grid", "variants", *SECTIONS}
 #: Section defaults (``model`` starts from the calibrated training defaults).
 FACTORIES: dict[type, object] = {ModelSpec: default_model}
-#: Keys that must be ≥ 1 (``rank ≤ 0`` is an error) or ≥ 0.
-POSITIVE = {"model.rank", "model.heads", "model.d_value", "model.hidden"}
-NONNEGATIVE = {"train.mse_steps", "train.max_steps"}
 
 
 @dataclass
@@ -105,7 +101,7 @@ def parse_sweep(data: dict) -> SweepConfig:
     for section in SECTIONS:
         if section in base and not isinstance(base[section], dict):
             raise ConfigError(f"{section}: expected a table")
-    grid = _flatten(_table(data.get("grid", {}), "grid"), "")
+    grid = _flatten(_table(data.get("grid", {}), "grid"), "", whole_params=False)
     for key, values in grid.items():
         if not isinstance(values, list):
             raise ConfigError(f"grid.{key}: expected a list of values, got {values!r}")
@@ -120,16 +116,15 @@ def parse_sweep(data: dict) -> SweepConfig:
 
 def build_run(raw: dict) -> RunConfig:
     """A :class:`RunConfig` from nested plain values, every key and type checked."""
+    raw = _test_family_follows(raw)
     sections = {}
     for section, cls in SECTIONS.items():
         if section in raw:
             sections[section] = _dataclass_from(cls, raw[section], section)
     seed = _typed(raw.get("seed", 0), int, "seed")
-    run = RunConfig(family=sections["family"], model=sections.get("model", default_model()),
-                    train=sections.get("train", TrainConfig()), seed=seed,
-                    test_family=sections.get("test_family"))
-    _check_ranges(run)
-    return run
+    return RunConfig(family=sections["family"], model=sections.get("model", default_model()),
+                     train=sections.get("train", TrainConfig()), seed=seed,
+                     test_family=sections.get("test_family")).validate()
 
 
 def _dataclass_from(cls: type, values, where: str):
@@ -141,23 +136,9 @@ def _dataclass_from(cls: type, values, where: str):
         if key not in known:
             raise ConfigError(f"unknown key {where}.{key!r} (expected one of {', '.join(sorted(known))})")
     kwargs = {k: _typed(v, hints[k], f"{where}.{k}") for k, v in values.items()}
-    if cls is FamilySpec:
-        if "name" not in kwargs:
-            raise ConfigError(f"{where}.name is required")
-        _check_family(kwargs["name"], kwargs.get("params", {}), where)
+    if cls is FamilySpec and "name" not in kwargs:
+        raise ConfigError(f"{where}.name is required")
     return FACTORIES.get(cls, cls)(**kwargs)
-
-
-def _check_family(name: str, params: dict, where: str) -> None:
-    try:
-        allowed = family_parameters(name)
-    except KernelgapError as exc:
-        raise ConfigError(f"{where}.name: {exc}") from None
-    for key, value in params.items():
-        if key not in allowed:
-            raise ConfigError(f"unknown key {where}.params.{key!r} (family {name!r} takes {', '.join(allowed)})")
-        if not isinstance(value, (int, float, str, bool, list)):
-            raise ConfigError(f"{where}.params.{key}: unsupported value {value!r}")
 
 
 def _typed(value, hint, where: str):
@@ -166,6 +147,8 @@ def _typed(value, hint, where: str):
     for typ in options:
         if typ is type(None) and value is None:
             return None
+        if dataclasses.is_dataclass(typ) and isinstance(value, dict):
+            return _dataclass_from(typ, value, where)
         if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         if typ is int and isinstance(value, int) and not isinstance(value, bool):
@@ -176,43 +159,15 @@ def _typed(value, hint, where: str):
     raise ConfigError(f"{where}: expected {names}, got {value!r}")
 
 
-def _check_ranges(run: RunConfig) -> None:
-    for key in POSITIVE | NONNEGATIVE:
-        section, name = key.split(".")
-        value = getattr(getattr(run, section), name)
-        low = 1 if key in POSITIVE else 0
-        if value < low:
-            raise ConfigError(f"{key} must be ≥ {low}, got {value}")
-    if run.train.lr is not None and not (math.isfinite(run.train.lr) and run.train.lr > 0):
-        raise ConfigError(f"train.lr must be a finite number > 0, got {run.train.lr}")
-    if not (math.isfinite(run.train.power) and run.train.power >= 1):
-        raise ConfigError(f"train.power must be a finite number ≥ 1, got {run.train.power}")
-    if run.train.stop_below is not None and not run.train.stop_below >= 0:
-        raise ConfigError(f"train.stop_below must be ≥ 0 (0: never stop early), got {run.train.stop_below}")
-    if run.train.dtype not in DTYPES:
-        raise ConfigError(f"train.dtype must be one of {', '.join(DTYPES)}, got {run.train.dtype!r}")
-    try:
-        resolve_device(run.train.device)
-    except KernelgapError as exc:
-        raise ConfigError(f"train.device: {exc}") from None
-    if run.model.readout not in ("mlp", "linear"):
-        raise ConfigError(f"model.readout must be 'mlp' or 'linear', got {run.model.readout!r}")
-    for key in ("init_scale", "temperature"):
-        value = getattr(run.model, key)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"model.{key} must be a finite number > 0, got {value}")
-    if run.model.score_dim is not None and run.model.score_dim < 1:
-        raise ConfigError(f"model.score_dim must be ≥ 1, got {run.model.score_dim}")
-    try:
-        run.model.validate()
-    except KernelgapError as exc:
-        raise ConfigError(f"model: {exc}") from None
-
-
-def validate_run(run: RunConfig) -> RunConfig:
-    """Check a run's ranges and choices (what ``kernelgap train`` and sweep files share)."""
-    _check_ranges(run)
-    return run
+def _test_family_follows(raw: dict) -> dict:
+    """A ``[test_family]`` without a name is the training family with its parameters changed."""
+    test = raw.get("test_family")
+    if not isinstance(test, dict) or "name" in test or not isinstance(raw.get("family"), dict):
+        return raw
+    family = raw["family"]
+    params = {**_table(family.get("params", {}), "family.params"),
+              **_table(test.get("params", {}), "test_family.params")}
+    return {**raw, "test_family": {**family, **test, "params": params}}
 
 
 def _table(value, where: str) -> dict:
@@ -221,13 +176,14 @@ def _table(value, where: str) -> dict:
     return value
 
 
-def _flatten(table: dict, prefix: str) -> dict:
-    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}`` (``params`` stay whole if given whole)."""
+def _flatten(table: dict, prefix: str, whole_params: bool = True) -> dict:
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``.  In variants a ``params``
+    table given whole stays whole; in the grid every table is walked down to its lists."""
     out = {}
     for key, value in table.items():
         path = f"{prefix}{key}"
-        if isinstance(value, dict) and not path.endswith(".params"):
-            out.update(_flatten(value, path + "."))
+        if isinstance(value, dict) and not (whole_params and path.endswith(".params")):
+            out.update(_flatten(value, path + ".", whole_params))
         else:
             out[path] = value
     return out

@@ -1,4 +1,4 @@
-"""Executors: where stacks of runs train (issue #4).
+"""Executors: where stacks of runs train.
 
 Each is a :class:`concurrent.futures.Executor` (``submit(fn, *args) → Future``,
 ``shutdown``), made by name from :data:`EXECUTORS`, so other engines (e.g.
@@ -9,8 +9,12 @@ importing torch.  Workers only compute; the driver writes every result.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 
@@ -26,10 +30,35 @@ def available_cores() -> int:
 
 
 def local_executor(workers: int | None = None, **_: object) -> Executor:
-    """A process pool, one worker per core by default (``forkserver``, torch preloaded)."""
+    """A process pool, one worker per core by default (``forkserver``, torch preloaded).
+
+    Each worker watches the driver and exits when it is gone, so a driver killed
+    with ``-9`` leaves no worker behind (nor the forkserver and resource tracker,
+    which exit once no worker holds their pipes).
+    """
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["kernelgap.training"])
-    return ProcessPoolExecutor(max_workers=workers or available_cores(), mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=workers or available_cores(), mp_context=ctx,
+                               initializer=watch_driver, initargs=(os.getpid(),))
+
+
+#: Seconds between a worker's checks that its driver is alive.
+DRIVER_CHECK_S = 1.0
+
+
+def watch_driver(driver: int) -> None:
+    """Start a daemon thread that ends this process as soon as process ``driver`` is gone."""
+    def watch() -> None:
+        while True:
+            try:
+                os.kill(driver, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # the pid was reused by another user's process
+                os._exit(1)
+            time.sleep(DRIVER_CHECK_S)
+
+    threading.Thread(target=watch, name="kernelgap-driver-watch", daemon=True).start()
 
 
 class InlineExecutor(Executor):
@@ -63,8 +92,9 @@ class RayExecutor(Executor):
             ) from None
         self._ray = ray
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level="WARNING", ignore_reinit_error=True)
+            with stdout_to_stderr():  # Ray's start-up lines never mix with --json output
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         logging_level="WARNING", ignore_reinit_error=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KernelgapError(f"cannot connect to Ray at {address or 'a new local instance'}: {first}") from None
@@ -76,6 +106,20 @@ class RayExecutor(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._ray.shutdown()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr():
+    """Send everything written to file descriptor 1 (Python and C alike) to 2 meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _call(fn: Callable, *args, **kwargs):

@@ -1,4 +1,4 @@
-"""Run a sweep: plan stacks, claim runs, train on an executor, write results (issue #4).
+"""Run a sweep: plan stacks, claim runs, train on an executor, write results.
 
 Only the driver touches the results folder: it claims each run of a task
 before submitting it, writes each returned record atomically, and frees the
@@ -108,7 +108,7 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
             # Plan the stacks of the *whole* sweep and train every stack that holds a
             # pending run *whole*, writing only the runs this sweep claimed: a resumed
             # sweep (or one sharing the folder) trains exactly the stacks an
-            # uninterrupted one would, so its numbers are bitwise equal (issue #7);
+            # uninterrupted one would, so its numbers are bitwise equal;
             # finished results are never rewritten.
             todo = {id(r) for r in pending}
             tasks = [task for task in plan_tasks(runs, width, max_stack)

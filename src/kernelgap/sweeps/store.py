@@ -1,4 +1,4 @@
-"""A sweep's results folder (issue #4): never overwritten, resumable, shareable.
+"""A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
     DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids
@@ -58,7 +58,7 @@ class ResultsDir:
 
         Any folder problem (a file in the way, no permission, a read-only or
         full disk) is a one-line :class:`ConfigError` raised here, before any
-        training starts (issue #7).
+        training starts.
         """
         try:
             if self.root.exists() and not self.root.is_dir():

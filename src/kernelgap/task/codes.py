@@ -1,4 +1,4 @@
-"""Binary codes for witness families (SPEC §5).
+"""Binary codes for witness families (docs/experiments.md).
 
 * **Hadamard codes.** A normalized Hadamard matrix ``H`` of order ``m`` (first
   row and column all ``+1``, ``H Hᵀ = m I``) gives ``m − 1`` codewords: rows

@@ -7,7 +7,7 @@ the stacked trainer) works on the ``T × T`` Gram matrix and these ids.
 
 ``query_position`` is 1-based as in the family file format; ``None`` means
 every position is a query (bidirectional reading).  ``matching`` lists
-``(query_id, good_id)`` pairs for the certificate (SPEC §4).
+``(query_id, good_id)`` pairs for the certificate (docs/theory.md, "The lower bound as a certificate").
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .minip import targets_from_index
 
 @dataclass
 class Family:
-    """Sequences over a set of distinct tokens (SPEC §5)."""
+    """Sequences over a set of distinct tokens (docs/experiments.md)."""
 
     tokens: np.ndarray  # uint8 [T, m]
     index: np.ndarray  # int64 [S, N]
@@ -73,7 +73,7 @@ class Family:
         return t @ t.T
 
     def targets(self) -> np.ndarray:
-        """Targets at every position, ``[S, N]`` (SPEC §1)."""
+        """Targets at every position, ``[S, N]`` (docs/theory.md, "The task")."""
         return targets_from_index(self.gram(), self.index)
 
     def sequences_bits(self) -> np.ndarray:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import FamilyError
 from .codes import random_constant_weight
-from .families import register_family
+from .registry import register_family
 from .family import ProductFamily
 from .witness import chain_candidate
 

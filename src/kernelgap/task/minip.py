@@ -1,4 +1,4 @@
-"""The Min-IP task and its metrics (SPEC §1).
+"""The Min-IP task and its metrics (docs/theory.md, "The task").
 
 Tokens are binary vectors ``x ∈ {0,1}^m``; a sequence is ``X = (x_1..x_N)``.
 The target at position ``i`` is ``t_i(X) = min_j <x_i, x_j>`` with ``j``
@@ -38,7 +38,7 @@ def targets_from_index(gram, index):
 
 @dataclass(frozen=True)
 class Metrics:
-    """Errors over the scored positions of a set of sequences (SPEC §1).
+    """Errors over the scored positions of a set of sequences (docs/theory.md, "The task").
 
     ``exact`` is ``max_error < 1/2``; ``exact_seq_acc`` is the share of
     sequences whose every scored position rounds to its target.

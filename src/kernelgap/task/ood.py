@@ -1,4 +1,4 @@
-"""Out-of-distribution Min-IP families (SPEC §5 pools; issue #5 OOD scaling).
+"""Out-of-distribution Min-IP families: disjoint train/test token pools (docs/experiments.md, "OOD").
 
 Uniform random triples rarely need a sharp choice, so these pools are built
 like the witness family, with nuisance bits that make every test token new:
@@ -26,8 +26,9 @@ import numpy as np
 
 from ..errors import FamilyError
 from .codes import hadamard_code, hadamard_orders
-from .families import register_family
+from .registry import register_family
 from .family import Family
+from .witness import READINGS
 
 
 def weight_patterns(bits: int, weight: int) -> np.ndarray:
@@ -111,10 +112,16 @@ def _witness_sequences(x, i, code, cand_patterns, partners, query_bits, rng):
 @register_family("ood")
 def ood(n: int = 8, queries_per_class: int = 16, test_queries_per_class: int = 4,
         partners: int = 0, test_fraction: float = 0.4, seed: int = 0,
-        split: str = "train") -> Family:
-    """One side (``split='train'|'test'``) of :func:`ood_split`."""
+        split: str = "train", reading: str = "first") -> Family:
+    """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the
+    query last (the causal final-query reading, scored at position 3)."""
     if split not in ("train", "test"):
         raise FamilyError(f"split must be 'train' or 'test', got {split!r}")
+    if reading not in READINGS:
+        raise FamilyError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
     train, test = ood_split(n, queries_per_class, test_queries_per_class, partners,
                             test_fraction=test_fraction, seed=seed)
-    return train if split == "train" else test
+    family = train if split == "train" else test
+    position, order = READINGS[reading]
+    return Family(family.tokens, family.index[:, list(order)], position, family.matching,
+                  family.name, {**family.meta, "reading": reading})

@@ -1,4 +1,4 @@
-"""Witness families: the sequences a rank certificate needs (SPEC §4, §5).
+"""Witness families: the sequences a rank certificate needs (docs/theory.md, "The lower bound as a certificate").
 
 Queries ``x_1..x_n`` come from a binary code; the good candidate of ``x`` is
 its complement ``g_x = 1 − x`` (``<x, g_x> = 0``) and the good candidates of
@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import FamilyError
 from .codes import CW_METHODS, hadamard_code
-from .families import register_family
+from .registry import register_family
 from .family import Family
 
 #: Query readings: (query position, order of (query, a, b) columns in a row).
@@ -128,11 +128,11 @@ def cw(m: int = 16, weight: int = 8, max_overlap: int = 3, n: int = 16, method: 
 
 @register_family("witness")
 def witness(reading: str = "first", chain_step: int = 0) -> Family:
-    """The preset: m = 24, first 16 Hadamard codewords, 736 sequences (SPEC §5, §7)."""
+    """The preset: m = 24, first 16 Hadamard codewords, 736 sequences (docs/experiments.md)."""
     family = hadamard(24, 16, reading, chain_step)
     family.name = "witness"
     family.meta["calibration"] = (
-        f"SPEC §7 calibration family (first 16 rows of a normalized Hadamard matrix of order 24, "
+        f"the calibration family (first 16 rows of a normalized Hadamard matrix of order 24, "
         f"chain step {chain_step}, {len(family)} sequences); the paper's own witness suite had "
         "1,272 inputs and bound 8")
     return family

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import FamilyError, KernelgapError
 from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
-from ..task.families import build_family
+from ..task import build_family
 from ..task.family import ProductFamily
 from ..task.minip import targets
 from ..task.witness import witness_from_code

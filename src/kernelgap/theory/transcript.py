@@ -1,4 +1,4 @@
-"""Finite-precision transcript bound (SPEC §6).
+"""Finite-precision transcript bound (docs/experiments.md).
 
 A deterministic sketch model whose cross-token channel carries symbols from a
 finite alphabet must send at least ``q · log2(s + 1)`` bits to give ``q``
@@ -51,13 +51,3 @@ def _positive(**named: int) -> None:
     for key, value in named.items():
         if not isinstance(value, int) or value < 1:
             raise KernelgapError(f"{key} must be a positive integer, got {value!r}")
-
-
-def render_transcript(payload: dict) -> None:
-    print(f"{payload['answers']} answers × log2({payload['values']}) = "
-          f"{payload['bits_needed']:.4g} bits (at least {payload['bits_needed_ceil']} whole bits)")
-    if "capacity_bits" in payload:
-        verdict = "can" if payload["can_carry"] else "cannot"
-        print(f"sketch: {payload['features']} features × {payload['value_dim']} value dim × "
-              f"{payload['heads']} heads × {payload['bits']} bits = {payload['capacity_bits']} bits: "
-              f"it {verdict} carry the answers")

@@ -1,4 +1,4 @@
-"""The stacked trainer (issue #4; schedule and losses calibrated per SPEC §7).
+"""The stacked trainer (schedule and losses calibrated (docs/experiments.md)).
 
 A stack of ``E`` members (one :class:`~kernelgap.models.AttentionModel`)
 trains on the loss ``L = Σ_e L_e``: member ``e``'s parameters only reach
@@ -21,16 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..models import AttentionModel, build_model
+from ..models import AttentionModel, build_model, feature_count, signed_kernel
 from ..task import Family, error_metrics
-from .config import RunConfig, TrainConfig
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+from .config import DTYPES, RunConfig, TrainConfig
 
 
 def configure_worker(threads: int = 1, seed: int | None = None) -> None:
-    """One intra-op thread, flushed denormals (exp features underflow; SPEC §7) and
-    determinism (issue #7): deterministic algorithms on and, given ``seed``, the
+    """One intra-op thread, flushed denormals (exp features underflow) and
+    determinism: deterministic algorithms on and, given ``seed``, the
     python, numpy and torch global generators seeded.  Models draw their
     initialisation from per-member generators and train full batch, so the
     global generators are never meant to matter: seeding them only pins down
@@ -100,8 +98,10 @@ class MemberResult:
 
 
 def metrics_of(err: torch.Tensor) -> dict:
-    """SPEC §1 metrics of one member's errors ``[S, Q]``."""
-    return error_metrics(err, torch.zeros_like(err)).as_dict()
+    """The task's metrics of one member's errors ``[S, Q]``; a non-finite number becomes
+    None, so every record is strict JSON (a run diverged at step 0 has no finite error)."""
+    out = error_metrics(err, torch.zeros_like(err)).as_dict()
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
 
 
 class StackTrainer:
@@ -234,6 +234,8 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "steps": result.steps,
         "wall_time_s": result.wall_time_s,
         "stack_size": stack_size,
+        "features": feature_count(run.model),
+        "signed_kernel": signed_kernel(run.model),
         "train": result.train,
         "test": result.test,
         "version": __version__,

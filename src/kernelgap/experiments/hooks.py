@@ -1,0 +1,148 @@
+"""After-sweep steps: what each experiment writes beside its runs (no training of its own,
+except where a step says so).
+
+Each step is registered under its experiment's name and called as
+``step(profile, out, sweep_options)`` with ``out`` the experiment's results
+folder and ``sweep_options`` the reproduction's executor settings; it skips
+work whose file exists, so a resumed reproduction never redoes it.  The report
+(:mod:`kernelgap.report`) reads these files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from ..io import atomic_write_json
+from ..models.constructions import build_construction, one_hot_candidates
+from ..models.verify import check_exhaustive
+from ..sweeps.config import load_sweep
+from ..task.minip import choice_gap_share, error_metrics
+from ..theory.bound_curve import bound_curve, parse_m_range
+from ..theory.certificate import certify
+
+Step = Callable[[object, Path, dict], None]
+HOOKS: dict[str, Step] = {}
+
+
+def after_sweep(*experiments: str) -> Callable[[Step], Step]:
+    """Register ``step`` as what follows the sweeps of these experiments."""
+
+    def deco(step: Step) -> Step:
+        for name in experiments:
+            HOOKS[name] = step
+        return step
+
+    return deco
+
+
+def _runs(profile, experiment: str):
+    return load_sweep(profile.sweep_file(experiment)).runs()
+
+
+@after_sweep("witness")
+def witness_certificate(profile, out: Path, sweep_options: dict) -> None:
+    """The witness family's certificate (exact rationals) and the one-hot construction at the
+    certified rank, checked on every sequence (``certificate.json``)."""
+    path = out / "certificate.json"
+    if path.exists():
+        return
+    family = _runs(profile, "witness")[0].family.build()
+    model = one_hot_candidates(family)
+    qpos = family.query_position - 1
+    with torch.no_grad():
+        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
+    met = error_metrics(pred, family.targets()[:, [qpos]])
+    constructed = {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
+                   "max_error": met.max_error, "exact": met.exact}
+    atomic_write_json(path, {**certify(family).to_json(), "m": family.m, "sequences": len(family),
+                             "constructed": constructed})
+
+
+@after_sweep("ood")
+def ood_sizes(profile, out: Path, sweep_options: dict) -> None:
+    """Per problem size: m, sequence counts, share of test answers needing a gap-≥2 choice
+    (``sizes.json``)."""
+    path = out / "sizes.json"
+    if path.exists():
+        return
+    sizes = {}
+    for run in _runs(profile, "ood"):
+        key = json.dumps(run.family.params, sort_keys=True)
+        if key in sizes or run.test_family is None:
+            continue
+        train, test = run.family.build(), run.test_family.build()
+        sizes[key] = {"label": f"n={run.family.params.get('n')}, m={train.m}", "m": train.m,
+                      "train_sequences": len(train), "test_sequences": len(test),
+                      "test_gap_share": choice_gap_share(test.gram(), test.index, test.scored_positions)}
+    atomic_write_json(path, sizes)
+
+
+@after_sweep("length")
+def length_construction(profile, out: Path, sweep_options: dict) -> None:
+    """The rank-1 construction checked on every sequence of length 1, 2, 3 (``constructed.json``)."""
+    path = out / "constructed.json"
+    if path.exists():
+        return
+    m = profile.settings["length"]["m"]
+    rows = []
+    for n in (1, 2, 3):
+        res = check_exhaustive(build_construction("rank1", m, n), m, n, torch.device("cpu"))
+        rows.append({"N": n, "rank": 1, "m": m, "sequences": res["sequences"],
+                     "max_error": res["max_error"], "exact": res["exact"]})
+    atomic_write_json(path, rows)
+
+
+@after_sweep("signed", "heads", "zoo")
+def family_certificates(profile, out: Path, sweep_options: dict) -> None:
+    """The certified rank of every distinct training family of the sweep (``certificates.json``)."""
+    path = out / "certificates.json"
+    if path.exists():
+        return
+    certs = {}
+    for run in _runs(profile, out.name):
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        if key in certs:
+            continue
+        family = run.family.build()
+        certs[key] = {"family": run.family.name, "params": run.family.params, "m": family.m,
+                      "sequences": len(family),
+                      "certified_rank": certify(family).certified_rank if family.matching else None}
+    atomic_write_json(path, certs)
+
+
+@after_sweep("precision")
+def precision_sketches(profile, out: Path, sweep_options: dict) -> None:
+    """Retrain the sweep's models and score them through b-bit sketches (``quantized.json``)."""
+    from .precision import quantized_runs, read_records
+
+    path = out / "quantized.json"
+    if path.exists():
+        return
+    cfg = profile.settings["precision"]
+    payload = quantized_runs(_runs(profile, "precision"), [int(b) for b in cfg["bits"]],
+                             list(cfg["quantizers"]), read_records(out))
+    atomic_write_json(path, payload)
+
+
+@after_sweep("probe")
+def probe_example(profile, out: Path, sweep_options: dict) -> None:
+    """Probe the configured module (the shipped example) into ``out``, its runs trained by
+    the reproduction's executor."""
+    from ..probe import run_probe
+
+    cfg = profile.settings["probe"]
+    run_probe(cfg["target"], kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"], **sweep_options)
+
+
+@after_sweep("bound_curve")
+def ladder_curve(profile, out: Path, sweep_options: dict) -> None:
+    """The certified rank against m for the configured family series (``curve.json``)."""
+    path = out / "curve.json"
+    if path.exists():
+        return
+    spec = profile.settings["bound_curve"]
+    atomic_write_json(path, bound_curve(spec["code"], parse_m_range(spec["m"]), queries=spec["queries"]))

@@ -1,0 +1,75 @@
+"""``kernelgap reproduce``: every experiment of a profile, resumable, then the report.
+
+Each experiment with a sweep file runs through the resumable sweep runner into
+``OUT/<experiment>/``; its after-sweep step (:mod:`.hooks`) writes the
+untrained numbers beside the runs; then :func:`kernelgap.report.build_report`
+assembles ``summary.json`` and ``report.html`` from those files alone.
+``OUT/reproduce.json`` records the profile and every invocation (command,
+start, wall time), so a resumed reproduction's total time is their sum.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from .. import __version__
+from ..errors import KernelgapError
+from ..io import atomic_write_json, read_json
+from ..report import build_report
+from ..sweeps.runner import run_sweep
+from .hooks import HOOKS
+from .profile import load_profile
+
+META = "reproduce.json"
+
+
+def command_line() -> str:
+    return "kernelgap " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "kernelgap reproduce"
+
+
+def claim_output(out: Path, profile: str) -> dict:
+    """Create or reuse ``out``; refuse a folder that holds something else.  Its metadata."""
+    if out.exists() and not out.is_dir():
+        raise KernelgapError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        meta = read_json(out / META)
+        if not isinstance(meta, dict):
+            raise KernelgapError(f"--out {out} is not empty and is not a kernelgap reproduction folder")
+        if meta.get("profile") != profile:
+            raise KernelgapError(f"--out {out} holds the {meta.get('profile')!r} profile, not {profile!r}")
+        return meta
+    meta = {"profile": profile, "version": __version__, "invocations": []}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out / META, meta)
+    except OSError as exc:
+        raise KernelgapError(f"cannot write to --out {out}: {exc.strerror}") from None
+    return meta
+
+
+def reproduce(profile: str | Path = "quick", out: str | Path | None = None, executor: str = "local",
+              workers: int | None = None, address: str | None = None, log=print) -> Path:
+    """Run every experiment of a profile (resumable), then write summary and report."""
+    prof = load_profile(profile)
+    out = Path(out or f"results/reproduce-{prof.name}")
+    meta = claim_output(out, prof.name)
+    invocation = {"command": command_line(), "started": time.time(), "version": __version__}
+    start = time.perf_counter()
+    options = {"executor": executor, "workers": workers, "address": address}
+    for exp in prof.experiments:
+        sweep = prof.sweep_file(exp)
+        if sweep is not None:
+            log(f"[{exp}] sweep {sweep} → {out / exp}")
+            res = run_sweep(sweep, out / exp, **options)
+            log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
+        if exp in HOOKS:
+            step_start = time.perf_counter()
+            HOOKS[exp](prof, out / exp, options)
+            log(f"[{exp}] after-sweep step done ({time.perf_counter() - step_start:.0f} s)")
+    invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
+    meta.setdefault("invocations", []).append(invocation)
+    atomic_write_json(out / META, meta)
+    return build_report(out, log=log)

@@ -1,0 +1,75 @@
+"""Profiles: ``profile.toml`` and the sweep files beside it (package data, or a user folder)."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from ..errors import ConfigError
+
+#: Settings of the after-sweep steps that are not sweep fields, with their defaults.
+SETTINGS: dict[str, dict] = {
+    "length": {"m": 4},
+    "bound_curve": {"code": "ladder", "m": "32..96..16", "queries": 2048},
+    "precision": {"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
+    "probe": {"target": "kernelgap.probe.examples:DecayedLinearAttention", "kwargs": {},
+              "profile": "quick"},
+}
+
+
+def builtin_profiles() -> Path:
+    """The folder of the profiles shipped with the package."""
+    return Path(str(resources.files("kernelgap.experiments") / "profiles"))
+
+
+@dataclass
+class Profile:
+    """One profile: its name, folder, experiments in order and step settings."""
+
+    name: str
+    folder: Path
+    experiments: list[str]
+    settings: dict[str, dict] = field(default_factory=lambda: copy.deepcopy(SETTINGS))
+
+    def sweep_file(self, experiment: str) -> Path | None:
+        """The experiment's sweep file, or None for an experiment without training."""
+        path = self.folder / f"{experiment}.toml"
+        return path if path.is_file() else None
+
+
+def profile_names() -> list[str]:
+    return sorted(p.parent.name for p in builtin_profiles().glob("*/profile.toml"))
+
+
+def load_profile(name: str | Path) -> Profile:
+    """A built-in profile by name, or a folder holding ``profile.toml``."""
+    folder = Path(name) if Path(name).is_dir() else builtin_profiles() / str(name)
+    path = folder / "profile.toml"
+    if not path.is_file():
+        raise ConfigError(f"unknown profile {str(name)!r}; choose from {', '.join(profile_names())} "
+                          "or give a folder holding profile.toml")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    experiments = data.pop("experiments", None)
+    if not experiments or not isinstance(experiments, list) or not all(isinstance(e, str) for e in experiments):
+        raise ConfigError(f"{path}: 'experiments' must be a non-empty list of names")
+    settings = copy.deepcopy(SETTINGS)
+    for section, values in data.items():
+        if section not in SETTINGS or not isinstance(values, dict):
+            raise ConfigError(f"{path}: unknown section {section!r} (expected {', '.join(SETTINGS)})")
+        for key, value in values.items():
+            if key not in SETTINGS[section]:
+                raise ConfigError(f"{path}: unknown key {section}.{key}")
+            settings[section][key] = value
+    profile = Profile(folder.name, folder, experiments, settings)
+    from .hooks import HOOKS  # the registry of after-sweep steps
+
+    for exp in experiments:
+        if profile.sweep_file(exp) is None and exp not in HOOKS:
+            raise ConfigError(f"{path}: experiment {exp!r} has no {exp}.toml beside it and no step of its own")
+    return profile

@@ -1,0 +1,84 @@
+"""The probe's suites: which families, ranks, seeds and schedule each profile trains.
+
+A suite trains the probed module and, beside it, the built-in ``elu1`` map
+(plain linear attention, the baseline) at the same ranks and seeds.  Its
+family is read either first-query (the query at position 1) or, for a causal
+module, final-query (the query at position 3, which sees every token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..errors import KernelgapError
+from ..training import FALLBACK_LR
+
+#: Map of the built-in baseline the probed module is shown beside.
+BASELINE = "elu1"
+
+
+@dataclass
+class Suite:
+    """One family (and a disjoint test family for OOD) with ranks, seeds and a schedule."""
+
+    name: str  # folder-safe label
+    family: str
+    params: dict
+    ranks: list[int]
+    seeds: list[int]
+    train: dict = field(default_factory=dict)  # TrainConfig fields
+    test_params: dict | None = None  # the test family: the training family with these changed
+
+    @property
+    def ood(self) -> bool:
+        return self.test_params is not None
+
+
+def _witness(ranks, seeds) -> Suite:
+    return Suite("witness", "witness", {}, ranks, seeds,
+                 {"lr": FALLBACK_LR, "mse_steps": 1000, "max_steps": 2000, "stop_below": 0.25})
+
+
+def _ood(n, ranks, seeds, q=8) -> Suite:
+    return Suite(f"ood-n{n}", "ood", {"n": n, "queries_per_class": q, "split": "train"}, ranks, seeds,
+                 {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0},
+                 test_params={"split": "test"})
+
+
+#: The suites per profile (``quick``: a few minutes for a small module on 2 cores).
+PROFILES: dict[str, list[Suite]] = {
+    "quick": [_witness([16, 32], [0]), _ood(4, [4, 8], [0])],
+    "paper": [_witness([1, 2, 4, 8, 12, 16, 24, 32, 64, 128, 256], [0, 1, 2]),
+              _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1])],
+}
+
+
+def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
+           seeds: list[int] | None = None, steps: int | None = None, lr: float | None = None,
+           reading: str = "first") -> list[Suite]:
+    """The profile's suites with the user's overrides (``ranks`` for every suite, or per
+    suite name as ``{"witness": [8, 16], …}``)."""
+    if profile not in PROFILES:
+        raise KernelgapError(f"unknown probe profile {profile!r}; choose from {', '.join(PROFILES)}")
+    if steps is not None and steps < 0:
+        raise KernelgapError(f"--steps must be ≥ 0, got {steps}")
+    names = [s.name for s in PROFILES[profile]]
+    if isinstance(ranks, dict):
+        unknown = set(ranks) - set(names)
+        if unknown:
+            raise KernelgapError(f"--ranks names no suite {sorted(unknown)[0]!r}; the {profile} profile has "
+                                 f"{', '.join(names)}")
+    out = []
+    for suite in PROFILES[profile]:
+        chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
+        train = dict(suite.train)
+        if steps is not None:
+            train.update(mse_steps=steps // 3, max_steps=steps - steps // 3)
+        if lr is not None:
+            train["lr"] = lr
+        params = {**suite.params, "reading": reading}
+        out.append(replace(suite, params=params, ranks=list(chosen or suite.ranks),
+                           seeds=list(seeds or suite.seeds), train=train))
+    if any(r < 1 for s in out for r in s.ranks):
+        raise KernelgapError("probe ranks must be ≥ 1")
+    return out

@@ -1,0 +1,83 @@
+"""Every threshold and criterion of the report, defined once, and the run rows it reads.
+
+A report only reads result files; these are the rules it reads them by.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from ..io import read_run_records
+from ..task.minip import EXACT_THRESHOLD
+
+#: A run "solves" an unseen test pool when this share of its test sequences is exact.
+#: Test max error < 1/2 is the stricter reading; MLP readouts leave 0.3–0.9 on a few
+#: unseen tokens, so exact-sequence accuracy is the usable OOD metric.
+OOD_SOLVED_ACC = 0.95
+#: A run *fits* its training family when its train max error is below the exact threshold.
+FIT_THRESHOLD = EXACT_THRESHOLD
+
+
+def exact(row: dict) -> bool:
+    return row["max_error"] is not None and row["max_error"] < EXACT_THRESHOLD
+
+
+def solves_test_pool(row: dict) -> bool:
+    return (row.get("test_exact_seq_acc") or 0.0) >= OOD_SOLVED_ACC
+
+
+def test_exact(row: dict) -> bool:
+    return row.get("test_max_error") is not None and row["test_max_error"] < EXACT_THRESHOLD
+
+
+def majority(hits: int, seeds: int) -> bool:
+    return hits * 2 > seeds
+
+
+def every(hits: int, seeds: int) -> bool:
+    return hits == seeds
+
+
+def first_rank(rows: list[dict], ok, key: str = "rank", rule=majority) -> int | None:
+    """Smallest ``key`` value (rank, features, …) at which ``rule(seeds satisfying ok, seeds)``."""
+    by = defaultdict(list)
+    for r in rows:
+        if r.get(key) is not None:
+            by[r[key]].append(bool(ok(r)))
+    return next((k for k in sorted(by) if rule(sum(by[k]), len(by[k]))), None)
+
+
+def run_row(rec: dict) -> dict:
+    """One run record as a report row (every section reads runs through this)."""
+    model = rec["config"]["model"]
+    kind = model["kind"]
+    fm = {"kernel": model["feature_map"], "softmax": "softmax"}.get(kind, "module")
+    train = rec["train"]
+    row = {"id": rec["id"], "feature_map": fm, "kind": kind, "rank": model["rank"], "heads": model["heads"],
+           "features": rec.get("features", model["rank"] * model["heads"] if kind != "softmax" else None),
+           "signed": bool(rec.get("signed_kernel", "kernel" in train)),  # older records: sign use recorded
+           "seed": rec["seed"], "status": rec["status"],
+           "steps": rec["steps"], "wall_time_s": rec["wall_time_s"],
+           "family": rec["config"]["family"]["name"], "params": rec["config"]["family"]["params"],
+           "max_error": train["max_error"], "exact_seq_acc": train["exact_seq_acc"],
+           "mean_abs_error": train["mean_abs_error"]}
+    row["exact"] = exact(row)
+    if rec.get("test"):
+        row.update(test_max_error=rec["test"]["max_error"], test_exact_seq_acc=rec["test"]["exact_seq_acc"])
+        row["test_exact"] = test_exact(row)
+    row.update(train.get("kernel") or {})  # sign use of a signed kernel
+    return row
+
+
+def rows_of(folder: Path) -> list[dict]:
+    """The rows of every readable run record of a sweep folder."""
+    return [run_row(r) for r in read_run_records(folder)]
+
+
+def unique(rows: list[dict]) -> list[dict]:
+    """Rows with distinct run ids (a run in two pooled sweeps counts once, as first listed)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        out.setdefault(r["id"], r)
+    return list(out.values())

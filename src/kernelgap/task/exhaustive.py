@@ -1,0 +1,113 @@
+"""Exhaustive families and random token pools.
+
+* ``exhaustive``: all ``2^{Nm}`` sequences of length N over ``{0,1}^m`` (small m);
+* ``pool``: disjoint train/test token pools, sequences drawn from each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from math import comb
+
+import numpy as np
+
+from ..errors import FamilyError
+from .family import Family
+from .registry import register_family
+
+#: Largest family that is ever materialised in memory as one index array.
+MAX_MATERIALISED = 1 << 24
+
+
+# -- exhaustive ------------------------------------------------------------------
+
+def all_tokens(m: int) -> np.ndarray:
+    """Every token of ``{0,1}^m``; token id ``k`` has the bits of ``k`` (MSB first)."""
+    ids = np.arange(1 << m, dtype=np.int64)
+    return ((ids[:, None] >> np.arange(m - 1, -1, -1)) & 1).astype(np.uint8)
+
+
+def exhaustive_count(m: int, length: int) -> int:
+    return 1 << (m * length)
+
+
+def iter_exhaustive_index(m: int, length: int, chunk: int = 1 << 20) -> Iterator[np.ndarray]:
+    """All ``2^{Nm}`` sequences as token-id rows ``[≤chunk, N]``, in order, lazily."""
+    total = exhaustive_count(m, length)
+    base = 1 << m
+    for start in range(0, total, chunk):
+        code = np.arange(start, min(start + chunk, total), dtype=np.int64)
+        cols = [(code // base ** (length - 1 - j)) % base for j in range(length)]
+        yield np.stack(cols, axis=1)
+
+
+@register_family("exhaustive")
+def exhaustive(m: int = 3, length: int = 3, query_position: int | None = None) -> Family:
+    """All ``length``-sequences over ``{0,1}^m`` (small m; use chunks beyond)."""
+    if m <= 0 or length <= 0:
+        raise FamilyError("exhaustive family needs m ≥ 1 and length ≥ 1")
+    if exhaustive_count(m, length) > MAX_MATERIALISED:
+        raise FamilyError(
+            f"exhaustive family with m={m}, length={length} has 2^{m * length} sequences; "
+            f"at most 2^24 are materialised (use chunked checking)"
+        )
+    index = next(iter_exhaustive_index(m, length, exhaustive_count(m, length)))
+    return Family(all_tokens(m), index, query_position, [], f"exhaustive-m{m}-N{length}",
+                  {"m": m, "length": length})
+
+
+# -- random pools (OOD) ----------------------------------------------------------
+
+def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator,
+                           weight: int | None = None) -> np.ndarray:
+    """``count`` distinct random tokens of ``{0,1}^m`` (optionally of fixed weight)."""
+    space = (1 << m) if weight is None else _binom(m, weight)
+    if count > space:
+        raise FamilyError(f"cannot draw {count} distinct tokens from a space of {space}")
+    seen: dict[bytes, np.ndarray] = {}
+    while len(seen) < count:
+        if weight is None:
+            cand = rng.integers(0, 2, size=m, dtype=np.uint8)
+        else:
+            cand = np.zeros(m, dtype=np.uint8)
+            cand[rng.choice(m, size=weight, replace=False)] = 1
+        seen.setdefault(cand.tobytes(), cand)
+    return np.stack(list(seen.values()))
+
+
+def _binom(n: int, k: int) -> int:
+    return comb(n, k) if 0 <= k <= n else 0
+
+
+def pool_split(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5,
+               sequences: int = 2048, length: int = 3, seed: int = 0,
+               query_position: int | None = None) -> tuple[Family, Family]:
+    """Disjoint train/test token pools and sequences drawn from each.
+
+    No test sequence shares a token with any training sequence.
+    """
+    if not 0 < test_fraction < 1:
+        raise FamilyError("test_fraction must lie strictly between 0 and 1")
+    rng = np.random.default_rng(seed)
+    pool = sample_distinct_tokens(m, pool_size, rng)
+    n_test = max(1, int(round(pool_size * test_fraction)))
+    if n_test >= pool_size:
+        raise FamilyError("pool too small to leave any training token")
+    parts = {"train": pool[n_test:], "test": pool[:n_test]}
+    out = []
+    for split, tokens in parts.items():
+        index = rng.integers(0, len(tokens), size=(sequences, length))
+        out.append(Family(tokens, index, query_position, [], f"pool-{split}-m{m}",
+                          {"m": m, "pool_size": pool_size, "seed": seed, "split": split}))
+    return out[0], out[1]
+
+
+@register_family("pool")
+def pool(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5, sequences: int = 2048,
+         length: int = 3, seed: int = 0, split: str = "train",
+         query_position: int | None = None) -> Family:
+    """One side (``split='train'|'test'``) of :func:`pool_split`."""
+    if split not in ("train", "test"):
+        raise FamilyError(f"split must be 'train' or 'test', got {split!r}")
+    train, test = pool_split(m, pool_size, test_fraction, sequences, length, seed, query_position)
+    return train if split == "train" else test
