@@ -16,7 +16,7 @@ from kernelgap.report.criteria import exact, first_rank
 from kernelgap.report.figures import draw_all
 from kernelgap.report.html import beyond_section
 from kernelgap.report.summary import (
-    loopholes_section, pooled_ood_rows, pooled_witness_rows, precision_section, probe_section, zoo_section,
+    loopholes_section, pooled_ood_rows, pooled_witness_rows, precision_section, probes_section, zoo_section,
 )
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
@@ -189,7 +189,7 @@ def test_sections_transitions_and_html(tmp_path):
     assert zoo["taylor"]["witness_transition"] == 13
     assert zoo["elu1"]["ood_transition_solved"] == 16  # accuracy 0.995 ≥ 0.95 at r = 16, 0.5 at 4
     assert s["precision"]["collapse"][0]["sketch_bits_at_collapse"] == [4 * 528]
-    assert s["probe"] is None
+    assert s["probes"] is None
     summary = {**s, "witness": None}
     drawn = draw_all(summary, tmp_path / "figures")
     page = "".join(beyond_section(summary, drawn, tmp_path / "figures"))
@@ -209,7 +209,7 @@ def test_sections_transitions_and_html(tmp_path):
 def sections(root: Path) -> dict:
     pooled, pooled_ood = pooled_witness_rows(root), pooled_ood_rows(root)
     return {"loopholes": loopholes_section(root, pooled, pooled_ood), "zoo": zoo_section(root, pooled, pooled_ood),
-            "precision": precision_section(root), "probe": probe_section(root / "probe")}
+            "precision": precision_section(root), "probes": probes_section(root / "probe")}
 
 
 def test_transition_needs_a_strict_majority():
@@ -218,7 +218,7 @@ def test_transition_needs_a_strict_majority():
 
 
 def test_no_beyond_results_means_no_sections(tmp_path):
-    assert sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probe": None}
+    assert sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probes": None}
     assert beyond_section({}, {}, tmp_path) == []
 
 

@@ -107,7 +107,7 @@ def test_the_example_through_the_cli_stands_alone(cli, tmp_path):
     baseline = sorted((out / "baseline" / "witness" / "runs").glob("*.json"))
     assert len(module_runs) == 2 and len(baseline) == 2
     assert json.loads(module_runs[0].read_text())["steps"] == 6
-    summary = json.loads((out / "summary.json").read_text())["probe"]
+    (summary,) = json.loads((out / "summary.json").read_text())["probes"]
     assert [s["name"] for s in summary["suites"]] == ["witness", "ood-n4"]
     assert summary["suites"][0]["baseline"][0]["feature_map"] == "elu1"
     page = (out / "report.html").read_text()
@@ -145,7 +145,7 @@ def test_a_causal_module_gets_the_final_query_reading(user_file, tmp_path):
     meta = run_probe(f"{user_file}:CausalModel", ranks=[2], steps=3, out=tmp_path, **QUIET)
     assert meta["reading"] == "final"
     assert all(s["params"]["reading"] == "final" for s in meta["suites"])
-    record = json.loads(next((tmp_path / meta["runs"] / "witness" / "runs").glob("*.json")).read_text())
+    record = json.loads(next((tmp_path / meta["runs"] / "witness-final" / "runs").glob("*.json")).read_text())
     assert record["config"]["family"]["params"]["reading"] == "final"
     from kernelgap.report import build_probe_report
 
@@ -213,3 +213,33 @@ def test_probe_workers_give_the_same_records(user_file, tmp_path):
                 assert a == b
             else:
                 assert a["max_error"] == pytest.approx(b["max_error"], rel=1e-5)
+
+
+def test_a_profile_probes_several_modules_and_skips_a_missing_library(user_file, tmp_path):
+    from kernelgap.experiments.pipeline import reproduce
+
+    profile = tmp_path / "tiny"
+    profile.mkdir()
+    (profile / "profile.toml").write_text(f'''experiments = ["probe"]
+[[probes]]
+name = "mean"
+target = "{user_file}:MeanModel"
+ranks = {{witness = [2], ood-n4 = [2]}}
+[[probes]]
+name = "causal"
+target = "{user_file}:CausalModel"
+ranks = {{witness = [2], ood-n4 = [2]}}
+[[probes]]
+name = "missing"
+target = "no_such_library_here:Attention"
+requires = "no-such-library"
+''')
+    out = tmp_path / "out"
+    reproduce(profile, out, executor="inline", log=lambda *_: None)
+    probes = {p["name"]: p for p in json.loads((out / "summary.json").read_text())["probes"]}
+    assert set(probes) == {"mean", "causal", "missing"}
+    assert "no-such-library is not installed" in probes["missing"]["skipped"]
+    assert probes["causal"]["reading"] == "final" and probes["mean"]["reading"] == "first"
+    assert len(list((out / "probe" / "baseline").rglob("runs/*.json"))) == 2 * 2  # 2 suites × 2 readings, shared
+    page = (out / "report.html").read_text()
+    assert "missing (no_such_library_here:Attention) was not probed: no-such-library is not installed" in page

@@ -16,8 +16,26 @@ from kernelgap.report.text import comparison_rows
 SCHEMA = json.loads((Path(__file__).parents[1] / "src/kernelgap/report/summary.schema.json").read_text())
 
 TINY = {
-    "profile.toml": 'experiments = ["witness", "ood", "length", "bound_curve"]\n[length]\nm = 2\n'
+    "profile.toml": 'experiments = ["witness", "series", "ood", "length", "bound_curve"]\n[length]\nm = 2\n'
                     '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
+    "series.toml": '''name = "series"
+[family]
+name = "hadamard"
+[model]
+feature_map = "table"
+[train]
+lr = 0.03
+mse_steps = 200
+max_steps = 400
+[grid]
+seed = [0, 1]
+[[variants]]
+family.params = {m = 12, n = 3}
+grid.model.rank = [1, 2, 3, 6]
+[[variants]]
+family.params = {m = 12, n = 4}
+grid.model.rank = [2, 3, 4, 8]
+''',
     "witness.toml": '''name = "witness"
 [family]
 name = "witness"
@@ -91,6 +109,12 @@ def test_summary_validates_against_schema(tiny):
     w = summary["witness"]
     assert w["certified_rank"] == 16 and w["certificate"]["bounds"]["trace"]["rank"] == 11
     assert w["constructed"]["rank"] == 16 and w["constructed"]["exact"] and w["constructed"]["sequences"] == 736
+    series = summary["series"]
+    assert [f["n"] for f in series] == [3, 4] and all(f["constructed_exact"] for f in series)
+    assert [f["certified_rank"] for f in series] == [f["constructed_rank"] for f in series] == [3, 4]
+    for f in series:  # the theorem: nothing trained is exact below the certificate
+        assert f["exact_below_certificate"] == []
+        assert all(not r["exact"] for r in f["trained"]["table"]["runs"] if r["rank"] < f["certified_rank"])
     assert {r["rank"] for r in summary["witness"]["runs"]} == {1, 16}
     assert len(summary["witness"]["softmax"]) == 1
     assert summary["ood"]["scales"][0]["test_gap_share"] > 0.5

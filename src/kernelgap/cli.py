@@ -224,7 +224,7 @@ def _render_transcript(payload: dict) -> None:
 
 @app.command()
 def train(
-    family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness)."),
+    family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness) or a family file."),
     params: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     kind: str = typer.Option("kernel", "--kind", help="kernel or softmax."),
     feature_map: str = typer.Option("table", "--feature-map", help="Feature map of a kernel model."),
@@ -232,6 +232,8 @@ def train(
     readout: str = typer.Option("mlp", "--readout", help="mlp or linear value/readout."),
     seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
+    temperature: Optional[float] = typer.Option(
+        None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."),
     mse_steps: int = typer.Option(1000, "--mse-steps", help="Steps of the MSE phase."),
     max_steps: int = typer.Option(2000, "--max-steps", help="Steps of the max-error (power-mean) phase."),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
@@ -239,17 +241,31 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """Train one model (the calibrated schedule) and print its metrics."""
-    from .task import parse_params
-    from .training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
+    from .training import RunConfig, TrainConfig, default_model, train_records
 
     run = RunConfig(
-        family=FamilySpec(family, parse_params(family, _key_values(params))),
-        model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout),
+        family=_family_spec(family, params),
+        model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout,
+                            **({} if temperature is None else {"temperature": temperature})),
         train=TrainConfig(lr=lr, mse_steps=mse_steps, max_steps=max_steps,
                           stop_below=None if no_early_stop else 0.5, device=device),
         seed=seed,
     )
     emit(train_records([run.validate()])[0], as_json, _render_run)
+
+
+def _family_spec(family: str, params: list[str]):
+    """A registered family by name, or a family file (a path that exists or ends in .json)."""
+    from .task import parse_params
+    from .training import FamilySpec
+
+    if family.endswith(".json") or Path(family).is_file():
+        if params:
+            raise KernelgapError("-p parameters apply to a registered family, not to a family file")
+        if not Path(family).is_file():
+            raise KernelgapError(f"family file {family} does not exist")
+        return FamilySpec.from_file(family)
+    return FamilySpec(family, parse_params(family, _key_values(params)))
 
 
 def _render_run(record: dict) -> None:

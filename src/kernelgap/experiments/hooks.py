@@ -43,6 +43,17 @@ def _runs(profile, experiment: str):
     return load_sweep(profile.sweep_file(experiment)).runs()
 
 
+def constructed(family) -> dict:
+    """The one-hot construction restricted to the family, checked on every sequence."""
+    model = one_hot_candidates(family)
+    qpos = family.query_position - 1
+    with torch.no_grad():
+        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
+    met = error_metrics(pred, family.targets()[:, [qpos]])
+    return {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
+            "max_error": met.max_error, "exact": met.exact}
+
+
 @after_sweep("witness")
 def witness_certificate(profile, out: Path, sweep_options: dict) -> None:
     """The witness family's certificate (exact rationals) and the one-hot construction at the
@@ -51,15 +62,28 @@ def witness_certificate(profile, out: Path, sweep_options: dict) -> None:
     if path.exists():
         return
     family = _runs(profile, "witness")[0].family.build()
-    model = one_hot_candidates(family)
-    qpos = family.query_position - 1
-    with torch.no_grad():
-        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
-    met = error_metrics(pred, family.targets()[:, [qpos]])
-    constructed = {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
-                   "max_error": met.max_error, "exact": met.exact}
     atomic_write_json(path, {**certify(family).to_json(), "m": family.m, "sequences": len(family),
-                             "constructed": constructed})
+                             "constructed": constructed(family)})
+
+
+@after_sweep("series")
+def series_certificates(profile, out: Path, sweep_options: dict) -> None:
+    """Per family of the series: both bounds and the one-hot construction (``series.json``)."""
+    path = out / "series.json"
+    if path.exists():
+        return
+    rows = {}
+    for run in _runs(profile, "series"):
+        key = json.dumps(run.family.params, sort_keys=True)
+        if key in rows:
+            continue
+        family = run.family.build()
+        cert = certify(family)
+        rows[key] = {"family": family.name, "params": run.family.params, "n": len(family.matching),
+                     "m": family.m, "sequences": len(family), "certified_rank": cert.certified_rank,
+                     "radon_rank": cert.radon.rank, "trace_rank": cert.trace.rank,
+                     "constructed": constructed(family)}
+    atomic_write_json(path, sorted(rows.values(), key=lambda r: r["n"]))
 
 
 @after_sweep("ood")
@@ -129,13 +153,23 @@ def precision_sketches(profile, out: Path, sweep_options: dict) -> None:
 
 
 @after_sweep("probe")
-def probe_example(profile, out: Path, sweep_options: dict) -> None:
-    """Probe the configured module (the shipped example) into ``out``, its runs trained by
-    the reproduction's executor."""
+def probe_modules(profile, out: Path, sweep_options: dict) -> None:
+    """Probe every configured module into ``out/<name>/`` beside one shared baseline
+    (``out/baseline/``); a module whose library is not installed leaves ``skipped.json``."""
+    from ..models.external import ModuleImportError
     from ..probe import run_probe
 
-    cfg = profile.settings["probe"]
-    run_probe(cfg["target"], kwargs=dict(cfg["kwargs"]), out=out, profile=cfg["profile"], **sweep_options)
+    for entry in profile.probes:
+        folder = out / entry["name"]
+        try:
+            run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
+                      entry["seeds"] or None, interface=entry["interface"], args=entry["args"], output=entry["output"],
+                      baseline=out / "baseline", **sweep_options)
+        except ModuleImportError as exc:
+            need = entry["requires"] or "its library"
+            atomic_write_json(folder / "skipped.json", {
+                "name": entry["name"], "target": entry["target"],
+                "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
 
 
 @after_sweep("bound_curve")

@@ -15,9 +15,11 @@ SETTINGS: dict[str, dict] = {
     "length": {"m": 4},
     "bound_curve": {"code": "ladder", "m": "32..96..16", "queries": 2048},
     "precision": {"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
-    "probe": {"target": "kernelgap.probe.examples:DecayedLinearAttention", "kwargs": {},
-              "profile": "quick"},
 }
+#: One entry of ``[[probes]]``: a module the ``probe`` experiment runs, with its defaults.
+PROBE: dict = {"name": "", "target": "", "kwargs": {}, "interface": None, "args": {}, "output": None,
+               "profile": "quick", "ranks": {}, "seeds": [], "requires": None}
+DEFAULT_PROBES = [{**PROBE, "name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"}]
 
 
 def builtin_profiles() -> Path:
@@ -33,11 +35,31 @@ class Profile:
     folder: Path
     experiments: list[str]
     settings: dict[str, dict] = field(default_factory=lambda: copy.deepcopy(SETTINGS))
+    probes: list[dict] = field(default_factory=lambda: copy.deepcopy(DEFAULT_PROBES))
 
     def sweep_file(self, experiment: str) -> Path | None:
         """The experiment's sweep file, or None for an experiment without training."""
         path = self.folder / f"{experiment}.toml"
         return path if path.is_file() else None
+
+
+def _probes(entries, path: Path) -> list[dict]:
+    """``[[probes]]``: each a module to probe (``name`` and ``target`` required)."""
+    if entries is None:
+        return copy.deepcopy(DEFAULT_PROBES)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: 'probes' must be an array of tables ([[probes]])")
+    out = []
+    for k, entry in enumerate(entries):
+        unknown = set(entry) - set(PROBE)
+        if unknown:
+            raise ConfigError(f"{path}: unknown key probes[{k}].{sorted(unknown)[0]}")
+        if not entry.get("name") or not entry.get("target"):
+            raise ConfigError(f"{path}: probes[{k}] needs a name and a target")
+        out.append({**copy.deepcopy(PROBE), **entry})
+    if len({e["name"] for e in out}) != len(out):
+        raise ConfigError(f"{path}: two probes share a name")
+    return out
 
 
 def profile_names() -> list[str]:
@@ -58,6 +80,7 @@ def load_profile(name: str | Path) -> Profile:
     experiments = data.pop("experiments", None)
     if not experiments or not isinstance(experiments, list) or not all(isinstance(e, str) for e in experiments):
         raise ConfigError(f"{path}: 'experiments' must be a non-empty list of names")
+    probes = _probes(data.pop("probes", None), path)
     settings = copy.deepcopy(SETTINGS)
     for section, values in data.items():
         if section not in SETTINGS or not isinstance(values, dict):
@@ -66,7 +89,7 @@ def load_profile(name: str | Path) -> Profile:
             if key not in SETTINGS[section]:
                 raise ConfigError(f"{path}: unknown key {section}.{key}")
             settings[section][key] = value
-    profile = Profile(folder.name, folder, experiments, settings)
+    profile = Profile(folder.name, folder, experiments, settings, probes)
     from .hooks import HOOKS  # the registry of after-sweep steps
 
     for exp in experiments:

@@ -14,12 +14,19 @@ A family has few distinct tokens, so everything is computed on them first:
 A prediction then needs only scalar look-ups into these ``T × T`` tables:
 ``p = Σ_h Σ_j w_hj U_h[q, k_j] + b[q]`` with ``w`` the normalized weights.
 All parameters are stacked (``E`` members) so K models train as one program.
+
+Most families use a small part of the ``T × T`` tables: only the scored query
+tokens as rows, and, besides each query's own entry, only the tokens that
+appear with them as columns.  :func:`plan_pairs` finds that block once per
+family, and :meth:`AttentionModel.predict` with the plan computes the tables on
+the block (``R × C`` plus an ``R``-long diagonal of self pairs) by the same
+matrix products; the dense tables stay as the reference path.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -55,13 +62,37 @@ class Tables:
 
 
 class Scorer(nn.Module):
-    """Produces the score table ``[E, H, P, T, T]``."""
+    """Produces the score table ``[E, H, P, T, T]``, or its block (:meth:`block_scores`)."""
 
     log_space: bool = True
     nonnegative: bool = True
 
-    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
+    def query_features(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Query features ``[E, H, 1, T, r]``."""
         raise NotImplementedError
+
+    def key_features(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Key features ``[E, H, P, T, r]``."""
+        raise NotImplementedError
+
+    def combine(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Scores of every query row against every key row: ``[…, R, r] × […, C, r] → […, R, C]``."""
+        raise NotImplementedError
+
+    def combine_diagonal(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Scores of row i against key row i: ``[…, R, r] × […, R, r] → […, R]``."""
+        raise NotImplementedError
+
+    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.combine(self.query_features(tokens), self.key_features(tokens))
+
+    def block_scores(self, plan: "PairPlan"):
+        """Scores of ``rows × cols`` ``[E, H, P, R, C]`` and of each row with itself ``[E, H, P, R]``
+        (features only for the tokens that need them)."""
+        q = self.query_features(plan.row_tokens)
+        k = self.key_features(plan.key_tokens)
+        return (self.combine(q, k.index_select(-2, plan.cols_in_keys)),
+                self.combine_diagonal(q, k.index_select(-2, plan.rows_in_keys)))
 
 
 class KernelScorer(Scorer):
@@ -69,11 +100,16 @@ class KernelScorer(Scorer):
 
     ``rank_mask [E, r]`` switches features off per member, so members of
     different ranks share one stack (a masked feature is a rank reduction).
+    For a map in log space, ``temperature`` τ divides the log-features
+    (``φ = exp(f/τ)``): the same family of kernels, with attention nearer to
+    uniform at the start and a scorer τ times slower under Adam (maps in linear
+    space are invariant to it: normalized attention ignores a per-query scale).
     """
 
-    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int]) -> None:
+    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int], temperature: float = 1.0) -> None:
         super().__init__()
         self.feature_map = feature_map
+        self.temperature = temperature if feature_map.log_space else 1.0
         self.log_space = feature_map.log_space
         self.nonnegative = feature_map.nonnegative
         self.members, self.heads = members, feature_map.heads
@@ -85,19 +121,27 @@ class KernelScorer(Scorer):
             raise KernelgapError(f"feature map {feature_map.name!r} cannot stack different ranks")
         self.register_buffer("rank_mask", mask)
 
-    def scores(self, tokens):
-        fm = self.feature_map
-        q = fm.query(tokens)  # [E·H, T, r]
-        k = fm.key(tokens)  # [E·H, P, T, r]
-        e, h, t, r = self.members, self.heads, tokens.shape[0], q.shape[-1]
-        q = q.reshape(e, h, 1, t, r)
-        k = k.reshape(e, h, fm.key_positions, t, r)
+    def query_features(self, tokens):
+        q = self.feature_map.query(tokens)  # [E·H, T, r]
+        if self.temperature != 1.0:
+            q = q / self.temperature
+        q = q.reshape(self.members, self.heads, 1, tokens.shape[0], q.shape[-1])
         mask = self.rank_mask[:, None, None, None, :]
-        if self.log_space:
-            neg = torch.finfo(q.dtype).min
-            q = torch.where(mask > 0, q, torch.full_like(q, neg))
-            return log_kernel(q, k)
-        return (q * mask) @ k.transpose(-1, -2)
+        if self.log_space:  # a masked feature has log-weight −∞ (as good as a smaller rank)
+            return torch.where(mask > 0, q, torch.full_like(q, torch.finfo(q.dtype).min))
+        return q * mask
+
+    def key_features(self, tokens):
+        k = self.feature_map.key(tokens)  # [E·H, P, T, r]
+        if self.temperature != 1.0:
+            k = k / self.temperature
+        return k.reshape(self.members, self.heads, self.feature_map.key_positions, tokens.shape[0], k.shape[-1])
+
+    def combine(self, q, k):
+        return log_kernel(q, k) if self.log_space else q @ k.transpose(-1, -2)
+
+    def combine_diagonal(self, q, k):
+        return torch.logsumexp(q + k, dim=-1) if self.log_space else (q * k).sum(-1)
 
 
 def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
@@ -113,12 +157,15 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     tiny = torch.finfo(prod.dtype).tiny
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
     # Pairs whose leading features sit at different r can underflow the shifted
-    # product (large init scales): there the value is wrong and the
-    # backward of log (grad / prod) overflows to inf, then NaN.  Recompute those
-    # pairs exactly, as a logsumexp over r; ``where`` sends them no gradient
-    # through the matmul path.
+    # product (large init scales): there the value is wrong and the backward of
+    # log (grad / prod) overflows to inf, then NaN.  Those pairs are recomputed
+    # and ``where`` sends them no gradient through the matmul path.
     under = (prod < math.sqrt(tiny)).detach()
-    if bool(under.any()):
+    if log_q.device.type != "cpu":  # no host synchronisation: the product again in float64
+        wide = torch.exp((log_q - qmax).double()) @ torch.exp((log_k - kmax).double()).transpose(-1, -2)
+        wide = torch.log(wide.clamp_min(torch.finfo(torch.float64).tiny)).to(out.dtype)
+        return torch.where(under, wide + qmax + kmax.transpose(-1, -2), out)
+    if bool(under.any()):  # exactly, as a logsumexp over r, at the few pairs that need it
         shape = torch.broadcast_shapes(log_q.shape[:-2], log_k.shape[:-2])
         lq = log_q.expand(*shape, *log_q.shape[-2:])
         lk = log_k.expand(*shape, *log_k.shape[-2:])
@@ -139,11 +186,17 @@ class SoftmaxScorer(Scorer):
         self.k = StackedLinear(members * heads * key_positions, m, d, heads * key_positions,
                                init_scale=init_scale)
 
-    def scores(self, tokens):
-        e, h, p, t = self.members, self.heads, self.key_positions, tokens.shape[0]
-        q = self.q(tokens).reshape(e, h, 1, t, -1)
-        k = self.k(tokens).reshape(e, h, p, t, -1)
+    def query_features(self, tokens):
+        return self.q(tokens).reshape(self.members, self.heads, 1, tokens.shape[0], -1)
+
+    def key_features(self, tokens):
+        return self.k(tokens).reshape(self.members, self.heads, self.key_positions, tokens.shape[0], -1)
+
+    def combine(self, q, k):
         return q @ k.transpose(-1, -2) / self.temperature
+
+    def combine_diagonal(self, q, k):
+        return (q * k).sum(-1) / self.temperature
 
 
 class Readout(nn.Module):
@@ -167,11 +220,82 @@ class Readout(nn.Module):
         self.read = make(members * heads, heads, d_value)
         self.bias = make(members, 1, 1)
 
+    def read_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Readout vectors ``a_h(x)`` ``[E, H, 1, T, d]``."""
+        return self.read(tokens).reshape(self.members, self.heads, 1, tokens.shape[0], -1)
+
+    def values(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Values ``v_h^(p)(z)`` ``[E, H, P, T, d]``."""
+        return self.value(tokens).reshape(self.members, self.heads, self.key_positions, tokens.shape[0], -1)
+
+    def biases(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``b(x)`` ``[E, T]``."""
+        return self.bias(tokens).reshape(self.members, tokens.shape[0])
+
     def tables(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        e, h, p, t = self.members, self.heads, self.key_positions, tokens.shape[0]
-        v = self.value(tokens).reshape(e, h, p, t, -1)
-        a = self.read(tokens).reshape(e, h, 1, t, -1)
-        return a @ v.transpose(-1, -2), self.bias(tokens).reshape(e, t)
+        return self.read_vectors(tokens) @ self.values(tokens).transpose(-1, -2), self.biases(tokens)
+
+    def block_tables(self, plan: "PairPlan"):
+        """``<a(x), v(z)>`` on ``rows × cols`` and on each row with itself, and the rows' bias."""
+        a = self.read_vectors(plan.row_tokens)
+        v = self.values(plan.key_tokens)
+        return (a @ v.index_select(-2, plan.cols_in_keys).transpose(-1, -2),
+                (a * v.index_select(-2, plan.rows_in_keys)).sum(-1), self.biases(plan.row_tokens))
+
+
+@dataclass
+class PairPlan:
+    """The part of the tables a family uses (module docstring).
+
+    ``rows`` are the scored query tokens, ``cols`` the tokens met as keys of
+    another token; ``flat [N, S, Q]`` indexes the concatenation of the block
+    ``[P, R, C]`` and the self pairs ``[P, R]``, flattened; ``q_rows [S, Q]``
+    is each query's row.  Query-side features are computed for the rows only,
+    key-side ones for the *keys* (rows and columns): ``cols_in_keys`` and
+    ``rows_in_keys`` place them there.  :meth:`bind` attaches the token vectors.
+    """
+
+    rows: torch.Tensor
+    cols: torch.Tensor
+    flat: torch.Tensor
+    q_rows: torch.Tensor
+    allowed: torch.Tensor | None
+    cols_in_keys: torch.Tensor
+    rows_in_keys: torch.Tensor
+    keys: torch.Tensor
+    row_tokens: torch.Tensor | None = None
+    key_tokens: torch.Tensor | None = None
+
+    def bind(self, tokens: torch.Tensor) -> "PairPlan":
+        """The plan with the vectors of its row and key tokens (kept, so look-ups by token cache)."""
+        return replace(self, row_tokens=tokens.index_select(0, self.rows), key_tokens=tokens.index_select(0, self.keys))
+
+    @property
+    def size(self) -> int:
+        return len(self.rows) * (len(self.cols) + 1)
+
+
+def plan_pairs(index: torch.Tensor, positions: list[int], key_positions: int, causal: bool) -> PairPlan:
+    """The block of (query, key) pairs that sequences ``index [S, N]`` use at ``positions``."""
+    n, dev = index.shape[1], index.device
+    qpos = torch.tensor(positions, device=dev)
+    q_ids = index[:, qpos]  # [S, Q]
+    queries = q_ids[None].expand(n, *q_ids.shape)  # [N, S, Q]
+    keys = index.T[:, :, None].expand_as(queries)
+    own = keys == queries
+    rows, row_of = torch.unique(q_ids, return_inverse=True)
+    cols, col_of = torch.unique(keys[~own], return_inverse=True)
+    r, c = len(rows), len(cols)
+    key_pos = (torch.arange(n, device=dev) if key_positions > 1 else torch.zeros(n, dtype=torch.long, device=dev))
+    key_pos = key_pos[:, None, None].expand_as(queries)
+    row = row_of[None].expand_as(queries)
+    flat = key_positions * r * c + key_pos * r + row  # self pairs after the block
+    flat = flat.masked_scatter(~own, ((key_pos * r + row) * c)[~own] + col_of)
+    allowed = None
+    if causal:
+        allowed = (torch.arange(n, device=dev)[:, None] <= qpos[None, :])[:, None, :]  # [N, 1, Q]
+    keys, key_of = torch.unique(torch.cat([rows, cols]), return_inverse=True)
+    return PairPlan(rows, cols, flat, row_of, allowed, key_of[r:], key_of[:r], keys)
 
 
 def guard_denominator(denom: torch.Tensor) -> torch.Tensor:
@@ -182,10 +306,12 @@ def guard_denominator(denom: torch.Tensor) -> torch.Tensor:
 
 
 def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
-    """``table [E, H, P, T, T]`` read at flat pair ids ``flat [...]`` → ``[E, H, ...]``.
+    """``table [E, H, …]`` read at flat ids into its trailing axes, ``flat [...]`` → ``[E, H, ...]``.
 
-    ``index_select`` (backward: ``index_add``) is several times faster on CPU
-    than advanced indexing (backward: a sorting ``index_put``).
+    ``index_select`` along axis 1 of the ``[E·H, L]`` view (backward:
+    ``index_add``) is several times faster on CPU than advanced indexing
+    (backward: a sorting ``index_put``), and some twenty times faster than along
+    the last axis of a 3-d view.
     """
     e, h = table.shape[:2]
     picked = table.reshape(e * h, -1).index_select(1, flat.reshape(-1))
@@ -229,15 +355,37 @@ class AttentionModel(nn.Module):
         return Tables(scores, values, bias, self.scorer.log_space)
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor,
-                positions: list[int] | None = None, tables: Tables | None = None) -> torch.Tensor:
-        """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``."""
+                positions: list[int] | None = None, tables: Tables | None = None,
+                plan: PairPlan | None = None) -> torch.Tensor:
+        """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``; with a
+        ``plan`` (:meth:`plan`) only the block of pairs the sequences use is computed."""
+        if plan is not None:
+            return self._predict_planned(plan)
         tables = tables or self.tables(tokens)
         flat, q_ids, allowed = self._pairs(tables, index, positions)
-        scores = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
-        values = gather_pairs(tables.values, flat)
-        weights = self._normalize(scores, tables.log_space, allowed)
-        out = (weights * values).sum(dim=(1, 2))  # [E, S, Q]
-        return out + tables.bias[:, q_ids]
+        return self._combine(gather_pairs(tables.scores, flat), gather_pairs(tables.values, flat),
+                             tables.log_space, allowed) + tables.bias[:, q_ids]
+
+    def plan(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> PairPlan:
+        """The pair block of sequences ``index [S, N]`` for this model (see :func:`plan_pairs`)."""
+        n = index.shape[1]
+        p_count = n if self.position_dependent else 1
+        return plan_pairs(index, list(range(n)) if positions is None else positions, p_count,
+                          self.causal).bind(tokens)
+
+    def _predict_planned(self, plan: PairPlan) -> torch.Tensor:
+        block, diag = self.scorer.block_scores(plan)
+        v_block, v_diag, bias = self.readout.block_tables(plan)
+        e, h = block.shape[:2]
+        scores = torch.cat([block.reshape(e, h, -1), diag.reshape(e, h, -1)], dim=-1)
+        values = torch.cat([v_block.reshape(e, h, -1), v_diag.reshape(e, h, -1)], dim=-1)
+        picked = [gather_pairs(t, plan.flat) for t in (scores, values)]
+        return self._combine(*picked, self.scorer.log_space, plan.allowed) + bias[:, plan.q_rows]
+
+    def _combine(self, scores, values, log_space: bool, allowed) -> torch.Tensor:
+        """``Σ_h Σ_j w_hj U_hj`` from gathered scores and values ``[E, H, N, S, Q]``."""
+        weights = self._normalize(scores, log_space, allowed)
+        return (weights * values).sum(dim=(1, 2))  # [E, S, Q]
 
     def _pairs(self, tables: Tables, index: torch.Tensor, positions: list[int] | None):
         """Flat table ids ``[N, S, Q]`` of every (key, query) pair, query ids ``[S, Q]``, causal mask."""
@@ -372,7 +520,7 @@ def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
         fm_cls = feature_map_class(spec.feature_map)
         fm = fm_cls(m, max(ranks), members * spec.heads, spec.heads, key_positions,
                     spec.hidden, spec.init_scale, vocabulary)
-        scorer: Scorer = KernelScorer(fm, members, ranks)
+        scorer: Scorer = KernelScorer(fm, members, ranks, spec.temperature)
     else:
         d = spec.score_dim or m
         tau = spec.temperature * (math.sqrt(d) if spec.scaled_scores else 1.0)

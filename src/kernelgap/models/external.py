@@ -39,6 +39,10 @@ class ModuleError(KernelgapError):
     """A module or target that does not follow the interface."""
 
 
+class ModuleImportError(ModuleError):
+    """A target whose module cannot be imported (a library that is not installed, say)."""
+
+
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -83,6 +87,8 @@ def load_target(target: str) -> type:
             module = importlib.util.module_from_spec(spec)
             try:
                 spec.loader.exec_module(module)
+            except ImportError as exc:
+                raise ModuleImportError(f"cannot import {path}: {type(exc).__name__}: {one_line(exc)}") from None
             except Exception as exc:  # noqa: BLE001 - any import failure is the user's
                 raise ModuleError(f"cannot import {path}: {type(exc).__name__}: {one_line(exc)}") from None
             sys.modules[name] = module
@@ -95,7 +101,7 @@ def load_target(target: str) -> type:
             if Path(module_name.replace(".", "/") + ".py").is_file():
                 hint = (f" (the file {module_name.replace('.', '/')}.py is here: give it as "
                         f"{module_name.replace('.', '/')}.py:{attr}, or run with PYTHONPATH=.)")
-            raise ModuleError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
+            raise ModuleImportError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
         except Exception as exc:  # noqa: BLE001
             raise ModuleError(f"cannot import module {module_name!r}: {type(exc).__name__}: {one_line(exc)}") from None
     if not hasattr(module, attr):

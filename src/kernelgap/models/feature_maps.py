@@ -289,19 +289,23 @@ class Table(FeatureMap):
         self.q_table = _TableParam(slots, heads, v, rank, init_scale, self.exp_init)
         self.k_table = _TableParam(slots * key_positions, heads * key_positions, v, rank, init_scale,
                                    self.exp_init)
-        self._cache: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def rows(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Vocabulary row of each token ``[T, m]``; unknown tokens are an error."""
-        if self._cache is not None and self._cache[0] is tokens:
-            return self._cache[1]
+        """Vocabulary row of each token ``[T, m]``; unknown tokens are an error.  The rows of the
+        last few token tensors are kept (the same tensors come back every training step)."""
+        hit = self._cache.get(id(tokens))
+        if hit is not None and hit[0] is tokens:
+            return hit[1]
         bits = tokens.detach().to("cpu", torch.uint8).numpy()
         try:
             ids = [self._rows[row.tobytes()] for row in np.ascontiguousarray(bits)]
         except KeyError:
             raise KernelgapError(f"the '{self.name}' map met a token outside its vocabulary") from None
         out = torch.tensor(ids, dtype=torch.long, device=tokens.device)
-        self._cache = (tokens, out)
+        if len(self._cache) >= 8:
+            self._cache.clear()
+        self._cache[id(tokens)] = (tokens, out)
         return out
 
     def query(self, tokens):

@@ -1,7 +1,7 @@
 """A decayed (gated) linear attention layer: an example for ``kernelgap probe``.
 
-    kernelgap probe examples/decayed_linear_attention.py:DecayedLinearAttention
-    kernelgap probe examples/decayed_linear_attention.py:DecayedLinearAttention --kwargs '{"decay_init": 0.5}'
+    kernelgap probe kernelgap.probe.examples:DecayedLinearAttention
+    kernelgap probe kernelgap.probe.examples:DecayedLinearAttention --kwargs '{"decay_init": 0.5}'
 
 It follows the probe's ``"layer"`` interface (see ``kernelgap.probe``):
 ``DecayedLinearAttention(d_model, rank, **kwargs)`` maps ``x [B, N, d_model]``

@@ -8,12 +8,14 @@ result.  ``OUT`` holds:
   source hash, reading, parameter counts, suites);
 * ``runs-<hash>/<suite>/`` — the module's sweeps, one folder per source hash,
   so an edited module trains anew while earlier results stay;
-* ``baseline/<suite>/`` — the built-in ``elu1`` map at the same ranks and seeds;
+* ``baseline/<suite>/`` — the built-in ``elu1`` map at the same ranks and seeds (or
+  a folder shared by several probes);
 * ``sweeps/<name>.toml`` — the generated sweep files.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -104,12 +106,15 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
               steps: int | None = None, lr: float | None = None, d_model: int = 32,
               interface: str | None = None, args: dict | None = None, output: int | None = None,
               executor: str = "local", workers: int | None = None, address: str | None = None,
-              report: bool = False, log=print) -> dict:
-    """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content."""
+              report: bool = False, baseline: str | Path | None = None, log=print) -> dict:
+    """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content.
+    ``baseline`` is the folder of the ``elu1`` runs (default ``out/baseline``; probes of
+    one reproduction share theirs)."""
     if d_model < 1:
         raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
     cls, spec = module_spec(target, kwargs, interface, d_model, args, output)
     out = Path(out) if out is not None else Path("results") / f"probe-{cls.__name__}"
+    baseline = Path(baseline) if baseline is not None else out / "baseline"
     first = suites(profile, ranks, seeds, steps, lr)
     checked = {}
     for suite in first:  # every suite's smallest rank and token width, before any training
@@ -122,13 +127,14 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     for suite in chosen:
         family = build_family(suite.family, **suite.params)
         certified = certify(family).certified_rank if family.matching else None
-        suite_rows.append({**asdict(suite), "certified_rank": certified})
+        suite_rows.append({**asdict(suite), "certified_rank": certified, "folder": _folder(suite, reading)})
     meta = {"target": f"{Path(split_target(spec.target)[0]).name}:{split_target(spec.target)[1]}",
             "class": cls.__name__, "kwargs": spec.kwargs, "interface": spec.interface,
             "args": spec.args, "output": spec.output, "d_model": spec.d_model if spec.interface == "layer" else None,
             "profile": profile, "suites": suite_rows, "source_hash": spec.source_hash,
             "reading": reading, "parameters": counts, "baseline": BASELINE, "version": __version__,
-            "runs": f"runs-{spec.source_hash[:12] or 'nosource'}"}
+            "runs": f"runs-{spec.source_hash[:12] or 'nosource'}",
+            "baseline_dir": os.path.relpath(baseline, out)}
     stored = read_json(out / META)
     if (out / META).exists() and not isinstance(stored, dict):
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
@@ -140,9 +146,10 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     baseline_model = asdict(default_model(kind="kernel", feature_map=BASELINE))
     options = {"executor": executor, "workers": workers, "address": address}
     for suite in chosen:
-        for folder, name, model in ((out / meta["runs"] / suite.name, f"probe-{suite.name}", module_model),
-                                    (out / "baseline" / suite.name, f"{BASELINE}-{suite.name}", baseline_model)):
-            cfg = atomic_write_text(out / "sweeps" / f"{folder.parent.name}-{suite.name}.toml",
+        sub = _folder(suite, reading)
+        for folder, name, model in ((out / meta["runs"] / sub, f"probe-{sub}", module_model),
+                                    (baseline / sub, f"{BASELINE}-{sub}", baseline_model)):
+            cfg = atomic_write_text(out / "sweeps" / f"{folder.parent.name}-{sub}.toml",
                                     _sweep_text(name, suite, _model_table(model)))
             log(f"[probe] {name}: sweep {cfg} → {folder}")
             res = run_sweep(cfg, folder, **options)
@@ -154,6 +161,12 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
 
         build_probe_report(out, log=log)
     return meta
+
+
+def _folder(suite: Suite, reading: str) -> str:
+    """A suite's folder: its name, marked when read on the final query (a shared baseline
+    holds both readings)."""
+    return suite.name if reading == "first" else f"{suite.name}-{reading}"
 
 
 def _model_table(model: dict) -> dict:

@@ -28,10 +28,10 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
 
 
 def build_probe_report(out: str | Path, log=print) -> Path:
-    """``summary.json`` (``{"probe": …}``), figures and ``report.html`` for a probe folder."""
+    """``summary.json`` (``{"probes": [one]}``), figures and ``report.html`` for a probe folder."""
     out = Path(out)
     probe = probe_section(out)
-    summary = {"version": __version__, "profile": (probe or {}).get("profile"), "probe": probe}
+    summary = {"version": __version__, "profile": (probe or {}).get("profile"), "probes": [probe] if probe else None}
     atomic_write_json(out / "summary.json", summary)
     report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")

@@ -109,6 +109,32 @@ def witness_figure(summary: dict, out_dir: Path) -> list[str]:
     return save(fig, out_dir, "witness_error_vs_rank")
 
 
+def series_figure(summary: dict, out_dir: Path) -> list[str]:
+    """Smallest exact rank against n: certified, constructed, trained per map, the trace bound."""
+    series = summary["series"]
+    ns = [f["n"] for f in series]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot(ns, [f["certified_rank"] for f in series], "-", color="#ff7f0e", lw=2, label="certified (Radon)")
+    ax.plot(ns, [f["trace_rank"] for f in series], ":", color="#ff7f0e", label="trace bound")
+    ax.scatter([f["n"] for f in series if f["constructed_exact"]],
+               [f["constructed_rank"] for f in series if f["constructed_exact"]], marker="s", s=60,
+               facecolors="none", edgecolors="black", label="one-hot construction, exact")
+    for k, fm in enumerate(sorted({fm for f in series for fm in f["trained"]})):
+        hit = [(f["n"], f["trained"][fm]["exact_from"]) for f in series if f["trained"].get(fm, {}).get("exact_from")]
+        miss = [(f["n"], max(f["trained"][fm]["ranks"])) for f in series
+                if fm in f["trained"] and f["trained"][fm]["exact_from"] is None]
+        offset = 0.25 * (k - 0.5)
+        ax.scatter([n + offset for n, _ in hit], [r for _, r in hit], marker="o", color=COLORS.get(fm, "black"),
+                   label=f"trained {fm} (most seeds exact)")
+        if miss:
+            ax.scatter([n + offset for n, _ in miss], [r for _, r in miss], marker="o", facecolors="none",
+                       edgecolors=COLORS.get(fm, "black"), label=f"{fm}: not exact up to")
+    ax.set(xlabel="queries n of the witness family", ylabel="smallest exact rank",
+           title="Proved = constructed = trained, family after family")
+    legend(ax, loc="upper left")
+    return save(fig, out_dir, "series")
+
+
 def ood_figure(summary: dict, out_dir: Path) -> list[str]:
     """Test exact-sequence accuracy against rank, one curve per problem size."""
     scales = summary["ood"]["scales"]
@@ -302,34 +328,39 @@ def precision_figure(summary: dict, out_dir: Path) -> list[str]:
 
 
 def probe_figure(summary: dict, out_dir: Path) -> list[str]:
-    p = summary["probe"]
-    suites = [s for s in p["suites"] if points(s["runs"] + s["baseline"], "rank") >= 2]
-    if not suites:
-        return []
-    fig, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 3.8), squeeze=False)
-    for ax, s in zip(axes[0], suites):
-        key = "test_exact_seq_acc" if s["ood"] else "max_error"
-        xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", COLORS["module"])
-        xs += band(ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)", COLORS.get(p.get("baseline"), "black"))
-        log2_axis(ax, xs)
-        if s["ood"]:
-            ax.set_ylim(-0.02, 1.02)
-        else:
-            exact_line(ax)
-            certificate_line(ax, s.get("certified_rank"))
-            ax.set_yscale("log")
-        ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy" if s["ood"] else "train max |error|",
-               title=f"probe: {s['name']}")
-        legend(ax)
-    return save(fig, out_dir, "probe")
+    """One figure per probed module (``probe-<name>``): its suites beside the built-in baseline."""
+    files = []
+    for p in summary["probes"]:
+        suites = [s for s in p.get("suites", []) if points(s["runs"] + s["baseline"], "rank") >= 2]
+        if not suites:
+            continue
+        fig, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 3.8), squeeze=False)
+        for ax, s in zip(axes[0], suites):
+            key = "test_exact_seq_acc" if s["ood"] else "max_error"
+            xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", COLORS["module"])
+            xs += band(ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)",
+                       COLORS.get(p.get("baseline"), "black"))
+            log2_axis(ax, xs)
+            if s["ood"]:
+                ax.set_ylim(-0.02, 1.02)
+            else:
+                exact_line(ax)
+                certificate_line(ax, s.get("certified_rank"))
+                ax.set_yscale("log")
+            ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy" if s["ood"] else "train max |error|",
+                   title=f"{p['name']}: {s['name']}")
+            legend(ax)
+        files += save(fig, out_dir, f"probe-{p['name']}")
+    return files
 
 
 #: Every figure: ``name → draw(summary, folder) → files`` (drawn when ``section`` is present).
 FIGURES = {
-    "witness": ("witness", witness_figure), "ood": ("ood", ood_figure), "length": ("length", length_figure),
+    "series": ("series", series_figure), "witness": ("witness", witness_figure), "ood": ("ood", ood_figure),
+    "length": ("length", length_figure),
     "bound_curve": ("bound_curve", bound_curve_figure), "signed": ("loopholes", signed_figure),
     "heads": ("loopholes", heads_figure), "zoo": ("zoo", zoo_figure),
-    "precision": ("precision", precision_figure), "probe": ("probe", probe_figure),
+    "precision": ("precision", precision_figure), "probe": ("probes", probe_figure),
 }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .criteria import OOD_SOLVED_ACC
 from .figures import draw_all
-from .text import caption, comparison_rows, fmt, reached, sentences
+from .text import caption, comparison_rows, fmt, probe_sentence, reached, sentences, series_sentence
 
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}
@@ -21,6 +21,21 @@ figure{margin:1.5em 0} figcaption{font-size:0.9em;color:#555}
 img{max-width:100%}
 """
 PAPER_FIGURES = ("witness", "ood", "length", "bound_curve")
+
+
+def series_section(summary: dict, drawn: dict, fig_dir: Path) -> list[str]:
+    """The certificate against construction and training on every family of the series."""
+    series = summary.get("series")
+    if not series:
+        return []
+    maps = sorted({fm for f in series for fm in f["trained"]})
+    rows = [{"n": f["n"], "sequences": f["sequences"], "trace bound": f["trace_rank"],
+             "certified (Radon)": f["certified_rank"],
+             "constructed": f"{f['constructed_rank']} ({'exact' if f['constructed_exact'] else 'NOT exact'})",
+             **{f"{fm} exact from": reached(f["trained"][fm]["exact_from"], max(f["trained"][fm]["ranks"]))
+                for fm in maps if fm in f["trained"]}} for f in series]
+    return ["<h2>Proved = constructed = trained</h2>", f"<p>{html.escape(series_sentence(series))}</p>",
+            _figures(drawn, ("series",), fig_dir, summary), table(rows)]
 
 
 def table(rows: list[dict], cols: list[str] | None = None, spec: str = ".3g") -> str:
@@ -124,29 +139,41 @@ def beyond_section(summary: dict, drawn: dict, fig_dir: Path) -> list[str]:
             "maps at the wall, finite precision.</p>", *parts]
 
 
-def probe_section(summary: dict, drawn: dict, fig_dir: Path, level: int = 2) -> list[str]:
-    """A probed module on its own: what it is, how it was read, its ranks beside the baseline's."""
-    pr = summary.get("probe")
-    if not pr:
+def probe_section(summary: dict, drawn: dict, fig_dir: Path, level: int = 3) -> list[str]:
+    """Every probed module: a table beside the built-in baseline, then each on its own — what it
+    is, how it was read, its ranks, its runs' steps and time."""
+    probes = summary.get("probes") or []
+    if not probes:
         return []
     h = f"h{level}"
-    counts = pr.get("parameters") or {}
-    facts = [{"module": pr.get("target"), "class": pr.get("class"), "kwargs": json.dumps(pr.get("kwargs") or {}),
-              "argument map": json.dumps(pr.get("args") or {}) if pr.get("args") else "–",
-              "interface": pr.get("interface"), "reading": pr.get("reading"),
-              "source sha256": (pr.get("source_hash") or "")[:16],
-              "parameters (module / kernelgap wrapper)": f"{counts.get('module', '?')} / {counts.get('wrapper', '?')}"}]
-    rows = [{"suite": s["name"], "criterion": s["criterion"], "certified rank": s.get("certified_rank"),
-             f"{pr.get('class')} from rank": reached(s["transition_rank"], s["max_rank"]),
-             f"{pr.get('baseline')} (built-in) from rank": reached(s["baseline_transition"], s["baseline_max_rank"]),
-             "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}"} for s in pr["suites"]]
-    runs = [{"suite": s["name"], "model": r["feature_map"], "rank": r["rank"], "seed": r["seed"],
-             "status": r["status"], "steps": r["steps"], "wall s": r["wall_time_s"], "train max err": r["max_error"],
-             "test acc": r.get("test_exact_seq_acc")} for s in pr["suites"] for r in s["runs"] + s["baseline"]]
-    return [f"<{h}>Probe: <code>{html.escape(str(pr.get('target')))}</code></{h}>",
-            f"<p>{html.escape(sentences(summary)['probe'])}</p>", table(facts), table(rows),
-            _figures(drawn, ("probe",), fig_dir, summary),
-            "<details><summary>every run (steps and time)</summary>" + table(runs) + "</details>"]
+    zoo = []
+    for pr in probes:
+        for s in pr.get("suites", []):
+            zoo.append({"module": pr["name"], "suite": s["name"], "criterion": s["criterion"],
+                        "certified rank": s.get("certified_rank"),
+                        "from rank": reached(s["transition_rank"], s["max_rank"]),
+                        f"{pr.get('baseline')} (built-in) from": reached(s["baseline_transition"], s["baseline_max_rank"]),
+                        "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}",
+                        "steps": s["steps"], "time s": s["wall_time_s"]})
+    parts = [table(zoo)] if zoo else []
+    for pr in probes:
+        parts += [f"<{h}>{html.escape(pr['name'])}: <code>{html.escape(str(pr.get('target')))}</code></{h}>",
+                  f"<p>{html.escape(probe_sentence(pr))}</p>"]
+        if pr.get("skipped"):
+            continue
+        counts = pr.get("parameters") or {}
+        facts = [{"kwargs": json.dumps(pr.get("kwargs") or {}),
+                  "argument map": json.dumps(pr.get("args") or {}) if pr.get("args") else "–",
+                  "interface": pr.get("interface"), "reading": pr.get("reading"),
+                  "source sha256": (pr.get("source_hash") or "")[:16],
+                  "parameters (module / kernelgap wrapper)": f"{counts.get('module', '?')} / {counts.get('wrapper', '?')}"}]
+        runs = [{"suite": s["name"], "model": r["feature_map"], "rank": r["rank"], "seed": r["seed"],
+                 "status": r["status"], "steps": r["steps"], "wall s": r["wall_time_s"], "train max err": r["max_error"],
+                 "test acc": r.get("test_exact_seq_acc")} for s in pr["suites"] for r in s["runs"] + s["baseline"]]
+        stem = f"probe-{pr['name']}.png"
+        parts += [table(facts), figure(fig_dir / stem) if stem in drawn.get("probe", []) else "",
+                  "<details><summary>every run (steps and time)</summary>" + table(runs) + "</details>"]
+    return [f"<h{level - 1}>Probes</h{level - 1}>", *parts]
 
 
 def provenance(summary: dict) -> list[str]:
@@ -170,7 +197,7 @@ def render_report(summary: dict, out_dir: Path) -> str:
     parts = [f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
              f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from the run "
              "files under this folder; <code>summary.json</code> holds them all.</p>",
-             *_comparison(summary),
+             *_comparison(summary), *series_section(summary, drawn, fig_dir),
              _figures(drawn, PAPER_FIGURES, fig_dir, summary),
              *detail_tables(summary), *beyond_section(summary, drawn, fig_dir),
              *probe_section(summary, drawn, fig_dir), *provenance(summary),
@@ -183,4 +210,4 @@ def render_probe_report(summary: dict, out_dir: Path) -> str:
     fig_dir = out_dir / "figures"
     drawn = draw_all(summary, fig_dir, names=("probe",))
     return page("kernelgap probe", [f"<h1>kernelgap probe ({html.escape(str(summary.get('profile')))} suites)</h1>",
-                                    *probe_section(summary, drawn, fig_dir, level=2)])
+                                    *probe_section(summary, drawn, fig_dir)])

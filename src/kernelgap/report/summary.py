@@ -86,6 +86,32 @@ def witness_section(root: Path, pooled: list[dict]) -> dict | None:
     }
 
 
+def series_section(root: Path) -> list[dict] | None:
+    """Per family of the series: certified, constructed and trained smallest exact rank."""
+    families = read_json(root / "series" / "series.json")
+    if not families:
+        return None
+    rows = rows_of(root / "series")
+    out = []
+    for fam in families:
+        runs = [r for r in rows if r["params"] == fam["params"]]
+        trained = {}
+        for fm in sorted({r["feature_map"] for r in runs}):
+            mine = [r for r in runs if r["feature_map"] == fm]
+            trained[fm] = {"exact_from": first_rank(mine, exact), "seeds": len({r["seed"] for r in mine}),
+                           "ranks": sorted({r["rank"] for r in mine}),
+                           "runs": _sorted([{k: r[k] for k in ("rank", "seed", "max_error", "exact", "steps")}
+                                            for r in mine], "rank", "seed")}
+        built = fam["constructed"]
+        out.append({"family": fam["family"], "n": fam["n"], "m": fam["m"], "sequences": fam["sequences"],
+                    "certified_rank": fam["certified_rank"], "trace_rank": fam["trace_rank"],
+                    "constructed_rank": built["rank"], "constructed_exact": built["exact"],
+                    "constructed_max_error": built["max_error"], "trained": trained,
+                    "exact_below_certificate": [{"feature_map": r["feature_map"], "rank": r["rank"], "seed": r["seed"]}
+                                                for r in runs if r["exact"] and r["rank"] < fam["certified_rank"]]})
+    return out
+
+
 def ood_section(root: Path) -> dict | None:
     sweep = root / "ood"
     records = read_run_records(sweep)
@@ -235,9 +261,11 @@ def probe_section(folder: Path) -> dict | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("runs"), str):
         return None  # no probe, or one of a version that kept its runs inside probe.json
     suites = []
+    baseline = folder / meta.get("baseline_dir", "baseline")
     for suite in meta["suites"]:
-        runs = _sorted(rows_of(folder / meta["runs"] / suite["name"]), "rank", "seed")
-        base = _sorted(rows_of(folder / "baseline" / suite["name"]), "rank", "seed")
+        sub = suite.get("folder", suite["name"])
+        runs = _sorted(rows_of(folder / meta["runs"] / sub), "rank", "seed")
+        base = _sorted(rows_of(baseline / sub), "rank", "seed")
         is_ood = suite.get("test_params") is not None
         ok = solves_test_pool if is_ood else exact
         suites.append({
@@ -250,10 +278,26 @@ def probe_section(folder: Path) -> dict | None:
             "fitted_runs": sum(1 for r in runs if r["exact"]),
             "diverged": [{"rank": r["rank"], "seed": r["seed"], "step": r["steps"]} for r in runs
                          if r["status"] == "diverged"],
+            "steps": sum(r["steps"] for r in runs), "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
             "runs": runs, "baseline": base})
-    return {**{k: meta.get(k) for k in ("target", "class", "kwargs", "interface", "args", "output", "d_model",
+    return {"name": folder.name,
+            **{k: meta.get(k) for k in ("target", "class", "kwargs", "interface", "args", "output", "d_model",
                                         "profile", "source_hash", "reading", "parameters", "baseline")},
             "suites": suites}
+
+
+def probes_section(folder: Path) -> list[dict] | None:
+    """Every probe of a reproduction's ``probe/`` folder (one folder each), skipped ones too."""
+    if not folder.is_dir():
+        return None
+    out = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        skipped = read_json(sub / "skipped.json")
+        if isinstance(skipped, dict):
+            out.append({"name": sub.name, "target": skipped.get("target"), "skipped": skipped.get("why")})
+        elif (section := probe_section(sub)) is not None:
+            out.append(section)
+    return out or None
 
 
 # -- the whole summary ---------------------------------------------------------------------
@@ -272,13 +316,14 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
     pooled, pooled_ood = pooled_witness_rows(root), pooled_ood_rows(root)
     sections = {
         "witness": witness_section(root, pooled),
+        "series": series_section(root),
         "ood": ood_section(root),
         "length": length_section(root),
         "bound_curve": read_json(root / "bound_curve" / "curve.json"),
         "loopholes": loopholes_section(root, pooled, pooled_ood),
         "zoo": zoo_section(root, pooled, pooled_ood),
         "precision": precision_section(root),
-        "probe": probe_section(root / "probe"),
+        "probes": probes_section(root / "probe"),
     }
     if not any(sections.values()):
         raise KernelgapError(f"{root} holds no reproduction results (no experiment folder with runs)")

@@ -2,8 +2,8 @@
 
     name = "witness"                 # optional label
     seed = 0                         # base seed (usually a grid axis)
-    [family]                         # task.build_family(name, **params)
-    name = "witness"
+    [family]                         # task.build_family(name, **params), or
+    name = "witness"                 # file = "F.json" (relative to this file; either layout)
     params = {}
     [test_family]                    # optional: scored, not trained on; without a name it is
     params = {split = "test"}        # the training family with these parameters changed
@@ -16,6 +16,7 @@
     [[variants]]                     # optional: overrides paired with every grid point
     model.feature_map = "mlp_exp"
     train.lr = 3e-3
+    grid.model.rank = [8, 16]        # this variant's own axis (replaces the sweep's)
 
 The runs are ``variants × grid`` (one variant, the base, when none is given).
 A variant's value wins over a grid axis of the same key, and duplicate runs are
@@ -35,7 +36,7 @@ import typing
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KernelgapError
 from ..models import ModelSpec
 from ..training import FamilySpec, RunConfig, TrainConfig, default_model
 
@@ -55,23 +56,28 @@ class SweepConfig:
     base: dict
     grid: dict[str, list]
     variants: list[dict]
+    base_dir: str = "."  # where family files named by the sweep are found
 
     def runs(self) -> list[RunConfig]:
-        """Every run of ``variants × grid``, in file order, duplicates removed."""
-        axes = list(self.grid)
+        """Every run of ``variants × grid``, in file order, duplicates removed (a variant's
+        own ``grid.*`` axes replace or extend the sweep's grid for that variant)."""
         out: dict[str, RunConfig] = {}
         for variant in self.variants:
-            for values in itertools.product(*(self.grid[a] for a in axes)):
+            grid = {**self.grid, **{k[len("grid."):]: v for k, v in variant.items() if k.startswith("grid.")}}
+            fixed = [(k, v) for k, v in variant.items() if not k.startswith("grid.")]
+            axes = list(grid)
+            for values in itertools.product(*(grid[a] for a in axes)):
                 raw = _nested_copy(self.base)
-                for key, value in [*zip(axes, values), *variant.items()]:
+                for key, value in [*zip(axes, values), *fixed]:
                     _set(raw, key, value)
-                run = build_run(raw)
+                run = build_run(raw, self.base_dir)
                 out.setdefault(run.run_id(), run)
         return list(out.values())
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
-    """Read and validate a sweep file (every run is resolved once to check it)."""
+    """Read and validate a sweep file (every run is resolved once to check it); family
+    files it names are found relative to its folder."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"sweep config {p} does not exist")
@@ -80,14 +86,14 @@ def load_sweep(path: str | Path) -> SweepConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML ({exc})") from None
     try:
-        sweep = parse_sweep(data)
+        sweep = parse_sweep(data, str(p.resolve().parent))
         sweep.runs()
-    except ConfigError as exc:
+    except KernelgapError as exc:
         raise ConfigError(f"{p}: {exc}") from None
     return sweep
 
 
-def parse_sweep(data: dict) -> SweepConfig:
+def parse_sweep(data: dict, base_dir: str = ".") -> SweepConfig:
     """Validate the structure of a parsed TOML document."""
     for key in data:
         if key not in TOP_KEYS:
@@ -110,24 +116,39 @@ def parse_sweep(data: dict) -> SweepConfig:
     variants = data.get("variants", [{}])
     if not isinstance(variants, list) or not variants:
         raise ConfigError("variants: expected a non-empty array of tables ([[variants]])")
-    variants = [_flatten(_table(v, f"variants[{i}]"), "") for i, v in enumerate(variants)]
-    return SweepConfig(name, base, grid, variants)
+    variants = [_variant(_table(v, f"variants[{i}]"), f"variants[{i}]") for i, v in enumerate(variants)]
+    return SweepConfig(name, base, grid, variants, base_dir)
 
 
-def build_run(raw: dict) -> RunConfig:
-    """A :class:`RunConfig` from nested plain values, every key and type checked."""
+def _variant(table: dict, where: str) -> dict:
+    """A variant's overrides, flat; its ``grid`` table (axes of its own) walked down to lists."""
+    own = table.get("grid", {})
+    out = _flatten({k: v for k, v in table.items() if k != "grid"}, "")
+    for key, values in _flatten(_table(own, f"{where}.grid"), "", whole_params=False).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
+        out[f"grid.{key}"] = values
+    return out
+
+
+def build_run(raw: dict, base_dir: str = ".") -> RunConfig:
+    """A :class:`RunConfig` from nested plain values, every key and type checked; family
+    files are found relative to ``base_dir``."""
     raw = _test_family_follows(raw)
     sections = {}
     for section, cls in SECTIONS.items():
         if section in raw:
-            sections[section] = _dataclass_from(cls, raw[section], section)
+            values = _dataclass_fields(cls, raw[section], section)
+            sections[section] = _family_spec(values, section, base_dir) if cls is FamilySpec else \
+                FACTORIES.get(cls, cls)(**values)
     seed = _typed(raw.get("seed", 0), int, "seed")
     return RunConfig(family=sections["family"], model=sections.get("model", default_model()),
                      train=sections.get("train", TrainConfig()), seed=seed,
                      test_family=sections.get("test_family")).validate()
 
 
-def _dataclass_from(cls: type, values, where: str):
+def _dataclass_fields(cls: type, values, where: str) -> dict:
+    """The fields of ``cls`` from a table, every key known and every value of its type."""
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a table")
     hints = typing.get_type_hints(cls)
@@ -135,10 +156,24 @@ def _dataclass_from(cls: type, values, where: str):
     for key in values:
         if key not in known:
             raise ConfigError(f"unknown key {where}.{key!r} (expected one of {', '.join(sorted(known))})")
-    kwargs = {k: _typed(v, hints[k], f"{where}.{k}") for k, v in values.items()}
-    if cls is FamilySpec and "name" not in kwargs:
-        raise ConfigError(f"{where}.name is required")
-    return FACTORIES.get(cls, cls)(**kwargs)
+    return {k: _typed(v, hints[k], f"{where}.{k}") for k, v in values.items()}
+
+
+def _dataclass_from(cls: type, values, where: str):
+    return FACTORIES.get(cls, cls)(**_dataclass_fields(cls, values, where))
+
+
+def _family_spec(kwargs: dict, where: str, base_dir: str) -> FamilySpec:
+    """``name`` (+ ``params``) of a registered family, or ``file`` (a path relative to the sweep file)."""
+    if ("name" in kwargs) == ("file" in kwargs):
+        raise ConfigError(f"{where} needs either name (a registered family) or file (a family file)")
+    if "sha256" in kwargs:
+        raise ConfigError(f"{where}.sha256 is computed from the file, not given")
+    if "file" in kwargs:
+        if kwargs.get("params"):
+            raise ConfigError(f"{where}.params apply to a registered family, not to a file")
+        return FamilySpec.from_file(Path(base_dir) / kwargs["file"])
+    return FamilySpec(**kwargs)
 
 
 def _typed(value, hint, where: str):
@@ -162,7 +197,7 @@ def _typed(value, hint, where: str):
 def _test_family_follows(raw: dict) -> dict:
     """A ``[test_family]`` without a name is the training family with its parameters changed."""
     test = raw.get("test_family")
-    if not isinstance(test, dict) or "name" in test or not isinstance(raw.get("family"), dict):
+    if not isinstance(test, dict) or "name" in test or "file" in test or not isinstance(raw.get("family"), dict):
         return raw
     family = raw["family"]
     params = {**_table(family.get("params", {}), "family.params"),

@@ -28,6 +28,8 @@ from .store import ResultsDir, run_ids
 
 #: Most runs trained in one stack.
 MAX_STACK = 64
+#: Largest share of a stack's feature columns that padding to its largest rank may waste.
+MAX_PADDING = 0.25
 
 
 @dataclass
@@ -47,11 +49,14 @@ class SweepSummary:
         return self.total - self.done_before - self.ran
 
 
-def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK) -> list[list[RunConfig]]:
+def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK,
+               max_padding: float = MAX_PADDING) -> list[list[RunConfig]]:
     """Split runs into stacks: one stack key each, similar ranks together.
 
     The chunk size ``⌈pending / workers⌉`` (at most ``max_stack``) keeps every
-    worker busy while keeping stacks as large as that allows.
+    worker busy while keeping stacks as large as that allows; within it a stack
+    takes runs from the largest rank down while padding every member to the
+    stack's largest rank wastes at most ``max_padding`` of its feature columns.
     """
     if not runs:
         return []
@@ -61,11 +66,27 @@ def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK) 
         groups[run.stack_key()].append(run)
     tasks = []
     for members in groups.values():
-        members.sort(key=lambda r: (r.model.rank, r.seed))
+        members.sort(key=lambda r: (-r.model.rank, r.seed))
         chunks = math.ceil(len(members) / size)
         step = math.ceil(len(members) / chunks)
-        tasks += [members[i:i + step] for i in range(0, len(members), step)]
+        for i in range(0, len(members), step):
+            tasks += _padding_limited(members[i:i + step], max_padding)
     return tasks
+
+
+def _padding_limited(members: list[RunConfig], max_padding: float) -> list[list[RunConfig]]:
+    """Consecutive runs (ranks descending) cut where padding would waste more than allowed."""
+    out: list[list[RunConfig]] = []
+    for run in members:
+        stack = out[-1] if out else None
+        if stack is not None:
+            top = stack[0].model.rank
+            waste = sum(top - r.model.rank for r in stack) + top - run.model.rank
+            if waste <= max_padding * top * (len(stack) + 1):
+                stack.append(run)
+                continue
+        out.append([run])
+    return [sorted(s, key=lambda r: (r.model.rank, r.seed)) for s in out]
 
 
 def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:

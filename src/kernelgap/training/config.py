@@ -18,12 +18,13 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import torch
 
 from ..errors import ConfigError, KernelgapError
 from ..models import ModelSpec, feature_map_class, resolve_device
-from ..task import AnyFamily, build_family, family_parameters
+from ..task import Family, as_sequences, build_family, family_parameters, load_family
 
 #: Learning rates calibrated on the witness family; key = map name or "softmax".
 DEFAULT_LR: dict[str, float] = {"table": 3e-2, "softmax": 5e-3}
@@ -110,12 +111,31 @@ class TrainConfig:
 
 @dataclass
 class FamilySpec:
-    """A registered family and its builder's parameters (``task.build_family``)."""
+    """A registered family and its builder's parameters (``task.build_family``), or a family
+    file (either layout; a product family is expanded for training).
 
-    name: str
+    A file is named by its absolute path and its content's SHA-256 (:meth:`from_file`), so
+    a changed file makes different runs.
+    """
+
+    name: str = ""
     params: dict = field(default_factory=dict)
+    file: str | None = None
+    sha256: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "FamilySpec":
+        p = Path(path).resolve()
+        try:
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise ConfigError(f"family file {path} cannot be read: {exc.strerror or exc}") from None
+        return cls(name=p.stem, file=str(p), sha256=digest)
 
     def validate(self, where: str = "family") -> "FamilySpec":
+        if self.file is not None:
+            load_family(self.file)  # a one-line FamilyError naming the problem
+            return self
         try:
             allowed = family_parameters(self.name)
         except KernelgapError as exc:
@@ -128,8 +148,9 @@ class FamilySpec:
                 raise ConfigError(f"{where}.params.{key}: unsupported value {value!r}")
         return self
 
-    def build(self) -> AnyFamily:
-        return build_family(self.name, **self.params)
+    def build(self) -> Family:
+        family = load_family(self.file) if self.file is not None else build_family(self.name, **self.params)
+        return as_sequences(family)
 
 
 @dataclass

@@ -16,14 +16,19 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from ..models import AttentionModel, build_model, feature_count, signed_kernel
-from ..task import Family, error_metrics
+from ..models.attention import PairPlan
+from ..task import EXACT_THRESHOLD, Family, error_metrics
 from .config import DTYPES, RunConfig, TrainConfig
+
+
+#: Steps between the host's readings of the stop marks (results do not depend on it).
+CHECK_EVERY = 16
 
 
 def configure_worker(threads: int = 1, seed: int | None = None) -> None:
@@ -67,23 +72,43 @@ def cosine_lr(base: float, step: int, total: int) -> float:
 
 @dataclass
 class Scored:
-    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``."""
+    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``.
+
+    ``planned``: predict through the block of pairs the family uses
+    (:meth:`AttentionModel.plan`) where it is smaller than the dense tables.
+    """
 
     tokens: torch.Tensor
     index: torch.Tensor
     positions: list[int]
     target: torch.Tensor
+    planned: bool = True
+    plans: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu") -> "Scored":
+    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu",
+           planned: bool = True) -> "Scored":
         positions = family.scored_positions
         target = torch.as_tensor(family.targets()[:, positions], dtype=dtype, device=device)
         return cls(torch.as_tensor(family.tokens, dtype=dtype, device=device),
-                   torch.as_tensor(family.index, device=device), positions, target)
+                   torch.as_tensor(family.index, device=device), positions, target, planned)
 
-    def errors(self, model: AttentionModel) -> torch.Tensor:
+    def plan(self, model) -> PairPlan | None:
+        """The model's pair block on this family (built once), or None for the dense tables."""
+        if not (self.planned and isinstance(model, AttentionModel)):
+            return None
+        key = (model.position_dependent, model.causal)
+        if key not in self.plans:
+            plan = model.plan(self.tokens, self.index, self.positions)
+            self.plans[key] = plan if plan.size < len(self.tokens) ** 2 else None
+        return self.plans[key]
+
+    def errors(self, model) -> torch.Tensor:
         """``pred − target`` of every member, ``[E, S, Q]``."""
-        return model.predict(self.tokens, self.index, self.positions) - self.target
+        plan = self.plan(model)
+        if plan is None:
+            return model.predict(self.tokens, self.index, self.positions) - self.target
+        return model.predict(self.tokens, self.index, self.positions, plan=plan) - self.target
 
 
 @dataclass
@@ -105,13 +130,27 @@ def metrics_of(err: torch.Tensor) -> dict:
 
 
 class StackTrainer:
-    """Trains one stack; see the module docstring for the per-member bookkeeping."""
+    """Trains one stack; see the module docstring for the per-member bookkeeping.
+
+    The stop conditions are kept on the device: each step marks the members that
+    just became exact or diverged, snapshots their errors and excludes them from
+    the loss, and their Adam moments are held at zero, so their parameters stay
+    exactly as they were at their stop step.  The host reads the marks every
+    :data:`CHECK_EVERY` steps (no synchronisation per step on an accelerator),
+    then scores the stopped members' test family and writes their results — the
+    same numbers a per-step reading would give.
+    """
 
     def __init__(self, model: AttentionModel, train: Scored, cfg: TrainConfig,
-                 test: Scored | None = None) -> None:
+                 test: Scored | None = None, check_every: int = CHECK_EVERY) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
-        self.results: list[MemberResult | None] = [None] * model.members
-        self.active = torch.ones(model.members, dtype=torch.bool, device=train.target.device)
+        self.check_every = check_every
+        e, device = model.members, train.target.device
+        self.results: list[MemberResult | None] = [None] * e
+        self.active = torch.ones(e, dtype=torch.bool, device=device)
+        self.stopped_at = torch.full((e,), -1, dtype=torch.long, device=device)
+        self.diverged = torch.zeros(e, dtype=torch.bool, device=device)
+        self.snapshot: torch.Tensor | None = None  # errors of each member at its stop step
         self.start = time.perf_counter()
 
     def phases(self):
@@ -120,42 +159,70 @@ class StackTrainer:
                 (lambda err: power_mean_loss(err, power), self.cfg.max_steps)]
 
     def run(self) -> list[MemberResult]:
-        opt = torch.optim.Adam(self.model.parameters(), lr=self.cfg.lr, foreach=True)
+        params = list(self.model.parameters())
+        opt = torch.optim.Adam(params, lr=self.cfg.lr, foreach=True)
         step, last_err = 0, None
         for loss_fn, n_steps in self.phases():
             for k in range(n_steps):
                 err = self.train.errors(self.model)
                 losses = loss_fn(err)
-                self.record_events(err, losses, last_err, step)
-                if not bool(self.active.any()):
+                self.mark_stops(err, losses, last_err, step)
+                if step % self.check_every == 0 and not self.collect():
                     return self.results
                 for group in opt.param_groups:
                     group["lr"] = cosine_lr(self.cfg.lr, k, n_steps)
                 opt.zero_grad(set_to_none=True)
                 torch.where(self.active, losses, torch.zeros_like(losses)).sum().backward()
+                self.hold_stopped(params, opt)
                 opt.step()
                 step, last_err = step + 1, err.detach()
-        with torch.no_grad():
-            err = self.train.errors(self.model)
-        self.finish(err, step, last_err)
+        if self.collect():
+            with torch.no_grad():
+                self.finish(self.train.errors(self.model), step, last_err)
         return self.results
 
-    def record_events(self, err, losses, last_err, step: int) -> None:
-        """Record members that just became exact or diverged (before this step's update)."""
+    def mark_stops(self, err, losses, last_err, step: int) -> None:
+        """On the device: members that just became exact or diverged (before this step's update)."""
         with torch.no_grad():
-            max_err = err.detach().abs().amax(dim=(1, 2))
+            err = err.detach()
+            max_err = err.abs().amax(dim=(1, 2))
             finite = torch.isfinite(losses.detach()) & torch.isfinite(max_err)
             diverged = self.active & ~finite
             stop = self.cfg.stop_below
-            exact = self.active & finite & (max_err < stop) if stop is not None else None
-        if bool(diverged.any()):
-            for e in diverged.nonzero().flatten().tolist():
-                source = last_err if last_err is not None else err.detach()
-                self.record(e, "diverged", step, source[e], None)
-        if exact is not None and bool(exact.any()):
-            test_err, stats = self.test_errors(), self.kernel_stats()
-            for e in exact.nonzero().flatten().tolist():
-                self.record(e, "ok", step, err.detach()[e], test_err, stats)
+            exact = self.active & finite & (max_err < stop) if stop is not None else torch.zeros_like(diverged)
+            new = diverged | exact
+            source = torch.where(diverged[:, None, None], last_err if last_err is not None else err, err)
+            self.snapshot = source if self.snapshot is None else torch.where(new[:, None, None], source, self.snapshot)
+            self.stopped_at = torch.where(new, step, self.stopped_at)
+            self.diverged |= diverged
+            self.active &= ~new
+
+    def hold_stopped(self, params: list[torch.Tensor], opt: torch.optim.Optimizer) -> None:
+        """Zero the gradients and first Adam moments of stopped members: their update is then
+        exactly zero (a member's parameters are the leading slots of each stacked tensor)."""
+        with torch.no_grad():
+            for p in params:
+                keep = self.active.repeat_interleave(max(1, p.shape[0] // len(self.active)))
+                keep = keep.reshape(-1, *([1] * (p.dim() - 1))) if len(keep) == p.shape[0] else self.active.all()
+                if p.grad is not None:
+                    p.grad.masked_fill_(~keep, 0.0)
+                state = opt.state.get(p)
+                if state:
+                    state["exp_avg"].masked_fill_(~keep, 0.0)
+
+    def collect(self) -> bool:
+        """Write the results of members stopped since the last reading; False when none is left."""
+        stopped = self.stopped_at.tolist()
+        new = [e for e, at in enumerate(stopped) if at >= 0 and self.results[e] is None]
+        if new:
+            diverged = self.diverged.tolist()
+            finite = [e for e in new if not diverged[e]]
+            test_err = self.test_errors() if finite else None
+            stats = self.kernel_stats() if finite else None
+            for e in new:
+                status = "diverged" if diverged[e] else "ok"
+                self.record(e, status, stopped[e], self.snapshot[e], None if diverged[e] else test_err, stats)
+        return any(r is None for r in self.results)
 
     def test_errors(self) -> torch.Tensor | None:
         if self.test is None:
@@ -177,15 +244,16 @@ class StackTrainer:
         if stats is not None:
             train["kernel"] = {k: float(v[e]) for k, v in stats.items()}
         self.results[e] = MemberResult(status, step, time.perf_counter() - self.start, train, test)
-        self.active[e] = False
 
     def finish(self, err: torch.Tensor, step: int, last_err: torch.Tensor | None = None) -> None:
         """Final metrics of members still training after the last step; a member
         the last update made non-finite is ``diverged`` with its last finite metrics."""
-        finite = torch.isfinite(err).flatten(1).all(dim=1)
-        test_err, stats = self.test_errors(), self.kernel_stats()
-        for e in self.active.nonzero().flatten().tolist():
-            if bool(finite[e]):
+        finite = torch.isfinite(err).flatten(1).all(dim=1).tolist()
+        left = [e for e, r in enumerate(self.results) if r is None]
+        test_err = self.test_errors() if any(finite[e] for e in left) else None
+        stats = self.kernel_stats()
+        for e in left:
+            if finite[e]:
                 self.record(e, "ok", step, err[e], test_err, stats)
             else:
                 self.record(e, "diverged", step, (last_err if last_err is not None else err)[e], None)
@@ -223,9 +291,16 @@ def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
 
 
 def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
-    """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``)."""
+    """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``).
+
+    A run scored on a test family also says whether it ``fit`` its training family
+    (train max error below the exact threshold): a test score of a run that did not
+    fit measures the optimiser, not the model's capacity.
+    """
     from .. import __version__
 
+    fit = {} if run.test_family is None else {
+        "fit": result.train["max_error"] is not None and result.train["max_error"] < EXACT_THRESHOLD}
     return {
         "id": run.run_id(),
         "config": run.as_dict(),
@@ -238,6 +313,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
         "test": result.test,
+        **fit,
         "version": __version__,
     }
 

@@ -1,0 +1,29 @@
+"""Linear attention with a feature map of ``fla-core`` (flash-linear-attention), for ``kernelgap probe``.
+
+    kernelgap probe kernelgap.probe.zoo:FlaLinearAttention --kwargs '{"feature_map": "hedgehog"}'
+
+fla ships its feature maps as modules ``φ(x)`` (Hedgehog, T2R, DPFP, …) for its
+own attention layers, whose kernels need a GPU; this wraps one in plain
+normalized linear attention, ``y_i = Σ_j <φ(q_i), φ(k_j)> v_j / Σ_j <φ(q_i), φ(k_j)>``,
+with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).
+"""
+
+import torch
+from fla.modules import feature_map as fla_maps  # the optional extra: a missing library is a skip
+from torch import nn
+
+MAPS = {"hedgehog": "HedgehogFeatureMap", "t2r": "T2RFeatureMap", "dpfp": "DPFPFeatureMap"}
+
+
+class FlaLinearAttention(nn.Module):
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model: int, rank: int, feature_map: str = "hedgehog") -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(d_model, rank), nn.Linear(d_model, rank), nn.Linear(d_model, d_model)
+        self.phi = getattr(fla_maps, MAPS[feature_map])(rank)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.phi(self.q(x)), self.phi(self.k(x))
+        weights = q @ k.transpose(-1, -2)  # [B, N, N], nonnegative for these maps
+        return weights @ self.v(x) / weights.sum(-1, keepdim=True).clamp_min(1e-6)
