@@ -104,7 +104,7 @@ def test_the_example_through_the_cli_stands_alone(cli, tmp_path):
     assert [s["ranks"] for s in meta["suites"]] == [[2, 4], [2]]
     assert meta["suites"][0]["certified_rank"] == 16
     module_runs = sorted((out / meta["runs"] / "witness" / "runs").glob("*.json"))
-    baseline = sorted((out / "baseline" / "witness" / "runs").glob("*.json"))
+    baseline = sorted((out / "baseline" / meta["suites"][0]["baseline_folder"] / "runs").glob("*.json"))
     assert len(module_runs) == 2 and len(baseline) == 2
     assert json.loads(module_runs[0].read_text())["steps"] == 6
     (summary,) = json.loads((out / "summary.json").read_text())["probes"]
@@ -226,6 +226,10 @@ name = "mean"
 target = "{user_file}:MeanModel"
 ranks = {{witness = [2], ood-n4 = [2]}}
 [[probes]]
+name = "wider"        # other witness ranks: its own baseline runs beside the shared ones
+target = "{user_file}:MeanModel"
+ranks = {{witness = [3], ood-n4 = [2]}}
+[[probes]]
 name = "causal"
 target = "{user_file}:CausalModel"
 ranks = {{witness = [2], ood-n4 = [2]}}
@@ -237,9 +241,11 @@ requires = "no-such-library"
     out = tmp_path / "out"
     reproduce(profile, out, executor="inline", log=lambda *_: None)
     probes = {p["name"]: p for p in json.loads((out / "summary.json").read_text())["probes"]}
-    assert set(probes) == {"mean", "causal", "missing"}
+    assert set(probes) == {"mean", "wider", "causal", "missing"}
+    assert [r["rank"] for r in probes["wider"]["suites"][0]["baseline"]] == [3]
     assert "no-such-library is not installed" in probes["missing"]["skipped"]
     assert probes["causal"]["reading"] == "final" and probes["mean"]["reading"] == "first"
-    assert len(list((out / "probe" / "baseline").rglob("runs/*.json"))) == 2 * 2  # 2 suites × 2 readings, shared
+    # mean: 2 suites; wider: witness at rank 3 only (its ood-n4 is mean's); causal: 2 final-query suites
+    assert len(list((out / "probe" / "baseline").rglob("runs/*.json"))) == 2 + 1 + 2
     page = (out / "report.html").read_text()
     assert "missing (no_such_library_here:Attention) was not probed: no-such-library is not installed" in page

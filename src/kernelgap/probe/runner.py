@@ -15,6 +15,7 @@ result.  ``OUT`` holds:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -123,11 +124,15 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     reading = reading_of(checked[first[0].name], build_family(first[0].family, **first[0].params).m)
     chosen = suites(profile, ranks, seeds, steps, lr, reading) if reading != "first" else first
     counts = checked[first[0].name].parameter_counts()
+    module_model = {**asdict(default_model(kind="module", module=spec)), "module": asdict(spec)}
+    baseline_model = asdict(default_model(kind="kernel", feature_map=BASELINE))
     suite_rows = []
     for suite in chosen:
         family = build_family(suite.family, **suite.params)
         certified = certify(family).certified_rank if family.matching else None
-        suite_rows.append({**asdict(suite), "certified_rank": certified, "folder": _folder(suite, reading)})
+        sub = _folder(suite, reading)
+        suite_rows.append({**asdict(suite), "certified_rank": certified, "folder": sub,
+                           "baseline_folder": _baseline_folder(suite, sub, baseline_model)})
     meta = {"target": f"{Path(split_target(spec.target)[0]).name}:{split_target(spec.target)[1]}",
             "class": cls.__name__, "kwargs": spec.kwargs, "interface": spec.interface,
             "args": spec.args, "output": spec.output, "d_model": spec.d_model if spec.interface == "layer" else None,
@@ -142,13 +147,11 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
     if reading == "final":
         log(f"[probe] {cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
-    module_model = {**asdict(default_model(kind="module", module=spec)), "module": asdict(spec)}
-    baseline_model = asdict(default_model(kind="kernel", feature_map=BASELINE))
     options = {"executor": executor, "workers": workers, "address": address}
-    for suite in chosen:
-        sub = _folder(suite, reading)
+    for suite, row in zip(chosen, suite_rows):
+        sub = row["folder"]
         for folder, name, model in ((out / meta["runs"] / sub, f"probe-{sub}", module_model),
-                                    (baseline / sub, f"{BASELINE}-{sub}", baseline_model)):
+                                    (baseline / row["baseline_folder"], f"{BASELINE}-{sub}", baseline_model)):
             cfg = atomic_write_text(out / "sweeps" / f"{folder.parent.name}-{sub}.toml",
                                     _sweep_text(name, suite, _model_table(model)))
             log(f"[probe] {name}: sweep {cfg} → {folder}")
@@ -167,6 +170,13 @@ def _folder(suite: Suite, reading: str) -> str:
     """A suite's folder: its name, marked when read on the final query (a shared baseline
     holds both readings)."""
     return suite.name if reading == "first" else f"{suite.name}-{reading}"
+
+
+def _baseline_folder(suite: Suite, sub: str, baseline_model: dict) -> str:
+    """The baseline's folder for a suite: its name and a hash of its sweep, so probes with
+    the same suite settings share the runs and probes with other ranks or seeds do not collide."""
+    text = _sweep_text(f"{BASELINE}-{sub}", suite, _model_table(baseline_model))
+    return f"{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def _model_table(model: dict) -> dict:

@@ -86,6 +86,17 @@ def legend(ax, **kw) -> None:
         ax.legend(fontsize=7, **kw)
 
 
+def error_axes(ax, xs, certified, xlabel: str, ylabel: str, title: str,
+               certificate_label: str = "certificate", **legend_kw) -> None:
+    """Finish a max-error-against-features panel: the 1/2 line, the certificate, log axes."""
+    exact_line(ax)
+    certificate_line(ax, certified, certificate_label)
+    log2_axis(ax, xs)
+    ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    legend(ax, **legend_kw)
+
+
 # -- the paper's experiments ------------------------------------------------------------------
 
 def witness_figure(summary: dict, out_dir: Path) -> list[str]:
@@ -96,16 +107,11 @@ def witness_figure(summary: dict, out_dir: Path) -> list[str]:
     for fm in sorted({r["feature_map"] for r in w["runs"]}):
         xs += band(ax, [r for r in w["runs"] if r["feature_map"] == fm], "rank", "max_error", fm,
                    COLORS.get(fm, "black"))
-    exact_line(ax)
-    certificate_line(ax, w.get("certified_rank"), "certified bound")
     if w.get("softmax"):
         worst = max(s["max_error"] for s in w["softmax"])
         ax.axhline(worst, color="#17becf", ls="-.", lw=1, label=f"dense softmax (worst seed {worst:.2f})")
-    log2_axis(ax, xs)
-    ax.set_yscale("log")
-    ax.set(xlabel="feature rank r (log2)", ylabel="max |error| on the witness family",
-           title=f"Witness family: m = {w['m']}, {w['sequences']} sequences")
-    legend(ax, loc="lower left")
+    error_axes(ax, xs, w.get("certified_rank"), "feature rank r (log2)", "max |error| on the witness family",
+               f"Witness family: m = {w['m']}, {w['sequences']} sequences", "certified bound", loc="lower left")
     return save(fig, out_dir, "witness_error_vs_rank")
 
 
@@ -228,12 +234,8 @@ def signed_figure(summary: dict, out_dir: Path) -> list[str]:
     for fm in sorted({r["feature_map"] for r in runs}):
         xs += band(ax1, [r for r in runs if r["feature_map"] == fm], "features", "max_error",
                    f"{fm} (signed)" if fm in signed else fm, COLORS.get(fm, "black"))
-    exact_line(ax1)
-    certificate_line(ax1, sec.get("certified_rank"))
-    log2_axis(ax1, xs)
-    ax1.set_yscale("log")
-    ax1.set(xlabel="features (log2)", ylabel="train max |error|", title="Witness family: signed vs nonnegative")
-    legend(ax1)
+    error_axes(ax1, xs, sec.get("certified_rank"), "features (log2)", "train max |error|",
+               "Witness family: signed vs nonnegative")
     xs = []
     ood_runs = {s["n"]: s["runs"] for s in ((summary.get("ood") or {}).get("scales") or [])}
     cmap = plt.get_cmap("viridis")
@@ -272,13 +274,8 @@ def heads_figure(summary: dict, out_dir: Path) -> list[str]:
         for k, h in enumerate(hs):
             xs += band(ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}",
                        tone(cmap, k, len(hs)))
-        exact_line(ax)
-        certificate_line(ax, sec.get("certified_rank"), "1-head certificate")
-        log2_axis(ax, xs)
-        ax.set_yscale("log")
-        ax.set(xlabel="total features H·r (log2)", ylabel="train max |error|",
-               title=f"Several heads at fixed total ({fm}, witness)")
-        legend(ax)
+        error_axes(ax, xs, sec.get("certified_rank"), "total features H·r (log2)", "train max |error|",
+                   f"Several heads at fixed total ({fm}, witness)", "1-head certificate")
     return save(fig, out_dir, "beyond_heads")
 
 
@@ -294,12 +291,8 @@ def zoo_figure(summary: dict, out_dir: Path) -> list[str]:
         if has_ood:
             xs2 += band(axes[0][1], [r for r in z["ood_runs"] if r["feature_map"] == fm], "features",
                         "test_exact_seq_acc", fm, color)
-    exact_line(ax1)
-    certificate_line(ax1, z.get("certified_rank"))
-    log2_axis(ax1, xs1)
-    ax1.set_yscale("log")
-    ax1.set(xlabel="features (log2)", ylabel="train max |error|", title="The zoo on the witness family")
-    legend(ax1)
+    error_axes(ax1, xs1, z.get("certified_rank"), "features (log2)", "train max |error|",
+               "The zoo on the witness family")
     if has_ood:
         ax2 = axes[0][1]
         log2_axis(ax2, xs2)
@@ -340,16 +333,14 @@ def probe_figure(summary: dict, out_dir: Path) -> list[str]:
             xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", COLORS["module"])
             xs += band(ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)",
                        COLORS.get(p.get("baseline"), "black"))
-            log2_axis(ax, xs)
+            title = f"{p['name']}: {s['name']}"
             if s["ood"]:
+                log2_axis(ax, xs)
                 ax.set_ylim(-0.02, 1.02)
+                ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy", title=title)
+                legend(ax)
             else:
-                exact_line(ax)
-                certificate_line(ax, s.get("certified_rank"))
-                ax.set_yscale("log")
-            ax.set(xlabel="rank (log2)", ylabel="test exact-seq accuracy" if s["ood"] else "train max |error|",
-                   title=f"{p['name']}: {s['name']}")
-            legend(ax)
+                error_axes(ax, xs, s.get("certified_rank"), "rank (log2)", "train max |error|", title)
         files += save(fig, out_dir, f"probe-{p['name']}")
     return files
 

@@ -265,7 +265,7 @@ def probe_section(folder: Path) -> dict | None:
     for suite in meta["suites"]:
         sub = suite.get("folder", suite["name"])
         runs = _sorted(rows_of(folder / meta["runs"] / sub), "rank", "seed")
-        base = _sorted(rows_of(baseline / sub), "rank", "seed")
+        base = _sorted(rows_of(baseline / suite.get("baseline_folder", sub)), "rank", "seed")
         is_ood = suite.get("test_params") is not None
         ok = solves_test_pool if is_ood else exact
         suites.append({
