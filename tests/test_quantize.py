@@ -87,3 +87,20 @@ def test_quantized_runs_end_to_end_small():
             ("uniform", 2), ("uniform", 8), ("float", 2), ("float", 8)}
     fam = build_family("witness")
     assert family_transcript(fam)["bits_needed"] == pytest.approx(16.0)  # 16 queries, targets {0, 6}
+
+
+def test_retraining_follows_the_sweeps_stacks():
+    """A run is retrained padded to the rank its sweep stack was padded to, so it
+    reproduces its record bit for bit whichever runs the sweep trained beside it."""
+    from kernelgap.training import train_records
+
+    runs = [RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=r),
+                      TrainConfig(mse_steps=150, max_steps=150, stop_below=0.0), seed=0) for r in (4, 16)]
+    alone = {rec["id"]: rec for run in runs for rec in train_records([run])}
+    assert sorted(rec["stack_rank"] for rec in alone.values()) == [4, 16]
+    rows = quantized_runs(runs, [8], ["float"], alone)["models"]
+    assert [row["matches_record"] for row in rows] == [True, True]
+    assert all(row["max_error"] == pytest.approx(alone[row["id"]]["train"]["max_error"], rel=1e-6) for row in rows)
+    together = {rec["id"]: rec for rec in train_records(runs)}
+    assert {rec["stack_rank"] for rec in together.values()} == {16}
+    assert [row["matches_record"] for row in quantized_runs(runs, [8], ["float"], together)["models"]] == [True, True]

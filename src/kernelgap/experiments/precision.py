@@ -50,17 +50,20 @@ def collapse_bits(rows: list[dict]) -> int | None:
 
 def quantized_runs(runs: list[RunConfig], bits: list[int], quantizers: list[str],
                    records: dict[str, dict] | None = None) -> dict:
-    """Train each stack of ``runs`` and score it through quantized sketches."""
+    """Train ``runs`` again, stacked as the sweep stacked them (by each record's
+    ``stack_rank``), and score every model through quantized sketches."""
+    records = records or {}
     threads = torch.get_num_threads()
     configure_worker()
     try:
-        groups: dict[str, list[RunConfig]] = defaultdict(list)
+        groups: dict[tuple, list[RunConfig]] = defaultdict(list)
         for run in runs:
             run = run.resolved()
-            groups[run.stack_key()].append(run)
+            padded = (records.get(run.run_id()) or {}).get("stack_rank", run.model.rank)
+            groups[run.stack_key(), padded].append(run)
         models, transcript = [], None
         for members in groups.values():
-            rows, family = _score_stack(members, bits, quantizers, records or {})
+            rows, family = _score_stack(members, bits, quantizers, records)
             models += rows
             transcript = transcript or family_transcript(family)
     finally:

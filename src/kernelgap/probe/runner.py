@@ -99,7 +99,12 @@ def _sweep_text(name: str, suite: Suite, model: dict) -> str:
 
 
 def _identity(meta: dict) -> dict:
-    return {k: meta.get(k) for k in IDENTITY}
+    """What makes two probes the same: the module and the suites' settings (not what is
+    derived from them, such as folders and certificates)."""
+    derived = ("certified_rank", "folder", "baseline_folder")
+    ident = {k: meta.get(k) for k in IDENTITY}
+    ident["suites"] = [{k: v for k, v in s.items() if k not in derived} for s in ident["suites"] or []]
+    return ident
 
 
 def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = None,

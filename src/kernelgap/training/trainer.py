@@ -290,12 +290,14 @@ def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
     return train_stack(model, family, first.train, test_family)
 
 
-def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
+def run_record(run: RunConfig, result: MemberResult, stack_size: int, stack_rank: int) -> dict:
     """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``).
 
     A run scored on a test family also says whether it ``fit`` its training family
     (train max error below the exact threshold): a test score of a run that did not
-    fit measures the optimiser, not the model's capacity.
+    fit measures the optimiser, not the model's capacity. ``stack_rank`` is the rank every
+    member of its stack was padded to: with it the run can be retrained bit for bit (the
+    padding width changes float sums; the other members do not).
     """
     from .. import __version__
 
@@ -309,6 +311,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "steps": result.steps,
         "wall_time_s": result.wall_time_s,
         "stack_size": stack_size,
+        "stack_rank": stack_rank,
         "features": feature_count(run.model),
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
@@ -321,4 +324,5 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
 def train_records(runs: list[RunConfig]) -> list[dict]:
     """Train one stack of runs and return their records (the executors' task)."""
     results = train_runs(runs)
-    return [run_record(r.resolved(), res, len(runs)) for r, res in zip(runs, results)]
+    top = max(r.model.rank for r in runs)
+    return [run_record(r.resolved(), res, len(runs), top) for r, res in zip(runs, results)]
