@@ -154,8 +154,9 @@ def precision_sketches(profile, out: Path, sweep_options: dict) -> None:
 
 @after_sweep("probe")
 def probe_modules(profile, out: Path, sweep_options: dict) -> None:
-    """Probe every configured module into ``out/<name>/`` beside one shared baseline
-    (``out/baseline/``); a module whose library is not installed leaves ``skipped.json``."""
+    """Probe every configured module into ``out/<name>/`` beside the ``elu1`` baseline
+    (``out/baseline/``, shared between equal suites); a module whose library is not
+    installed leaves ``skipped.json``."""
     from ..models.external import ModuleImportError
     from ..probe import run_probe
 
