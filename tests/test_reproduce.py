@@ -152,6 +152,30 @@ def test_report_rebuilds_from_results_alone(tiny):
     assert after.get("wall_time_s") == before["wall_time_s"]  # a rebuild keeps the recorded wall time
 
 
+def test_a_stopped_invocation_counts_its_time(tiny, tmp_path, monkeypatch):
+    import shutil
+
+    from kernelgap.experiments import pipeline
+
+    root, out, _ = tiny
+    copy = tmp_path / "rep"
+    shutil.copytree(out, copy)
+    (copy / "bound_curve" / "curve.json").unlink()
+
+    def stop(*_):
+        raise KernelgapError("stopped here")
+
+    monkeypatch.setitem(pipeline.HOOKS, "bound_curve", stop)
+    with pytest.raises(KernelgapError, match="stopped here"):
+        reproduce(root / "tiny", copy, executor="inline", log=lambda *_: None)
+    monkeypatch.undo()
+    reproduce(root / "tiny", copy, executor="inline", log=lambda *_: None)
+    runs = json.loads((copy / "reproduce.json").read_text())["invocations"]
+    assert [r["status"] for r in runs[-2:]] == ["stopped: KernelgapError", "done"]
+    summary = json.loads((copy / "summary.json").read_text())
+    assert summary["wall_time_s"] == pytest.approx(sum(r["wall_time_s"] for r in runs), abs=0.11)
+
+
 def test_comparison_rows_say_something_for_every_row(tiny):
     _, out, _ = tiny
     rows = comparison_rows(json.loads((out / "summary.json").read_text()))

@@ -5,7 +5,8 @@ Each experiment with a sweep file runs through the resumable sweep runner into
 untrained numbers beside the runs; then :func:`kernelgap.report.build_report`
 assembles ``summary.json`` and ``report.html`` from those files alone.
 ``OUT/reproduce.json`` records the profile and every invocation (command,
-start, wall time), so a resumed reproduction's total time is their sum.
+start, wall time, and whether it finished or stopped), so a resumed
+reproduction's total time is their sum, stopped invocations included.
 """
 
 from __future__ import annotations
@@ -58,7 +59,21 @@ def reproduce(profile: str | Path = "quick", out: str | Path | None = None, exec
     meta = claim_output(out, prof.name)
     invocation = {"command": command_line(), "started": time.time(), "version": __version__}
     start = time.perf_counter()
-    options = {"executor": executor, "workers": workers, "address": address}
+    try:
+        _run_experiments(prof, out, {"executor": executor, "workers": workers, "address": address}, log)
+        invocation["status"] = "done"
+    except BaseException as exc:  # an invocation that stops still counts its time
+        invocation["status"] = f"stopped: {type(exc).__name__}"
+        raise
+    finally:
+        invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
+        meta.setdefault("invocations", []).append(invocation)
+        atomic_write_json(out / META, meta)
+    return build_report(out, log=log)
+
+
+def _run_experiments(prof, out: Path, options: dict, log) -> None:
+    """Each experiment's sweep (resumable), then its after-sweep step."""
     for exp in prof.experiments:
         sweep = prof.sweep_file(exp)
         if sweep is not None:
@@ -69,7 +84,3 @@ def reproduce(profile: str | Path = "quick", out: str | Path | None = None, exec
             step_start = time.perf_counter()
             HOOKS[exp](prof, out / exp, options)
             log(f"[{exp}] after-sweep step done ({time.perf_counter() - step_start:.0f} s)")
-    invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
-    meta.setdefault("invocations", []).append(invocation)
-    atomic_write_json(out / META, meta)
-    return build_report(out, log=log)
