@@ -121,3 +121,8 @@ def test_cli_train_rejects_rank_zero(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "rank" in err[0]
+
+
+def test_train_stack_without_a_learning_rate_says_how_to_get_one(family):
+    with pytest.raises(ValueError, match="RunConfig.resolved"):
+        train(family, "table", [0], [2], TrainConfig(mse_steps=1, max_steps=1))

@@ -262,6 +262,8 @@ class StackTrainer:
 def train_stack(model: AttentionModel, family: Family, cfg: TrainConfig,
                 test_family: Family | None = None) -> list[MemberResult]:
     """Train every member of ``model`` on ``family``; one result per member."""
+    if cfg.lr is None:
+        raise ValueError("train_stack needs TrainConfig.lr; RunConfig.resolved() fills in the calibrated one")
     dtype = DTYPES[cfg.dtype]
     test = Scored.of(test_family, dtype, cfg.device) if test_family is not None else None
     return StackTrainer(model, Scored.of(family, dtype, cfg.device), cfg, test).run()
