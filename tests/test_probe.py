@@ -223,14 +223,17 @@ def test_a_profile_probes_several_modules_and_skips_a_missing_library(user_file,
     (profile / "profile.toml").write_text(f'''experiments = ["probe"]
 [[probes]]
 name = "mean"
+steps = 6
 target = "{user_file}:MeanModel"
 ranks = {{witness = [2], ood-n4 = [2]}}
 [[probes]]
 name = "wider"        # other witness ranks: its own baseline runs beside the shared ones
+steps = 6
 target = "{user_file}:MeanModel"
 ranks = {{witness = [3], ood-n4 = [2]}}
 [[probes]]
 name = "causal"
+steps = 6
 target = "{user_file}:CausalModel"
 ranks = {{witness = [2], ood-n4 = [2]}}
 [[probes]]

@@ -164,7 +164,8 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
         folder = out / entry["name"]
         try:
             run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
-                      entry["seeds"] or None, interface=entry["interface"], args=entry["args"], output=entry["output"],
+                      entry["seeds"] or None, entry["steps"], entry["lr"], interface=entry["interface"],
+                      args=entry["args"], output=entry["output"],
                       baseline=out / "baseline", **sweep_options)
         except ModuleImportError as exc:
             need = entry["requires"] or "its library"

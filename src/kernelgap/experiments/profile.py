@@ -18,7 +18,7 @@ SETTINGS: dict[str, dict] = {
 }
 #: One entry of ``[[probes]]``: a module the ``probe`` experiment runs, with its defaults.
 PROBE: dict = {"name": "", "target": "", "kwargs": {}, "interface": None, "args": {}, "output": None,
-               "profile": "quick", "ranks": {}, "seeds": [], "requires": None}
+               "profile": "quick", "ranks": {}, "seeds": [], "steps": None, "lr": None, "requires": None}
 DEFAULT_PROBES = [{**PROBE, "name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"}]
 
 
