@@ -43,6 +43,16 @@ def _runs(profile, experiment: str):
     return load_sweep(profile.sweep_file(experiment)).runs()
 
 
+def _distinct_families(runs):
+    """``(run, family)`` for the first run of each distinct training family, built once."""
+    seen = set()
+    for run in runs:
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            yield run, run.family.build()
+
+
 def constructed(family) -> dict:
     """The one-hot construction restricted to the family, checked on every sequence."""
     model = one_hot_candidates(family)
@@ -72,18 +82,14 @@ def series_certificates(profile, out: Path, sweep_options: dict) -> None:
     path = out / "series.json"
     if path.exists():
         return
-    rows = {}
-    for run in _runs(profile, "series"):
-        key = json.dumps(run.family.params, sort_keys=True)
-        if key in rows:
-            continue
-        family = run.family.build()
+    rows = []
+    for run, family in _distinct_families(_runs(profile, "series")):
         cert = certify(family)
-        rows[key] = {"family": family.name, "params": run.family.params, "n": len(family.matching),
+        rows.append({"family": family.name, "params": run.family.params, "n": len(family.matching),
                      "m": family.m, "sequences": len(family), "certified_rank": cert.certified_rank,
                      "radon_rank": cert.radon.rank, "trace_rank": cert.trace.rank,
-                     "constructed": constructed(family)}
-    atomic_write_json(path, sorted(rows.values(), key=lambda r: r["n"]))
+                     "constructed": constructed(family)})
+    atomic_write_json(path, sorted(rows, key=lambda r: r["n"]))
 
 
 @after_sweep("ood")
@@ -94,12 +100,9 @@ def ood_sizes(profile, out: Path, sweep_options: dict) -> None:
     if path.exists():
         return
     sizes = {}
-    for run in _runs(profile, "ood"):
-        key = json.dumps(run.family.params, sort_keys=True)
-        if key in sizes or run.test_family is None:
-            continue
-        train, test = run.family.build(), run.test_family.build()
-        sizes[key] = {"label": f"n={run.family.params.get('n')}, m={train.m}", "m": train.m,
+    for run, train in _distinct_families(r for r in _runs(profile, "ood") if r.test_family is not None):
+        test = run.test_family.build()
+        sizes[json.dumps(run.family.params, sort_keys=True)] = {"label": f"n={run.family.params.get('n')}, m={train.m}", "m": train.m,
                       "train_sequences": len(train), "test_sequences": len(test),
                       "test_gap_share": choice_gap_share(test.gram(), test.index, test.scored_positions)}
     atomic_write_json(path, sizes)
@@ -127,11 +130,8 @@ def family_certificates(profile, out: Path, sweep_options: dict) -> None:
     if path.exists():
         return
     certs = {}
-    for run in _runs(profile, out.name):
+    for run, family in _distinct_families(_runs(profile, out.name)):
         key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        if key in certs:
-            continue
-        family = run.family.build()
         certs[key] = {"family": run.family.name, "params": run.family.params, "m": family.m,
                       "sequences": len(family),
                       "certified_rank": certify(family).certified_rank if family.matching else None}
