@@ -3,8 +3,9 @@ except where a step says so).
 
 Each step is registered under its experiment's name and called as
 ``step(profile, out, sweep_options)`` with ``out`` the experiment's results
-folder and ``sweep_options`` the reproduction's executor settings; it skips
-work whose file exists, so a resumed reproduction never redoes it.  The report
+folder and ``sweep_options`` the reproduction's executor settings.  A step
+registered with ``writes`` returns its payload and is skipped once that file
+exists, so a resumed reproduction never redoes it.  The report
 (:mod:`kernelgap.report`) reads these files.
 """
 
@@ -28,12 +29,19 @@ Step = Callable[[object, Path, dict], None]
 HOOKS: dict[str, Step] = {}
 
 
-def after_sweep(*experiments: str) -> Callable[[Step], Step]:
-    """Register ``step`` as what follows the sweeps of these experiments."""
+def after_sweep(*experiments: str, writes: str | None = None) -> Callable[[Callable], Callable]:
+    """Register ``step`` as what follows the sweeps of these experiments.  With ``writes``
+    the step returns a payload that is written to ``out/<writes>`` (JSON), and it is not
+    called again once that file exists."""
 
-    def deco(step: Step) -> Step:
+    def deco(step: Callable) -> Callable:
+        def once(profile, out: Path, sweep_options: dict) -> None:
+            path = out / writes
+            if not path.exists():
+                atomic_write_json(path, step(profile, out, sweep_options))
+
         for name in experiments:
-            HOOKS[name] = step
+            HOOKS[name] = once if writes else step
         return step
 
     return deco
@@ -64,24 +72,18 @@ def constructed(family) -> dict:
             "max_error": met.max_error, "exact": met.exact}
 
 
-@after_sweep("witness")
-def witness_certificate(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("witness", writes="certificate.json")
+def witness_certificate(profile, out: Path, sweep_options: dict) -> dict:
     """The witness family's certificate (exact rationals) and the one-hot construction at the
     certified rank, checked on every sequence (``certificate.json``)."""
-    path = out / "certificate.json"
-    if path.exists():
-        return
     family = _runs(profile, "witness")[0].family.build()
-    atomic_write_json(path, {**certify(family).to_json(), "m": family.m, "sequences": len(family),
-                             "constructed": constructed(family)})
+    return {**certify(family).to_json(), "m": family.m, "sequences": len(family),
+            "constructed": constructed(family)}
 
 
-@after_sweep("series")
-def series_certificates(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("series", writes="series.json")
+def series_certificates(profile, out: Path, sweep_options: dict) -> list:
     """Per family of the series: both bounds and the one-hot construction (``series.json``)."""
-    path = out / "series.json"
-    if path.exists():
-        return
     rows = []
     for run, family in _distinct_families(_runs(profile, "series")):
         cert = certify(family)
@@ -89,67 +91,54 @@ def series_certificates(profile, out: Path, sweep_options: dict) -> None:
                      "m": family.m, "sequences": len(family), "certified_rank": cert.certified_rank,
                      "radon_rank": cert.radon.rank, "trace_rank": cert.trace.rank,
                      "constructed": constructed(family)})
-    atomic_write_json(path, sorted(rows, key=lambda r: r["n"]))
+    return sorted(rows, key=lambda r: r["n"])
 
 
-@after_sweep("ood")
-def ood_sizes(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("ood", writes="sizes.json")
+def ood_sizes(profile, out: Path, sweep_options: dict) -> dict:
     """Per problem size: m, sequence counts, share of test answers needing a gap-≥2 choice
     (``sizes.json``)."""
-    path = out / "sizes.json"
-    if path.exists():
-        return
     sizes = {}
     for run, train in _distinct_families(r for r in _runs(profile, "ood") if r.test_family is not None):
         test = run.test_family.build()
         sizes[json.dumps(run.family.params, sort_keys=True)] = {"label": f"n={run.family.params.get('n')}, m={train.m}", "m": train.m,
                       "train_sequences": len(train), "test_sequences": len(test),
                       "test_gap_share": choice_gap_share(test.gram(), test.index, test.scored_positions)}
-    atomic_write_json(path, sizes)
+    return sizes
 
 
-@after_sweep("length")
-def length_construction(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("length", writes="constructed.json")
+def length_construction(profile, out: Path, sweep_options: dict) -> list:
     """The rank-1 construction checked on every sequence of length 1, 2, 3 (``constructed.json``)."""
-    path = out / "constructed.json"
-    if path.exists():
-        return
     m = profile.settings["length"]["m"]
     rows = []
     for n in (1, 2, 3):
         res = check_exhaustive(build_construction("rank1", m, n), m, n, torch.device("cpu"))
         rows.append({"N": n, "rank": 1, "m": m, "sequences": res["sequences"],
                      "max_error": res["max_error"], "exact": res["exact"]})
-    atomic_write_json(path, rows)
+    return rows
 
 
-@after_sweep("signed", "heads", "zoo")
-def family_certificates(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("signed", "heads", "zoo", writes="certificates.json")
+def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
     """The certified rank of every distinct training family of the sweep (``certificates.json``)."""
-    path = out / "certificates.json"
-    if path.exists():
-        return
     certs = {}
     for run, family in _distinct_families(_runs(profile, out.name)):
         key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
         certs[key] = {"family": run.family.name, "params": run.family.params, "m": family.m,
                       "sequences": len(family),
                       "certified_rank": certify(family).certified_rank if family.matching else None}
-    atomic_write_json(path, certs)
+    return certs
 
 
-@after_sweep("precision")
-def precision_sketches(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("precision", writes="quantized.json")
+def precision_sketches(profile, out: Path, sweep_options: dict) -> dict:
     """Retrain the sweep's models and score them through b-bit sketches (``quantized.json``)."""
     from .precision import quantized_runs, read_records
 
-    path = out / "quantized.json"
-    if path.exists():
-        return
     cfg = profile.settings["precision"]
-    payload = quantized_runs(_runs(profile, "precision"), [int(b) for b in cfg["bits"]],
-                             list(cfg["quantizers"]), read_records(out))
-    atomic_write_json(path, payload)
+    return quantized_runs(_runs(profile, "precision"), [int(b) for b in cfg["bits"]],
+                          list(cfg["quantizers"]), read_records(out))
 
 
 @after_sweep("probe")
@@ -174,11 +163,8 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
                 "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
 
 
-@after_sweep("bound_curve")
-def ladder_curve(profile, out: Path, sweep_options: dict) -> None:
+@after_sweep("bound_curve", writes="curve.json")
+def ladder_curve(profile, out: Path, sweep_options: dict) -> dict:
     """The certified rank against m for the configured family series (``curve.json``)."""
-    path = out / "curve.json"
-    if path.exists():
-        return
     spec = profile.settings["bound_curve"]
-    atomic_write_json(path, bound_curve(spec["code"], parse_m_range(spec["m"]), queries=spec["queries"]))
+    return bound_curve(spec["code"], parse_m_range(spec["m"]), queries=spec["queries"])
