@@ -136,7 +136,7 @@ def series_figure(summary: dict, out_dir: Path) -> list[str]:
             ax.scatter([n + offset for n, _ in miss], [r for _, r in miss], marker="o", facecolors="none",
                        edgecolors=COLORS.get(fm, "black"), label=f"{fm}: not exact up to")
     ax.set(xlabel="queries n of the witness family", ylabel="smallest exact rank",
-           title="Proved = constructed = trained, family after family")
+           title="Certified, constructed and trained rank, family after family")
     legend(ax, loc="upper left")
     return save(fig, out_dir, "series")
 

@@ -34,7 +34,7 @@ def series_section(summary: dict, drawn: dict, fig_dir: Path) -> list[str]:
              "constructed": f"{f['constructed_rank']} ({'exact' if f['constructed_exact'] else 'NOT exact'})",
              **{f"{fm} exact from": reached(f["trained"][fm]["exact_from"], max(f["trained"][fm]["ranks"]))
                 for fm in maps if fm in f["trained"]}} for f in series]
-    return ["<h2>Proved = constructed = trained</h2>", f"<p>{html.escape(series_sentence(series))}</p>",
+    return ["<h2>The series: proved, constructed and trained rank</h2>", f"<p>{html.escape(series_sentence(series))}</p>",
             _figures(drawn, ("series",), fig_dir, summary), table(rows)]
 
 

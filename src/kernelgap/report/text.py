@@ -184,7 +184,7 @@ CAPTIONS = {
     "witness": "Max error on the witness family against feature rank (median and seed range). "
                "Below the certified bound no nonnegative kernel model can be exact; dashed: 1/2.",
     "ood": "Exact-sequence accuracy on test sequences whose every token is unseen in training.",
-    "length": "Rank-1 kernel attention: exact for N ≤ 2, not for N = 3.",
+    "length": "Rank-1 kernel attention: max error by sequence length N, constructed and trained.",
     "series": "Smallest exact rank against the number of queries n of witness families: the certified "
               "lower bound (Radon), the one-hot construction (exact on every sequence), training (most "
               "seeds; open markers: not exact at any rank tried), and the trace bound below them.",
