@@ -4,10 +4,13 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import build_family, iter_exhaustive_index, load_family, pool_split, save_family
 from kernelgap.task import parse_params
+from kernelgap.task.family import unique_rows
 
 
 def test_exhaustive_holds_every_sequence_once():
@@ -26,6 +29,20 @@ def test_exhaustive_chunks_concatenate_to_whole():
 def test_exhaustive_refuses_to_materialise_huge():
     with pytest.raises(FamilyError, match="2\\^30"):
         build_family("exhaustive", m=10, length=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 140), st.integers(1, 60), st.integers(0, 2**32 - 1), st.integers(1, 3))
+def test_unique_rows_equals_rowwise_unique(m, rows, seed, values):
+    """The packed-bits fast path (m ≤ 64 as integers, wider as bytes) gives numpy's row-wise
+    unique exactly: the same rows, in the same order, and the same inverse; non-binary
+    rows take numpy's own path."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, values, size=(rows, m)).astype(np.uint8)
+    bits = np.concatenate([bits, bits[rng.integers(0, rows, size=rows)]])  # repeats
+    tokens, inverse = unique_rows(bits)
+    want, want_inverse = np.unique(bits, axis=0, return_inverse=True)
+    assert np.array_equal(tokens, want) and np.array_equal(inverse, want_inverse.reshape(-1))
 
 
 def test_pool_split_is_disjoint_and_seeded():

@@ -12,6 +12,7 @@ import pytest
 from kernelgap.cli import main
 from kernelgap.errors import ConfigError
 from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, sweep_status
+from kernelgap.sweeps.runner import longest_first
 
 TINY = """
 name = "tiny"
@@ -75,6 +76,17 @@ def test_plan_groups_stackable_runs(tmp_path):
     assert len(tasks) == 2 and all(len(t) == 4 for t in tasks)
     assert all(len({r.stack_key() for r in t}) == 1 for t in tasks)
     assert sorted(len(t) for t in plan_tasks(runs, workers=4)) == [2, 2, 2, 2]
+
+
+def test_longest_tasks_are_submitted_first(tmp_path):
+    """Work = members × steps × scored key slots: 44 steps on the 16 sequences of m = 2
+    (2,816 per member) before 8 steps on the 64 of m = 3 (2,048) before 8 steps on m = 2
+    (512); nothing is lost or repeated."""
+    text = TINY + '\n[[variants]]\n[[variants]]\nfamily.params = {m = 3, length = 2}\n[[variants]]\ntrain.max_steps = 40\n'
+    tasks = plan_tasks(load_sweep(write(tmp_path, text)).runs(), workers=1)
+    ordered = longest_first(tasks)
+    assert [(t[0].family.params["m"], t[0].train.max_steps) for t in ordered] == [(2, 40), (3, 4), (2, 4)]
+    assert sorted(r.run_id() for t in ordered for r in t) == sorted(r.run_id() for t in tasks for r in t)
 
 
 def test_sweep_resumes_sets_aside_corruption_and_aggregates(tmp_path):

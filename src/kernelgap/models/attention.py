@@ -155,6 +155,8 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     kmax = log_k.amax(-1, keepdim=True).detach()
     prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
     tiny = torch.finfo(prod.dtype).tiny
+    if log_q.device.type == "cpu" and bool(prod.detach().amin() >= math.sqrt(tiny)):
+        return torch.log(prod) + qmax + kmax.transpose(-1, -2)  # no pair underflows (the usual case)
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
     # Pairs whose leading features sit at different r can underflow the shifted
     # product (large init scales): there the value is wrong and the backward of
@@ -380,7 +382,8 @@ class AttentionModel(nn.Module):
         scores = torch.cat([block.reshape(e, h, -1), diag.reshape(e, h, -1)], dim=-1)
         values = torch.cat([v_block.reshape(e, h, -1), v_diag.reshape(e, h, -1)], dim=-1)
         picked = [gather_pairs(t, plan.flat) for t in (scores, values)]
-        return self._combine(*picked, self.scorer.log_space, plan.allowed) + bias[:, plan.q_rows]
+        q_bias = bias.index_select(1, plan.q_rows.reshape(-1)).reshape(e, *plan.q_rows.shape)
+        return self._combine(*picked, self.scorer.log_space, plan.allowed) + q_bias
 
     def _combine(self, scores, values, log_space: bool, allowed) -> torch.Tensor:
         """``Σ_h Σ_j w_hj U_hj`` from gathered scores and values ``[E, H, N, S, Q]``."""

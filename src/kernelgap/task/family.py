@@ -23,6 +23,31 @@ from ..errors import FamilyError
 from .minip import targets_from_index
 
 
+def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(bits, axis=0, return_inverse=True)`` for rows of 0/1 values, fast.
+
+    Each row is packed into bytes, most significant bit first, so the packed
+    rows sort (as big-endian integers, or as bytes past 64 bits) in the same
+    order as the rows themselves: the same distinct rows in the same order,
+    and the same inverse, as the row-wise ``np.unique``, which sorts rows as
+    structured values (tens of times slower on 10⁵ rows).
+    """
+    bits = np.ascontiguousarray(bits, dtype=np.uint8)
+    if bits.ndim != 2 or bits.size == 0 or bits.max() > 1:
+        tokens, inverse = np.unique(bits, axis=0, return_inverse=True)
+        return tokens, inverse.reshape(-1)
+    packed = np.packbits(bits, axis=1)
+    width = packed.shape[1]
+    if width <= 8:  # one big-endian integer per row
+        padded = np.zeros((len(bits), 8), dtype=np.uint8)
+        padded[:, :width] = packed
+        keys = padded.view(">u8").ravel()
+    else:
+        keys = packed.view(np.dtype((np.void, width))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return bits[first], inverse.reshape(-1)
+
+
 @dataclass
 class Family:
     """Sequences over a set of distinct tokens (docs/experiments.md)."""
@@ -107,7 +132,7 @@ class Family:
         if seq.ndim != 3:
             raise FamilyError("sequences must be a [S, N, m] array")
         s, n, m = seq.shape
-        tokens, inverse = np.unique(seq.reshape(s * n, m), axis=0, return_inverse=True)
+        tokens, inverse = unique_rows(seq.reshape(s * n, m))
         family = cls(tokens, inverse.reshape(s, n), query_position, [], name, meta or {})
         matching = []
         for q_bits, g_bits in matching_bits:
