@@ -17,6 +17,7 @@ FAMILIES = {
     "ood": lambda: build_family("ood", n=4, queries_per_class=4),
     "final": lambda: build_family("ood", n=4, queries_per_class=4, reading="final"),
     "all-positions": lambda: build_family("exhaustive", m=3, length=3),
+    "length-1": lambda: build_family("exhaustive", m=3, length=1),  # no key but the query: an empty block
 }
 SPECS = [dict(feature_map=fm, rank=6) for fm in sorted(FEATURE_MAPS)] + [
     dict(kind="softmax"), dict(feature_map="mlp_exp", rank=4, heads=3),

@@ -155,7 +155,7 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     kmax = log_k.amax(-1, keepdim=True).detach()
     prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
     tiny = torch.finfo(prod.dtype).tiny
-    if log_q.device.type == "cpu" and bool(prod.detach().amin() >= math.sqrt(tiny)):
+    if log_q.device.type == "cpu" and (prod.numel() == 0 or bool(prod.detach().amin() >= math.sqrt(tiny))):
         return torch.log(prod) + qmax + kmax.transpose(-1, -2)  # no pair underflows (the usual case)
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
     # Pairs whose leading features sit at different r can underflow the shifted
