@@ -64,7 +64,8 @@ def ood_split(n: int = 8, queries_per_class: int = 16, test_queries_per_class: i
     """Train and test families with disjoint tokens (see the module docstring).
 
     ``partners = 0`` pairs each query with every other class (its full witness
-    set, so training itself needs rank ``≈ n``); ``partners = k`` samples ``k``.
+    set; the pools have no matching pairs, so no certificate binds them);
+    ``partners = k`` samples ``k``.
     """
     if n < 2:
         raise FamilyError(f"an OOD family needs n ≥ 2 classes, got {n}")
