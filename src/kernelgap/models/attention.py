@@ -155,15 +155,17 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     kmax = log_k.amax(-1, keepdim=True).detach()
     prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
     tiny = torch.finfo(prod.dtype).tiny
-    if log_q.device.type == "cpu" and (prod.numel() == 0 or bool(prod.detach().amin() >= math.sqrt(tiny))):
+    floor = math.sqrt(tiny)  # a product below it may have lost its value to underflow
+    on_cpu = log_q.device.type == "cpu"
+    if on_cpu and (prod.numel() == 0 or bool(prod.detach().amin() >= floor)):
         return torch.log(prod) + qmax + kmax.transpose(-1, -2)  # no pair underflows (the usual case)
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
     # Pairs whose leading features sit at different r can underflow the shifted
     # product (large init scales): there the value is wrong and the backward of
     # log (grad / prod) overflows to inf, then NaN.  Those pairs are recomputed
     # and ``where`` sends them no gradient through the matmul path.
-    under = (prod < math.sqrt(tiny)).detach()
-    if log_q.device.type != "cpu":  # no host synchronisation: the product again in float64
+    under = (prod < floor).detach()
+    if not on_cpu:  # no host synchronisation: the product again in float64
         wide = torch.exp((log_q - qmax).double()) @ torch.exp((log_k - kmax).double()).transpose(-1, -2)
         wide = torch.log(wide.clamp_min(torch.finfo(torch.float64).tiny)).to(out.dtype)
         return torch.where(under, wide + qmax + kmax.transpose(-1, -2), out)
