@@ -3,8 +3,9 @@
 The stack is the 12 ``mlp_exp`` runs of ranks 16, 32, 64, 128 (seeds 0–2) that
 the planner used to train as one stack, every member padded to rank 128, on the
 dense ``T × T`` tables (the reference path).  The new path trains the same runs
-as the planner now splits them (padding wastes at most a quarter of a stack's
-feature columns) on tables computed over the block of pairs the family uses.
+as the planner now splits them (a stack's padding costs at most one step's fixed
+cost, :data:`kernelgap.sweeps.runner.STEP_OVERHEAD`) on tables computed over the
+block of pairs the family uses.
 Both train a fixed number of steps in one process; every run must end with the
 same metrics within float tolerance.  Prints the time per step of each and
 ``ood_speedup=`` last.

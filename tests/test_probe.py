@@ -215,7 +215,10 @@ def test_probe_workers_give_the_same_records(user_file, tmp_path):
                 assert a["max_error"] == pytest.approx(b["max_error"], rel=1e-5)
 
 
-def test_a_profile_probes_several_modules_and_skips_a_missing_library(user_file, tmp_path):
+@pytest.mark.parametrize("executor", ["inline", "local"])
+def test_a_profile_probes_several_modules_and_skips_a_missing_library(user_file, tmp_path, executor):
+    """Inline, probes run one after the other; on a local pool of 2, side by side (the
+    shared baseline runs are trained once, by whichever probe claims them first)."""
     from kernelgap.experiments.pipeline import reproduce
 
     profile = tmp_path / "tiny"
@@ -242,7 +245,7 @@ target = "no_such_library_here:Attention"
 requires = "no-such-library"
 ''')
     out = tmp_path / "out"
-    reproduce(profile, out, executor="inline", log=lambda *_: None)
+    reproduce(profile, out, executor=executor, workers=2, log=lambda *_: None)
     probes = {p["name"]: p for p in json.loads((out / "summary.json").read_text())["probes"]}
     assert set(probes) == {"mean", "wider", "causal", "missing"}
     assert [r["rank"] for r in probes["wider"]["suites"][0]["baseline"]] == [3]

@@ -12,7 +12,7 @@ import pytest
 from kernelgap.cli import main
 from kernelgap.errors import ConfigError
 from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, sweep_status
-from kernelgap.sweeps.runner import longest_first
+from kernelgap.sweeps.runner import STEP_OVERHEAD, FamilyCost, StackCosts, longest_first
 
 TINY = """
 name = "tiny"
@@ -76,6 +76,22 @@ def test_plan_groups_stackable_runs(tmp_path):
     assert len(tasks) == 2 and all(len(t) == 4 for t in tasks)
     assert all(len({r.stack_key() for r in t}) == 1 for t in tasks)
     assert sorted(len(t) for t in plan_tasks(runs, workers=4)) == [2, 2, 2, 2]
+
+
+def test_padding_splits_stacks_only_where_feature_columns_cost(tmp_path, monkeypatch):
+    """On a small family every rank shares one stack (a step's cost is mostly fixed); on a
+    family with OOD n = 32's sizes the stacks split by rank, each padded by at most one
+    step's fixed cost, and joining two neighbouring stacks would pad more."""
+    text = TINY.replace("model.rank = [1, 2]", "model.rank = [1, 2, 4, 8, 16, 32, 64, 128]")
+    runs = load_sweep(write(tmp_path, text)).runs()
+    assert [len(t) for t in plan_tasks(runs, workers=1)] == [16]
+    monkeypatch.setattr(FamilyCost, "of", classmethod(lambda cls, run: cls(144_384, 147_968)))
+    costs = StackCosts()
+    tasks = plan_tasks(runs, workers=1, costs=costs)
+    assert len(tasks) > 2 and sorted(r.run_id() for t in tasks for r in t) == sorted(r.run_id() for r in runs)
+    assert all(costs.padding(t) <= STEP_OVERHEAD for t in tasks)
+    by_rank = sorted(tasks, key=lambda t: -t[0].model.rank)
+    assert all(costs.padding(a + b) > STEP_OVERHEAD for a, b in zip(by_rank, by_rank[1:]))
 
 
 def test_longest_tasks_are_submitted_first(tmp_path):

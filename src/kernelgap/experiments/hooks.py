@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -21,6 +22,7 @@ from ..io import atomic_write_json
 from ..models.constructions import build_construction, one_hot_candidates
 from ..models.verify import check_exhaustive
 from ..sweeps.config import load_sweep
+from ..sweeps.executors import available_cores
 from ..task.minip import choice_gap_share, error_metrics
 from ..theory.bound_curve import bound_curve, parse_m_range
 from ..theory.certificate import certify
@@ -145,22 +147,34 @@ def precision_sketches(profile, out: Path, sweep_options: dict) -> dict:
 def probe_modules(profile, out: Path, sweep_options: dict) -> None:
     """Probe every configured module into ``out/<name>/`` beside the ``elu1`` baseline
     (``out/baseline/``, shared between equal suites); a module whose library is not
-    installed leaves ``skipped.json``."""
+    installed leaves ``skipped.json``.  On the local pool the probes run side by side, one
+    worker each (a probe's runs are one stack each, so one probe alone keeps one core busy);
+    a run two probes share is trained by whichever claims it first."""
+    entries = list(profile.probes)
+    width = 1
+    if sweep_options.get("executor", "local") == "local":
+        width = min(len(entries), sweep_options.get("workers") or available_cores()) or 1
+    options = {**sweep_options, "workers": 1} if width > 1 else sweep_options
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
+            done.result()
+
+
+def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
     from ..models.external import ModuleImportError
     from ..probe import run_probe
 
-    for entry in profile.probes:
-        folder = out / entry["name"]
-        try:
-            run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
-                      entry["seeds"] or None, entry["steps"], entry["lr"], interface=entry["interface"],
-                      args=entry["args"], output=entry["output"],
-                      baseline=out / "baseline", **sweep_options)
-        except ModuleImportError as exc:
-            need = entry["requires"] or "its library"
-            atomic_write_json(folder / "skipped.json", {
-                "name": entry["name"], "target": entry["target"],
-                "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
+    folder = out / entry["name"]
+    try:
+        run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
+                  entry["seeds"] or None, entry["steps"], entry["lr"], interface=entry["interface"],
+                  args=entry["args"], output=entry["output"],
+                  baseline=out / "baseline", **sweep_options)
+    except ModuleImportError as exc:
+        need = entry["requires"] or "its library"
+        atomic_write_json(folder / "skipped.json", {
+            "name": entry["name"], "target": entry["target"],
+            "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
 
 
 @after_sweep("bound_curve", writes="curve.json")

@@ -16,12 +16,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.progress import (
     BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
 )
 
 from ..errors import ConfigError, KernelgapError
+from ..models.attention import plan_pairs
 from ..training import RunConfig, train_records
 from .config import load_sweep
 from .executors import check_executor, executor_width, make_executor
@@ -29,8 +31,71 @@ from .store import ResultsDir, run_ids
 
 #: Most runs trained in one stack.
 MAX_STACK = 64
-#: Largest share of a stack's feature columns that padding to its largest rank may waste.
-MAX_PADDING = 0.25
+#: Estimated costs of a training step on one CPU thread, in sequence slots (one slot: one
+#: scored (query, key) pair of one member and head, gathered, normalised and scattered
+#: back).  ``python benchmarks/bench_stacks.py`` measures them (docs/results.md, "Stacks"):
+#: a step costs about 5 ms whatever its members (:data:`STEP_OVERHEAD`), a slot 55–85 ns, and
+#: one member's feature column about 1 µs on the witness family and 24–43 µs on OOD n = 32,
+#: whose pair block has 147,968 entries (one :data:`SLOT_COST`-th of a slot per entry: the
+#: column's share of the matrix products).  :data:`COLUMN_COST` is set above the measured
+#: column (≈ 12 slots) because a stack trains until its last member stops: padding joins
+#: high ranks, which stop early on the witness family, to low ranks, which never do.
+STEP_OVERHEAD = 60_000
+COLUMN_COST = 30
+SLOT_COST = 300
+
+
+@dataclass(frozen=True)
+class FamilyCost:
+    """What one member costs per step on a family: ``slots`` (sequences × scored positions ×
+    keys) and ``block`` (table entries per feature column: the pair block of
+    :func:`~kernelgap.models.attention.plan_pairs`, once per key position)."""
+
+    slots: int
+    block: int
+
+    @classmethod
+    def of(cls, run: RunConfig) -> "FamilyCost":
+        family = run.family.build()
+        positions = family.scored_positions
+        key_positions = family.length if run.model.position_dependent else 1
+        plan = plan_pairs(torch.as_tensor(family.index), positions, key_positions, run.model.causal)
+        return cls(len(family) * len(positions) * family.length, plan.size * key_positions)
+
+
+class StackCosts:
+    """Estimated cost per step of stacks, in sequence slots (each family built once)."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, FamilyCost] = {}
+
+    def family(self, run: RunConfig) -> FamilyCost:
+        key = json.dumps([asdict(run.family), run.model.position_dependent, run.model.causal], sort_keys=True)
+        if key not in self.families:
+            self.families[key] = FamilyCost.of(run)
+        return self.families[key]
+
+    def columns(self, run: RunConfig) -> int:
+        return run.model.heads * run.model.rank
+
+    def padding(self, stack: list[RunConfig]) -> float:
+        """Work spent on the padded feature columns of a stack (members padded to its largest rank)."""
+        top = max(self.columns(r) for r in stack)
+        return sum(top - self.columns(r) for r in stack) * self.column(stack[0])
+
+    def column(self, run: RunConfig) -> float:
+        """Cost of one feature column of one member per step."""
+        return COLUMN_COST + self.family(run).block / SLOT_COST
+
+    def step(self, stack: list[RunConfig]) -> float:
+        """``STEP_OVERHEAD + Σ_members (heads × slots + largest H·r × column cost)``."""
+        run, top = stack[0], max(self.columns(r) for r in stack)
+        return STEP_OVERHEAD + len(stack) * (run.model.heads * self.family(run).slots + top * self.column(run))
+
+    def work(self, stack: list[RunConfig]) -> float:
+        """Cost of a whole stack: its step cost times its schedule's steps."""
+        run = stack[0]
+        return self.step(stack) * (run.train.mse_steps + run.train.max_steps)
 
 
 @dataclass
@@ -51,16 +116,19 @@ class SweepSummary:
 
 
 def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK,
-               max_padding: float = MAX_PADDING) -> list[list[RunConfig]]:
+               costs: StackCosts | None = None) -> list[list[RunConfig]]:
     """Split runs into stacks: one stack key each, similar ranks together.
 
     The chunk size ``⌈pending / workers⌉`` (at most ``max_stack``) keeps every
     worker busy while keeping stacks as large as that allows; within it a stack
     takes runs from the largest rank down while padding every member to the
-    stack's largest rank wastes at most ``max_padding`` of its feature columns.
+    stack's largest rank costs at most what a separate stack's fixed step cost
+    would (:data:`STEP_OVERHEAD`): small families, where a step's cost is mostly
+    fixed, stack every rank; large ones split by rank.
     """
     if not runs:
         return []
+    costs = costs or StackCosts()
     size = max(1, min(max_stack, math.ceil(len(runs) / max(workers, 1))))
     groups: dict[str, list[RunConfig]] = defaultdict(list)
     for run in runs:
@@ -71,40 +139,27 @@ def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK,
         chunks = math.ceil(len(members) / size)
         step = math.ceil(len(members) / chunks)
         for i in range(0, len(members), step):
-            tasks += _padding_limited(members[i:i + step], max_padding)
+            tasks += _padding_limited(members[i:i + step], costs)
     return tasks
 
 
-def _padding_limited(members: list[RunConfig], max_padding: float) -> list[list[RunConfig]]:
-    """Consecutive runs (ranks descending) cut where padding would waste more than allowed."""
+def _padding_limited(members: list[RunConfig], costs: StackCosts) -> list[list[RunConfig]]:
+    """Consecutive runs (ranks descending) cut where padding would cost more than a new stack."""
     out: list[list[RunConfig]] = []
     for run in members:
-        stack = out[-1] if out else None
-        if stack is not None:
-            top = stack[0].model.rank
-            waste = sum(top - r.model.rank for r in stack) + top - run.model.rank
-            if waste <= max_padding * top * (len(stack) + 1):
-                stack.append(run)
-                continue
-        out.append([run])
+        if out and costs.padding(out[-1] + [run]) <= STEP_OVERHEAD:
+            out[-1].append(run)
+        else:
+            out.append([run])
     return [sorted(s, key=lambda r: (r.model.rank, r.seed)) for s in out]
 
 
-def longest_first(tasks: list[list[RunConfig]]) -> list[list[RunConfig]]:
-    """Tasks in order of their estimated work, largest first (members × steps × scored
-    key slots of the training family), so the pool's last tasks are short ones and no
-    worker idles long at the end of a sweep.  The order changes no result."""
-    sizes: dict[str, int] = {}
-
-    def work(task: list[RunConfig]) -> int:
-        run = task[0]
-        key = json.dumps(asdict(run.family), sort_keys=True)
-        if key not in sizes:
-            family = run.family.build()
-            sizes[key] = len(family) * len(family.scored_positions) * family.length
-        return len(task) * (run.train.mse_steps + run.train.max_steps) * sizes[key]
-
-    return sorted(tasks, key=work, reverse=True)
+def longest_first(tasks: list[list[RunConfig]], costs: StackCosts | None = None) -> list[list[RunConfig]]:
+    """Tasks in order of their estimated work (:meth:`StackCosts.work`), largest first, so
+    the pool's last tasks are short ones and no worker idles long at the end of a sweep.
+    The order changes no result."""
+    costs = costs or StackCosts()
+    return sorted(tasks, key=costs.work, reverse=True)
 
 
 def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:
@@ -149,9 +204,9 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
             # sweep (or one sharing the folder) trains exactly the stacks an
             # uninterrupted one would, so its numbers are bitwise equal;
             # finished results are never rewritten.
-            todo = {id(r) for r in pending}
-            tasks = longest_first([task for task in plan_tasks(runs, width, max_stack)
-                                   if any(id(r) in todo for r in task)])
+            todo, costs = {id(r) for r in pending}, StackCosts()
+            tasks = longest_first([task for task in plan_tasks(runs, width, max_stack, costs)
+                                   if any(id(r) in todo for r in task)], costs)
             summary.ran, summary.skipped_locked = _drive(pool, width, store, tasks,
                                                          summary.done_before, len(runs), progress)
         finally:
