@@ -237,9 +237,12 @@ def test_profiles_list_every_beyond_experiment(profile):
         runs = load_sweep(prof.folder / f"{exp}.toml").runs()
         assert runs, exp
     assert {"signed", "heads", "zoo", "precision", "probe", "bound_curve"} <= set(HOOKS)
-    zoo = load_sweep(prof.folder / "zoo.toml").runs()
     from kernelgap.models import FEATURE_MAPS
-    assert {r.model.feature_map for r in zoo} == set(FEATURE_MAPS)
+    from kernelgap.report.summary import WITNESS_SWEEPS
+    # every map reaches the zoo: trained by it, or by a sweep its summary pools
+    pooled = [r for exp in WITNESS_SWEEPS for r in load_sweep(prof.folder / f"{exp}.toml").runs()
+              if r.model.kind == "kernel" and r.model.heads == 1 and r.family.name == "witness"]
+    assert {r.model.feature_map for r in pooled} == set(FEATURE_MAPS)
     heads = {r.model.heads for r in load_sweep(prof.folder / "heads.toml").runs()}
     assert heads == {1, 2, 4, 8}
 

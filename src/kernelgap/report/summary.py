@@ -206,11 +206,12 @@ def loopholes_section(root: Path, pooled: list[dict], pooled_ood: list[dict]) ->
 
 
 def zoo_section(root: Path, pooled: list[dict], pooled_ood: list[dict]) -> dict | None:
-    """Every map on the witness family and one OOD size, pooled over every sweep that trained it."""
+    """Every map on the witness family and one OOD size, pooled over every sweep that trained it
+    (the zoo sweeps need not repeat the maps other experiments train)."""
     zoo_w, zoo_o = rows_of(root / "zoo"), rows_of(root / "zoo_ood")
     if not (zoo_w or zoo_o):
         return None
-    maps = sorted({r["feature_map"] for r in zoo_w + zoo_o})
+    maps = sorted({r["feature_map"] for r in zoo_w + zoo_o + pooled})
     size = _size(zoo_o[0]) if zoo_o else None
     ood = [r for r in pooled_ood if _size(r) == size] if size else []
     table = []
