@@ -160,7 +160,7 @@ class StackTrainer:
 
     def run(self) -> list[MemberResult]:
         params = list(self.model.parameters())
-        opt = torch.optim.Adam(params, lr=self.cfg.lr, foreach=True)
+        opt = torch.optim.Adam(params, lr=self.cfg.lr, fused=True)
         step, last_err = 0, None
         for loss_fn, n_steps in self.phases():
             for k in range(n_steps):
@@ -201,14 +201,18 @@ class StackTrainer:
         """Zero the gradients and first Adam moments of stopped members: their update is then
         exactly zero (a member's parameters are the leading slots of each stacked tensor)."""
         with torch.no_grad():
+            held: dict[tuple[int, int], torch.Tensor] = {}  # one mask per slot count and rank of tensor
             for p in params:
-                keep = self.active.repeat_interleave(max(1, p.shape[0] // len(self.active)))
-                keep = keep.reshape(-1, *([1] * (p.dim() - 1))) if len(keep) == p.shape[0] else self.active.all()
+                key = (p.shape[0], p.dim())
+                if key not in held:
+                    keep = self.active.repeat_interleave(max(1, p.shape[0] // len(self.active)))
+                    keep = keep.reshape(-1, *([1] * (p.dim() - 1))) if len(keep) == p.shape[0] else self.active.all()
+                    held[key] = ~keep
                 if p.grad is not None:
-                    p.grad.masked_fill_(~keep, 0.0)
+                    p.grad.masked_fill_(held[key], 0.0)
                 state = opt.state.get(p)
                 if state:
-                    state["exp_avg"].masked_fill_(~keep, 0.0)
+                    state["exp_avg"].masked_fill_(held[key], 0.0)
 
     def collect(self) -> bool:
         """Write the results of members stopped since the last reading; False when none is left."""
