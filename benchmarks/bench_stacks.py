@@ -8,7 +8,7 @@ family (E = 3, r = 16 and 128), and prints the time per step, per member-step, a
 estimates the planner derives from them: the fixed cost of a step, the cost of a sequence
 slot and of one member's feature column.
 
-    python benchmarks/bench_stacks.py [--steps 60]
+    python benchmarks/bench_stacks.py [--steps 150]
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ def step_ms(family, spec, members: int, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=150)
     args = parser.parse_args()
     configure_worker(1)
     witness = FamilySpec("witness")
     fam = witness.build()
+    step_ms(fam, default_model(feature_map="mlp_exp", rank=16), 3, 20)  # warm-up, not timed
     slots = FamilyCost.of(RunConfig(witness, default_model(), TrainConfig())).slots
     print(f"witness: {len(fam):,} sequences, {slots:,} slots per member")
     times = {}
