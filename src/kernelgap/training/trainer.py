@@ -191,6 +191,8 @@ class StackTrainer:
             stop = self.cfg.stop_below
             exact = self.active & finite & (max_err < stop) if stop is not None else torch.zeros_like(diverged)
             new = diverged | exact
+            if new.device.type == "cpu" and not bool(new.any()):
+                return  # nothing stopped this step (the usual case; reading it is free on the CPU)
             source = torch.where(diverged[:, None, None], last_err if last_err is not None else err, err)
             self.snapshot = source if self.snapshot is None else torch.where(new[:, None, None], source, self.snapshot)
             self.stopped_at = torch.where(new, step, self.stopped_at)
@@ -200,6 +202,8 @@ class StackTrainer:
     def hold_stopped(self, params: list[torch.Tensor], opt: torch.optim.Optimizer) -> None:
         """Zero the gradients and first Adam moments of stopped members: their update is then
         exactly zero (a member's parameters are the leading slots of each stacked tensor)."""
+        if self.active.device.type == "cpu" and bool(self.active.all()):
+            return  # none stopped (reading that is free on the CPU; an accelerator masks unread)
         with torch.no_grad():
             held: dict[tuple[int, int], torch.Tensor] = {}  # one mask per slot count and rank of tensor
             for p in params:
