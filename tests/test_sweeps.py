@@ -95,9 +95,9 @@ def test_padding_splits_stacks_only_where_feature_columns_cost(tmp_path, monkeyp
 
 
 def test_longest_tasks_are_submitted_first(tmp_path):
-    """Work = members × steps × scored key slots: 44 steps on the 16 sequences of m = 2
-    (2,816 per member) before 8 steps on the 64 of m = 3 (2,048) before 8 steps on m = 2
-    (512); nothing is lost or repeated."""
+    """Work = steps × the stack's estimated step cost (:class:`StackCosts`): 44 steps on
+    m = 2 before 8 steps on the larger family of m = 3 before 8 steps on m = 2; nothing is
+    lost or repeated."""
     text = TINY + '\n[[variants]]\n[[variants]]\nfamily.params = {m = 3, length = 2}\n[[variants]]\ntrain.max_steps = 40\n'
     tasks = plan_tasks(load_sweep(write(tmp_path, text)).runs(), workers=1)
     ordered = longest_first(tasks)
