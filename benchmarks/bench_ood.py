@@ -7,8 +7,11 @@ as the planner now splits them (a stack's padding costs at most one step's fixed
 cost, :data:`kernelgap.sweeps.runner.STEP_OVERHEAD`) on tables computed over the
 block of pairs the family uses.
 Both train a fixed number of steps in one process; every run must end with the
-same metrics within float tolerance.  Prints the time per step of each and
-``ood_speedup=`` last.
+same metrics within float tolerance.  Prints the time per step of each, the
+matrix-product FLOPs of one step of each (forward and backward, counted by
+``torch.utils.flop_counter``) and their ratio ``flop_ratio=`` (what the block
+tables save in arithmetic: the speedup a path with equal FLOP throughput would
+reach), and ``ood_speedup=`` last.
 
     python benchmarks/bench_ood.py [--steps 60] [--threads 1]
 """
@@ -20,6 +23,7 @@ import time
 from dataclasses import replace
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from kernelgap.experiments.profile import load_profile
 from kernelgap.models import build_model
@@ -29,12 +33,25 @@ from kernelgap.training import DTYPES, configure_worker
 from kernelgap.training.trainer import Scored, StackTrainer, vocabulary
 
 
-def train(stack, family, planned: bool) -> list:
+def build(stack, family):
     first = stack[0]
-    model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in stack],
-                        ranks=[r.model.rank for r in stack], vocabulary=vocabulary(family, None),
-                        dtype=DTYPES[first.train.dtype])
-    return StackTrainer(model, Scored.of(family, model.dtype, planned=planned), first.train).run()
+    return build_model(first.model, family.m, family.length, seeds=[r.seed for r in stack],
+                       ranks=[r.model.rank for r in stack], vocabulary=vocabulary(family, None),
+                       dtype=DTYPES[first.train.dtype])
+
+
+def train(stack, family, planned: bool) -> list:
+    model = build(stack, family)
+    return StackTrainer(model, Scored.of(family, model.dtype, planned=planned), stack[0].train).run()
+
+
+def step_flops(stack, family, planned: bool) -> int:
+    """Matrix-product FLOPs of one training step (the loss's forward and backward)."""
+    model = build(stack, family)
+    scored = Scored.of(family, model.dtype, planned=planned)
+    with FlopCounterMode(display=False) as counter:
+        scored.errors(model).square().mean(dim=(1, 2)).sum().backward()
+    return counter.get_total_flops()
 
 
 def main() -> None:
@@ -60,12 +77,16 @@ def main() -> None:
     for run, ref in zip(runs, reference):
         got = new[run.run_id()].train["max_error"]
         assert abs(got - ref.train["max_error"]) <= 1e-3 * max(1.0, ref.train["max_error"]), (run.model.rank, got, ref)
+    flops_ref = step_flops(runs, family, planned=False)
+    flops_new = sum(step_flops(stack, family, planned=True) for stack in stacks)
     t = len(family.tokens)
     print(f"family: ood n=32, {t} tokens, {len(family):,} sequences")
     print(f"runs: mlp_exp ranks 16/32/64/128 × seeds 0–2, {args.steps} steps, {args.threads} thread(s)")
     print(f"reference: one stack padded to 128, dense tables: {1000 * t_ref / args.steps:8.1f} ms per step")
     print(f"present:   stacks {[[r.model.rank for r in s] for s in stacks]}, block tables: "
           f"{1000 * t_new / args.steps:8.1f} ms per step")
+    print(f"matrix products per step: reference {flops_ref / 1e9:.2f} GFLOP, present {flops_new / 1e9:.2f} GFLOP")
+    print(f"flop_ratio={flops_ref / flops_new:.2f}")
     print(f"ood_speedup={t_ref / t_new:.2f}")
 
 

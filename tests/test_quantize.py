@@ -101,6 +101,7 @@ def test_retraining_follows_the_sweeps_stacks():
     rows = quantized_runs(runs, [8], ["float"], alone)["models"]
     assert [row["matches_record"] for row in rows] == [True, True]
     assert all(row["max_error"] == pytest.approx(alone[row["id"]]["train"]["max_error"], rel=1e-6) for row in rows)
+    assert quantized_runs(runs, [8], ["float"], alone, workers=2)["models"] == rows  # two stacks side by side
     together = {rec["id"]: rec for rec in train_records(runs)}
     assert {rec["stack_rank"] for rec in together.values()} == {16}
     assert [row["matches_record"] for row in quantized_runs(runs, [8], ["float"], together)["models"]] == [True, True]

@@ -139,8 +139,9 @@ def precision_sketches(profile, out: Path, sweep_options: dict) -> dict:
     from .precision import quantized_runs, read_records
 
     cfg = profile.settings["precision"]
-    return quantized_runs(_runs(profile, "precision"), [int(b) for b in cfg["bits"]],
-                          list(cfg["quantizers"]), read_records(out))
+    runs = _runs(profile, "precision")
+    return quantized_runs(runs, [int(b) for b in cfg["bits"]], list(cfg["quantizers"]), read_records(out),
+                          workers=_local_width(sweep_options, len(runs)))
 
 
 @after_sweep("probe")
@@ -151,13 +152,19 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
     worker each (a probe's runs are one stack each, so one probe alone keeps one core busy);
     a run two probes share is trained by whichever claims it first."""
     entries = list(profile.probes)
-    width = 1
-    if sweep_options.get("executor", "local") == "local":
-        width = min(len(entries), sweep_options.get("workers") or available_cores()) or 1
+    width = _local_width(sweep_options, len(entries))
     options = {**sweep_options, "workers": 1} if width > 1 else sweep_options
     with ThreadPoolExecutor(max_workers=width) as pool:
         for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
             done.result()
+
+
+def _local_width(sweep_options: dict, tasks: int) -> int:
+    """How many of ``tasks`` a step runs side by side: one per worker of the local pool
+    (a cluster's executor trains the sweeps; a step's own work stays in this process)."""
+    if sweep_options.get("executor", "local") != "local":
+        return 1
+    return max(1, min(tasks, sweep_options.get("workers") or available_cores()))
 
 
 def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:

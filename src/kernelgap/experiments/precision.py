@@ -23,6 +23,7 @@ import torch
 from ..io import read_run_records
 from ..models import build_model
 from ..models.sketch import build_sketch, read_sketch, sketch_numbers
+from ..sweeps.executors import local_executor
 from ..task import Family, error_metrics
 from ..theory.transcript import transcript_bound
 from ..training import DTYPES, RunConfig
@@ -49,27 +50,37 @@ def collapse_bits(rows: list[dict]) -> int | None:
 
 
 def quantized_runs(runs: list[RunConfig], bits: list[int], quantizers: list[str],
-                   records: dict[str, dict] | None = None) -> dict:
+                   records: dict[str, dict] | None = None, workers: int = 1) -> dict:
     """Train ``runs`` again, stacked as the sweep stacked them (by each record's
-    ``stack_rank``), and score every model through quantized sketches."""
+    ``stack_rank``), and score every model through quantized sketches; with
+    ``workers > 1`` the stacks train side by side in a local process pool."""
     records = records or {}
+    groups: dict[tuple, list[RunConfig]] = defaultdict(list)
+    for run in runs:
+        run = run.resolved()
+        padded = (records.get(run.run_id()) or {}).get("stack_rank", run.model.rank)
+        groups[run.stack_key(), padded].append(run)
+    tasks = [(members, bits, quantizers, records) for members in groups.values()]
+    width = min(workers, len(tasks))
+    if width > 1:
+        with local_executor(width) as pool:
+            scored = list(pool.map(_score_group, *zip(*tasks)))
+    else:
+        scored = [_score_group(*task) for task in tasks]
+    return {"bits": sorted(bits), "quantizers": list(quantizers),
+            "transcript": scored[0][1] if scored else None,
+            "models": [row for rows, _ in scored for row in rows]}
+
+
+def _score_group(members: list[RunConfig], bits, quantizers, records) -> tuple[list[dict], dict]:
+    """One stack's rows and its family's transcript bound, on one thread (as the sweep's workers)."""
     threads = torch.get_num_threads()
     configure_worker()
     try:
-        groups: dict[tuple, list[RunConfig]] = defaultdict(list)
-        for run in runs:
-            run = run.resolved()
-            padded = (records.get(run.run_id()) or {}).get("stack_rank", run.model.rank)
-            groups[run.stack_key(), padded].append(run)
-        models, transcript = [], None
-        for members in groups.values():
-            rows, family = _score_stack(members, bits, quantizers, records)
-            models += rows
-            transcript = transcript or family_transcript(family)
+        rows, family = _score_stack(members, bits, quantizers, records)
     finally:
         torch.set_num_threads(threads)
-    return {"bits": sorted(bits), "quantizers": list(quantizers), "transcript": transcript,
-            "models": models}
+    return rows, family_transcript(family)
 
 
 def _score_stack(members: list[RunConfig], bits, quantizers, records) -> tuple[list[dict], Family]:

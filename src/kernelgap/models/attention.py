@@ -381,8 +381,9 @@ class AttentionModel(nn.Module):
         block, diag = self.scorer.block_scores(plan)
         v_block, v_diag, bias = self.readout.block_tables(plan)
         e, h = block.shape[:2]
-        scores = torch.cat([block.reshape(e, h, -1), diag.reshape(e, h, -1)], dim=-1)
-        values = torch.cat([v_block.reshape(e, h, -1), v_diag.reshape(e, h, -1)], dim=-1)
+        # joined as [E·H, L] (a 2-d cat is several times faster on CPU than along a 3-d view's last axis)
+        scores = torch.cat([block.reshape(e * h, -1), diag.reshape(e * h, -1)], dim=1).reshape(e, h, -1)
+        values = torch.cat([v_block.reshape(e * h, -1), v_diag.reshape(e * h, -1)], dim=1).reshape(e, h, -1)
         picked = [gather_pairs(t, plan.flat) for t in (scores, values)]
         q_bias = bias.index_select(1, plan.q_rows.reshape(-1)).reshape(e, *plan.q_rows.shape)
         return self._combine(*picked, self.scorer.log_space, plan.allowed) + q_bias

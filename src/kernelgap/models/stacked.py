@@ -72,8 +72,15 @@ class StackedLinear(StackedModule):
                     uniform_(self.bias[s, :, :cols], bound, gen)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.matmul(x, self.weight)
-        return y + self.bias if self.bias is not None else y
+        slots, _, d_out = self.weight.shape
+        if x.dim() == 2:
+            x = x.expand(slots, *x.shape)
+        if d_out == 1:  # a skinny product: elementwise is several times faster than bmm on CPU
+            y = (x * self.weight.transpose(1, 2)).sum(-1, keepdim=True)
+            return y + self.bias if self.bias is not None else y
+        if self.bias is None:
+            return torch.bmm(x, self.weight)
+        return torch.baddbmm(self.bias, x, self.weight)  # the bias joins the product (no extra pass)
 
 
 class StackedMLP(nn.Module):
