@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kernelgap.cli import main
 from kernelgap.models import build_model
@@ -11,7 +13,7 @@ from kernelgap.task import build_family, pool_split
 from kernelgap.training import (
     FamilySpec, RunConfig, TrainConfig, default_model, train_records, train_stack,
 )
-from kernelgap.training.trainer import cosine_lr, power_mean_loss
+from kernelgap.training.trainer import cosine_lr, integer_power, power_mean_loss
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,17 @@ def test_power_mean_loss_value_gradient_and_limit():
     assert float(power_mean_loss(err, 256.0).detach()) == pytest.approx(2.0, rel=1e-2)
     big = torch.full((1, 4, 1), 1e6)
     assert math.isfinite(float(power_mean_loss(big, 8.0)))
+
+
+@given(st.lists(st.floats(0.0, 1.0, allow_subnormal=False), min_size=1, max_size=8),
+       st.one_of(st.integers(1, 20).map(float), st.floats(1.0, 20.0, allow_subnormal=False)))
+def test_integer_power_equals_pow_in_value_and_gradient(values, power):
+    x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    ours, ref = integer_power(x, power), x.pow(power)
+    assert torch.allclose(ours, ref, rtol=1e-12, atol=1e-300)
+    (g1,) = torch.autograd.grad(ours.sum(), x)
+    (g2,) = torch.autograd.grad(ref.sum(), x)
+    assert torch.allclose(g1, g2, rtol=1e-12, atol=1e-300)
 
 
 def test_cosine_schedule_decays_to_zero():
