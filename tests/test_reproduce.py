@@ -176,34 +176,6 @@ def test_a_stopped_invocation_counts_its_time(tiny, tmp_path, monkeypatch):
     assert summary["wall_time_s"] == pytest.approx(sum(r["wall_time_s"] for r in runs), abs=0.11)
 
 
-def test_a_step_runs_alongside_the_sweeps_on_the_local_pool(tiny, tmp_path, monkeypatch):
-    """The bound curve (no training) runs in a thread beside the sweeps: the same file, and
-    its error still stops the reproduction with the one-line error."""
-    import shutil
-
-    from kernelgap.experiments import pipeline
-
-    root, out, _ = tiny
-    copy = tmp_path / "rep"
-    shutil.copytree(out, copy)
-    (copy / "bound_curve" / "curve.json").unlink()
-    logs = []
-    reproduce(root / "tiny", copy, executor="local", workers=1, log=logs.append)
-    assert json.loads((copy / "bound_curve" / "curve.json").read_text()) == \
-        json.loads((out / "bound_curve" / "curve.json").read_text())
-    assert any(line.startswith("[bound_curve] step done alongside the sweeps") for line in logs)
-    assert any("0 trained" in line for line in logs if line.startswith("[witness]"))
-
-    (copy / "bound_curve" / "curve.json").unlink()
-
-    def stop(*_):
-        raise KernelgapError("stopped alongside")
-
-    monkeypatch.setitem(pipeline.HOOKS, "bound_curve", stop)
-    with pytest.raises(KernelgapError, match="stopped alongside"):
-        reproduce(root / "tiny", copy, executor="local", workers=1, log=lambda *_: None)
-
-
 def test_comparison_rows_say_something_for_every_row(tiny):
     _, out, _ = tiny
     rows = comparison_rows(json.loads((out / "summary.json").read_text()))

@@ -29,16 +29,12 @@ from ..theory.certificate import certify
 
 Step = Callable[[object, Path, dict], None]
 HOOKS: dict[str, Step] = {}
-#: Experiments whose step trains nothing and reads no other experiment's results: on the
-#: local pool the reproduction runs them in a thread of their own beside the sweeps.
-ALONGSIDE: set[str] = set()
 
 
-def after_sweep(*experiments: str, writes: str | None = None,
-                alongside: bool = False) -> Callable[[Callable], Callable]:
+def after_sweep(*experiments: str, writes: str | None = None) -> Callable[[Callable], Callable]:
     """Register ``step`` as what follows the sweeps of these experiments.  With ``writes``
     the step returns a payload that is written to ``out/<writes>`` (JSON), and it is not
-    called again once that file exists.  ``alongside``: see :data:`ALONGSIDE`."""
+    called again once that file exists."""
 
     def deco(step: Callable) -> Callable:
         def once(profile, out: Path, sweep_options: dict) -> None:
@@ -48,8 +44,6 @@ def after_sweep(*experiments: str, writes: str | None = None,
 
         for name in experiments:
             HOOKS[name] = once if writes else step
-            if alongside:
-                ALONGSIDE.add(name)
         return step
 
     return deco
@@ -190,7 +184,7 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
             "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
 
 
-@after_sweep("bound_curve", writes="curve.json", alongside=True)
+@after_sweep("bound_curve", writes="curve.json")
 def ladder_curve(profile, out: Path, sweep_options: dict) -> dict:
     """The certified rank against m for the configured family series (``curve.json``)."""
     spec = profile.settings["bound_curve"]

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .. import __version__
@@ -23,7 +21,7 @@ from ..errors import KernelgapError
 from ..io import atomic_write_json, read_json
 from ..report import build_report
 from ..sweeps.runner import run_sweep
-from .hooks import ALONGSIDE, HOOKS
+from .hooks import HOOKS
 from .profile import load_profile
 
 META = "reproduce.json"
@@ -75,16 +73,8 @@ def reproduce(profile: str | Path = "quick", out: str | Path | None = None, exec
 
 
 def _run_experiments(prof, out: Path, options: dict, log) -> None:
-    """Each experiment's sweep (resumable), then its after-sweep step.  On the local pool
-    the steps that need no training (:data:`.hooks.ALONGSIDE`) start first, in a thread of
-    their own, and use the core the sweeps leave idle (a sweep's last stack, the probes'
-    last module) while this process waits on its workers; they are joined at the end."""
-    local = options.get("executor", "local") == "local"
-    aside = {exp: _start_alongside(exp, prof, out, options) for exp in prof.experiments
-             if local and exp in ALONGSIDE and prof.sweep_file(exp) is None}
+    """Each experiment's sweep (resumable), then its after-sweep step."""
     for exp in prof.experiments:
-        if exp in aside:
-            continue
         sweep = prof.sweep_file(exp)
         if sweep is not None:
             log(f"[{exp}] sweep {sweep} → {out / exp}")
@@ -94,30 +84,3 @@ def _run_experiments(prof, out: Path, options: dict, log) -> None:
             step_start = time.perf_counter()
             HOOKS[exp](prof, out / exp, options)
             log(f"[{exp}] after-sweep step done ({time.perf_counter() - step_start:.0f} s)")
-    for exp, join in aside.items():
-        log(f"[{exp}] step done alongside the sweeps ({join():.0f} s)")
-
-
-def _start_alongside(exp: str, prof, out: Path, options: dict) -> Callable[[], float]:
-    """Start ``exp``'s step in a daemon thread (an interrupted reproduction does not wait
-    for it); the returned function waits for it, re-raises its error, and gives its seconds."""
-    box: dict = {}
-
-    def step() -> None:
-        start = time.perf_counter()
-        try:
-            HOOKS[exp](prof, out / exp, options)
-        except BaseException as exc:  # re-raised in the calling thread by join()
-            box["error"] = exc
-        box["seconds"] = time.perf_counter() - start
-
-    thread = threading.Thread(target=step, name=f"kernelgap-{exp}", daemon=True)
-    thread.start()
-
-    def join() -> float:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["seconds"]
-
-    return join
