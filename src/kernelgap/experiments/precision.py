@@ -1,9 +1,10 @@
 """Finite precision: trained models read through a b-bit sketch (docs/experiments.md).
 
 For every run of a sweep (the ``precision`` experiment) the model is trained
-again, deterministically, in this process (one thread, as the sweep's workers
-do; ``matches_record`` says whether its max error equals the sweep's record of
-the same run, as determinism demands), then scored on
+again, deterministically, one stack per process of a local pool (or in this
+process), on one thread as the sweep's workers do (``matches_record`` says whether
+its max error equals the sweep's record of the same run, as determinism demands),
+then scored on
 its family through :func:`kernelgap.models.sketch.sketch_predict` with the
 sketch ``(S, z)`` rounded to each ``b`` of a list.  The collapse point of a
 model is the smallest ``b`` from which on every larger ``b`` of the list is
