@@ -5,9 +5,11 @@ Certifies one ladder family twice in one process — as a product family
 (comparisons over the listed sequences) — checks that both give the same
 certificate, and prints the throughput of each in queries·candidates per
 second, then ``product_speedup=`` last.  ``--large`` also times the product
-path alone on 10⁴ queries × 6·10⁴ candidates at m = 128.
+path alone on 10⁴ queries × 6·10⁴ candidates at m = 128; ``--wide`` on two
+queries and eight candidates at m = 100,000 (the level search depends on the
+levels a query sees, not on m: docs/theory.md, "Product families").
 
-    python benchmarks/bench_certificate.py [--m 64] [--n 64] [--large]
+    python benchmarks/bench_certificate.py [--m 64] [--n 64] [--large] [--wide]
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from kernelgap.task import build_family
+import numpy as np
+
+from kernelgap.task import ProductFamily, build_family
 from kernelgap.theory.certificate import certify
 
 
@@ -25,12 +29,25 @@ def timed(family):
     return time.perf_counter() - start, cert
 
 
+def wide_family(m: int) -> ProductFamily:
+    """Two queries of weight m/2, their complements as good candidates, six random candidates."""
+    rng = np.random.default_rng(0)
+    q1 = np.zeros(m, np.uint8)
+    q1[: m // 2] = 1
+    q2 = np.zeros(m, np.uint8)
+    q2[m // 4: 3 * m // 4] = 1
+    tokens = np.concatenate([[q1, q2, 1 - q1, 1 - q2], rng.integers(0, 2, (6, m), dtype=np.uint8)])
+    return ProductFamily(tokens, [0, 1], np.arange(2, 10), 1, [(0, 2), (1, 3)], f"wide-m{m}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=64)
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--large", action="store_true", help="also 10^4 queries × 6·10^4 candidates, m = 128")
+    parser.add_argument("--wide", action="store_true", help="also 2 queries × 8 candidates, m = 100,000")
     args = parser.parse_args()
+    certify(build_family("hadamard", m=8, n=3))  # warm-up: the first certificate imports igraph
     family = build_family("ladder", m=args.m, n=args.n)
     expanded = family.expand()
     work = len(family.queries) * len(family.candidates)
@@ -47,6 +64,10 @@ def main() -> None:
         work_big = len(big.queries) * len(big.candidates)
         print(f"large: {len(big.queries):,} queries × {len(big.candidates):,} candidates, m = 128: "
               f"{t_big:.1f} s ({work_big / t_big:,.0f} queries·candidates/s), certified r ≥ {cert.certified_rank}")
+    if args.wide:
+        wide = wide_family(100_000)
+        t_wide, cert = timed(wide)
+        print(f"wide: 2 queries × 8 candidates, m = 100,000: {t_wide:.3f} s, certified r ≥ {cert.certified_rank}")
     print(f"product_speedup={t_sequence / t_product:.1f}")
 
 

@@ -7,17 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelgap.experiments.hooks import HOOKS
 from kernelgap.experiments.profile import load_profile
+from kernelgap.experiments.registry import BUILTIN
 from kernelgap.models import build_model, feature_count, signed_kernel
 from kernelgap.models.attention import DENOMINATOR_GUARD, KEY_AXIS, gather_pairs
 from kernelgap.models.sketch import sketch_numbers
 from kernelgap.report.criteria import exact, first_rank
-from kernelgap.report.figures import draw_all
-from kernelgap.report.html import beyond_section
-from kernelgap.report.summary import (
-    loopholes_section, pooled_ood_rows, pooled_witness_rows, precision_section, probes_section, zoo_section,
-)
+from kernelgap.report.render import draw_all, region
+from kernelgap.report.summary import build_sections
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.training import default_model
@@ -42,11 +39,12 @@ def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
     index = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 0]])
     # denominators: −1+1+1 = 1, 1−1−1 = −1, 3, −1+1−1 = −1: no zero yet
     pred = model.predict(tokens, index)
-    assert torch.isfinite(pred).all() and model.guarded_fraction == 0.0
+    assert torch.isfinite(pred).all() and float(model.kernel_stats(tokens, index)["guarded_share"][0]) == 0.0
     index = torch.tensor([[0, 1], [1, 0]])  # length 2: every denominator is exactly 0
     pred = model.predict(tokens, index)
     assert torch.isfinite(pred).all()
-    assert model.guarded_fraction == 1.0  # every query of every sequence hit the guard
+    # every query of every sequence hit the guard
+    assert float(model.kernel_stats(tokens, index)["guarded_share"][0]) == 1.0
     # the unguarded division would not be finite
     t = model.tables(tokens)
     flat = (torch.zeros(2, dtype=torch.long)[:, None, None] * 2 + index[None, :, :1].expand(2, 2, 1)) * 2 \
@@ -185,14 +183,14 @@ def test_sections_transitions_and_html(tmp_path):
     assert s["loopholes"]["heads"]["per_map"]["mlp_exp"]["4"]["transition_total"] == 16
     zoo = {r["feature_map"]: r for r in s["zoo"]["table"]}
     assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
-    # taylor's features are 1 + d + d² ≤ r: r = 16 → 13, r = 32 → 31
-    assert zoo["taylor"]["witness_transition"] == 13
+    # taylor's features are 1 + d + d(d + 1)/2 ≤ r: r = 16 → 15, r = 32 → 28
+    assert zoo["taylor"]["witness_transition"] == 15
     assert zoo["elu1"]["ood_transition_solved"] == 16  # accuracy 0.995 ≥ 0.95 at r = 16, 0.5 at 4
     assert s["precision"]["collapse"][0]["sketch_bits_at_collapse"] == [4 * 528]
     assert s["probes"] is None
     summary = {**s, "witness": None}
     drawn = draw_all(summary, tmp_path / "figures")
-    page = "".join(beyond_section(summary, drawn, tmp_path / "figures"))
+    page = "".join(region(summary, drawn, tmp_path / "figures", "beyond"))
     assert "Beyond the paper" in page and "not reached up to 32" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
@@ -207,9 +205,8 @@ def test_sections_transitions_and_html(tmp_path):
 
 
 def sections(root: Path) -> dict:
-    pooled, pooled_ood = pooled_witness_rows(root), pooled_ood_rows(root)
-    return {"loopholes": loopholes_section(root, pooled, pooled_ood), "zoo": zoo_section(root, pooled, pooled_ood),
-            "precision": precision_section(root), "probes": probes_section(root / "probe")}
+    built = build_sections(root)
+    return {key: built[key] for key in ("loopholes", "zoo", "precision", "probes")}
 
 
 def test_transition_needs_a_strict_majority():
@@ -219,7 +216,7 @@ def test_transition_needs_a_strict_majority():
 
 def test_no_beyond_results_means_no_sections(tmp_path):
     assert sections(tmp_path) == {"loopholes": None, "zoo": None, "precision": None, "probes": None}
-    assert beyond_section({}, {}, tmp_path) == []
+    assert region({}, {}, tmp_path, "beyond") == []
 
 
 # -- the profiles ------------------------------------------------------------------------------
@@ -234,19 +231,18 @@ def test_profiles_list_every_beyond_experiment(profile):
     expected = set(BEYOND) - PAPER_ONLY[profile]
     assert expected <= set(prof.experiments)
     for exp in expected:
-        runs = load_sweep(prof.folder / f"{exp}.toml").runs()
+        runs = load_sweep(prof.sweep_file(exp)).runs()
         assert runs, exp
-    assert {"signed", "heads", "zoo", "precision", "probe", "bound_curve"} <= set(HOOKS)
+    assert {"signed", "heads", "zoo", "precision", "probe", "bound_curve"} <= {e.name for e in BUILTIN if e.step}
     from kernelgap.models import FEATURE_MAPS
-    from kernelgap.report.summary import WITNESS_SWEEPS
     # every map reaches the zoo: trained by it, or by a sweep its summary pools
-    pooled = [r for exp in WITNESS_SWEEPS for r in load_sweep(prof.folder / f"{exp}.toml").runs()
+    pooled = [r for e in BUILTIN if "witness" in e.pools for r in load_sweep(prof.sweep_file(e.name)).runs()
               if r.model.kind == "kernel" and r.model.heads == 1 and r.family.name == "witness"]
     assert {r.model.feature_map for r in pooled} == set(FEATURE_MAPS)
-    heads = {r.model.heads for r in load_sweep(prof.folder / "heads.toml").runs()}
+    heads = {r.model.heads for r in load_sweep(prof.sweep_file("heads")).runs()}
     assert heads == {1, 2, 4, 8}
 
 
 def test_paper_zoo_reaches_256():
-    runs = load_sweep(Path(load_profile("paper").folder) / "zoo.toml").runs()
+    runs = load_sweep(load_profile("paper").sweep_file("zoo")).runs()
     assert max(r.model.rank for r in runs) == 256

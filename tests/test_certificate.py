@@ -230,7 +230,13 @@ def small_families(draw):
     index = np.zeros((max(len(rows), 1), 3), dtype=np.int64)
     index[:len(rows), [qpos] + [p for p in range(3) if p != qpos]] = rows
     delta = draw(st.sampled_from([HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 8)]))
-    matching = [(tid[q], tid[g]) for q, g in zip(queries, goods)]
+    # a family refuses a query matched twice and a pair that never meets (query at qpos,
+    # good candidate elsewhere in the same sequence): keep the first entry of each query
+    # among those that meet
+    others = [p for p in range(3) if p != qpos]
+    meets = {(r[qpos], r[o]) for r in index.tolist() for o in others}
+    matching = list({tid[q]: (tid[q], tid[g]) for q, g in reversed(list(zip(queries, goods)))
+                     if (tid[q], tid[g]) in meets}.values())[::-1]
     return Family(tokens, index, qpos + 1, matching, "random"), qpos, delta
 
 

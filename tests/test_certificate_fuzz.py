@@ -59,9 +59,15 @@ def family_dicts(draw):
         rows = [[queries[0], goods[0], goods[0]]]
     if draw(st.booleans()):
         rows += rows[: draw(st.integers(0, 3))]  # duplicated sequences
-    matching = [[word(q, m), word(g, m)] for q, g in zip(queries, goods)]
-    present = {t for r in rows for t in r}
-    matching = [p for p, (q, g) in zip(matching, zip(queries, goods)) if q in present and g in present]
+    # a family refuses a query matched twice and a pair that never meets (query at a scored
+    # position, good candidate elsewhere in the same sequence): keep each query's first such entry
+    scored = [qpos - 1] if qpos else [0, 1, 2]
+    meets = {(r[p], r[o]) for r in rows for p in scored for o in range(3) if o != p}
+    first: dict[int, int] = {}
+    for q, g in zip(queries, goods):
+        if (q, g) in meets:
+            first.setdefault(q, g)
+    matching = [[word(q, m), word(g, m)] for q, g in first.items()]
     return {"m": m, "query_position": qpos, "sequences": [[word(t, m) for t in r] for r in rows],
             "matching": matching}
 

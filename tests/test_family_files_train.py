@@ -42,7 +42,7 @@ def test_a_sweep_trains_on_a_product_file_relative_to_itself(tmp_path):
 
 
 @pytest.mark.parametrize("text, message", [
-    ('[family]\nfile = "missing.json"\n', "missing.json cannot be read"),
+    ('[family]\nfile = "missing.json"\n', "missing.json does not exist"),
     ('[family]\nfile = "bad.json"\n', "not valid JSON"),
     ('[family]\nname = "witness"\nfile = "bad.json"\n', "either name (a registered family) or file"),
     ('[family]\nfile = "ok.json"\nparams = {m = 3}\n', "params apply to a registered family"),

@@ -24,9 +24,25 @@ def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
     return fm.double()
 
 
-def test_registry_has_every_map_of_the_spec():
-    assert set(ALL) == {"table", "mlp_exp", "elu1", "relu", "favor", "hedgehog", "taylor", "signed",
-                        "signed_table"}
+def test_registry_has_every_common_map():
+    assert set(ALL) == {"table", "mlp_exp", "elu1", "relu", "favor", "favor_iid", "hedgehog", "taylor",
+                        "signed", "signed_table"}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_map_carries_its_facts(name):
+    cls = feature_map_class(name)
+    facts = cls.facts()
+    assert facts["name"] == name and facts["default_lr"] > 0
+    assert facts["color"].startswith("#") and len(facts["color"]) == 7
+    assert facts["citation"]
+    if "arXiv" in facts["citation"]:
+        assert "https://arxiv.org/abs/" in cls.__doc__ + (cls.__mro__[1].__doc__ or "")
+
+
+def test_colours_tell_the_maps_apart():
+    colours = [feature_map_class(n).color for n in ALL]
+    assert len(set(colours)) == len(colours)
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -41,20 +57,31 @@ def test_output_size_is_declared(name, rank):
     assert size <= rank
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_nonnegative_maps_give_nonnegative_kernels(name):
+LINEAR_SPACE = [n for n in ALL if not feature_map_class(n).log_space]
+
+
+@pytest.mark.parametrize("name", LINEAR_SPACE)
+def test_linear_space_kernels_have_their_declared_sign(name):
+    """Maps that compute the kernel itself (not its log, whose exponential is positive by
+    construction): a nonnegative one stays ≥ 0 anywhere in parameter space, a signed one
+    can go below 0.  ``taylor``'s features are signed, its kernel is not."""
     model = build_model(ModelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3,
                         seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():  # anywhere in parameter space, not just at initialisation
         for p in model.scorer.parameters():
             p.add_(3.0 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    scores = model.scorer.scores(torch.from_numpy(TOKENS).double())
-    kernel = scores.exp() if model.scorer.log_space else scores
+    kernel = model.scorer.scores(torch.from_numpy(TOKENS).double())
     if feature_map_class(name).nonnegative:
-        assert (kernel >= 0).all()
+        assert kernel.min() >= 0
     else:
-        assert (kernel < 0).any(), "the signed map should be able to produce a negative kernel"
+        assert kernel.min() < 0, "a signed map should be able to produce a negative kernel"
+
+
+def test_taylor_features_are_signed_but_its_kernel_is_not():
+    fm = make("taylor", rank=15)
+    q = fm.query(torch.from_numpy(TOKENS).double())
+    assert q.min() < 0
 
 
 def test_signed_table_starts_at_the_table_initialisation():
@@ -65,20 +92,57 @@ def test_signed_table_starts_at_the_table_initialisation():
     assert not type(signed).nonnegative and not type(signed).log_space
 
 
-def test_taylor_kernel_is_exact():
-    g = torch.Generator().manual_seed(0)
-    fm = make("taylor", rank=1 + 4 + 16)
-    u, w = torch.randn(20, 4, generator=g, dtype=torch.float64), torch.randn(20, 4, generator=g, dtype=torch.float64)
+@pytest.mark.parametrize("d", [1, 2, 4, 10])
+def test_taylor_kernel_is_exact_with_symmetric_features(d):
+    g = torch.Generator().manual_seed(d)
+    size = 1 + d + d * (d + 1) // 2
+    fm = make("taylor", rank=size)
+    u, w = torch.randn(20, d, generator=g, dtype=torch.float64), torch.randn(20, d, generator=g, dtype=torch.float64)
     dot = (u * w).sum(-1)
-    got = (fm.phi(u) * fm.phi(w)).sum(-1)
-    assert torch.allclose(got, 1 + dot + dot**2 / 2, atol=1e-12)
-    assert Taylor.output_size(21) == 21 and Taylor.output_size(20) == 13
+    assert fm.phi(u).shape[-1] == size == Taylor.output_size(size)
+    assert torch.allclose((fm.phi(u) * fm.phi(w)).sum(-1), 1 + dot + dot**2 / 2, atol=1e-12)
+    assert Taylor.output_size(size - 1) == 1 + (d - 1) + (d - 1) * d // 2
+    # the kernel's rank is the feature count: no feature is redundant
+    x = torch.randn(4 * size, d, generator=g, dtype=torch.float64)
+    assert torch.linalg.matrix_rank(fm.phi(x)) == size
 
 
-def test_favor_kernel_in_expectation():
+def test_taylor_at_d_10_is_66_features():
+    assert Taylor.output_size(66) == 66 and Taylor.projection_dim(66, 0) == 10
+    assert Taylor.output_size(77) == 66 and Taylor.output_size(78) == 78  # d = 11: 1 + 11 + 66
+
+
+def test_favor_draws_orthogonal_blocks_and_iid_when_asked():
+    d, rank = M, 12
+    favor, iid = make("favor", rank=rank), make("favor_iid", rank=rank)
+    omega = favor.omega.omega[0]  # [d, r]
+    unit = omega / omega.norm(dim=0)
+    block = unit[:, :d].T @ unit[:, :d]
+    assert torch.allclose(block, torch.eye(d, dtype=block.dtype), atol=1e-6)  # orthogonal in a block
+    other = iid.omega.omega[0] / iid.omega.omega[0].norm(dim=0)
+    off = (other[:, :d].T @ other[:, :d] - torch.eye(d, dtype=other.dtype)).abs().max()
+    assert off > 1e-3  # independent draws are not orthogonal
+    assert not torch.equal(favor.omega.omega, iid.omega.omega)
+
+
+def test_orthogonal_features_are_marginally_gaussian():
+    from kernelgap.models.feature_maps import orthogonal_gaussian
+
+    g = torch.Generator().manual_seed(0)
+    cols = orthogonal_gaussian(4, 40_000, g)
+    assert abs(float(cols.mean())) < 0.02
+    assert torch.allclose(cols @ cols.T / cols.shape[1], torch.eye(4, dtype=cols.dtype), atol=0.03)
+    prefix = orthogonal_gaussian(4, 6, torch.Generator().manual_seed(0))
+    assert torch.equal(prefix, cols[:, :6])  # a wider draw starts with the narrower one
+
+
+@pytest.mark.parametrize("orthogonal", [True, False])
+def test_favor_kernel_in_expectation(orthogonal):
+    from kernelgap.models.feature_maps import orthogonal_gaussian
+
     g = torch.Generator().manual_seed(1)
     r, d = 200_000, 3
-    omega = torch.randn(d, r, generator=g, dtype=torch.float64)
+    omega = orthogonal_gaussian(d, r, g) if orthogonal else torch.randn(d, r, generator=g, dtype=torch.float64)
     u = torch.tensor([0.3, -0.2, 0.5], dtype=torch.float64)
     w = torch.tensor([0.1, 0.4, -0.3], dtype=torch.float64)
     est = (Favor.log_phi_with(u, omega) + Favor.log_phi_with(w, omega)).exp().sum()
@@ -126,3 +190,10 @@ def test_unknown_map_is_a_user_error():
 def test_rank_must_be_positive():
     with pytest.raises(KernelgapError, match="rank must be ≥ 1"):
         build_model(ModelSpec(feature_map="elu1", rank=0), M, 3, seeds=[0])
+
+
+def test_train_help_lists_every_registered_map(cli):
+    code, out, _ = cli("train", "--help")
+    assert code == 0
+    listed = out.split("--feature-map", 1)[1].split()[0].strip("[]").split("|")
+    assert listed == list(FEATURE_MAPS)

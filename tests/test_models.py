@@ -79,7 +79,7 @@ def test_signed_kernel_guard_reports_instead_of_nan():
             p.zero_()  # φ ≡ 0: every denominator is zero
     pred = model.predict(TOK, IDX)
     assert torch.isfinite(pred).all()
-    assert model.guarded_fraction == 1.0
+    assert float(model.kernel_stats(TOK, IDX)["guarded_share"][0]) == 1.0
 
 
 def test_float32_model_has_float32_tables():

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from kernelgap.experiments.precision import collapse_bits, family_transcript, quantized_runs
 from kernelgap.errors import KernelgapError
-from kernelgap.models import build_model
+from kernelgap.experiments.precision.step import collapse_bits, family_transcript, quantized_runs
+from kernelgap.models import build_model, feature_map_class
 from kernelgap.models.sketch import float_half_step, quantize, sketch_numbers, sketch_predict, uniform_step
 from kernelgap.task import build_family
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
@@ -65,8 +65,8 @@ def test_sketch_equals_the_model_at_full_precision(fmap, heads, causal):
     assert torch.allclose(sketch_predict(model, tok, idx, bits=40, mode="uniform"), ref, atol=1e-5)
     assert not torch.allclose(sketch_predict(model, tok, idx, bits=2), ref, atol=1e-3)
     d_v = default_model().d_value
-    width = 7 if fmap == "taylor" else None
-    assert sketch_numbers(model) == [heads * (width or r) * (d_v + 1) for r in ranks]
+    widths = [feature_map_class(fmap).output_size(r) for r in ranks]  # taylor at 7: 1 + 2 + 3 features
+    assert sketch_numbers(model) == [heads * w * (d_v + 1) for w in widths]
 
 
 def test_collapse_bits_is_the_smallest_exact_b_from_the_top():

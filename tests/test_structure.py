@@ -4,6 +4,7 @@ and the light layers stay light."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 import subprocess
 import sys
@@ -44,7 +45,20 @@ def imports_of(name: str) -> set[str]:
     return {m if m.startswith("kernelgap") else m.split(".")[0] for m in out}
 
 
+def step_modules() -> set[str]:
+    """The modules the pipeline imports by name: every built-in experiment's after-sweep step."""
+    from kernelgap.experiments.registry import BUILTIN
+
+    return {importlib.util.resolve_name(e.step.partition(":")[0], e.package) for e in BUILTIN if e.step}
+
+
 GRAPH = {name: imports_of(name) for name in MODULES}
+GRAPH["kernelgap.experiments.pipeline"] |= step_modules()  # lazy by name, but imports all the same
+
+#: The torch-free part of the experiments: what the report may import.
+REPORT_PARTS = {"kernelgap.experiments", "kernelgap.experiments.base", "kernelgap.experiments.registry"} | {
+    m for m in MODULES if re.fullmatch(r"kernelgap\.experiments\.\w+(\.experiment)?", m)
+    and (m.endswith(".experiment") or MODULES[m].name == "__init__.py")}
 
 
 def closure(name: str) -> set[str]:
@@ -111,7 +125,7 @@ def test_nothing_imports_the_cli():
                             "kernelgap.probe", "kernelgap.theory"}),
     ("kernelgap.sweeps", {"kernelgap.experiments", "kernelgap.report", "kernelgap.probe"}),
     ("kernelgap.report", {"torch", "kernelgap.models", "kernelgap.training", "kernelgap.sweeps",
-                          "kernelgap.experiments", "kernelgap.probe", "kernelgap.theory"}),
+                          "kernelgap.probe", "kernelgap.theory"}),
 ])
 def test_layers_import_one_way(layer, forbidden):
     """A layer's modules, and everything they import in turn, stay out of the layers above."""
@@ -119,6 +133,30 @@ def test_layers_import_one_way(layer, forbidden):
         reached = closure(name)
         bad = {f for f in forbidden if any(r == f or r.startswith(f + ".") for r in reached)}
         assert not bad, f"{name} reaches {sorted(bad)}"
+
+
+def test_the_report_reaches_only_the_torch_free_part_of_the_experiments():
+    """The report imports the registry and each experiment's ``experiment.py`` (and, through
+    them, nothing that trains); the steps, the profiles and the pipeline stay out of reach."""
+    assert {"kernelgap.experiments.witness.experiment", "kernelgap.experiments.registry"} <= REPORT_PARTS
+    assert "kernelgap.experiments.witness.step" not in REPORT_PARTS
+    forbidden = {"torch", "kernelgap.models", "kernelgap.training", "kernelgap.sweeps", "kernelgap.probe",
+                 "kernelgap.theory"}
+    for name in (m for m in GRAPH if m.startswith("kernelgap.report") or m in REPORT_PARTS):
+        reached = closure(name)
+        bad = {r for r in reached if r.startswith("kernelgap.experiments") and r not in REPORT_PARTS}
+        bad |= {f for f in forbidden if any(r == f or r.startswith(f + ".") for r in reached)}
+        assert not bad, f"{name} reaches {sorted(bad)}"
+
+
+def test_steps_are_imported_only_by_the_pipeline():
+    """Steps are loaded by name when they run; only the pipeline (and steps, from the helpers
+    they share) import them."""
+    steps = step_modules()
+    assert {"kernelgap.experiments.witness.step", "kernelgap.experiments.steps"} <= steps
+    for name, deps in GRAPH.items():
+        if name != "kernelgap.experiments.pipeline" and name not in steps:
+            assert not deps & steps, f"{name} imports {sorted(deps & steps)}"
 
 
 def test_no_reference_leads_outside_the_repository():
@@ -137,7 +175,8 @@ def test_no_reference_leads_outside_the_repository():
 
 def test_report_rendering_never_loads_torch(tmp_path):
     """Rebuilding a report is file work: importing the report layer pulls in no torch."""
-    code = ("import sys, kernelgap.report.html, kernelgap.report.summary; "
+    code = ("import sys, kernelgap.report, kernelgap.report.render, kernelgap.report.summary, "
+            "kernelgap.report.schema, kernelgap.experiments.registry; "
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

@@ -195,3 +195,14 @@ def test_a_folder_another_sweep_is_opening_is_not_foreign(tmp_path):
     with pytest.raises(ConfigError, match="is not a kernelgap sweep folder"):
         ResultsDir(stranger).open_for("tiny", "", ["a"])
     assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt", "sweep.toml"]
+
+
+def test_a_feature_map_axis_can_follow_the_registry(tmp_path):
+    from kernelgap.models import FEATURE_MAPS
+
+    cfg = write(tmp_path, TINY.replace("model.rank = [1, 2]", 'model.rank = [2]\nmodel.feature_map = ["*", "!table"]'))
+    maps = [r.model.feature_map for r in load_sweep(cfg).runs() if r.seed == 0]
+    assert maps == [m for m in FEATURE_MAPS if m != "table"]
+    bad = write(tmp_path, TINY.replace("model.rank = [1, 2]", 'model.feature_map = ["*", "!nonesuch"]'), "bad.toml")
+    with pytest.raises(ConfigError, match="nonesuch: unknown feature map"):
+        load_sweep(bad)

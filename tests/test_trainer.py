@@ -42,7 +42,8 @@ def test_stacked_equals_alone(family, fmap):
 def test_members_differ_by_seed_and_rank(family):
     cfg = TrainConfig(lr=1e-2, mse_steps=5, max_steps=5, stop_below=None)
     a, b, c = train(family, "table", [0, 1, 0], [2, 2, 1], cfg)
-    assert a.train["max_error"] != b.train["max_error"] != c.train["max_error"]
+    errors = [m.train["max_error"] for m in (a, b, c)]
+    assert len(set(errors)) == 3, errors  # every pair differs (a chained != would skip a vs c)
 
 
 def test_early_stop_records_each_member_at_its_exact_step():
@@ -139,3 +140,53 @@ def test_cli_train_rejects_rank_zero(capsys):
 def test_train_stack_without_a_learning_rate_says_how_to_get_one(family):
     with pytest.raises(ValueError, match="RunConfig.resolved"):
         train(family, "table", [0], [2], TrainConfig(mse_steps=1, max_steps=1))
+
+
+LEAVES_THE_PROCESS = """
+import random, numpy as np, torch
+from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
+from kernelgap.training.trainer import flush_denormal_enabled
+torch.set_num_threads(2)
+torch.set_flush_denormal(False)
+random.seed(123); np.random.seed(123); torch.manual_seed(123)
+before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+assert not flush_denormal_enabled() and not torch.are_deterministic_algorithms_enabled()
+run = RunConfig(FamilySpec("exhaustive", {"m": 2, "length": 3}), default_model(feature_map="table", rank=2),
+                TrainConfig(mse_steps=2, max_steps=2), seed=7)
+train_records([run])
+assert torch.get_num_threads() == 2, torch.get_num_threads()
+assert not flush_denormal_enabled()
+assert not torch.are_deterministic_algorithms_enabled()
+assert random.getstate() == before[0]
+assert (np.random.get_state()[1] == before[1]).all()
+assert torch.equal(torch.get_rng_state(), before[2])
+print("unchanged")
+"""
+
+
+def test_training_leaves_the_process_as_it_was():
+    """A library call changes no process-wide state: threads, denormal flushing,
+    deterministic mode and the global generators are all put back (checked in a fresh
+    interpreter: this test process flushes denormals for the whole suite)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LEAVES_THE_PROCESS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "unchanged", done.stderr
+
+
+def test_a_run_id_hashes_only_what_applies():
+    witness = FamilySpec("witness")
+    soft = [RunConfig(witness, default_model(kind="softmax", feature_map=fm, rank=r)) for fm in ("table", "elu1")
+            for r in (1, 16)]
+    assert len({r.run_id() for r in soft}) == 1
+    assert len({r.stack_key() for r in soft}) == 1
+    kernel = [RunConfig(witness, default_model(feature_map="table", rank=r)) for r in (1, 16)]
+    assert len({kernel[0].run_id(), kernel[1].run_id(), soft[0].run_id()}) == 3
+    never = [RunConfig(witness, default_model(), TrainConfig(stop_below=s)) for s in (None, 0.0, 0)]
+    assert len({r.run_id() for r in never}) == 1
+    assert RunConfig(witness, default_model(), TrainConfig(stop_below=0.5)).run_id() != never[0].run_id()
+    # a linear-space map ignores the temperature; a log-space one does not
+    elu = [RunConfig(witness, default_model(feature_map="elu1", temperature=t)) for t in (1.0, 4.0)]
+    exp = [RunConfig(witness, default_model(feature_map="mlp_exp", temperature=t)) for t in (1.0, 4.0)]
+    assert elu[0].run_id() == elu[1].run_id() and exp[0].run_id() != exp[1].run_id()

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
+import typer.main
 
 from . import __version__
 from .errors import KernelgapError
@@ -23,6 +25,20 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Group:
+    """``--feature-map`` of the invoked subcommand as a choice of the registered maps (listed
+    in its ``--help``, checked at parse time).  Only a subcommand that takes a map reads the
+    registry, so commands that train nothing never import torch."""
+    sub = command.commands.get(argv[0]) if argv else None
+    for param in getattr(sub, "params", []):
+        if param.name == "feature_map":
+            from .models import FEATURE_MAPS
+
+            param.type = click.Choice(list(FEATURE_MAPS))
+            param.metavar = "[" + "|".join(FEATURE_MAPS) + "]"
+    return command
 
 
 def _version(value: bool) -> None:
@@ -421,7 +437,8 @@ def report(
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point with one-line errors and exit status 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        args = sys.argv[1:] if argv is None else list(argv)
+        _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
     except KernelgapError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)

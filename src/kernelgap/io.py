@@ -20,13 +20,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     The file gets the mode a plain ``open`` would give it (``0o666`` less the
     umask), not the private mode of the temporary file.
     """
+    return atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """:func:`atomic_write_text` for bytes."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

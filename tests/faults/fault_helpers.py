@@ -58,3 +58,51 @@ def kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, ppid, pgid)`` of a process from ``/proc/<pid>/stat``, or ``None`` once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live processes of a process group (zombies excluded), from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        info = proc_stat(int(stat.parent.name))
+        if info is not None and info[2] == pgid and info[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def sweep_processes(driver: int) -> dict[int, str]:
+    """The live processes of a driver started with ``start_new_session=True``, by role:
+    ``driver``, ``forkserver``, ``worker`` (a child of the forkserver), ``resource tracker``."""
+    members = group_members(driver)
+    parent = {p: (proc_stat(p) or ("", 0, 0))[1] for p in members}
+    servers = {p for p in members if parent[p] == driver
+               and "multiprocessing.forkserver import main" in cmdline(p)}
+    roles = {}
+    for pid in members:
+        if pid == driver:
+            roles[pid] = "driver"
+        elif pid in servers:
+            roles[pid] = "forkserver"
+        elif "multiprocessing.resource_tracker import main" in cmdline(pid):
+            roles[pid] = "resource tracker"
+        elif parent[pid] in servers:
+            roles[pid] = "worker"
+        else:
+            roles[pid] = "other"
+    return roles

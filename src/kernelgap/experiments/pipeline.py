@@ -1,10 +1,12 @@
 """``kernelgap reproduce``: every experiment of a profile, resumable, then the report.
 
 Each experiment with a sweep file runs through the resumable sweep runner into
-``OUT/<experiment>/``; its after-sweep step (:mod:`.hooks`) writes the
-untrained numbers beside the runs; then :func:`kernelgap.report.build_report`
-assembles ``summary.json`` and ``report.html`` from those files alone.
-``OUT/reproduce.json`` records the profile and every invocation (command,
+``OUT/<experiment>/``; its after-sweep step (``Experiment.step``, imported only
+here) writes the untrained numbers beside the runs; then
+:func:`kernelgap.report.build_report` assembles ``summary.json`` and
+``report.html`` from those files alone.  ``OUT/reproduce.json`` records the
+profile, the folders of the profile's own experiments (``user_experiments``, so
+``kernelgap report OUT`` finds their report part) and every invocation (command,
 start, wall time, and whether it finished or stopped), so a resumed
 reproduction's total time is their sum, stopped invocations included.
 """
@@ -21,7 +23,6 @@ from ..errors import KernelgapError
 from ..io import atomic_write_json, read_json
 from ..report import build_report
 from ..sweeps.runner import run_sweep
-from .hooks import HOOKS
 from .profile import load_profile
 
 META = "reproduce.json"
@@ -57,6 +58,10 @@ def reproduce(profile: str | Path = "quick", out: str | Path | None = None, exec
     prof = load_profile(profile)
     out = Path(out or f"results/reproduce-{prof.name}")
     meta = claim_output(out, prof.name)
+    if prof.user_experiments:
+        meta["user_experiments"] = prof.user_experiments
+    else:
+        meta.pop("user_experiments", None)
     invocation = {"command": command_line(), "started": time.time(), "version": __version__}
     start = time.perf_counter()
     try:
@@ -80,7 +85,19 @@ def _run_experiments(prof, out: Path, options: dict, log) -> None:
             log(f"[{exp}] sweep {sweep} → {out / exp}")
             res = run_sweep(sweep, out / exp, **options)
             log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
-        if exp in HOOKS:
+        experiment = prof.experiment(exp)
+        if experiment.step:
             step_start = time.perf_counter()
-            HOOKS[exp](prof, out / exp, options)
+            run_step(experiment, prof, out / exp, options)
             log(f"[{exp}] after-sweep step done ({time.perf_counter() - step_start:.0f} s)")
+
+
+def run_step(experiment, prof, out: Path, options: dict) -> None:
+    """The experiment's step; with ``writes``, its payload goes to ``out/<writes>`` and the
+    step is not run again once that file exists (a resumed reproduction never redoes it)."""
+    target = out / experiment.writes if experiment.writes else None
+    if target is not None and target.exists():
+        return
+    payload = experiment.load_step()(prof, out, options)
+    if target is not None:
+        atomic_write_json(target, payload)

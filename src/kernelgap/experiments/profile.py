@@ -1,4 +1,12 @@
-"""Profiles: ``profile.toml`` and the sweep files beside it (package data, or a user folder)."""
+"""Profiles: ``profile.toml`` (package data, or a user folder) and where each sweep file is.
+
+``profile.toml`` lists the experiments in the order they run (``experiments = [...]``)
+and sets their settings (a ``[name]`` table per experiment that has settings, and the
+keys an experiment owns, such as ``[[probes]]``).  The sweep file of experiment ``E``
+is ``DIR/E.toml`` when the profile folder holds one, else the experiment folder's
+``<profile>.toml``, else its ``sweep.toml``.  An experiment that is not built in is a
+folder of the profile: ``DIR/E/experiment.py`` (:func:`.registry.load_folder`).
+"""
 
 from __future__ import annotations
 
@@ -9,17 +17,8 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
-
-#: Settings of the after-sweep steps that are not sweep fields, with their defaults.
-SETTINGS: dict[str, dict] = {
-    "length": {"m": 4},
-    "bound_curve": {"code": "ladder", "m": "32..96..16", "queries": 2048},
-    "precision": {"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
-}
-#: One entry of ``[[probes]]``: a module the ``probe`` experiment runs, with its defaults.
-PROBE: dict = {"name": "", "target": "", "kwargs": {}, "interface": None, "args": {}, "output": None,
-               "profile": "quick", "ranks": {}, "seeds": [], "steps": None, "lr": None, "requires": None}
-DEFAULT_PROBES = [{**PROBE, "name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"}]
+from .base import Experiment
+from .registry import builtin, load_folder
 
 
 def builtin_profiles() -> Path:
@@ -27,39 +26,40 @@ def builtin_profiles() -> Path:
     return Path(str(resources.files("kernelgap.experiments") / "profiles"))
 
 
+def default_settings(registry: dict[str, Experiment]) -> dict[str, dict]:
+    """Every experiment's settings at their defaults (``profile_keys`` parsed from nothing)."""
+    return {name: {**copy.deepcopy(dict(e.settings)),
+                   **{key: parse(None, Path("profile.toml")) for key, parse in e.profile_keys.items()}}
+            for name, e in registry.items() if e.settings or e.profile_keys}
+
+
 @dataclass
 class Profile:
-    """One profile: its name, folder, experiments in order and step settings."""
+    """One profile: its name, folder, experiments in order and their settings."""
 
     name: str
     folder: Path
     experiments: list[str]
-    settings: dict[str, dict] = field(default_factory=lambda: copy.deepcopy(SETTINGS))
-    probes: list[dict] = field(default_factory=lambda: copy.deepcopy(DEFAULT_PROBES))
+    settings: dict[str, dict] = field(default_factory=lambda: default_settings(builtin()))
+    registry: dict[str, Experiment] = field(default_factory=builtin)
+
+    def experiment(self, name: str) -> Experiment:
+        return self.registry[name]
 
     def sweep_file(self, experiment: str) -> Path | None:
         """The experiment's sweep file, or None for an experiment without training."""
         path = self.folder / f"{experiment}.toml"
-        return path if path.is_file() else None
+        if path.is_file():
+            return path
+        exp = self.registry.get(experiment)
+        return exp.sweep_file(self.name) if exp is not None else None
 
-
-def _probes(entries, path: Path) -> list[dict]:
-    """``[[probes]]``: each a module to probe (``name`` and ``target`` required)."""
-    if entries is None:
-        return copy.deepcopy(DEFAULT_PROBES)
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise ConfigError(f"{path}: 'probes' must be an array of tables ([[probes]])")
-    out = []
-    for k, entry in enumerate(entries):
-        unknown = set(entry) - set(PROBE)
-        if unknown:
-            raise ConfigError(f"{path}: unknown key probes[{k}].{sorted(unknown)[0]}")
-        if not entry.get("name") or not entry.get("target"):
-            raise ConfigError(f"{path}: probes[{k}] needs a name and a target")
-        out.append({**copy.deepcopy(PROBE), **entry})
-    if len({e["name"] for e in out}) != len(out):
-        raise ConfigError(f"{path}: two probes share a name")
-    return out
+    @property
+    def user_experiments(self) -> dict[str, str]:
+        """The experiments this profile's folder brings: ``{name: folder}``."""
+        builtins = builtin()
+        return {name: str(self.registry[name].folder) for name in self.experiments
+                if name not in builtins and self.registry[name].folder is not None}
 
 
 def profile_names() -> list[str]:
@@ -80,19 +80,39 @@ def load_profile(name: str | Path) -> Profile:
     experiments = data.pop("experiments", None)
     if not experiments or not isinstance(experiments, list) or not all(isinstance(e, str) for e in experiments):
         raise ConfigError(f"{path}: 'experiments' must be a non-empty list of names")
-    probes = _probes(data.pop("probes", None), path)
-    settings = copy.deepcopy(SETTINGS)
+    registry = builtin()
+    for exp in experiments:
+        if exp in registry:
+            continue
+        if (folder / exp / "experiment.py").is_file():
+            registry[exp] = load_folder(folder / exp)
+        elif (folder / f"{exp}.toml").is_file():  # a sweep and nothing else: no report of its own
+            registry[exp] = Experiment(name=exp, title=exp)
+        else:
+            raise ConfigError(f"{path}: unknown experiment {exp!r} (built in: {', '.join(registry)}; or a "
+                              f"folder {exp}/ beside profile.toml holding experiment.py, or a sweep file {exp}.toml)")
+    settings = _settings(data, registry, path)
+    profile = Profile(folder.name, folder, experiments, settings, registry)
+    for exp in experiments:
+        if profile.sweep_file(exp) is None and not registry[exp].step:
+            raise ConfigError(f"{path}: experiment {exp!r} has no sweep file ({exp}.toml beside profile.toml, "
+                              f"or {profile.name}.toml or sweep.toml in its folder) and no step of its own")
+    return profile
+
+
+def _settings(data: dict, registry: dict[str, Experiment], path: Path) -> dict[str, dict]:
+    """The ``[name]`` tables and owned keys of ``profile.toml`` over every experiment's defaults."""
+    settings = default_settings(registry)
+    owners = {key: name for name, e in registry.items() for key in e.profile_keys}
+    tables = [name for name, e in registry.items() if e.settings]
     for section, values in data.items():
-        if section not in SETTINGS or not isinstance(values, dict):
-            raise ConfigError(f"{path}: unknown section {section!r} (expected {', '.join(SETTINGS)})")
+        if section in owners:
+            settings[owners[section]][section] = registry[owners[section]].profile_keys[section](values, path)
+            continue
+        if section not in tables or not isinstance(values, dict):
+            raise ConfigError(f"{path}: unknown section {section!r} (expected {', '.join(tables + list(owners))})")
         for key, value in values.items():
-            if key not in SETTINGS[section]:
+            if key not in registry[section].settings:
                 raise ConfigError(f"{path}: unknown key {section}.{key}")
             settings[section][key] = value
-    profile = Profile(folder.name, folder, experiments, settings, probes)
-    from .hooks import HOOKS  # the registry of after-sweep steps
-
-    for exp in experiments:
-        if profile.sweep_file(exp) is None and exp not in HOOKS:
-            raise ConfigError(f"{path}: experiment {exp!r} has no {exp}.toml beside it and no step of its own")
-    return profile
+    return settings

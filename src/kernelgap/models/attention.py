@@ -34,7 +34,7 @@ from torch import nn
 
 from ..errors import KernelgapError
 from .external import ModuleModel, ModuleSpec, build_external
-from .feature_maps import FeatureMap, feature_map_class
+from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
 from .stacked import StackedLinear, StackedMLP, init_members
 
 #: Denominators with |Σ α| below this are guarded (signed kernels; all-zero relu rows).
@@ -336,13 +336,6 @@ class AttentionModel(nn.Module):
         self.scorer, self.readout = scorer, readout
         self.causal = causal
         self.position_dependent = position_dependent
-        self._guarded: torch.Tensor | None = None  # share of guarded denominators, last call
-
-    @property
-    def guarded_fraction(self) -> float:
-        """Share of denominators the guard replaced in the last linear-space call (read lazily:
-        converting it on every step would synchronise a GPU)."""
-        return float(self._guarded) if self._guarded is not None else 0.0
 
     @property
     def signed_kernel(self) -> bool:
@@ -443,10 +436,7 @@ class AttentionModel(nn.Module):
             return torch.softmax(scores, dim=KEY_AXIS)
         if allowed is not None:
             scores = scores * allowed
-        denom = scores.sum(KEY_AXIS, keepdim=True)
-        small = denom.abs() < DENOMINATOR_GUARD
-        self._guarded = small.detach().double().mean() if small.numel() else None
-        return scores / guard_denominator(denom)
+        return scores / guard_denominator(scores.sum(KEY_AXIS, keepdim=True))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Dense tokens ``[B, N, m]`` → predictions ``[E, B, N]``."""
@@ -481,8 +471,21 @@ class ModelSpec:
     #: ``kind = "module"``: which module, with which arguments (:mod:`.external`).
     module: ModuleSpec | None = None
 
-    def validate(self, where: str = "model") -> "ModelSpec":
-        """Every choice and range of the spec; a one-line error naming ``where.field``."""
+    def validate(self, where: str = "model", *, m: int | None = None,
+                 tokens: int | None = None, members: int = 1) -> "ModelSpec":
+        """Every choice and range of the spec; a one-line error naming ``where.field``.
+
+        The rank is at most :data:`kernelgap.limits.MAX_RANK`, and the parameters, counted
+        at 4 bytes each (float32), must fit the memory limit of :mod:`kernelgap.limits`.
+        With ``linear(i, o) = i·o + o``, ``mlp(i, h, o) = linear(i, h) + linear(h, o)``,
+        ``H`` heads and ``P = 1`` key position, a member has a readout of
+        ``(2H)·f(d_value) + f(1)`` (``f`` the linear or MLP map of the token) and a scorer of
+        ``2H·T·r`` (table maps over ``T`` tokens), ``2H·mlp(m, hidden, r)`` (MLP maps),
+        ``2H·linear(m, d)`` (projected maps, ``d`` their projection width; ``favor`` adds its
+        ``H·m·r`` fixed projections) or ``2H·linear(m, score_dim)`` (softmax).  Without the
+        family's ``m`` and number of distinct ``tokens`` both count as 1, so the estimate
+        is a floor: a refused spec could never be built.
+        """
         if self.kind not in KINDS:
             raise KernelgapError(f"{where}.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if (self.kind == "module") != (self.module is not None):
@@ -505,7 +508,56 @@ class ModelSpec:
                 raise KernelgapError(f"{where}.{key} must be a finite number > 0, got {value}")
         if self.score_dim is not None and self.score_dim < 1:
             raise KernelgapError(f"{where}.score_dim must be ≥ 1, got {self.score_dim}")
+        from ..limits import check_memory, check_rank
+        from .feature_maps import Favor, MLPFeatureMap, ProjectedFeatureMap, Table
+
+        check_rank(self.rank, f"{where}.rank")
+        if self.kind == "module":
+            return self
+        m, v, h, r = max(m or 1, 1), max(tokens or 1, 1), self.heads, self.rank
+
+        def linear(i: int, o: int) -> int:
+            return i * o + o
+
+        def mlp(i: int, o: int) -> int:
+            return linear(i, self.hidden) + linear(self.hidden, o)
+
+        token_map = linear if self.readout == "linear" else mlp
+        params = 2 * h * token_map(m, self.d_value) + token_map(m, 1)
+        if self.kind == "softmax":
+            params += 2 * h * linear(m, self.score_dim or m)
+        else:
+            cls = feature_map_class(self.feature_map)
+            if issubclass(cls, Table):
+                params += 2 * h * v * r
+            elif issubclass(cls, MLPFeatureMap):
+                params += 2 * h * mlp(m, r)
+            elif issubclass(cls, ProjectedFeatureMap):
+                params += 2 * h * linear(m, cls.projection_dim(r, m)) + (h * m * r if issubclass(cls, Favor) else 0)
+        params *= max(members, 1)
+        check_memory(f"{where} with at least {params:,} parameters (4 bytes each)", 4 * params)
         return self
+
+
+#: The :class:`ModelSpec` fields each kind of model is built from (:func:`build_model`); a
+#: run id hashes only these, so equal models have one id whatever the other fields say.
+KIND_FIELDS: dict[str, tuple[str, ...]] = {
+    "kernel": ("kind", "feature_map", "rank", "heads", "d_value", "readout", "hidden", "position_dependent",
+               "causal", "temperature", "init_scale"),
+    "softmax": ("kind", "heads", "d_value", "readout", "hidden", "position_dependent", "causal", "score_dim",
+                "temperature", "scaled_scores", "init_scale"),
+    "module": ("kind", "rank", "module"),
+}
+
+
+def model_identity(model: dict) -> dict:
+    """The fields of a spec (as a dict) that its kind's model is built from; a kernel map in
+    linear space ignores ``temperature`` (normalized attention is invariant to it)."""
+    keep = KIND_FIELDS.get(model.get("kind"), tuple(model))
+    if model.get("kind") == "kernel" and model.get("feature_map") in FEATURE_MAPS \
+            and not feature_map_class(model["feature_map"]).log_space:
+        keep = tuple(k for k in keep if k != "temperature")
+    return {k: model[k] for k in keep if k in model}
 
 
 def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],

@@ -11,16 +11,24 @@ A module is named by a *target*, ``package.module:Class`` or
 A library class whose constructor takes other names gets an *argument map*
 (``args``): each constructor argument is bound to ``"m"``, ``"rank"``,
 ``"d_model"`` or a constant, and ``output`` picks one element of a tuple the
-module returns.  ``source_hash`` (the module file's SHA-256) is part of the
-spec, so editing the module makes its runs new runs.
+module returns.  ``source_hash`` (the SHA-256 of the file that defines the
+class) is part of the spec and is computed whenever a spec is made — by the
+probe or from a sweep file — so editing the module makes its runs new runs; a
+given hash that no longer matches the source is refused.
+
+Whatever the module raises — at import, construction, a check or in training,
+``SystemExit`` included — becomes one :class:`ModuleFailure` line naming the
+module and the phase (:func:`module_failures`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,13 +51,99 @@ class ModuleImportError(ModuleError):
     """A target whose module cannot be imported (a library that is not installed, say)."""
 
 
+class ModuleFailure(ModuleError):
+    """The module itself raised — while importing, building, being checked or training."""
+
+
 def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def describe(exc: BaseException) -> str:
+    """``Type: message`` in one line (``SystemExit(3)`` for an exit; a kernelgap error's message)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r})"
+    if isinstance(exc, KernelgapError):
+        return one_line(exc)
+    return f"{type(exc).__name__}: {one_line(exc)}"
+
+
+def target_label(target: str) -> str:
+    """How a target is shown in messages: ``file.py:Class`` or ``pkg.mod:Class``."""
+    module, sep, attr = target.rpartition(":")
+    if sep and module.endswith(".py"):
+        return f"{Path(module).name}:{attr}"
+    return target
+
+
+def failure(target: str, phase: str, exc: BaseException, detail: str = "") -> ModuleFailure:
+    """``module file.py:Class failed while PHASE DETAIL: Type: message``, one line."""
+    return ModuleFailure(f"module {target_label(target)} failed while {phase}{detail}: {describe(exc)}")
+
+
+@contextlib.contextmanager
+def module_failures(target: str | None, phase: str, detail: str = ""):
+    """Turn whatever the module raises meanwhile into one :class:`ModuleFailure` line
+    (:func:`failure`).  ``SystemExit`` is caught too (a module must not end the process);
+    ``KeyboardInterrupt`` is not.  A :class:`ModuleFailure` passes as it is, and so do
+    kernelgap errors that are not about the module (a family file, a folder);
+    ``target=None`` guards nothing."""
+    if target is None:
+        yield
+        return
+    try:
+        yield
+    except ModuleFailure:
+        raise
+    except KernelgapError as exc:
+        if not isinstance(exc, ModuleError):
+            raise
+        raise failure(target, phase, exc, detail) from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - anything the user's code raises
+        raise failure(target, phase, exc, detail) from None
+
+
+def non_finite(value, path: str) -> tuple[str, float] | None:
+    """``(path, number)`` of the first NaN or infinity in a constructor value (nested
+    lists and tables too), or None: such a number has no place in strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, item in items:
+        found = non_finite(item, sub)
+        if found:
+            return found
+    return None
+
+
+def check_arguments(kwargs: dict, args: dict, where: str = "model.module") -> None:
+    """Constructor values that can be stored and mean one thing: every number finite, and
+    no argument given both as a keyword and in the argument map."""
+    prefix = f"{where}." if where else ""
+    for name, table in (("kwargs", kwargs), ("args", args)):
+        if not isinstance(table, dict):
+            raise ModuleError(f"{prefix}{name} must be a table of constructor arguments, got {table!r}")
+        found = non_finite(table, f"{prefix}{name}")
+        if found:
+            raise ModuleError(f"{found[0]} must be a finite number, got {found[1]} (constructor arguments "
+                              "are stored in strict JSON: no NaN or infinity)")
+    both = sorted(set(kwargs) & set(args))
+    if both:
+        raise ModuleError(f"{both[0]!r} is given both in {prefix}kwargs and in the argument map {prefix}args")
+
+
 @dataclass(frozen=True)
 class ModuleSpec:
-    """Which module, with which constructor arguments, behind which interface."""
+    """Which module, with which constructor arguments, behind which interface.
+
+    Making a spec imports the target and sets ``source_hash`` to its source's SHA-256
+    (a given one must match it), so every module run — from the probe or from a sweep
+    file — is named by the code it trains."""
 
     target: str
     kwargs: dict = field(default_factory=dict)
@@ -59,12 +153,45 @@ class ModuleSpec:
     output: int | None = None
     source_hash: str = ""
 
+    def __post_init__(self) -> None:
+        actual = source_hash(load_target(self.target))
+        if self.source_hash and self.source_hash != actual:
+            raise ModuleError(f"source_hash {self.source_hash[:12]}… does not match the source of "
+                              f"{target_label(self.target)} (sha256 {actual[:12]}…): the module changed since "
+                              "the hash was written; leave source_hash out, it is computed from the source")
+        object.__setattr__(self, "source_hash", actual)
+
     def validate(self, where: str = "model.module") -> "ModuleSpec":
         if self.interface not in INTERFACES:
             raise ModuleError(f"{where}.interface must be 'sequence' or 'layer', got {self.interface!r}")
         if self.d_model < 1:
             raise ModuleError(f"{where}.d_model must be ≥ 1, got {self.d_model}")
+        check_arguments(self.kwargs, self.args, where)
+        if self.args and "rank" not in [v for v in self.args.values() if isinstance(v, str)]:
+            raise ModuleError(f"{where}.args binds no constructor argument to rank, so every rank would "
+                              f"train the same module: {rank_hint(load_target(self.target), self)}")
         return self
+
+
+#: Parts of constructor argument names that usually set a module's state size, likeliest first.
+STATE_SIZE = ("feature", "rank", "state", "key_dim", "dim_head", "head_dim", "expand")
+
+
+def rank_hint(cls: type, spec: ModuleSpec) -> str:
+    """Which argument to bind to ``rank``: one named like a state size, else those left unbound."""
+    try:
+        params = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        params = {}
+    free = [n for n, p in params.items() if n not in {*spec.args, *spec.kwargs, "self"}
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for part in STATE_SIZE:
+        likely = [n for n in free if part in n.lower()]
+        if likely:
+            return f"bind {likely[0]} to it (--arg {likely[0]}=rank)"
+    if free:
+        return f"bind the argument that sets the state size (--arg NAME=rank; unbound: {', '.join(free)})"
+    return "bind the argument that sets the state size (--arg NAME=rank)"
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -74,25 +201,18 @@ def split_target(target: str) -> tuple[str, str]:
     return module_name, attr
 
 
+#: Attribute of a module loaded from a file: the SHA-256 of the bytes it was loaded from.
+SOURCE_ATTR = "__kernelgap_sha256__"
+
+
 def load_target(target: str) -> type:
-    """``pkg.mod:Class`` or ``path/to/file.py:Class`` → the class (one-line errors)."""
+    """``pkg.mod:Class`` or ``path/to/file.py:Class`` → the class (one-line errors).
+
+    A file is loaded once per content: an edited file is loaded anew (its runs are new
+    runs), so a process never trains stale code under a new hash."""
     module_name, attr = split_target(target)
     if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise ModuleError(f"module file {path} does not exist")
-        name = f"kernelgap_external_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
-        if name not in sys.modules:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            try:
-                spec.loader.exec_module(module)
-            except ImportError as exc:
-                raise ModuleImportError(f"cannot import {path}: {type(exc).__name__}: {one_line(exc)}") from None
-            except Exception as exc:  # noqa: BLE001 - any import failure is the user's
-                raise ModuleError(f"cannot import {path}: {type(exc).__name__}: {one_line(exc)}") from None
-            sys.modules[name] = module
-        module = sys.modules[name]
+        module = _load_file(target, Path(module_name))
     else:
         try:
             module = importlib.import_module(module_name)
@@ -102,23 +222,59 @@ def load_target(target: str) -> type:
                 hint = (f" (the file {module_name.replace('.', '/')}.py is here: give it as "
                         f"{module_name.replace('.', '/')}.py:{attr}, or run with PYTHONPATH=.)")
             raise ModuleImportError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
-        except Exception as exc:  # noqa: BLE001
-            raise ModuleError(f"cannot import module {module_name!r}: {type(exc).__name__}: {one_line(exc)}") from None
-    if not hasattr(module, attr):
-        raise ModuleError(f"module {module_name!r} has no attribute {attr!r}")
-    cls = getattr(module, attr)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the module's
+            raise failure(target, "importing", exc) from None
+    try:
+        cls = getattr(module, attr)
+    except AttributeError:
+        raise ModuleError(f"module {module_name!r} has no attribute {attr!r}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a module-level __getattr__
+        raise failure(target, "importing", exc) from None
     if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
         raise ModuleError(f"{target} is not a torch.nn.Module subclass")
     return cls
 
 
+def _load_file(target: str, path: Path):
+    if not path.is_file():
+        raise ModuleError(f"module file {path} does not exist")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ModuleError(f"module file {path} cannot be read: {exc.strerror or exc}") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    name = f"kernelgap_external_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{digest[:12]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    setattr(module, SOURCE_ATTR, digest)
+    sys.modules[name] = module  # as an import would: dataclasses and pickling look it up
+    try:
+        exec(compile(raw, str(path), "exec"), module.__dict__)  # noqa: S102 - the very bytes hashed above
+    except ImportError as exc:
+        sys.modules.pop(name, None)
+        raise ModuleImportError(f"cannot import {path}: {type(exc).__name__}: {one_line(exc)}") from None
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the module's
+        sys.modules.pop(name, None)
+        raise failure(target, "importing", exc) from None
+    return module
+
+
 def source_hash(cls: type) -> str:
-    """SHA-256 of the file that defines ``cls`` ("" when it has none)."""
+    """SHA-256 of the file that defines ``cls`` ("" when it has none); for a class of a
+    module file, of the bytes it was loaded from."""
+    stored = getattr(sys.modules.get(cls.__module__), SOURCE_ATTR, None)
+    if stored:
+        return stored
     try:
         path = inspect.getsourcefile(cls)
     except TypeError:
         return ""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
+    except OSError:
+        return ""
 
 
 class LayerWrapper(nn.Module):
@@ -176,10 +332,10 @@ def build_module(cls: type, spec: ModuleSpec, m: int, rank: int, seed: int) -> n
     args, kwargs = constructor_args(spec, m, rank)
     try:
         module = cls(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - the user's constructor
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's constructor
         shown = ", ".join([*map(str, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-        raise ModuleError(f"{cls.__name__}({shown}) failed at rank {rank} ({spec.interface} interface): "
-                          f"{type(exc).__name__}: {one_line(exc)}") from None
+        raise ModuleFailure(f"{cls.__name__}({shown}) failed at rank {rank} ({spec.interface} interface): "
+                            f"{describe(exc)}") from None
     if spec.interface == "layer":
         return LayerWrapper(module, m, spec.d_model, spec.output)
     return SequenceWrapper(module, spec.output)
@@ -192,14 +348,22 @@ class ModuleModel(nn.Module):
     signed_kernel = False  # no kernel to inspect: a module's attention is opaque
     causal = False
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: nn.Module, target: str | None = None) -> None:
         super().__init__()
-        self.module = module
+        self.module, self.target = module, target  # the target names the module in messages
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor,
                 positions: list[int] | None = None) -> torch.Tensor:
-        """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``."""
-        out = self.module(tokens[index])
+        """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.
+
+        The module always runs with gradients enabled, as in a training step (some
+        modules, fla's layers on the CPU among them, fail under ``torch.no_grad``); the
+        result is detached where the caller had them disabled."""
+        grad = torch.is_grad_enabled()
+        with torch.enable_grad():
+            out = self.module(tokens[index])
+        if not grad and isinstance(out, torch.Tensor):
+            out = out.detach()
         if positions is not None:
             out = out[:, positions]
         return out.unsqueeze(0)
@@ -213,4 +377,9 @@ class ModuleModel(nn.Module):
 
 def build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype,
                    device: str | torch.device = "cpu") -> ModuleModel:
-    return ModuleModel(build_module(load_target(spec.target), spec, m, rank, seed)).to(device=device, dtype=dtype)
+    """The module of a run, refused when its source is no longer the one the run names."""
+    cls = load_target(spec.target)
+    if spec.source_hash and source_hash(cls) != spec.source_hash:
+        raise ModuleFailure(f"the source of {target_label(spec.target)} changed after the run was configured "
+                            f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again")
+    return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)

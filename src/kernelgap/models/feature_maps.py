@@ -10,6 +10,9 @@ matmul), so exponentials never overflow — normalized attention is invariant to
 a per-query scale.  ``nonnegative`` says whether the kernel is guaranteed
 ``≥ 0``; ``maskable`` whether a rank-r model equals a wider one with its extra
 features masked (so models of different ranks can share one stacked tensor).
+Each map also carries its own facts: ``default_lr`` (the calibrated learning
+rate), ``color`` (figures), ``citation`` (paper and arXiv link) and
+:meth:`FeatureMap.output_size` (the features it really uses for a requested rank).
 
 | name       | features                                   | kernel                         |
 |------------|--------------------------------------------|--------------------------------|
@@ -17,9 +20,10 @@ features masked (so models of different ranks can share one stacked tensor).
 | mlp_exp    | exp(MLP(x))                                | nonnegative                    |
 | elu1       | elu(Wx + c) + 1                            | nonnegative                    |
 | relu       | relu(Wx + c)                               | nonnegative                    |
-| favor      | exp(ω·u − |u|²/2)/√r, u = Wx (ω ~ N(0, I)) | E = exp(<u, w>)  (Performer)   |
+| favor      | exp(ω·u − |u|²/2)/√r, u = Wx (orthogonal ω)| E = exp(<u, w>)  (Performer)   |
+| favor_iid  | the same with iid ω ~ N(0, I)              | E = exp(<u, w>)                |
 | hedgehog   | softmax([Wx, −Wx])                         | nonnegative                    |
-| taylor     | [1, u, u⊗u/√2], u = Wx                     | 1 + <u,w> + <u,w>²/2 (exact)   |
+| taylor     | [1, u, sym(u⊗u)], 1 + d + d(d+1)/2 of them | 1 + <u,w> + <u,w>²/2 (exact)   |
 | signed     | MLP(x), unconstrained                      | may be negative (loophole)     |
 | signed_table | θ[token] free real, starts at exp(θ₀)    | any rank-r kernel (finite fam.)|
 """
@@ -64,6 +68,12 @@ class FeatureMap(nn.Module):
     log_space: ClassVar[bool] = False
     nonnegative: ClassVar[bool] = True
     maskable: ClassVar[bool] = True
+    #: Adam learning rate of the calibrated recipe (docs/experiments.md, "Training recipe").
+    default_lr: ClassVar[float] = 3e-3
+    #: Colour of the map in every figure.
+    color: ClassVar[str] = "black"
+    #: Where the map comes from: paper and arXiv link (shown in the report).
+    citation: ClassVar[str] = ""
 
     def __init__(self, m: int, rank: int, slots: int = 1, heads: int = 1,
                  key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
@@ -77,8 +87,14 @@ class FeatureMap(nn.Module):
 
     @classmethod
     def output_size(cls, rank: int) -> int:
-        """Number of features a map built for ``rank`` produces."""
+        """Number of features a map built for ``rank`` produces (the kernel's rank bound)."""
         return rank
+
+    @classmethod
+    def facts(cls) -> dict:
+        """What a report needs to know of the map, as plain values."""
+        return {"name": cls.name, "color": cls.color, "citation": cls.citation, "default_lr": cls.default_lr,
+                "nonnegative": cls.nonnegative, "log_space": cls.log_space}
 
     def query(self, tokens: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -119,9 +135,12 @@ class ProjectedFeatureMap(FeatureMap):
 
 @register_feature_map
 class Elu1(ProjectedFeatureMap):
-    """``φ(u) = elu(u) + 1`` (Katharopoulos et al.)."""
+    """``φ(u) = elu(u) + 1``: Katharopoulos et al., *Transformers are RNNs*, 2020,
+    https://arxiv.org/abs/2006.16236."""
 
     name = "elu1"
+    color = "#2ca02c"
+    citation = "Katharopoulos et al. 2020, arXiv:2006.16236"
 
     def phi(self, u):
         return F.elu(u) + 1
@@ -129,9 +148,12 @@ class Elu1(ProjectedFeatureMap):
 
 @register_feature_map
 class Relu(ProjectedFeatureMap):
-    """``φ(u) = relu(u)``: nonnegative, may give an all-zero row."""
+    """``φ(u) = relu(u)``: nonnegative, may give an all-zero row (as in Qin et al.,
+    *cosFormer*, 2022, https://arxiv.org/abs/2202.08791)."""
 
     name = "relu"
+    color = "#9467bd"
+    citation = "Qin et al. 2022, arXiv:2202.08791"
 
     def phi(self, u):
         return F.relu(u)
@@ -139,20 +161,29 @@ class Relu(ProjectedFeatureMap):
 
 @register_feature_map
 class Favor(ProjectedFeatureMap):
-    """Performer positive random features, in log space.
+    """Performer's positive random features (FAVOR+), in log space: Choromanski et al.,
+    *Rethinking Attention with Performers*, 2021, https://arxiv.org/abs/2009.14794.
 
-    ``φ(u) = exp(ω_i·u − |u|²/2)/√r`` with fixed ``ω_i ~ N(0, I_d)``, ``d = m``;
-    ``E_ω[φ(u)·φ(w)] = exp(<u, w>)``.
+    ``φ(u) = exp(ω_i·u − |u|²/2)/√r`` with fixed ``ω_i``, ``d = m``;
+    ``E_ω[φ(u)·φ(w)] = exp(<u, w>)``.  The ``ω_i`` are **orthogonal** random features,
+    as Performer draws them: blocks of ``d`` orthonormal directions (QR of a Gaussian
+    matrix), each scaled by the norm of an independent ``N(0, I_d)`` vector, so every
+    ``ω_i`` is still marginally ``N(0, I_d)`` (the estimate stays unbiased) while those
+    of one block are exactly orthogonal (a lower variance).  ``favor_iid`` draws them
+    independently.
     """
 
     name = "favor"
     log_space = True
     projection_is_feature_axis = False
+    color = "#8c564b"
+    citation = "Choromanski et al. 2021, arXiv:2009.14794"
+    orthogonal: ClassVar[bool] = True
 
     def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
                  init_scale=1.0, vocabulary=None) -> None:
         super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
-        self.omega = _OmegaBuffer(slots, heads, m, rank)
+        self.omega = _OmegaBuffer(slots, heads, m, rank, self.orthogonal)
 
     @classmethod
     def projection_dim(cls, rank, m):
@@ -171,24 +202,56 @@ class Favor(ProjectedFeatureMap):
         return u @ omega - 0.5 * (u * u).sum(-1, keepdim=True) - 0.5 * math.log(r)
 
 
-class _OmegaBuffer(StackedModule):
-    """Fixed Gaussian projections ``ω [S, d, r]`` drawn from each member's seed."""
+@register_feature_map
+class FavorIid(Favor):
+    """:class:`Favor` with independent ``ω_i ~ N(0, I_d)`` (no orthogonal blocks)."""
 
-    def __init__(self, slots, heads, d, r):
+    name = "favor_iid"
+    color = "#c49c94"
+    orthogonal = False
+
+
+def orthogonal_gaussian(d: int, cols: int, gen: torch.Generator) -> torch.Tensor:
+    """``[d, cols]`` columns, each marginally ``N(0, I_d)``, orthogonal within blocks of ``d``:
+    block ``b`` is ``Q_b·diag(‖g_i‖)`` with ``Q_b`` from the QR of a Gaussian ``d × d``
+    matrix (signs fixed by ``R``'s diagonal, so ``Q_b`` is Haar-distributed) and ``g_i``
+    independent ``N(0, I_d)`` draws.  The first ``c`` columns do not depend on ``cols ≥ c``."""
+    blocks = []
+    for _ in range(-(-cols // d)):
+        g = torch.randn(d, d, generator=gen, dtype=torch.float64)
+        q, r = torch.linalg.qr(g)
+        q = q * torch.sign(torch.diagonal(r))
+        norms = torch.randn(d, d, generator=gen, dtype=torch.float64).norm(dim=0)
+        blocks.append(q * norms)
+    return torch.cat(blocks, dim=1)[:, :cols]
+
+
+class _OmegaBuffer(StackedModule):
+    """Fixed random projections ``ω [S, d, r]`` drawn from each member's seed."""
+
+    def __init__(self, slots, heads, d, r, orthogonal: bool = True):
         super().__init__(slots, heads)
+        self.orthogonal = orthogonal
         self.register_buffer("omega", torch.zeros(slots, d, r))
 
     def init_member(self, member, gen, rank):
-        cols = min(rank or self.omega.shape[-1], self.omega.shape[-1])
+        d, width = self.omega.shape[-2:]
+        cols = min(rank or width, width)
         for s in self.member_slots(member):
-            normal_(self.omega[s, :, :cols], 1.0, gen)
+            if self.orthogonal:
+                self.omega[s, :, :cols] = orthogonal_gaussian(d, cols, gen).to(self.omega.dtype)
+            else:
+                normal_(self.omega[s, :, :cols], 1.0, gen)
 
 
 @register_feature_map
 class Hedgehog(ProjectedFeatureMap):
-    """``φ(u) = softmax([u, −u])`` over ``2⌈r/2⌉`` entries, first ``r`` kept (log space)."""
+    """``φ(u) = softmax([u, −u])`` over ``2⌈r/2⌉`` entries, first ``r`` kept (log space):
+    Zhang et al., *The Hedgehog & the Porcupine*, 2024, https://arxiv.org/abs/2402.04347."""
 
     name = "hedgehog"
+    color = "#e377c2"
+    citation = "Zhang et al. 2024, arXiv:2402.04347"
     log_space = True
     maskable = False  # the softmax normalises over all 2⌈r/2⌉ entries
     projection_is_feature_axis = False
@@ -203,32 +266,44 @@ class Hedgehog(ProjectedFeatureMap):
 
 @register_feature_map
 class Taylor(ProjectedFeatureMap):
-    """Based's second-order Taylor map ``[1, u, vec(u⊗u)/√2]`` with ``u = Wx``.
+    """Based's second-order Taylor map with ``u = Wx``: Arora et al., *Simple linear
+    attention language models balance the recall-throughput tradeoff*, 2024,
+    https://arxiv.org/abs/2402.18668.
 
-    Features are signed but ``φ(u)·φ(w) = 1 + <u,w> + <u,w>²/2 > 0``.
-    A request for rank r uses the largest d with ``1 + d + d² ≤ r``.
+    ``φ(u) = [1, u, u_i²/√2 (i), u_i·u_j (i < j)]``: the symmetric part of ``u⊗u`` once,
+    so ``φ(u)·φ(w) = 1 + <u,w> + <u,w>²/2 > 0`` with ``1 + d + d(d + 1)/2`` features (the
+    full ``u⊗u`` would count ``d²`` for a kernel of no higher rank).  Features are signed,
+    the kernel positive.  A request for rank r uses the largest d with
+    ``1 + d + d(d + 1)/2 ≤ r``.
     """
 
     name = "taylor"
     maskable = False
     projection_is_feature_axis = False
+    color = "#7f7f7f"
+    citation = "Arora et al. 2024, arXiv:2402.18668"
+
+    @staticmethod
+    def size(d: int) -> int:
+        return 1 + d + d * (d + 1) // 2
 
     @classmethod
     def projection_dim(cls, rank, m):
         d = 0
-        while 1 + (d + 1) + (d + 1) ** 2 <= rank:
+        while cls.size(d + 1) <= rank:
             d += 1
-        return max(d, 0)
+        return d
 
     @classmethod
     def output_size(cls, rank):
-        d = cls.projection_dim(rank, 0)
-        return 1 + d + d * d
+        return cls.size(cls.projection_dim(rank, 0))
 
     def phi(self, u):
+        d = u.shape[-1]
+        i, j = torch.triu_indices(d, d, device=u.device)
+        scale = torch.ones(len(i), dtype=u.dtype, device=u.device).masked_fill(i == j, 1 / math.sqrt(2))
         ones = u.new_ones(*u.shape[:-1], 1)
-        outer = (u[..., :, None] * u[..., None, :]).flatten(-2) / math.sqrt(2)
-        return torch.cat([ones, u, outer], dim=-1)
+        return torch.cat([ones, u, u[..., i] * u[..., j] * scale], dim=-1)
 
 
 class MLPFeatureMap(FeatureMap):
@@ -251,10 +326,14 @@ class MLPFeatureMap(FeatureMap):
 
 @register_feature_map
 class MlpExp(MLPFeatureMap):
-    """``φ(x) = exp(MLP(x))``: positive, generalises to unseen tokens (log space)."""
+    """``φ(x) = exp(MLP(x))``: positive, generalises to unseen tokens (log space); a
+    learned positive map in the spirit of Hedgehog's trained feature maps
+    (https://arxiv.org/abs/2402.04347)."""
 
     name = "mlp_exp"
     log_space = True
+    color = "#d62728"
+    citation = "learned exp-MLP map (cf. arXiv:2402.04347)"
 
 
 @register_feature_map
@@ -263,6 +342,8 @@ class Signed(MLPFeatureMap):
 
     name = "signed"
     nonnegative = False
+    color = "#bcbd22"
+    citation = "unconstrained features (the signed loophole)"
 
 
 @register_feature_map
@@ -275,6 +356,9 @@ class Table(FeatureMap):
 
     name = "table"
     log_space = True
+    default_lr = 3e-2  # a free parameter per token moves slowly at 3e-3
+    color = "#1f77b4"
+    citation = "an arbitrary nonnegative map (the lower bound's model)"
     exp_init: ClassVar[bool] = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
 
     def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
@@ -330,6 +414,9 @@ class SignedTable(Table):
     name = "signed_table"
     log_space = False
     nonnegative = False
+    default_lr = 3e-3  # not table's 3e-2: linear-space features move further per step (docs/experiments.md)
+    color = "#17becf"
+    citation = "an arbitrary real map (the signed loophole, finite families)"
     exp_init = True
 
 

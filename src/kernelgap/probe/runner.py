@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,7 +27,15 @@ import torch
 from .. import __version__
 from ..errors import KernelgapError
 from ..io import atomic_write_json, atomic_write_text, read_json
-from ..models.external import ModuleModel, ModuleSpec, build_module, load_target, one_line, source_hash, split_target
+from ..models.external import (
+    ModuleModel,
+    ModuleSpec,
+    build_module,
+    check_arguments,
+    load_target,
+    module_failures,
+    split_target,
+)
 from ..sweeps import run_sweep
 from ..task import build_family
 from ..theory.certificate import certify
@@ -40,51 +49,75 @@ IDENTITY = ("target", "kwargs", "interface", "args", "output", "d_model", "profi
 
 def module_spec(target: str, kwargs: dict | None = None, interface: str | None = None,
                 d_model: int = 32, args: dict | None = None, output: int | None = None) -> tuple[type, ModuleSpec]:
-    """The class and its spec; a file target is made absolute so any worker can import it."""
+    """The class and its spec; a file target is made absolute so any worker can import it.
+    The arguments are checked before the module is imported."""
+    check_arguments(kwargs if kwargs is not None else {}, args if args is not None else {}, "")
     cls = load_target(target)
     module, attr = split_target(target)
     if module.endswith(".py"):
         target = f"{Path(module).resolve()}:{attr}"
-    spec = ModuleSpec(target=target, kwargs=dict(kwargs or {}),
-                      interface=interface or getattr(cls, "kernelgap_interface", "sequence"),
-                      d_model=d_model, args=dict(args or {}), output=output, source_hash=source_hash(cls))
     try:
+        spec = ModuleSpec(target=target, kwargs=dict(kwargs or {}),
+                          interface=interface or getattr(cls, "kernelgap_interface", "sequence"),
+                          d_model=d_model, args=dict(args or {}), output=output)
         spec.validate("module")
     except KernelgapError as exc:
         raise KernelgapError(str(exc)) from None
     return cls, spec
 
 
-def check_module(cls: type, spec: ModuleSpec, m: int, rank: int) -> ModuleModel:
-    """Build the module at a rank the run will use and push a batch through it."""
-    model = ModuleModel(build_module(cls, spec, m, rank, seed=0))
+def check_module(cls: type, spec: ModuleSpec, m: int, rank: int, family=None) -> ModuleModel:
+    """Build the module at a rank the run will use and run it as training does (gradients
+    enabled): a batch of 2 checks the interface, then, given ``family``, one forward and
+    backward pass over the whole family (the batch a training step uses).  Anything the
+    module raises is one line naming it and the phase."""
+    model = ModuleModel(build_module(cls, spec, m, rank, seed=0), spec.target)
     if not any(p.requires_grad for p in model.parameters()):
         raise KernelgapError(f"{cls.__name__} has no trainable parameters")
     tokens = torch.randint(0, 2, (2, 3, m)).float()
     where = f"{cls.__name__} at rank {rank} ({spec.interface} interface)"
-    try:
+    with module_failures(spec.target, "checking the interface", f" at rank {rank} on tokens [2, 3, {m}]"), \
+            torch.enable_grad():
         out = model.module(tokens)
-    except KernelgapError as exc:
-        raise KernelgapError(f"{where}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - the user's forward
-        raise KernelgapError(f"{where}: forward failed on tokens [2, 3, {m}]: {type(exc).__name__}: "
-                             f"{one_line(exc)}") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, 3):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise KernelgapError(f"{where} does not follow the interface: tokens [2, 3, {m}] must give "
                              f"predictions [2, 3], got {got}")
+    if family is not None:
+        index = torch.as_tensor(family.index)
+        shape = (len(family), family.length)
+        with module_failures(spec.target, "checking a training step",
+                             f" at rank {rank} on the {family.name} family ({shape[0]} sequences)"), \
+                torch.enable_grad():
+            pred = model.predict(torch.as_tensor(family.tokens).float(), index)
+            if tuple(pred.shape) != (1, *shape):
+                raise KernelgapError(f"{where} does not follow the interface: tokens [{shape[0]}, {shape[1]}, "
+                                     f"{m}] must give predictions [{shape[0]}, {shape[1]}], "
+                                     f"got {tuple(pred.shape[1:])}")
+            if not pred.requires_grad:
+                raise KernelgapError(f"{where}: its predictions do not depend on its parameters "
+                                     "(no gradient reaches them)")
+            pred.sum().backward()
+        model.zero_grad(set_to_none=True)
     return model
 
 
 def reading_of(model: ModuleModel, m: int, trials: int = 64) -> str:
     """``"final"`` when the first position's output ignores the other tokens (a causal
-    module: position 1 sees only itself), else ``"first"``."""
+    module: position 1 sees only itself), else ``"first"``.  The module runs as in
+    training (gradients enabled); outputs that are not finite tell nothing (a module that
+    gives NaN reads ``"first"`` and its runs diverge, a result like any other)."""
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 2, (trials, 3, m), generator=gen).float()
     moved = tokens.clone()
     moved[:, 1:] = torch.randint(0, 2, (trials, 2, m), generator=gen).float()
-    with torch.no_grad():
-        before, after = model.module(tokens)[:, 0], model.module(moved)[:, 0]
+    with module_failures(model.target, "checking causality", f" on tokens [{trials}, 3, {m}]"), \
+            torch.enable_grad():
+        before, after = model.module(tokens)[:, 0].detach(), model.module(moved)[:, 0].detach()
+    finite = torch.isfinite(before)
+    if not finite.any() or not torch.equal(finite, torch.isfinite(after)):
+        return "first"
+    before, after = before[finite], after[finite]
     scale = before.abs().max().clamp_min(1.0)
     return "final" if torch.allclose(before, after, atol=1e-6 * float(scale), rtol=0) else "first"
 
@@ -118,14 +151,16 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     one reproduction share theirs)."""
     if d_model < 1:
         raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
+    first = suites(profile, ranks, seeds, steps, lr)
     cls, spec = module_spec(target, kwargs, interface, d_model, args, output)
     out = Path(out) if out is not None else Path("results") / f"probe-{cls.__name__}"
     baseline = Path(baseline) if baseline is not None else out / "baseline"
-    first = suites(profile, ranks, seeds, steps, lr)
+    for folder in (out, baseline):
+        _check_folder(folder)
     checked = {}
     for suite in first:  # every suite's smallest rank and token width, before any training
-        m = build_family(suite.family, **suite.params).m
-        checked[suite.name] = check_module(cls, spec, m, min(suite.ranks))
+        family = build_family(suite.family, **suite.params)
+        checked[suite.name] = check_module(cls, spec, family.m, min(suite.ranks), family)
     reading = reading_of(checked[first[0].name], build_family(first[0].family, **first[0].params).m)
     chosen = suites(profile, ranks, seeds, steps, lr, reading) if reading != "first" else first
     counts = checked[first[0].name].parameter_counts()
@@ -152,7 +187,36 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
     if reading == "final":
         log(f"[probe] {cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
-    options = {"executor": executor, "workers": workers, "address": address}
+    try:
+        _train(out, baseline, meta, chosen, suite_rows, module_model, baseline_model,
+               {"executor": executor, "workers": workers, "address": address}, log)
+        atomic_write_json(out / META, meta)
+    except OSError as exc:
+        raise KernelgapError(f"cannot write to probe folder {out}: {exc.strerror or exc} "
+                             f"({exc.filename or out})") from None
+    if report:
+        from ..report import build_probe_report
+
+        build_probe_report(out, log=log)
+    return meta
+
+
+def _check_folder(folder: Path) -> None:
+    """A results folder the probe can create or reuse: not a file, nor under one."""
+    if folder.is_dir():
+        return
+    if folder.exists():
+        raise KernelgapError(f"probe folder {folder} is a file, not a folder; choose another --out")
+    above = next(p for p in folder.absolute().parents if p.exists())
+    if not above.is_dir():
+        raise KernelgapError(f"cannot write to probe folder {folder}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise KernelgapError(f"cannot write to probe folder {folder}: {above} is not writable")
+
+
+def _train(out: Path, baseline: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict],
+           module_model: dict, baseline_model: dict, options: dict, log) -> None:
+    """Each suite's sweeps: the module's, then the baseline's."""
     for suite, row in zip(chosen, suite_rows):
         sub = row["folder"]
         for folder, name, model in ((out / meta["runs"] / sub, f"probe-{sub}", module_model),
@@ -160,15 +224,9 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
             cfg = atomic_write_text(out / "sweeps" / f"{folder.parent.name}-{sub}.toml",
                                     _sweep_text(name, suite, _model_table(model)))
             log(f"[probe] {name}: sweep {cfg} → {folder}")
-            res = run_sweep(cfg, folder, **options)
+            res = run_sweep(cfg, folder, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
             log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained "
                 f"({res.wall_time_s:.0f} s)")
-    atomic_write_json(out / META, meta)
-    if report:
-        from ..report import build_probe_report
-
-        build_probe_report(out, log=log)
-    return meta
 
 
 def _folder(suite: Suite, reading: str) -> str:

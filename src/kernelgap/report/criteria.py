@@ -75,9 +75,23 @@ def rows_of(folder: Path) -> list[dict]:
     return [run_row(r) for r in read_run_records(folder)]
 
 
+def sorted_by(rows: list[dict], *keys: str) -> list[dict]:
+    return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
+
+
 def unique(rows: list[dict]) -> list[dict]:
     """Rows with distinct run ids (a run in two pooled sweeps counts once, as first listed)."""
     out: dict[str, dict] = {}
     for r in rows:
         out.setdefault(r["id"], r)
     return list(out.values())
+
+
+#: Pools: the runs of every experiment that declares the pool, read together (a run in
+#: two of them counts once, as first listed), each keeping the rows that pass its rule.
+#: ``witness``: single-head kernel runs on the witness family (one "exact from" per map
+#: whichever sweep trained it); ``ood``: kernel runs on OOD pools (pooled per size).
+POOLS = {
+    "witness": lambda r: r["family"] == "witness" and r["kind"] == "kernel" and r["heads"] == 1,
+    "ood": lambda r: r["kind"] == "kernel",
+}

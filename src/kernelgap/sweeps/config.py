@@ -33,11 +33,11 @@ import itertools
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from ..errors import ConfigError, KernelgapError
-from ..models import ModelSpec
+from ..models import FEATURE_MAPS, ModelSpec
 from ..training import FamilySpec, RunConfig, TrainConfig, default_model
 
 #: Top-level sections and the dataclass each one fills.
@@ -49,6 +49,35 @@ FACTORIES: dict[type, object] = {ModelSpec: default_model}
 
 
 @dataclass
+class FamilyFiles:
+    """Where the family files a sweep names (``file = "F.json"``) are read from.
+
+    By default relative to the sweep file's folder; a results folder *pins* each name to its
+    own content-addressed copy (``pinned``: name as written → path of the copy), so a resumed
+    sweep reads exactly the bytes it began with, wherever the original went.  Each name is
+    hashed once (``seen``): every run of one load names one content.
+    """
+
+    base_dir: str = "."
+    pinned: dict[str, str] | None = None
+    seen: dict[str, FamilySpec] = field(default_factory=dict)
+
+    def spec(self, written: str, where: str) -> FamilySpec:
+        if written not in self.seen:
+            if self.pinned is None:
+                path = Path(self.base_dir) / written
+                if not path.is_file():
+                    raise ConfigError(f"{where}.file: family file {path} does not exist")
+            elif written in self.pinned:
+                path = Path(self.pinned[written])
+            else:
+                raise ConfigError(f"{where}.file: {written!r} is not one of the family files this "
+                                  f"results folder holds ({', '.join(map(repr, self.pinned)) or 'none'})")
+            self.seen[written] = FamilySpec.from_file(path, name=Path(written).stem)
+        return self.seen[written]
+
+
+@dataclass
 class SweepConfig:
     """A parsed sweep: its label, the base config and the points to run."""
 
@@ -56,7 +85,7 @@ class SweepConfig:
     base: dict
     grid: dict[str, list]
     variants: list[dict]
-    base_dir: str = "."  # where family files named by the sweep are found
+    files: FamilyFiles = field(default_factory=FamilyFiles)
 
     def runs(self) -> list[RunConfig]:
         """Every run of ``variants × grid``, in file order, duplicates removed (a variant's
@@ -70,14 +99,14 @@ class SweepConfig:
                 raw = _nested_copy(self.base)
                 for key, value in [*zip(axes, values), *fixed]:
                     _set(raw, key, value)
-                run = build_run(raw, self.base_dir)
+                run = build_run(raw, self.files)
                 out.setdefault(run.run_id(), run)
         return list(out.values())
 
 
-def load_sweep(path: str | Path) -> SweepConfig:
+def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepConfig:
     """Read and validate a sweep file (every run is resolved once to check it); family
-    files it names are found relative to its folder."""
+    files it names are found relative to its folder, or in ``pinned`` (:class:`FamilyFiles`)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"sweep config {p} does not exist")
@@ -86,14 +115,14 @@ def load_sweep(path: str | Path) -> SweepConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML ({exc})") from None
     try:
-        sweep = parse_sweep(data, str(p.resolve().parent))
+        sweep = parse_sweep(data, FamilyFiles(str(p.resolve().parent), pinned))
         sweep.runs()
     except KernelgapError as exc:
         raise ConfigError(f"{p}: {exc}") from None
     return sweep
 
 
-def parse_sweep(data: dict, base_dir: str = ".") -> SweepConfig:
+def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
     """Validate the structure of a parsed TOML document."""
     for key in data:
         if key not in TOP_KEYS:
@@ -111,13 +140,14 @@ def parse_sweep(data: dict, base_dir: str = ".") -> SweepConfig:
     for key, values in grid.items():
         if not isinstance(values, list):
             raise ConfigError(f"grid.{key}: expected a list of values, got {values!r}")
+        grid[key] = values = _expand_registered(key, values, f"grid.{key}")
         if not values:
             raise ConfigError(f"grid.{key}: the grid axis is empty")
     variants = data.get("variants", [{}])
     if not isinstance(variants, list) or not variants:
         raise ConfigError("variants: expected a non-empty array of tables ([[variants]])")
     variants = [_variant(_table(v, f"variants[{i}]"), f"variants[{i}]") for i, v in enumerate(variants)]
-    return SweepConfig(name, base, grid, variants, base_dir)
+    return SweepConfig(name, base, grid, variants, files or FamilyFiles())
 
 
 def _variant(table: dict, where: str) -> dict:
@@ -125,21 +155,46 @@ def _variant(table: dict, where: str) -> dict:
     own = table.get("grid", {})
     out = _flatten({k: v for k, v in table.items() if k != "grid"}, "")
     for key, values in _flatten(_table(own, f"{where}.grid"), "", whole_params=False).items():
+        if isinstance(values, list):
+            values = _expand_registered(key, values, f"{where}.grid.{key}")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
         out[f"grid.{key}"] = values
     return out
 
 
-def build_run(raw: dict, base_dir: str = ".") -> RunConfig:
+#: In a ``model.feature_map`` axis, ``"*"`` stands for every registered map and ``"!name"``
+#: removes one (``["*", "!table"]``): a grid over the registry follows it.
+EVERY_MAP, NOT_MAP = "*", "!"
+
+
+def _expand_registered(key: str, values: list, where: str) -> list:
+    """A ``model.feature_map`` axis with ``"*"`` / ``"!name"`` entries, in registry order."""
+    if key != "model.feature_map" or not any(isinstance(v, str) and v[:1] in (EVERY_MAP, NOT_MAP) for v in values):
+        return values
+    names = list(FEATURE_MAPS)
+    drop = {v[1:] for v in values if isinstance(v, str) and v.startswith(NOT_MAP)}
+    for name in drop:
+        if name not in FEATURE_MAPS:
+            raise ConfigError(f"{where}: {NOT_MAP}{name}: unknown feature map (choose from {', '.join(names)})")
+    out: list = []
+    for v in values:
+        if isinstance(v, str) and v.startswith(NOT_MAP):
+            continue
+        out += names if v == EVERY_MAP else [v]
+    return [v for i, v in enumerate(out) if v not in drop and v not in out[:i]]
+
+
+def build_run(raw: dict, files: FamilyFiles | None = None) -> RunConfig:
     """A :class:`RunConfig` from nested plain values, every key and type checked; family
-    files are found relative to ``base_dir``."""
+    files are found through ``files`` (by default relative to the working folder)."""
+    files = files or FamilyFiles()
     raw = _test_family_follows(raw)
     sections = {}
     for section, cls in SECTIONS.items():
         if section in raw:
             values = _dataclass_fields(cls, raw[section], section)
-            sections[section] = _family_spec(values, section, base_dir) if cls is FamilySpec else \
+            sections[section] = _family_spec(values, section, files) if cls is FamilySpec else \
                 FACTORIES.get(cls, cls)(**values)
     seed = _typed(raw.get("seed", 0), int, "seed")
     return RunConfig(family=sections["family"], model=sections.get("model", default_model()),
@@ -163,7 +218,7 @@ def _dataclass_from(cls: type, values, where: str):
     return FACTORIES.get(cls, cls)(**_dataclass_fields(cls, values, where))
 
 
-def _family_spec(kwargs: dict, where: str, base_dir: str) -> FamilySpec:
+def _family_spec(kwargs: dict, where: str, files: FamilyFiles) -> FamilySpec:
     """``name`` (+ ``params``) of a registered family, or ``file`` (a path relative to the sweep file)."""
     if ("name" in kwargs) == ("file" in kwargs):
         raise ConfigError(f"{where} needs either name (a registered family) or file (a family file)")
@@ -172,7 +227,7 @@ def _family_spec(kwargs: dict, where: str, base_dir: str) -> FamilySpec:
     if "file" in kwargs:
         if kwargs.get("params"):
             raise ConfigError(f"{where}.params apply to a registered family, not to a file")
-        return FamilySpec.from_file(Path(base_dir) / kwargs["file"])
+        return files.spec(kwargs["file"], where)
     return FamilySpec(**kwargs)
 
 

@@ -10,8 +10,10 @@ importing torch.  Workers only compute; the driver writes every result.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -32,33 +34,158 @@ def available_cores() -> int:
 def local_executor(workers: int | None = None, **_: object) -> Executor:
     """A process pool, one worker per core by default (``forkserver``, torch preloaded).
 
-    Each worker watches the driver and exits when it is gone, so a driver killed
-    with ``-9`` leaves no worker behind (nor the forkserver and resource tracker,
-    which exit once no worker holds their pipes).
+    A driver killed with ``-9`` leaves no process behind, even while it is a zombie
+    that its own parent has not reaped (see :func:`watch_driver` for the mechanism):
+    its forkserver and workers die with it, and then the resource tracker exits at
+    end-of-file on its pipe, whose write ends only they and the driver held.
     """
+    from multiprocessing import forkserver
+
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["kernelgap.training"])
+    preload = ["kernelgap.training"]
+    if threading.current_thread() is threading.main_thread():
+        # Start the forkserver now, from the main thread, with this module preloaded
+        # (importing it arms the forkserver's parent-death signal); one that
+        # ``ensure_running`` restarts later, from whichever thread, is left unarmed.
+        ctx.set_forkserver_preload([__name__, *preload])
+        try:
+            forkserver.ensure_running()
+        finally:
+            ctx.set_forkserver_preload(preload)
+    else:
+        ctx.set_forkserver_preload(preload)
     return ProcessPoolExecutor(max_workers=workers or available_cores(), mp_context=ctx,
-                               initializer=watch_driver, initargs=(os.getpid(),))
+                               initializer=watch_driver, initargs=(os.getpid(), process_start(os.getpid())))
 
 
 #: Seconds between a worker's checks that its driver is alive.
 DRIVER_CHECK_S = 1.0
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_FORKSERVER_COMMAND = "from multiprocessing.forkserver import main;"
 
-def watch_driver(driver: int) -> None:
-    """Start a daemon thread that ends this process as soon as process ``driver`` is gone."""
+
+def set_parent_death_signal(sig: int | None = None) -> bool:
+    """Have Linux send ``sig`` (default ``SIGKILL``) to this process when the thread that
+    forked it exits.
+
+    ``prctl(PR_SET_PDEATHSIG)`` through libc; the kernel delivers the signal while the
+    parent exits, when it reparents the parent's children, so it does not wait for
+    the parent to be reaped.  Returns ``False`` (and does nothing) off Linux or when
+    libc or ``prctl`` is unavailable.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        sig = signal.SIGKILL if sig is None else sig
+        ok = libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig)),
+                        ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+    except (OSError, AttributeError):
+        return False
+    return ok
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or ``None``
+    when ``/proc`` cannot say; raises :class:`FileNotFoundError` for a pid that does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            raise
+        return None
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields if len(fields) > 19 else None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``None`` without ``/proc``):
+    with the pid, it names one process even after the pid is reused."""
+    try:
+        fields = _proc_stat(pid)
+    except FileNotFoundError:
+        return None
+    return int(fields[19]) if fields else None
+
+
+def driver_gone(driver: int, started: int | None = None) -> bool:
+    """Whether process ``driver`` (which started at ``started``, if known) has exited.
+
+    A zombie counts as gone: a process that has exited but that its parent has not
+    reaped still answers ``os.kill(pid, 0)``, so where ``/proc`` exists its state is
+    read instead (``Z`` or ``X``: exited), and its start time tells a reused pid.
+    Without ``/proc``, ``os.kill(pid, 0)`` is the check, which cannot see zombies.
+    """
+    try:
+        fields = _proc_stat(driver)
+    except FileNotFoundError:
+        return True
+    if fields is not None:
+        return fields[0] in ("Z", "X") or (started is not None and int(fields[19]) != started)
+    try:
+        os.kill(driver, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or the pid reused by another user
+        return True
+    return False
+
+
+def watch_driver(driver: int, started: int | None = None) -> None:
+    """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
+
+    Two mechanisms, because an exited driver may stay a zombie (its own parent has not
+    called ``wait``), and a zombie still answers ``os.kill(pid, 0)``:
+
+    * Parent-death signal (Linux).  A worker's parent is the forkserver, not the
+      driver, and the forkserver's parent is the driver.  The forkserver preloads this
+      module, which arms ``PR_SET_PDEATHSIG`` with ``SIGKILL`` in it; here each worker
+      arms the same against the forkserver.  The kernel sends the signal while the
+      parent exits, whether or not the parent is ever reaped, so the driver's death
+      kills the forkserver and the forkserver's death kills the workers.  The signal
+      follows the parent *thread* that forked the child: the forkserver forks workers
+      from its main thread, and :func:`local_executor` starts the forkserver from the
+      driver's main thread (else it leaves it unarmed).  A worker whose parent is the
+      driver itself (another start method) is not armed, since the forking thread may
+      be any.  If the parent died before the signal was armed, the worker exits.
+    * Polling, the fallback everywhere: a daemon thread checks :func:`driver_gone`
+      every :data:`DRIVER_CHECK_S` seconds (``/proc/<driver>/stat`` state ``Z``/``X``,
+      or a different start time, means gone) and calls ``os._exit(1)``.  Once every
+      worker has exited, the forkserver exits too (end-of-file on the pipe that only
+      the driver and the workers hold open).
+
+    Neither touches what a worker computes.
+    """
+    parent = os.getppid()
+    if parent != driver and set_parent_death_signal() and os.getppid() != parent:
+        os._exit(1)
+    if driver_gone(driver, started):
+        os._exit(1)
+
     def watch() -> None:
-        while True:
-            try:
-                os.kill(driver, 0)
-            except ProcessLookupError:
-                os._exit(1)
-            except PermissionError:  # the pid was reused by another user's process
-                os._exit(1)
+        while not driver_gone(driver, started):
             time.sleep(DRIVER_CHECK_S)
+        os._exit(1)
 
     threading.Thread(target=watch, name="kernelgap-driver-watch", daemon=True).start()
+
+
+def _arm_forkserver() -> None:
+    """In a forkserver that preloads this module: die with the parent (the driver).
+
+    :func:`local_executor` names this module in the forkserver's preload list only when
+    it starts the forkserver from the driver's main thread, which exits only with the
+    whole driver; the forkserver imports it from its command line's preload list.
+    """
+    argv = getattr(sys, "orig_argv", [])
+    if len(argv) < 2 or argv[-2] != "-c" or not argv[-1].startswith(_FORKSERVER_COMMAND) \
+            or repr(__name__) not in argv[-1]:
+        return
+    parent = os.getppid()
+    if set_parent_death_signal() and os.getppid() != parent:
+        os._exit(1)  # the driver died before the signal was armed
 
 
 class InlineExecutor(Executor):
@@ -150,3 +277,6 @@ def make_executor(name: str, **options) -> Executor:
 def executor_width(executor: Executor, requested: int | None) -> int:
     """How many tasks to keep in flight."""
     return requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", None) or available_cores()
+
+
+_arm_forkserver()

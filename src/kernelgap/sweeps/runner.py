@@ -24,7 +24,8 @@ from rich.progress import (
 
 from ..errors import ConfigError, KernelgapError
 from ..models.attention import plan_pairs
-from ..training import RunConfig, train_records
+from ..training import RunConfig
+from ..training.trainer import train_task
 from .config import load_sweep
 from .executors import check_executor, executor_width, make_executor
 from .store import ResultsDir, run_ids
@@ -186,11 +187,34 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
     if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
         raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
     config_path, out_dir = sweep_source(target, out)
-    sweep = load_sweep(config_path)
+    store = ResultsDir(out_dir)
+    resuming = config_path == out_dir / "sweep.toml"
+    sweep = load_sweep(config_path, store.family_copies() if resuming else None)
     runs = sweep.runs()
     ids = run_ids(runs)
-    store = ResultsDir(out_dir)
-    store.open_for(sweep.name, config_path.read_text(), ids)
+    created = not out_dir.exists()
+    try:
+        return _run_in(store, sweep, config_path, runs, ids, start, executor=executor,
+                       workers=workers, address=address, cpus=cpus, gpus=gpus, progress=progress,
+                       max_stack=max_stack, resuming=resuming)
+    except BaseException:
+        if created:
+            store.remove_if_unused()  # a refused sweep leaves no folder behind
+        raise
+
+
+def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], ids: list[str],
+            start: float, *, executor: str, workers: int | None, address: str | None, cpus: float,
+            gpus: float, progress: bool, max_stack: int, resuming: bool) -> SweepSummary:
+    """:func:`run_sweep` once its runs are known: open the folder, train what is missing."""
+    out_dir = store.root
+    store.open_for(sweep.name, config_path.read_text(), ids, sweep.files.seen)
+    if not resuming and sweep.files.seen:  # train from the folder's copies, never the originals
+        sweep = load_sweep(config_path, store.family_copies())
+        runs = sweep.runs()
+        if run_ids(runs) != ids:
+            raise ConfigError(f"the family files of {config_path} changed while the sweep was being "
+                              "set up; run it again")
     set_aside = [i for i in ids if store.is_corrupt(i)]
     for run_id in set_aside:
         store.set_aside(run_id)
@@ -237,7 +261,7 @@ def _drive(pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], do
                     claimed = {c.run_id for c in claims}
                     locked += [i for i in wanted if i not in claimed and store.read(i) is None]
                     if claims:  # the whole stack trains; only the claimed runs are written
-                        in_flight[pool.submit(train_records, group)] = claims
+                        in_flight[pool.submit(train_task, group)] = claims
                 if not in_flight:
                     break
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -257,18 +281,29 @@ def _drive(pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], do
 def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int:
     """Write a finished task's records and free its claims; returns runs written."""
     try:
-        records = fut.result()
-    except Exception as exc:  # a bug in a worker: keep the sweep going, report at the end
-        failures.append(f"{type(exc).__name__}: {exc}")
+        output = fut.result()
+        records = output.records
+    except Exception as exc:  # keep the sweep going, report at the end
+        failures.append(_failure_line(exc))
         records = []
     claimed = {c.run_id for c in claims}
     mine = [r for r in records if r["id"] in claimed]
+    if mine:  # the weights first: a record never names a checkpoint that is not there
+        store.write_checkpoint(mine[0]["checkpoint"]["file"], output.checkpoint)
     for record in mine:
         store.write(record)
     written = {r["id"] for r in mine}
     for claim in claims:
         store.release(claim, finished=claim.run_id in written)
     return len(mine)
+
+
+def _failure_line(exc: BaseException) -> str:
+    """One line for a failed task: a user error (a module's failure, a family file) as its
+    message, anything else with its type; Ray's wrapper gives way to the error it carries."""
+    exc = getattr(exc, "cause", None) or exc
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, KernelgapError) else f"{type(exc).__name__}: {text}"
 
 
 def _progress(show: bool) -> Progress:

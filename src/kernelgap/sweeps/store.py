@@ -1,11 +1,16 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids
+    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, and the
+                          family files the sweep names (as written → sha256 of the content)
+    DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
+                          run trains and resumes from it, never from the original
     DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
     DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone
     DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
                           when its holder dies, so a stale lock is simply taken over)
+    DIR/checkpoints/<stack>.pt   the trained weights of one stack (every run trained in it
+                          names the file and its member index: ``record["checkpoint"]``)
     DIR/results.csv       every finished run, one row each
 
 A folder made for one sweep refuses any other (a different run set); a
@@ -16,17 +21,19 @@ from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import io
 import json
 import os
+import shutil
 import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..io import atomic_write_json, atomic_write_text
-from ..training import RunConfig, config_hash
+from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..training import FamilySpec, RunConfig, config_hash, run_identity
 
 RECORD_KEYS = ("id", "config", "status", "steps", "train")
 
@@ -51,10 +58,14 @@ class ResultsDir:
         self.root = Path(root)
         self.runs_dir = self.root / "runs"
         self.locks_dir = self.root / "locks"
+        self.families_dir = self.root / "families"
 
     # -- creation and identity ------------------------------------------------
-    def open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
-        """Create the folder for this sweep, or check that it already is its folder.
+    def open_for(self, name: str, config_text: str, run_ids: list[str],
+                 family_files: dict[str, FamilySpec] | None = None) -> None:
+        """Create the folder for this sweep, or check that it already is its folder, and
+        copy in the family files it names (``family_files``: name as written → spec of the
+        source's content; :meth:`pin_families`).
 
         Any folder problem (a file in the way, no permission, a read-only or
         full disk) is a one-line :class:`ConfigError` raised here, before any
@@ -63,7 +74,7 @@ class ResultsDir:
         try:
             if self.root.exists() and not self.root.is_dir():
                 raise ConfigError(f"results folder {self.root} is a file, not a folder; choose another --out")
-            self._open_for(name, config_text, run_ids)
+            self._open_for(name, config_text, run_ids, family_files or {})
             probe = self.runs_dir / f".write-probe-{os.getpid()}"
             probe.write_bytes(b"")
             probe.unlink()
@@ -71,13 +82,19 @@ class ResultsDir:
             raise ConfigError(f"cannot write to results folder {self.root}: "
                               f"{exc.strerror or exc} ({exc.filename or self.root})") from None
 
-    def _open_for(self, name: str, config_text: str, run_ids: list[str]) -> None:
-        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids)}
+    def _open_for(self, name: str, config_text: str, run_ids: list[str],
+                  family_files: dict[str, FamilySpec]) -> None:
+        shas = {written: spec.sha256 for written, spec in family_files.items()}
+        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids),
+                "family_files": shas}
         meta_path = self.root / "sweep.json"
         if self.root.exists() and not meta_path.exists() and any(
                 not _opening_file(p.name) for p in self.root.iterdir()):
             raise ConfigError(f"{self.root} exists and is not a kernelgap sweep folder; choose another --out")
-        if not meta_path.exists():
+        if meta_path.exists():
+            self._check_family_files(self.meta(), family_files)
+        else:
+            self.pin_families(family_files)  # before sweep.json: a folder's sweep.json names only copies it holds
             self.root.mkdir(parents=True, exist_ok=True)
             _create_exclusive_json(meta_path, meta)  # of sweeps opening one new folder, one wins
         stored = self.meta()
@@ -90,6 +107,48 @@ class ResultsDir:
             atomic_write_text(self.root / "sweep.toml", config_text)
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
+
+    def _check_family_files(self, stored: dict, family_files: dict[str, FamilySpec]) -> None:
+        """A family file whose content differs from the copy the sweep began with is refused
+        by name (rather than as "a different sweep")."""
+        for written, spec in family_files.items():
+            before = stored.get("family_files", {}).get(written)
+            if before is not None and before != spec.sha256:
+                raise ConfigError(f"family file {spec.file} changed since the sweep in {self.root} began: "
+                                  f"sha256 {before[:12]}… → {spec.sha256[:12]}…; use a new --out")
+
+    def pin_families(self, family_files: dict[str, FamilySpec]) -> None:
+        """Copy each source file's bytes to ``families/<sha256>.json`` (atomically; bytes whose
+        hash is not the spec's — the file changed since it was read — are refused)."""
+        for spec in family_files.values():
+            copy = self.families_dir / f"{spec.sha256}.json"
+            if copy.is_file():
+                continue
+            raw = Path(spec.file).read_bytes()
+            if hashlib.sha256(raw).hexdigest() != spec.sha256:
+                raise ConfigError(f"family file {spec.file} changed while the sweep was being set up; "
+                                  "run it again")
+            atomic_write_bytes(copy, raw)
+
+    def family_copies(self) -> dict[str, str]:
+        """Name as written in the sweep file → the folder's copy of that family file."""
+        copies = {}
+        for written, sha in self.meta().get("family_files", {}).items():
+            copy = self.families_dir / f"{sha}.json"
+            if not copy.is_file():
+                raise ConfigError(f"{copy} is missing: the family file {written!r} of this sweep cannot "
+                                  "be read back; restore it or use a new --out folder")
+            copies[written] = str(copy)
+        return copies
+
+    def remove_if_unused(self) -> None:
+        """Remove the folder when it holds no result and no claim (a sweep that made it and
+        was refused before training anything leaves nothing behind)."""
+        if not self.root.is_dir():
+            return
+        if any(self.runs_dir.glob("*.json*")) or (self.locks_dir.is_dir() and any(self.locks_dir.iterdir())):
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def meta(self) -> dict:
         path = self.root / "sweep.json"
@@ -133,6 +192,14 @@ class ResultsDir:
         except OSError as exc:  # disk full, folder removed …: a clear line, not a traceback
             raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
+    def write_checkpoint(self, relative: str, data: bytes) -> None:
+        """A stack's weights, atomically (trained again, they are the same bytes)."""
+        path = self.root / relative
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise ConfigError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+
     def records(self, run_ids: list[str]) -> list[dict]:
         return [r for r in (self.read(i) for i in run_ids) if r is not None]
 
@@ -140,7 +207,7 @@ class ResultsDir:
     def claim(self, run_id: str) -> Claim | None:
         """Take the run's lock without waiting; ``None`` if held or already finished."""
         path = self.locks_dir / f"{run_id}.lock"
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # less the umask, as for any new file
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -189,7 +256,7 @@ def is_valid_record(record, run_id: str) -> bool:
     """A result file is valid when complete and its config hashes to its id."""
     return (isinstance(record, dict) and all(k in record for k in RECORD_KEYS)
             and record["id"] == run_id and isinstance(record["config"], dict)
-            and config_hash(record["config"]) == run_id
+            and config_hash(run_identity(record["config"])) == run_id
             and isinstance(record["train"], dict) and "max_error" in record["train"])
 
 
@@ -211,7 +278,7 @@ def _column_order(column: str) -> tuple:
 
 def _opening_file(name: str) -> bool:
     """A file a sweep writes while it opens a new folder (another sweep may be opening it)."""
-    return name == "sweep.toml" or name.startswith((".sweep.json.", ".sweep.toml."))
+    return name in ("sweep.toml", "families") or name.startswith((".sweep.json.", ".sweep.toml."))
 
 
 def _create_exclusive_json(path: Path, obj) -> None:

@@ -7,13 +7,13 @@ witness codes, OOD pools, ladder).
 from . import exhaustive, ladder, ood, witness  # noqa: F401  (the builders register themselves)
 from .exhaustive import iter_exhaustive_index, pool_split
 from .family import AnyFamily, Family, ProductFamily, as_sequences
-from .family_file import family_from_json, family_to_json, load_family, save_family
+from .family_file import family_from_json, family_to_json, load_family, parse_family_bytes, save_family
 from .minip import EXACT_THRESHOLD, Metrics, MetricsAccumulator, error_metrics, targets
 from .registry import FAMILIES, build_family, family_names, family_parameters, parse_params
 
 __all__ = [
     "EXACT_THRESHOLD", "FAMILIES", "AnyFamily", "Family", "Metrics", "MetricsAccumulator",
     "ProductFamily", "as_sequences", "build_family", "error_metrics", "family_from_json",
-    "family_names", "family_parameters", "family_to_json", "iter_exhaustive_index", "load_family", "parse_params",
+    "family_names", "family_parameters", "family_to_json", "iter_exhaustive_index", "load_family", "parse_family_bytes", "parse_params",
     "pool_split", "save_family", "targets",
 ]

@@ -7,7 +7,11 @@
   ``q`` a prime ``≡ 3 (mod 4)`` (Paley I) or ``q + 1 = 1`` (pure Sylvester),
   doubled ``a`` times by Sylvester's ``[[H, H], [H, −H]]``.
 * **Constant-weight codes** of weight ``w`` whose pairwise overlaps are at most
-  a cap ``λ``: greedy (lexicographic) or seeded random.
+  a cap ``λ``: greedy (lexicographic) or seeded random.  Two such words are at
+  Hamming distance ``2(w − t) ≥ 2(w − λ)`` when they overlap in ``t`` positions,
+  so no code has more than the Johnson bound :func:`johnson_bound` of words;
+  both searches refuse a larger count before drawing anything, and stop as soon
+  as the words left to scan or draw cannot reach it.
 
 Every code is verified before it is returned; a violated property is a bug.
 """
@@ -15,10 +19,12 @@ Every code is verified before it is returned; a violated property is a bug.
 from __future__ import annotations
 
 from itertools import combinations
+from math import comb
 
 import numpy as np
 
 from ..errors import FamilyError
+from ..limits import check_memory
 
 
 def _is_prime(q: int) -> bool:
@@ -70,8 +76,16 @@ def normalize_hadamard(h: np.ndarray) -> np.ndarray:
     return h * h[:1, :]
 
 
+def hadamard_matrix_bytes(order: int) -> int:
+    """Memory of :func:`hadamard_matrix`: about six ``order × order`` int64 / float64 arrays
+    (Paley's index and sign arrays, the Sylvester blocks, the check ``H Hᵀ``)."""
+    return 50 * order * order
+
+
 def hadamard_matrix(order: int) -> np.ndarray:
-    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``)."""
+    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``); an order
+    whose matrix exceeds the memory limit (:mod:`kernelgap.limits`) is refused first."""
+    check_memory(f"a Hadamard matrix of order {order:,}", hadamard_matrix_bytes(order), FamilyError)
     recipe = _hadamard_recipe(order)
     if recipe is None:
         raise FamilyError(
@@ -84,7 +98,8 @@ def hadamard_matrix(order: int) -> np.ndarray:
     for _ in range(doublings):
         h = sylvester_double(h)
     h = normalize_hadamard(h)
-    if not np.array_equal(h @ h.T, order * np.eye(order, dtype=np.int64)):
+    f = h.astype(np.float64)  # ±1 entries: every sum of products is an integer ≤ order < 2^53, exact
+    if not np.array_equal(f @ f.T, order * np.eye(order)):
         raise AssertionError(f"Hadamard construction of order {order} is wrong")
     return h
 
@@ -105,7 +120,7 @@ def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int,
                           exact_overlap: bool = False) -> None:
     """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
     (``== cap`` with ``exact_overlap``)."""
-    c = code.astype(np.int64)
+    c = code.astype(np.float64)  # 0/1 entries: sums ≤ m < 2^53 are exact (and BLAS is fast)
     if not (c.sum(1) == weight).all():
         raise AssertionError(f"a codeword does not have weight {weight}")
     gram = c @ c.T
@@ -124,13 +139,55 @@ def _check_cw_params(m: int, weight: int, max_overlap: int, count: int) -> None:
         raise FamilyError(f"a code needs at least one word, asked for {count}")
 
 
+#: Most factors of the Johnson bound a family's check multiplies out (one per unit of the
+#: overlap cap, each a big-integer step): checks stay instant; a larger cap leaves the
+#: bound to the search, which computes it in full before drawing.
+JOHNSON_STEPS = 100_000
+
+
+def johnson_bound(m: int, weight: int, max_overlap: int, stop_above: int | None = None) -> int:
+    """The Johnson bound on a constant-weight code of length ``m``, weight ``w`` and pairwise
+    overlaps ≤ ``λ`` (minimum distance ``2δ``, ``δ = w − λ``)::
+
+        A(m, w, λ) ≤ ⌊m/w ⌊(m−1)/(w−1) ⌊ … ⌊(m−λ)/(w−λ)⌋ … ⌋⌋⌋
+
+    from ``A(m, 2δ, w) ≤ ⌊m/w · A(m−1, 2δ, w−1)⌋`` (count the pairs (word, position in its
+    support)) down to ``A(m−λ, 2δ, δ) = ⌊(m−λ)/δ⌋`` (disjoint supports).  Every factor is
+    ≥ 1, so the nested value only grows outwards: with ``stop_above`` the first partial
+    value above it is returned (the bound exceeds it too) instead of finishing the product.
+    """
+    delta = weight - max_overlap
+    value = (m - max_overlap) // delta
+    for i in range(max_overlap - 1, -1, -1):
+        if stop_above is not None and value > stop_above:
+            break
+        value = (m - i) * value // (weight - i)
+    return value
+
+
+def random_code_bytes(m: int, count: int, batch: int = 256) -> int:
+    """Memory of :func:`random_constant_weight`: the kept words (float32), one batch of draws
+    (uniforms, their argsort, the words) and its overlaps with the kept words, then the
+    check of the code (its float64 Gram matrix, a mask and the off-diagonal copy, ``18·n²``)."""
+    m, count = max(m, 0), max(count, 0)
+    return 12 * count * m + batch * (24 * m + 4 * count + 4 * batch) + 18 * count * count
+
+
 def greedy_constant_weight(m: int, weight: int, max_overlap: int, count: int) -> np.ndarray:
     """The lexicographic greedy code: scan weight-``w`` words in order, keep a word
     whose overlap with every kept word is ≤ ``max_overlap``; stop at ``count``."""
     _check_cw_params(m, weight, max_overlap, count)
+    bound = johnson_bound(m, weight, max_overlap, stop_above=count)
+    if count > bound:
+        raise FamilyError(f"greedy code (m={m}, w={weight}, overlap ≤ {max_overlap}) cannot have {count} "
+                          f"words: such a code has only {bound} at most (Johnson bound)")
+    # C(m, w) takes seconds past m ≈ 10^5; beyond m = 4096 no scan gets near its end anyway
+    total = comb(m, weight) if m <= 4096 else None
     kept = np.zeros((count, m), dtype=np.int64)
     n = 0
-    for support in combinations(range(m), weight):
+    for scanned, support in enumerate(combinations(range(m), weight)):
+        if total is not None and n + (total - scanned) < count:  # the words left cannot reach count
+            break
         word = np.zeros(m, dtype=np.int64)
         word[list(support)] = 1
         if n == 0 or (kept[:n] @ word).max() <= max_overlap:
@@ -149,31 +206,50 @@ def random_constant_weight(m: int, weight: int, max_overlap: int, count: int, se
                            max_tries: int = 200_000, require_count: bool = True) -> np.ndarray:
     """A seeded random code: draw weight-``w`` words, keep those whose overlap with
     every kept word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries``
-    draws give up (an error, or the words found if not ``require_count``)."""
+    draws give up (an error, or the words found if not ``require_count``).
+
+    Words are drawn in batches of 256; a batch is checked against the kept words by one
+    matrix product and then in order against its own earlier words, which keeps exactly
+    the words the one-by-one scan keeps.  The search stops once the code reaches the
+    Johnson bound (no word can be added) and, with ``require_count``, once the draws left
+    cannot reach ``count``; a count above the bound is refused before drawing.
+    """
     _check_cw_params(m, weight, max_overlap, count)
+    bound = johnson_bound(m, weight, max_overlap, stop_above=count)
+    what = f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed})"
+    if require_count and count > bound:
+        raise FamilyError(f"{what} found only 0 of {count} words: no such code has more than {bound} "
+                          f"(Johnson bound), so none was drawn")
     rng = np.random.default_rng(seed)
-    kept = np.zeros((count, m), dtype=np.int64)
-    n, batch = 0, 256
-    for _ in range(0, max_tries, batch):
-        draws = np.argsort(rng.random((batch, m)), axis=1)[:, :weight]
-        words = np.zeros((batch, m), dtype=np.int64)
-        np.put_along_axis(words, draws, 1, axis=1)
-        for word in words:
-            if n == 0 or (kept[:n] @ word).max() <= max_overlap:
-                kept[n] = word
-                n += 1
-                if n == count:
-                    break
-        if n == count:
+    target, batch = min(count, bound), 256
+    total = -(-max_tries // batch) * batch
+    dtype = np.float32 if m < 1 << 24 else np.float64  # overlaps ≤ m are exact sums
+    kept = np.zeros((target, m), dtype=dtype)
+    n = drawn = 0
+    while drawn < total and n < target:
+        if require_count and n + (total - drawn) < count:
             break
+        draws = np.argsort(rng.random((batch, m)), axis=1)[:, :weight]
+        words = np.zeros((batch, m), dtype=dtype)
+        np.put_along_axis(words, draws, 1, axis=1)
+        drawn += batch
+        if n:
+            words = words[(words @ kept[:n].T).max(axis=1) <= max_overlap]
+        gram = words @ words.T
+        chosen: list[int] = []
+        for i in range(len(words)):
+            if not chosen or gram[i, chosen].max() <= max_overlap:
+                chosen.append(i)
+                if n + len(chosen) == target:
+                    break
+        kept[n:n + len(chosen)] = words[chosen]
+        n += len(chosen)
     if n == count or not require_count:
         code = kept[:n].astype(np.uint8)
         check_constant_weight(code, weight, max_overlap)
         return code
-    raise FamilyError(
-        f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed}) found only {n} "
-        f"of {count} words in {max_tries} draws"
-    )
+    left = "" if drawn >= total else f" (the {total - drawn:,} draws left cannot add {count - n:,} words)"
+    raise FamilyError(f"{what} found only {n} of {count} words in {drawn:,} draws{left}")
 
 
 #: Constant-weight code constructions by name (the ``cw`` family's ``method``):

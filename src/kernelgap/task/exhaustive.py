@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from math import comb
+from typing import Annotated
 
 import numpy as np
 
 from ..errors import FamilyError
 from .family import Family
-from .registry import register_family
+from .registry import Fraction, OneOf, Range, Seed, Size, register_family
 
 #: Largest family that is ever materialised in memory as one index array.
 MAX_MATERIALISED = 1 << 24
@@ -41,16 +42,35 @@ def iter_exhaustive_index(m: int, length: int, chunk: int = 1 << 20) -> Iterator
         yield np.stack(cols, axis=1)
 
 
-@register_family("exhaustive")
-def exhaustive(m: int = 3, length: int = 3, query_position: int | None = None) -> Family:
-    """All ``length``-sequences over ``{0,1}^m`` (small m; use chunks beyond)."""
-    if m <= 0 or length <= 0:
-        raise FamilyError("exhaustive family needs m ≥ 1 and length ≥ 1")
-    if exhaustive_count(m, length) > MAX_MATERIALISED:
+def _check_position(query_position: int | None, length: int) -> None:
+    if query_position is not None and query_position > length:
+        raise FamilyError(f"query_position {query_position} is outside 1..{length}")
+
+
+def _exhaustive_check(m, length, query_position) -> None:
+    """At most ``MAX_MATERIALISED`` sequences: ``m·N ≤ 24`` (checked on the exponent, so
+    ``2^{m·N}`` is never formed)."""
+    if m * length > MAX_MATERIALISED.bit_length() - 1:
         raise FamilyError(
             f"exhaustive family with m={m}, length={length} has 2^{m * length} sequences; "
             f"at most 2^24 are materialised (use chunked checking)"
         )
+    _check_position(query_position, length)
+
+
+def _exhaustive_memory(m, length, query_position) -> int:
+    """The ``2^{m·N} × N`` ids, built column by column and stacked (three int64 copies), and
+    the ``2^m`` tokens; 0 past ``m·N = 24``, which the check refuses."""
+    if m * length > MAX_MATERIALISED.bit_length() - 1:
+        return 0
+    return 3 * 8 * length * exhaustive_count(m, length) + 9 * m * (1 << m)
+
+
+@register_family("exhaustive", memory=_exhaustive_memory, check=_exhaustive_check)
+def exhaustive(m: Size = 3, length: Size = 3,
+               query_position: Annotated[int | None, Range(1)] = None) -> Family:
+    """All ``length``-sequences over ``{0,1}^m`` (small m; use chunks beyond).  Parameters are
+    checked by the registry (:func:`~kernelgap.task.registry.check_params`)."""
     index = next(iter_exhaustive_index(m, length, exhaustive_count(m, length)))
     return Family(all_tokens(m), index, query_position, [], f"exhaustive-m{m}-N{length}",
                   {"m": m, "length": length})
@@ -61,7 +81,10 @@ def exhaustive(m: int = 3, length: int = 3, query_position: int | None = None) -
 def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator,
                            weight: int | None = None) -> np.ndarray:
     """``count`` distinct random tokens of ``{0,1}^m`` (optionally of fixed weight)."""
-    space = (1 << m) if weight is None else _binom(m, weight)
+    if weight is None and m >= count.bit_length():  # 2^m ≥ count: never form a huge 2^m
+        space = count
+    else:
+        space = (1 << m) if weight is None else _binom(m, weight)
     if count > space:
         raise FamilyError(f"cannot draw {count} distinct tokens from a space of {space}")
     seen: dict[bytes, np.ndarray] = {}
@@ -102,12 +125,24 @@ def pool_split(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5,
     return out[0], out[1]
 
 
-@register_family("pool")
-def pool(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5, sequences: int = 2048,
-         length: int = 3, seed: int = 0, split: str = "train",
-         query_position: int | None = None) -> Family:
+def _pool_memory(m, pool_size, test_fraction, sequences, length, seed, split, query_position) -> int:
+    """The pool (each token drawn as its own numpy row, about 112 bytes of header, kept in a
+    dict and stacked) and both sides' ``sequences × length`` int64 ids, copied once by
+    :class:`Family`."""
+    return pool_size * (3 * m + 300) + 2 * 2 * 8 * sequences * length
+
+
+def _pool_check(m, pool_size, test_fraction, sequences, length, seed, split, query_position) -> None:
+    if m < pool_size.bit_length() and pool_size > 1 << m:
+        raise FamilyError(f"cannot draw {pool_size} distinct tokens from a space of {1 << m}")
+    _check_position(query_position, length)
+
+
+@register_family("pool", memory=_pool_memory, check=_pool_check)
+def pool(m: Size = 12, pool_size: Annotated[int, Range(2)] = 64, test_fraction: Fraction = 0.5,
+         sequences: Size = 2048, length: Size = 3, seed: Seed = 0,
+         split: Annotated[str, OneOf("train", "test")] = "train",
+         query_position: Annotated[int | None, Range(1)] = None) -> Family:
     """One side (``split='train'|'test'``) of :func:`pool_split`."""
-    if split not in ("train", "test"):
-        raise FamilyError(f"split must be 'train' or 'test', got {split!r}")
     train, test = pool_split(m, pool_size, test_fraction, sequences, length, seed, query_position)
     return train if split == "train" else test

@@ -8,14 +8,21 @@ the stacked trainer) works on the ``T × T`` Gram matrix and these ids.
 ``query_position`` is 1-based as in the family file format; ``None`` means
 every position is a query (bidirectional reading).  ``matching`` lists
 ``(query_id, good_id)`` pairs for the certificate (docs/theory.md, "The lower bound as a certificate").
+
+**Families validate themselves** (docs/formats.md, "Family files"): whatever
+builds one (the file loader, a registered builder, the Python API), the
+constructor checks everything the certificate takes for granted and raises a
+one-line :class:`~kernelgap.errors.FamilyError` otherwise, and so does every
+later assignment to a validated field (``tokens``, ``index``, ``queries``,
+``candidates``, ``query_position``, ``matching``).  A list or array changed
+in place is caught by :meth:`Family.validate`, which the certificate calls
+before it uses a family.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import operator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -48,9 +55,136 @@ def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return bits[first], inverse.reshape(-1)
 
 
+# -- validation (module docstring) ------------------------------------------------------
+
+def _token_table(tokens) -> np.ndarray:
+    """``tokens`` as a ``uint8 [T, m]`` array, m ≥ 1, every value 0 or 1 (checked before the
+    cast, so a 2 or 256 or 0.5 is refused, not wrapped or truncated)."""
+    raw = np.asarray(tokens)
+    if raw.ndim != 2:
+        raise FamilyError(f"tokens must be a [T, m] array of 0/1 values, got shape {raw.shape}")
+    if raw.shape[1] < 1:
+        raise FamilyError("tokens must have m ≥ 1 bits, got m = 0")
+    if raw.dtype.kind not in "biuf":
+        raise FamilyError(f"tokens must be 0/1 numbers, got dtype {raw.dtype}")
+    if raw.size and raw.dtype.kind != "b" and not (raw.dtype == np.uint8 and raw.max() <= 1):
+        bad = (raw != 0) & (raw != 1)  # NaN is neither
+        if bad.any():
+            t, k = np.argwhere(bad)[0].tolist()
+            raise FamilyError(f"non-binary tokens: token {t} has the value {raw[t, k].item()!r} at bit {k} "
+                              f"(values are 0/1 only)")
+    return np.ascontiguousarray(raw, dtype=np.uint8)
+
+
+def _token_ids(values, what: str, count: int, ndim: int) -> np.ndarray:
+    """``values`` as int64 token ids of the given rank, each in ``0..count − 1``."""
+    raw = np.asarray(values)
+    if raw.size == 0:
+        shape = raw.shape if raw.ndim == ndim else (0,) * ndim
+        return np.zeros(shape, dtype=np.int64)
+    if raw.ndim != ndim:
+        raise FamilyError(f"{what} must be a {ndim}-d array of token ids, got shape {raw.shape}")
+    if raw.dtype.kind not in "iu":
+        raise FamilyError(f"{what} must be integer token ids, got dtype {raw.dtype}")
+    low, high = raw.min(), raw.max()
+    if low < 0 or high >= count:
+        bad = low if low < 0 else high
+        raise FamilyError(f"{what} holds token id {int(bad)}, outside 0..{count - 1}")
+    return np.ascontiguousarray(raw, dtype=np.int64)
+
+
+def _position(value, length: int, allow_none: bool) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        allowed = f"an integer in 1..{length}" + (" or None" if allow_none else "")
+        raise FamilyError(f"query_position must be {allowed}, got {value!r}")
+    if not 1 <= value <= length:
+        raise FamilyError(f"query_position {value} is outside 1..{length}")
+    return int(value)
+
+
+def _distinct(tokens: np.ndarray) -> None:
+    """Token ids ↔ bit vectors one to one: the certificate keys everything by id."""
+    if len(tokens) < 2:
+        return
+    uniq, inverse = unique_rows(tokens)
+    if len(uniq) < len(tokens):
+        order = np.argsort(inverse, kind="stable")
+        same = np.flatnonzero(inverse[order][1:] == inverse[order][:-1])
+        first, second = sorted(order[same[0]:same[0] + 2].tolist())
+        raise FamilyError(f"tokens {first} and {second} are the same bit vector: a family's tokens "
+                          f"must be distinct")
+
+
+def _matching(matching, count: int) -> list[tuple[int, int]]:
+    """Pairs of token ids in range, no query twice (one good candidate per query)."""
+    try:
+        entries = list(matching)
+    except TypeError:
+        raise FamilyError("matching must be a list of (query id, good id) pairs") from None
+    out, first_of = [], {}
+    for k, entry in enumerate(entries):
+        try:
+            q, g = entry
+            q, g = operator.index(q), operator.index(g)
+        except (TypeError, ValueError):
+            raise FamilyError(f"matching entry {k}: expected a (query id, good id) pair of integers, "
+                              f"got {entry!r:.60}") from None
+        for role, token in (("query", q), ("good candidate", g)):
+            if not 0 <= token < count:
+                raise FamilyError(f"matching entry {k}: its {role} id {token} is outside 0..{count - 1}")
+        if q in first_of:
+            raise FamilyError(f"matching entries {first_of[q]} and {k} have the same query (token {q}): "
+                              f"each query has one good candidate")
+        first_of[q] = k
+        out.append((q, g))
+    return out
+
+
+class _SelfValidating:
+    """Assigning a validated field re-runs :meth:`validate`; a refused value is not kept."""
+
+    _VALIDATED: frozenset[str] = frozenset()
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in self._VALIDATED or not self.__dict__.get("_valid"):
+            object.__setattr__(self, name, value)
+            return
+        old = self.__dict__.get(name)
+        object.__setattr__(self, name, value)
+        try:
+            self.validate()
+        except FamilyError:
+            object.__setattr__(self, name, old)
+            raise
+
+    def __post_init__(self) -> None:
+        self.validate()
+        object.__setattr__(self, "_valid", True)
+
+    def validate(self) -> None:  # pragma: no cover - each family class defines it
+        raise NotImplementedError
+
+
 @dataclass
-class Family:
-    """Sequences over a set of distinct tokens (docs/experiments.md)."""
+class Family(_SelfValidating):
+    """Sequences over a set of distinct tokens (docs/experiments.md).
+
+    Validated on construction and on every assignment to a field (module docstring):
+
+    * ``tokens``: a ``[T, m]`` array of 0/1 values, m ≥ 1, no two rows equal;
+    * ``index``: ``[S, N]`` integer token ids in ``0..T − 1``, N ≥ 1;
+    * ``query_position``: an integer in ``1..N``, or None (every position scored);
+    * ``matching``: ``(query, good)`` pairs of token ids, no query twice, and each
+      good candidate a *candidate of its query*: some sequence holds the query at a
+      scored position and the good candidate at another position of the same
+      sequence.  That is the certificate's reading of the row ``K(x, g)`` of B
+      (docs/theory.md, "From masses to kernel values"); a pair that never meets
+      bounds nothing.
+    """
+
+    _VALIDATED = frozenset({"tokens", "index", "query_position", "matching"})
 
     tokens: np.ndarray  # uint8 [T, m]
     index: np.ndarray  # int64 [S, N]
@@ -59,18 +193,39 @@ class Family:
     name: str = "family"
     meta: dict = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.uint8)
-        self.index = np.ascontiguousarray(self.index, dtype=np.int64)
-        if self.tokens.ndim != 2 or self.index.ndim != 2:
-            raise FamilyError("tokens must be [T, m] and index [S, N]")
-        if self.index.size and (self.index.min() < 0 or self.index.max() >= len(self.tokens)):
-            raise FamilyError("token ids out of range")
-        if self.query_position is not None and not 1 <= self.query_position <= self.length:
+    def validate(self) -> None:
+        """Check (and normalise) every field; raises a one-line :class:`FamilyError`."""
+        tokens = _token_table(self.tokens)
+        index = _token_ids(self.index, "index", len(tokens), 2)
+        if index.shape[1] < 1:
+            raise FamilyError("index must be [S, N] with sequences of length N ≥ 1")
+        position = _position(self.query_position, index.shape[1], allow_none=True)
+        _distinct(tokens)
+        matching = _matching(self.matching, len(tokens))
+        for name, value in (("tokens", tokens), ("index", index), ("query_position", position),
+                            ("matching", matching)):
+            object.__setattr__(self, name, value)
+        self._check_matching_meets()
+
+    def _check_matching_meets(self) -> None:
+        """Each matching pair occurs in some sequence, query at a scored position and good
+        candidate at another one (class docstring)."""
+        if not self.matching:
+            return
+        t = len(self.tokens)
+        pairs = np.array(self.matching, dtype=np.int64)
+        keys = pairs[:, 0] * t + pairs[:, 1]
+        missing = np.ones(len(keys), dtype=bool)
+        for p in self.scored_positions:
+            for o in range(self.length):
+                if o != p and missing.any():
+                    missing &= ~np.isin(keys, self.index[:, p] * t + self.index[:, o])
+        if missing.any():
+            k = int(np.flatnonzero(missing)[0])
+            where = "any position" if self.query_position is None else f"position {self.query_position}"
             raise FamilyError(
-                f"query_position {self.query_position} is outside 1..{self.length}"
-            )
-        self.matching = [(int(q), int(g)) for q, g in self.matching]
+                f"matching entry {k}: no sequence holds its query (token {pairs[k, 0]}) at {where} "
+                f"and its good candidate (token {pairs[k, 1]}) at another position")
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -111,7 +266,8 @@ class Family:
         return int(hits[0]) if len(hits) else None
 
     def subset(self, rows: np.ndarray, name: str | None = None) -> "Family":
-        """The family restricted to some sequences (tokens kept)."""
+        """The family restricted to some sequences (tokens and matching kept: refused when a
+        matching pair no longer meets in any of them)."""
         return Family(
             self.tokens, self.index[rows], self.query_position, list(self.matching),
             name or self.name, dict(self.meta),
@@ -128,20 +284,20 @@ class Family:
         meta: dict | None = None,
     ) -> "Family":
         """Build from dense ``[S, N, m]`` bits; matching given as bit vectors."""
-        seq = np.asarray(sequences, dtype=np.uint8)
-        if seq.ndim != 3:
+        raw = np.asarray(sequences)
+        if raw.ndim != 3:
             raise FamilyError("sequences must be a [S, N, m] array")
-        s, n, m = seq.shape
+        s, n, m = raw.shape
+        seq = _token_table(raw.reshape(s * n, m)).reshape(s, n, m)  # 0/1 checked before the cast
         tokens, inverse = unique_rows(seq.reshape(s * n, m))
-        family = cls(tokens, inverse.reshape(s, n), query_position, [], name, meta or {})
+        ids = {row.tobytes(): i for i, row in enumerate(tokens)}
         matching = []
-        for q_bits, g_bits in matching_bits:
-            q, g = family.token_id(q_bits), family.token_id(g_bits)
-            if q is None or g is None:
-                raise FamilyError("a matching entry names a token that is in no sequence")
-            matching.append((q, g))
-        family.matching = matching
-        return family
+        for k, (q_bits, g_bits) in enumerate(matching_bits):
+            pair = [ids.get(np.asarray(b, dtype=np.uint8).tobytes()) for b in (q_bits, g_bits)]
+            if None in pair:
+                raise FamilyError(f"matching entry {k} names a token that is in no sequence")
+            matching.append(tuple(pair))
+        return cls(tokens, inverse.reshape(s, n), query_position, matching, name, meta or {})
 
 
 
@@ -150,14 +306,27 @@ MAX_EXPANDED = 1 << 22
 
 
 @dataclass
-class ProductFamily:
+class ProductFamily(_SelfValidating):
     """Every sequence ``(x; c, c')`` with ``x`` a query and ``c, c'`` candidates.
 
     ``x`` sits at ``query_position`` (1-based) and the two candidates fill the
     other positions in both orders, ``c = c'`` included: ``Q·C²`` sequences that
     are never materialised unless asked (:meth:`expand`).  The certificate works
     on the product directly (docs/theory.md, "Product families").
+
+    Validated on construction and on every assignment to a field (module docstring):
+    ``tokens`` as for :class:`Family` (0/1, m ≥ 1, distinct rows); ``queries`` and
+    ``candidates`` non-empty 1-d integer token ids in range; ``query_position`` in
+    1..3; ``matching`` pairs with no query twice, each query among ``queries`` and
+    each good candidate among ``candidates`` (for a product that is exactly "the
+    pair meets in a sequence").  ``queries`` and ``candidates`` are *sets*: the
+    family is the same sequences however often an id is listed, so a repeated id
+    is merged and both are kept sorted (``np.unique``); repeated tokens (two ids,
+    one bit vector) are refused instead, since merging them would renumber the
+    matching.
     """
+
+    _VALIDATED = frozenset({"tokens", "queries", "candidates", "query_position", "matching"})
 
     tokens: np.ndarray  # uint8 [T, m], distinct
     queries: np.ndarray  # int64 [Q] token ids
@@ -169,17 +338,26 @@ class ProductFamily:
 
     length = 3
 
-    def __post_init__(self) -> None:
-        self.tokens = np.ascontiguousarray(self.tokens, dtype=np.uint8)
-        self.queries = np.unique(np.asarray(self.queries, dtype=np.int64))
-        self.candidates = np.unique(np.asarray(self.candidates, dtype=np.int64))
-        if self.tokens.ndim != 2:
-            raise FamilyError("tokens must be [T, m]")
-        if not len(self.queries) or not len(self.candidates):
+    def validate(self) -> None:
+        """Check (and normalise) every field; raises a one-line :class:`FamilyError`."""
+        tokens = _token_table(self.tokens)
+        queries = np.unique(_token_ids(self.queries, "queries", len(tokens), 1))
+        candidates = np.unique(_token_ids(self.candidates, "candidates", len(tokens), 1))
+        if not len(queries) or not len(candidates):
             raise FamilyError("a product family needs at least one query and one candidate")
-        if self.query_position not in (1, 2, 3):
-            raise FamilyError(f"query_position {self.query_position} is outside 1..3")
-        self.matching = [(int(q), int(g)) for q, g in self.matching]
+        position = _position(self.query_position, 3, allow_none=False)
+        _distinct(tokens)
+        matching = _matching(self.matching, len(tokens))
+        query_set, cand_set = set(queries.tolist()), set(candidates.tolist())
+        for k, (q, g) in enumerate(matching):
+            if q not in query_set:
+                raise FamilyError(f"matching entry {k}: its query (token {q}) is not one of the queries")
+            if g not in cand_set:
+                raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of "
+                                  f"the candidates")
+        for name, value in (("tokens", tokens), ("queries", queries), ("candidates", candidates),
+                            ("query_position", position), ("matching", matching)):
+            object.__setattr__(self, name, value)
 
     @property
     def m(self) -> int:

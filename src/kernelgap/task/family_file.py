@@ -11,7 +11,10 @@ Two layouts, told apart by their keys:
 Loading is linear in the file: each distinct word is validated and converted
 once (a family has few distinct tokens and many sequences), and token ids
 follow the sorted words, so tokens come out in lexicographic order.  Every
-problem is a one-line :class:`~kernelgap.errors.FamilyError`.
+problem is a one-line :class:`~kernelgap.errors.FamilyError`.  The loader checks
+what only the file knows (types, lengths, characters, which key a matching word
+is missing from); everything else is checked by the family itself on
+construction (:mod:`~kernelgap.task.family`, "Families validate themselves").
 """
 
 from __future__ import annotations
@@ -120,13 +123,15 @@ def _sequences_from_json(data: dict, m: int, name: str, meta: dict) -> Family:
 
     vocab = _Vocabulary(flat, m, where)
     qp = _query_position(data, length, allow_null=True)
-    family = Family(vocab.tokens(), vocab.index(flat).reshape(len(seqs), length), qp, [], name, meta)
+    matching = []
     for k, (q, g) in enumerate(_matching_words(data, m)):
         for role, word in (("query", q), ("good candidate", g)):
             if word not in vocab.ids:
                 raise FamilyError(f"matching entry {k}: its {role} appears in no sequence")
-        family.matching.append((vocab.ids[q], vocab.ids[g]))
-    return family
+        matching.append((vocab.ids[q], vocab.ids[g]))
+    # the family validates the rest itself (one good candidate per query, the pair meeting
+    # in a sequence with the query at a scored position)
+    return Family(vocab.tokens(), vocab.index(flat).reshape(len(seqs), length), qp, matching, name, meta)
 
 
 def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFamily:
@@ -147,15 +152,17 @@ def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFami
 
     vocab = _Vocabulary(qs + cs, m, where)
     qp = _query_position(data, 3, allow_null=False)
-    family = ProductFamily(vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, [], name, meta)
     query_set, cand_set = set(qs), set(cs)
-    for k, (q, g) in enumerate(_matching_words(data, m)):
+    matching = []
+    for k, (q, g) in enumerate(_matching_words(data, m)):  # by word: the messages name the keys
         if q not in query_set:
             raise FamilyError(f"matching entry {k}: its query is not in 'queries'")
         if g not in cand_set:
             raise FamilyError(f"matching entry {k}: its good candidate is not in 'candidates'")
-        family.matching.append((vocab.ids[q], vocab.ids[g]))
-    return family
+        matching.append((vocab.ids[q], vocab.ids[g]))
+    # the family validates the rest itself (one good candidate per query; a word listed twice
+    # in 'queries' or 'candidates' is one token, merged)
+    return ProductFamily(vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, matching, name, meta)
 
 
 def family_from_json(data) -> AnyFamily:
@@ -193,18 +200,26 @@ def load_family(path: str | os.PathLike) -> AnyFamily:
     if not p.is_file():
         raise FamilyError(f"family file {p} does not exist")
     try:
-        data = json.loads(p.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FamilyError(f"family file {p} is not valid JSON ({exc.__class__.__name__}: line "
-                          f"{getattr(exc, 'lineno', '?')})") from None
-    except RecursionError:
-        raise FamilyError(f"family file {p} is nested too deeply to be a family file") from None
+        raw = p.read_bytes()
     except OSError as exc:
         raise FamilyError(f"cannot read family file {p}: {exc.strerror or exc}") from None
+    return parse_family_bytes(raw, p)
+
+
+def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
+    """A family file's content, already read (so a caller can hash exactly what is parsed);
+    ``path`` names the file in every error."""
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FamilyError(f"family file {path} is not valid JSON ({exc.__class__.__name__}: line "
+                          f"{getattr(exc, 'lineno', '?')})") from None
+    except RecursionError:
+        raise FamilyError(f"family file {path} is nested too deeply to be a family file") from None
     try:
         return family_from_json(data)
     except FamilyError as exc:
-        raise FamilyError(f"family file {p}: {exc}") from None
+        raise FamilyError(f"family file {path}: {exc}") from None
 
 
 def save_family(family: AnyFamily, path: str | os.PathLike, overwrite: bool = False) -> Path:

@@ -17,12 +17,15 @@ The family is a :class:`~kernelgap.task.family.ProductFamily`: every
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
 from ..errors import FamilyError
-from .codes import random_constant_weight
-from .registry import register_family
-from .family import ProductFamily
+from .codes import (JOHNSON_STEPS, _check_cw_params, johnson_bound, random_code_bytes,
+                    random_constant_weight)
+from .family import ProductFamily, unique_rows
+from .registry import Range, Seed, Size, register_family
 from .witness import chain_candidate
 
 
@@ -35,24 +38,51 @@ def ladder_levels(step: int, floor: int, rungs: int) -> list[int]:
     return [step * k for k in range(1, count + 1)]
 
 
-@register_family("ladder")
-def ladder(m: int = 128, n: int = 4096, seed: int = 0, weight: int = 0, max_overlap: int = -1,
-           step: int = 4, rungs: int = -1, query_position: int = 1) -> ProductFamily:
-    """The ladder product family (module docstring); ``weight = 0`` means m/2 and
-    ``max_overlap = −1`` means 3m/8."""
+def _resolved(m: int, weight: int, max_overlap: int, step: int, rungs: int) -> tuple[int, int, int]:
+    """``(weight, cap, rungs)`` with the defaults filled in: ``w = m/2``, ``λ = 3m/8`` and every
+    rung below the floor ``w − λ`` (:func:`ladder_levels`)."""
     weight = weight or m // 2
     cap = (3 * m) // 8 if max_overlap < 0 else max_overlap
-    if n < 2:
-        raise FamilyError(f"a ladder family needs n ≥ 2 queries, got {n}")
+    count = max(0, (weight - cap - 3) // step) if rungs < 0 else rungs
+    return weight, cap, count
+
+
+def _ladder_memory(m, n, seed, weight, max_overlap, step, rungs, query_position) -> int:
+    """Bytes of a build: the code search, the ``n·rungs`` rung rows (numpy rows of ``m`` bytes,
+    about 112 bytes of header each) and the deduplication of all ``n·(2 + rungs)`` rows."""
+    _, _, count = _resolved(m, weight, max_overlap, step, rungs)
+    rows = n * (2 + count)
+    return random_code_bytes(m, n) + n * count * (m + 112) + rows * (2 * m + 48)
+
+
+def _ladder_check(m, n, seed, weight, max_overlap, step, rungs, query_position) -> None:
+    """The code must exist: ``n`` at most the Johnson bound, and every rung below the weight."""
+    weight, cap, count = _resolved(m, weight, max_overlap, step, rungs)
+    _check_cw_params(m, weight, cap, n)
+    if count and step * count >= weight:
+        raise FamilyError(f"a rung at overlap {step * count} needs weight > {step * count}, got {weight}")
+    bound = johnson_bound(m, weight, cap, stop_above=n) if cap <= JOHNSON_STEPS else n
+    if n > bound:
+        raise FamilyError(
+            f"no constant-weight code of length m={m}, weight {weight} and overlaps ≤ {cap} has {n:,} "
+            f"words: the Johnson bound allows at most {bound:,}")
+
+
+@register_family("ladder", memory=_ladder_memory, check=_ladder_check)
+def ladder(m: Size = 128, n: Annotated[int, Range(2)] = 4096, seed: Seed = 0,
+           weight: Annotated[int, Range(0)] = 0, max_overlap: Annotated[int, Range(-1)] = -1,
+           step: Size = 4, rungs: Annotated[int, Range(-1)] = -1,
+           query_position: Annotated[int, Range(1, 3)] = 1) -> ProductFamily:
+    """The ladder product family (module docstring); ``weight = 0`` means m/2 and
+    ``max_overlap = −1`` means 3m/8.  Parameters are checked by the registry
+    (:func:`~kernelgap.task.registry.check_params`)."""
+    weight, cap, _ = _resolved(m, weight, max_overlap, step, rungs)
     code = random_constant_weight(m, weight, cap, n, seed=seed, max_tries=max(200_000, 64 * n))
     levels = ladder_levels(step, weight - cap, rungs)
-    if levels and levels[-1] >= weight:
-        raise FamilyError(f"a rung at overlap {levels[-1]} needs weight > {levels[-1]}, got {weight}")
     goods = 1 - code
     rung_rows = np.array([[chain_candidate(x, s) for s in levels] for x in code],
                          dtype=np.uint8).reshape(-1, m)
-    tokens, inverse = np.unique(np.concatenate([code, goods, rung_rows]), axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    tokens, inverse = unique_rows(np.concatenate([code, goods, rung_rows]))
     queries, good_ids = inverse[:n], inverse[n:2 * n]
     family = ProductFamily(tokens, queries, inverse[n:], query_position,
                            list(zip(queries.tolist(), good_ids.tolist())),

@@ -21,14 +21,15 @@ witness set: ``(x; g_i, g_i)`` and, for each partner class ``y``,
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Annotated
 
 import numpy as np
 
 from ..errors import FamilyError
-from .codes import hadamard_code, hadamard_orders
-from .registry import register_family
+from .codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
 from .family import Family
-from .witness import READINGS
+from .registry import Fraction, OneOf, Range, Seed, Size, register_family
+from .witness import READINGS, Reading
 
 
 def weight_patterns(bits: int, weight: int) -> np.ndarray:
@@ -43,7 +44,8 @@ def weight_patterns(bits: int, weight: int) -> np.ndarray:
 
 def class_code(n: int) -> np.ndarray:
     """The first ``n`` codewords of the smallest Hadamard code with at least ``n``."""
-    order = next((h for h in hadamard_orders(4, 4 * n + 8) if h % 4 == 0 and h - 1 >= n), None)
+    order = next((h for h in range(max(4, n + 1), 4 * n + 9)
+                  if h % 4 == 0 and _hadamard_recipe(h) is not None), None)
     if order is None:
         raise FamilyError(f"no Hadamard code with {n} codewords")
     return hadamard_code(order)[:n]
@@ -110,16 +112,26 @@ def _witness_sequences(x, i, code, cand_patterns, partners, query_bits, rng):
     return seqs
 
 
-@register_family("ood")
-def ood(n: int = 8, queries_per_class: int = 16, test_queries_per_class: int = 4,
-        partners: int = 0, test_fraction: float = 0.4, seed: int = 0,
-        split: str = "train", reading: str = "first") -> Family:
+def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fraction, seed,
+                split, reading) -> int:
+    """Both sides are built.  With the class code's order ``h ≥ n + 1`` (its Hadamard matrix
+    ``≈ 50·h²`` bytes) and tokens of ``W = h + 14`` bits, a side of ``q`` queries per class
+    holds ``S = n·q·(1 + 3p)`` sequences (``p`` partners), each first a list of three numpy
+    rows (about 112 bytes of header each), then dense bits, packed keys and int64 ids."""
+    h = n + 1
+    width = h + 14
+    p = min(partners, n - 1) if partners else n - 1
+    per_sequence = 3 * (2 * width + 112) + 80 + 3 * (width // 8 + 56)
+    sequences = n * (queries_per_class + test_queries_per_class) * (1 + 3 * max(p, 0))
+    return hadamard_matrix_bytes(h) + sequences * per_sequence
+
+
+@register_family("ood", memory=_ood_memory)
+def ood(n: Annotated[int, Range(2)] = 8, queries_per_class: Size = 16, test_queries_per_class: Size = 4,
+        partners: Annotated[int, Range(0)] = 0, test_fraction: Fraction = 0.4, seed: Seed = 0,
+        split: Annotated[str, OneOf("train", "test")] = "train", reading: Reading = "first") -> Family:
     """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the
     query last (the causal final-query reading, scored at position 3)."""
-    if split not in ("train", "test"):
-        raise FamilyError(f"split must be 'train' or 'test', got {split!r}")
-    if reading not in READINGS:
-        raise FamilyError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
     train, test = ood_split(n, queries_per_class, test_queries_per_class, partners,
                             test_fraction=test_fraction, seed=seed)
     family = train if split == "train" else test

@@ -19,15 +19,22 @@ position 3, ``(a, b, x)``).  Each family carries its matching ``(x, g_x)``.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 
 from ..errors import FamilyError
-from .codes import CW_METHODS, hadamard_code
-from .registry import register_family
+from .codes import (CW_METHODS, JOHNSON_STEPS, _check_cw_params, _hadamard_recipe, hadamard_code,
+                    hadamard_matrix_bytes, johnson_bound, random_code_bytes)
 from .family import Family
+from .registry import OneOf, Range, Seed, Size, register_family
 
 #: Query readings: (query position, order of (query, a, b) columns in a row).
 READINGS = {"first": (1, (0, 1, 2)), "final": (3, (1, 2, 0))}
+#: A family parameter naming a reading.
+Reading = Annotated[str, OneOf(*READINGS)]
+#: A chain step (0: no chain).
+ChainStep = Annotated[int, Range(0)]
 
 
 
@@ -104,30 +111,82 @@ def _matching(family: Family, queries: np.ndarray, goods: np.ndarray) -> list[tu
     return [(lookup[q.tobytes()], lookup[g.tobytes()]) for q, g in zip(queries, goods)]
 
 
-@register_family("hadamard")
-def hadamard(m: int = 24, n: int = 0, reading: str = "first", chain_step: int = 0) -> Family:
+def witness_bytes(n: int, m: int, levels: int) -> int:
+    """Memory of :func:`witness_from_code` for ``n`` queries of length ``m`` and ``levels`` chain
+    candidates each: the ``n × n`` overlaps, the chain rows (numpy rows of ``m`` bytes, about
+    112 bytes of header each) and the ``R`` rows of three token ids (``k = 1 + levels``
+    chain candidates, the good one included, and ``n − 1`` bad ones per query)::
+
+        R = n·(k + n − 1) + n·k·(k − 1) + 2·n·k·(n − 1)
+
+    each held as int64 about seven times over (parts, their concatenation, the reordering,
+    the remapping and the row-wise deduplication)."""
+    n, m, levels = max(n, 0), max(m, 0), max(levels, 0)
+    k = 1 + levels
+    rows = n * (k + n - 1) + n * k * (k - 1) + 2 * n * k * max(n - 1, 0)
+    return 16 * n * m + 16 * n * n + n * levels * (2 * m + 112) + 2 * n * m + 7 * 24 * rows
+
+
+def _levels(step: int, top: int) -> int:
+    """``len(chain_levels(step, top))``, by arithmetic."""
+    return max(0, (top - 1) // step) if step else 0
+
+
+def _hadamard_memory(m, n, reading, chain_step) -> int:
+    """The Hadamard matrix (int64 and float64 copies, ``≈ 50·m²`` bytes) and the witness
+    family of ``n`` (or ``m − 1``) codewords, whose chains climb to the overlap ``m/4``."""
+    n = n or m - 1
+    return hadamard_matrix_bytes(m) + witness_bytes(n, m, _levels(chain_step, m // 4 if n > 1 else 0))
+
+
+def _hadamard_check(m, n, reading, chain_step) -> None:
+    if m < 4 or m % 4:
+        raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {m}")
+    if m <= 10**12 and _hadamard_recipe(m) is None:  # trial division to √m: instant up to there
+        hadamard_code(m)  # the error that lists the nearby orders it can build
+    if n > m - 1:
+        raise FamilyError(f"a Hadamard code of order {m} has {m - 1} codewords, asked for {n}")
+
+
+@register_family("hadamard", memory=_hadamard_memory, check=_hadamard_check)
+def hadamard(m: Size = 24, n: Annotated[int, Range(0)] = 0, reading: Reading = "first",
+             chain_step: ChainStep = 0) -> Family:
     """Witness family of the first ``n`` codewords (0 = all ``m − 1``) of a Hadamard code."""
     code = hadamard_code(m)
     n = n or len(code)
-    if not 1 <= n <= len(code):
-        raise FamilyError(f"a Hadamard code of order {m} has {len(code)} codewords, asked for {n}")
     meta = {"code": "hadamard", "weight": m // 2, "overlap": m // 4}
     return witness_from_code(code[:n], reading, chain_step, f"hadamard-m{m}-n{n}", meta)
 
 
-@register_family("cw")
-def cw(m: int = 16, weight: int = 8, max_overlap: int = 3, n: int = 16, method: str = "random",
-       seed: int = 0, reading: str = "first", chain_step: int = 0) -> Family:
+def _cw_memory(m, weight, max_overlap, n, method, seed, reading, chain_step) -> int:
+    """The code search and the witness family, whose chains climb to the largest overlap
+    ``w − min <x_i, x_j>`` of a query with another's good candidate: at most ``w``."""
+    search = 16 * n * m + 18 * n * n if method == "greedy" else random_code_bytes(m, n)
+    return search + witness_bytes(n, m, _levels(chain_step, weight if n > 1 else 0))
+
+
+def _cw_check(m, weight, max_overlap, n, method, seed, reading, chain_step) -> None:
+    """The code must exist: ``n`` at most the Johnson bound."""
+    _check_cw_params(m, weight, max_overlap, n)
+    bound = johnson_bound(m, weight, max_overlap, stop_above=n) if max_overlap <= JOHNSON_STEPS else n
+    if n > bound:
+        raise FamilyError(
+            f"no constant-weight code of length m={m}, weight {weight} and overlaps ≤ {max_overlap} "
+            f"has {n:,} words: the Johnson bound allows at most {bound:,}")
+
+
+@register_family("cw", memory=_cw_memory, check=_cw_check)
+def cw(m: Size = 16, weight: Size = 8, max_overlap: Annotated[int, Range(0)] = 3, n: Size = 16,
+       method: Annotated[str, OneOf(*CW_METHODS)] = "random", seed: Seed = 0,
+       reading: Reading = "first", chain_step: ChainStep = 0) -> Family:
     """Witness family of a constant-weight code (``method`` greedy or random)."""
-    if method not in CW_METHODS:
-        raise FamilyError(f"method must be one of {', '.join(CW_METHODS)}, got {method!r}")
     code = CW_METHODS[method](m, weight, max_overlap, n, seed)
     meta = {"code": f"cw-{method}", "weight": weight, "max_overlap": max_overlap, "seed": seed}
     return witness_from_code(code, reading, chain_step, f"cw-m{m}-w{weight}-l{max_overlap}-n{n}", meta)
 
 
 @register_family("witness")
-def witness(reading: str = "first", chain_step: int = 0) -> Family:
+def witness(reading: Reading = "first", chain_step: ChainStep = 0) -> Family:
     """The preset: m = 24, first 16 Hadamard codewords, 736 sequences (docs/experiments.md)."""
     family = hadamard(24, 16, reading, chain_step)
     family.name = "witness"

@@ -37,7 +37,7 @@ from ..errors import FamilyError
 from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str
 from .chains import chain_pair_bounds, complete_quads
 from .levels import level_pair_bounds
-from .pair_bounds import REASONS, PairBounds, check_binary, frac_str, parse_delta
+from .pair_bounds import REASONS, PairBounds, frac_str, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
@@ -179,10 +179,14 @@ class Certificate:
 
 
 def check_family(family: AnyFamily) -> None:
-    """The certificate's preconditions; raises a one-line :class:`FamilyError`."""
+    """The certificate's preconditions; raises a one-line :class:`FamilyError`.
+
+    The family is validated again first (:meth:`Family.validate`): it validated itself
+    when it was built and whenever a field was assigned, and this also catches a list
+    or array changed in place since."""
+    family.validate()
     if family.length != 3:
         raise FamilyError(f"the certificate needs length-3 sequences, family {family.name!r} has length {family.length}")
-    check_binary(family.tokens, family.name)
     if not family.matching:
         raise FamilyError(f"family {family.name!r} has no matching (query, good candidate) pairs")
     if isinstance(family, Family) and len(family.tokens) >= MAX_TOKENS:

@@ -3,7 +3,8 @@
 A comparison ``c → c'`` for a query x needs all four sequences ``(x; c, c)``,
 ``(x; c', c')``, ``(x; c, c')``, ``(x; c', c)`` and a gap ``s_{c'} − s_c > 2δ``
 (:mod:`.pair_bounds`); the chains are shortest paths over these comparisons,
-level by level in increasing overlap.
+level by level in increasing overlap.  Each level's exact relaxation costs time
+in its own edges, not in every node (:class:`~.pair_bounds.ExactValues`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..task.family import Family
-from .pair_bounds import (
-    ExactValues, PairBounds, finish_pair_bounds, log_rho_table, tight,
-)
+from .pair_bounds import ExactValues, PairBounds, finish_pair_bounds, log_rho, min_gap, tight
 
 
 def overlaps(tokens: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -77,7 +76,7 @@ def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
     q, a, b = complete_quads(family, qpos)
     sa, sb = overlaps(family.tokens, q, a), overlaps(family.tokens, q, b)
     gap = np.abs(sa - sb)
-    ok = gap * delta.denominator > 2 * delta.numerator
+    ok = gap >= min_gap(delta)  # g > 2δ for an integer g, whatever δ's size
     q, a, b, sa, sb, gap = q[ok], a[ok], b[ok], sa[ok], sb[ok], gap[ok]
     up = sa < sb
     return Comparisons(q, np.where(up, a, b), np.where(up, b, a), np.maximum(sa, sb), gap)
@@ -106,7 +105,7 @@ def chain_pair_bounds(family: Family, qpos: int, delta: Fraction) -> PairBounds:
     node_keys = _sorted_unique(np.concatenate([lo_key, hi_key, src_key]))
     lo, hi, src = (np.searchsorted(node_keys, k) for k in (lo_key, hi_key, src_key))
     gap, level = comp.gap[edge], comp.s_hi[edge]
-    weight = log_rho_table(int(gap.max(initial=0)), delta)[gap]
+    weight = log_rho(gap, delta)
     by_level = np.argsort(level, kind="stable")
     groups = np.split(by_level, np.flatnonzero(np.diff(level[by_level])) + 1) if len(by_level) else []
 

@@ -20,17 +20,22 @@ Two ways to find the chains: over the comparisons a list of sequences offers
 :class:`fractions.Fraction` runs over the *tight* edges (within ``TIGHT_TOL``
 of the float optimum), which contain every exactly optimal chain, so each
 reported value is the exact optimum and the product of an actual chain.
+δ is a Fraction of any size throughout: the float search takes
+``log ρ`` from the exact numerator and denominator (:func:`log_rho`), gaps are
+compared with the integer ``⌊2δ⌋ + 1`` (:func:`min_gap`), and no bound is
+ever computed in floats (docs/theory.md, "Exactness").
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
-from ..errors import FamilyError, KernelgapError
+from ..errors import KernelgapError
 
 #: Tolerance (relative, on log-ratios) under which a float-search edge is kept for the exact pass.
 TIGHT_TOL = 1e-9
@@ -43,16 +48,80 @@ REASONS = {
     UNANCHORED: "the query's row has no bound proving K(x, g_x) > 0",
 }
 
+#: Decimal digits converted at once between ints and strings (below Python's 4300-digit guard).
+_DIGITS = 600
+#: Largest decimal exponent accepted in δ (``1e-1000000``): a bigger one would take the
+#: machine's memory before any certificate.
+MAX_EXPONENT = 10**6
+_RATIONAL = re.compile(r"""\s*(?P<sign>[-+]?)(?:
+    (?P<num>\d+)\s*/\s*(?P<den>\d+)                       # p/q
+  | (?P<int>\d*)(?:\.(?P<frac>\d*))?(?:[eE](?P<exp>[-+]?\d+))?  # decimal, optional exponent
+)\s*\Z""", re.VERBOSE)
+
+
+def int_from_digits(digits: str) -> int:
+    """``int(digits)`` for a decimal string of any length (split in halves past
+    Python's int/str conversion guard)."""
+    if len(digits) <= _DIGITS:
+        return int(digits)
+    half = len(digits) // 2
+    return int_from_digits(digits[:-half]) * 10**half + int_from_digits(digits[-half:])
+
+
+def int_str(value: int) -> str:
+    """``str(value)`` for an int of any size (split by a power of ten past the guard)."""
+    if value < 0:
+        return "-" + int_str(-value)
+    if value.bit_length() <= 3 * _DIGITS:  # < 10^(0.9·_DIGITS) digits
+        return str(value)
+    half = int(value.bit_length() * 0.30103) // 2
+    high, low = divmod(value, 10**half)
+    return int_str(high) + int_str(low).rjust(half, "0")
+
+
+def _shown(text) -> str:
+    """A user's δ for an error message: its repr, cut to a readable length."""
+    shown = repr(text) if isinstance(text, str) else (
+        frac_str(text) if isinstance(text, Fraction) else repr(text))
+    return shown if len(shown) <= 60 else shown[:40] + f"… ({len(shown)} characters)"
+
+
+def _parse_rational(text: str) -> Fraction:
+    """A decimal, ``p/q`` or ``1e-30`` string as an exact Fraction, digits of any length."""
+    match = _RATIONAL.match(text)
+    if not match or not (match["num"] or match["int"] or match["frac"]):
+        raise ValueError(text)
+    sign = -1 if match["sign"] == "-" else 1
+    if match["num"] is not None:
+        den = int_from_digits(match["den"])
+        if den == 0:
+            raise ZeroDivisionError(text)
+        return Fraction(sign * int_from_digits(match["num"]), den)
+    frac = match["frac"] or ""
+    exp = int(match["exp"]) if match["exp"] else 0  # an exponent with > 4300 digits: ValueError
+    if abs(exp) > MAX_EXPONENT:
+        raise OverflowError(text)
+    value = Fraction(int_from_digits((match["int"] or "") + frac or "0"), 10 ** len(frac))
+    return sign * value * Fraction(10) ** exp
+
 
 def parse_delta(text: str | Fraction | int) -> Fraction:
-    """δ as an exact rational in ``(0, 1/2]`` (``"1/2"``, ``"0.4"``, ``Fraction``)."""
+    """δ as an exact rational in ``(0, 1/2]``: ``"1/2"``, ``"0.4"``, ``"1e-30"``,
+    ``"1/10000000000000000000"`` (digits of any length), a Fraction or an int."""
     try:
-        delta = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise KernelgapError(f"delta must be a rational like 1/2 or 0.4, got {text!r}") from None
+        delta = _parse_rational(text) if isinstance(text, str) else Fraction(text)
+    except OverflowError:
+        raise KernelgapError(f"delta's exponent is beyond ±{MAX_EXPONENT:,}, got {_shown(text)}") from None
+    except (ValueError, ZeroDivisionError, TypeError):
+        raise KernelgapError(f"delta must be a rational like 1/2 or 0.4, got {_shown(text)}") from None
     if not 0 < delta <= Fraction(1, 2):
-        raise KernelgapError(f"delta must lie in (0, 1/2], got {delta}")
+        raise KernelgapError(f"delta must lie in (0, 1/2], got {_shown(text)}")
     return delta
+
+
+def min_gap(delta: Fraction) -> int:
+    """The least integer gap above 2δ, ``⌊2δ⌋ + 1``: a comparison needs ``g ≥ min_gap``."""
+    return math.floor(2 * delta) + 1
 
 
 def rho(gap: int, delta: Fraction) -> Fraction:
@@ -62,19 +131,34 @@ def rho(gap: int, delta: Fraction) -> Fraction:
     return 2 * delta / (gap - 2 * delta)
 
 
-def log_rho_table(max_gap: int, delta: Fraction) -> np.ndarray:
-    """``log ρ(g, δ)`` for g = 0..max_gap (``inf`` where g ≤ 2δ: never an edge)."""
-    return np.array([math.log(float(rho(g, delta))) if g > 2 * delta else math.inf
-                     for g in range(max_gap + 1)])
+def log_fraction(x: Fraction) -> float:
+    """``ln x`` for a positive Fraction of any size (no float over- or underflow)."""
+    return math.log(x.numerator) - math.log(x.denominator)
+
+
+def log_rho(gaps, delta: Fraction) -> np.ndarray:
+    """``ln ρ(g, δ) = ln 2δ − ln(g − 2δ)`` per integer gap (``inf`` where ``g ≤ 2δ``).
+
+    ``ln 2δ`` comes from 2δ's exact numerator and denominator, so a δ of any size
+    neither overflows nor underflows.  For ``g ≥ 2``, ``g − 2δ ≥ 1`` is within
+    2⁻⁵² (relative) in floats; ``g = 1`` (only when ``2δ < 1``) is taken exactly,
+    since ``1 − 2δ`` may be far below float resolution.  Every value is within
+    ~1e-15 of the true logarithm: what :data:`TIGHT_TOL` needs.
+    """
+    gaps = np.asarray(gaps, dtype=np.int64)
+    two = 2 * delta
+    out = np.full(gaps.shape, math.inf)
+    ok = gaps >= min_gap(delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[ok] = log_fraction(two) - np.log(gaps[ok] - float(two))
+    if two < 1:
+        out[gaps == 1] = log_fraction(two) - log_fraction(1 - two)
+    return out
 
 
 def frac_str(x: Fraction) -> str:
-    return f"{x.numerator}/{x.denominator}"
-
-
-def check_binary(tokens: np.ndarray, name: str) -> None:
-    if tokens.size and tokens.max() > 1:
-        raise FamilyError(f"family {name!r} has non-binary tokens (values other than 0/1)")
+    """``"p/q"``, digits of any length."""
+    return f"{int_str(x.numerator)}/{int_str(x.denominator)}"
 
 
 class ExactValues:
@@ -107,10 +191,17 @@ class ExactValues:
         ranked = sorted(set(products))
         rank_of = {p: k for k, p in enumerate(ranked)}
         edge_rank = np.array([rank_of[p] for p in products], dtype=np.int64)[inverse.reshape(-1)]
-        best = np.full(len(self.vid), len(ranked), dtype=np.int64)
-        np.minimum.at(best, hi, edge_rank)
-        nodes = np.unique(hi)
-        self.vid[nodes] = np.array([self._id(p) for p in ranked], dtype=np.int64)[best[nodes]]
+        nodes, local = np.unique(hi, return_inverse=True)  # work in the edges, not in all nodes
+        best = np.full(len(nodes), len(ranked), dtype=np.int64)
+        np.minimum.at(best, local.reshape(-1), edge_rank)
+        self.vid[nodes] = np.array([self._id(p) for p in ranked], dtype=np.int64)[best]
+
+
+def _float(value: Fraction) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def tight(dist_lo: np.ndarray, weight: np.ndarray, dist_hi: np.ndarray) -> np.ndarray:
@@ -138,12 +229,14 @@ class PairBounds:
         return len(self.eps_id)
 
     def value_floats(self) -> np.ndarray:
-        """``float(values)``: each correctly rounded (relative error ≤ 2⁻⁵³)."""
-        return np.array([float(v) for v in self.values])
+        """``float(values)``: each correctly rounded (relative error ≤ 2⁻⁵³), ``inf`` past the
+        float range (only ever a ratio far above 1, which bounds nothing) and 0 or subnormal
+        below it."""
+        return np.array([_float(v) for v in self.values])
 
     def eps_squared(self) -> np.ndarray:
         """``ε²`` in floats, 0 on the diagonal and where unbounded (for greedy choices only)."""
-        sq = np.square(self.value_floats())[np.maximum(self.eps_id, 0)]
+        sq = np.square(np.minimum(self.value_floats(), 2.0))[np.maximum(self.eps_id, 0)]
         sq[self.reason != 0] = 0.0
         np.fill_diagonal(sq, 0.0)
         return sq

@@ -22,35 +22,23 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ConfigError, KernelgapError
+from ..errors import ConfigError, FamilyError, KernelgapError
 from ..models import ModelSpec, feature_map_class, resolve_device
-from ..task import Family, as_sequences, build_family, family_parameters, load_family
+from ..models.attention import model_identity
+from ..models.external import ModuleSpec
+from ..models.feature_maps import FeatureMap
+from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 
-#: Learning rates calibrated on the witness family; key = map name or "softmax".
-DEFAULT_LR: dict[str, float] = {"table": 3e-2, "softmax": 5e-3}
-#: Learning rate of every other model (``mlp_exp`` diverges at 1e-2).
-#: ``signed_table`` keeps it too (``kernelgap train --family witness --feature-map
-#: signed_table --rank 16 --lr LR --seed 0|1|2``): at ``table``'s 3e-2 max error
-#: 1.03 / 0.71 / 0.69, none exact; at 3e-3 0.67 / < 0.5 (exact at step 2,235) / 0.72.
-FALLBACK_LR = 3e-3
-#: Initial scale of the models' parameters: at the models' default 1.0 the
-#: kernels start nearly flat and training stalls at max error ≈ 2 on the
-#: witness family; 2.0 gives the calibrated transition (measured for table and mlp_exp).
+#: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
+SOFTMAX_LR = 5e-3
+#: Learning rate of a module written elsewhere: that of a generic feature map.
+FALLBACK_LR = FeatureMap.default_lr
+#: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
+#: training stalls; docs/experiments.md, "Training recipe").
 INIT_SCALE = 2.0
-#: Dense softmax scores ``<q(x), k(z)> / (τ·√d)`` with this τ (``scaled_scores``).
-#: At τ = 1 (unscaled) every witness seed stalled at max error 2.0–3.2: the
-#: initial scores have std ≈ 3, so attention starts peaked on a random pattern
-#: (often the query itself) and the scorer, as fast as the readout, saturates
-#: there while the values grow to compensate.  Near-uniform initial attention
-#: *and* a scorer slower than the readout (τ rescales both, Adam being
-#: scale-invariant) let the readout first learn U[x, good] < U[x, bad] under
-#: uniform weights, which gives the scores a consistent gradient.  Together with
-#: the softmax lr 5e-3 (at 1e-2 OOD n = 32 fails 1 of 3 seeds; τ = 20 fixed,
-#: not ∝ √d, fails 2 of 3 there).  Measured when calibrated: witness 10/10 seeds
-#: exact; OOD n = 8, 16, 32 every seed exact on train.  On the present trainer
-#: (calibrated on an earlier version) OOD n = 32 seed 0 stalls at train max error 5.26
-#: (``kernelgap train --family ood -p n=32 -p split=train -p queries_per_class=16
-#: --kind softmax --seed 0 --no-early-stop``); seeds 1 and 2 fit.
+#: Dense softmax scores ``<q(x), k(z)> / (τ·√d)`` with this τ (``scaled_scores``): attention
+#: starts near uniform and the scorer trains slower than the readout, which it needs to
+#: find the good candidates (docs/experiments.md, "Training recipe", has the measurements).
 SOFTMAX_TEMPERATURE = 4.0
 #: Floating-point types a run may train in.
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -69,9 +57,13 @@ def default_model(**fields) -> ModelSpec:
 
 
 def default_lr(model: ModelSpec) -> float:
-    """The calibrated learning rate for a model."""
-    key = "softmax" if model.kind == "softmax" else model.feature_map
-    return DEFAULT_LR.get(key, FALLBACK_LR)
+    """The calibrated learning rate for a model: softmax's, its feature map's, or a
+    module's (docs/experiments.md, "Training recipe")."""
+    if model.kind == "softmax":
+        return SOFTMAX_LR
+    if model.kind == "kernel":
+        return feature_map_class(model.feature_map).default_lr
+    return FALLBACK_LR
 
 
 @dataclass
@@ -92,6 +84,10 @@ class TrainConfig:
     stop_below: float | None = 0.5
     dtype: str = "float32"
     device: str = "cpu"  # a torch device ("cuda", "cuda:1"); results are recorded per device
+
+    def __post_init__(self) -> None:
+        if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
+            self.stop_below = None
 
     def validate(self, where: str = "train") -> "TrainConfig":
         if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
@@ -117,8 +113,11 @@ class FamilySpec:
     """A registered family and its builder's parameters (``task.build_family``), or a family
     file (either layout; a product family is expanded for training).
 
-    A file is named by its absolute path and its content's SHA-256 (:meth:`from_file`), so
-    a changed file makes different runs.
+    A file is identified by its content: ``sha256`` (and ``name``, the file's stem) enter the
+    run id, ``file`` — where the bytes are read from — does not, so a sweep can train from
+    its own copy of the file (docs/formats.md, "Results folders") and a run is the same run
+    wherever the file lies.  :meth:`build` reads the file once and refuses bytes whose hash
+    is not ``sha256``: a record can never name content other than what was trained on.
     """
 
     name: str = ""
@@ -127,17 +126,14 @@ class FamilySpec:
     sha256: str | None = None
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "FamilySpec":
+    def from_file(cls, path: str | Path, name: str | None = None) -> "FamilySpec":
+        """The spec of the file's present content (``name`` defaults to the file's stem)."""
         p = Path(path).resolve()
-        try:
-            digest = hashlib.sha256(p.read_bytes()).hexdigest()
-        except OSError as exc:
-            raise ConfigError(f"family file {path} cannot be read: {exc.strerror or exc}") from None
-        return cls(name=p.stem, file=str(p), sha256=digest)
+        return cls(name=name or p.stem, file=str(p), sha256=file_sha256(p))
 
     def validate(self, where: str = "family") -> "FamilySpec":
         if self.file is not None:
-            load_family(self.file)  # a one-line FamilyError naming the problem
+            self.load()  # a one-line FamilyError naming the problem
             return self
         try:
             allowed = family_parameters(self.name)
@@ -149,11 +145,55 @@ class FamilySpec:
                                   f"{', '.join(allowed)})")
             if not isinstance(value, (int, float, str, bool, list)):
                 raise ConfigError(f"{where}.params.{key}: unsupported value {value!r}")
+        from ..task.registry import check_params  # types, ranges and sizes, before any build
+
+        try:
+            check_params(self.name, self.params)
+        except KernelgapError as exc:
+            raise ConfigError(f"{where}.params: {exc}") from None
         return self
 
     def build(self) -> Family:
-        family = load_family(self.file) if self.file is not None else build_family(self.name, **self.params)
-        return as_sequences(family)
+        """The family as sequences (a product family expanded)."""
+        return as_sequences(self.load())
+
+    def load(self) -> AnyFamily:
+        """The family as built or stored (a product family stays a product)."""
+        if self.file is None:
+            return build_family(self.name, **self.params)
+        raw = read_file_bytes(self.file)
+        digest = hashlib.sha256(raw).hexdigest()
+        if self.sha256 is not None and digest != self.sha256:
+            raise FamilyError(f"family file {self.file} changed since the run was configured: "
+                              f"sha256 {self.sha256[:12]}… → {digest[:12]}…; use a new --out")
+        return parse_family_bytes(raw, self.file)
+
+
+def read_file_bytes(path: str | Path) -> bytes:
+    """The bytes of a family file; a missing or unreadable file is a one-line error."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise FamilyError(f"family file {path} cannot be read: {exc.strerror or exc}") from None
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(read_file_bytes(path)).hexdigest()
+
+
+def run_identity(config: dict) -> dict:
+    """What a run id hashes: the resolved config less what does not make the run — where
+    family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`)
+    and the model fields its kind does not use (:func:`~kernelgap.models.attention.model_identity`:
+    a softmax run has no feature map or rank)."""
+    out = dict(config)
+    if isinstance(out.get("model"), dict):
+        out["model"] = model_identity(out["model"])
+    for section in ("family", "test_family"):
+        spec = out.get(section)
+        if isinstance(spec, dict) and spec.get("sha256") is not None:
+            out[section] = {k: v for k, v in spec.items() if k != "file"}
+    return out
 
 
 @dataclass
@@ -178,6 +218,16 @@ class RunConfig:
         self.train.validate("train")
         return self
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        """The run of :meth:`as_dict`'s output (a record's ``config``, a checkpoint's runs)."""
+        model = dict(d["model"])
+        if model.get("module") is not None:
+            model["module"] = ModuleSpec(**model["module"])
+        test = d.get("test_family")
+        return cls(family=FamilySpec(**d["family"]), model=ModelSpec(**model), train=TrainConfig(**d["train"]),
+                   seed=d["seed"], test_family=FamilySpec(**test) if test is not None else None)
+
     def resolved(self) -> "RunConfig":
         """The same run with every derived default filled in."""
         if self.train.lr is not None:
@@ -188,18 +238,19 @@ class RunConfig:
         return asdict(self.resolved())
 
     def run_id(self) -> str:
-        """``sha256`` of the canonical JSON of the resolved config, 16 hex digits."""
-        return config_hash(self.as_dict())
+        """``sha256`` of the canonical JSON of the resolved config's :func:`run_identity`,
+        16 hex digits."""
+        return config_hash(run_identity(self.as_dict()))
 
     def stack_key(self) -> str:
         """Runs with equal keys can train in one stack (seed and maskable rank vary;
         a module trains alone)."""
         if self.model.kind == "module":
             return self.run_id()
-        d = self.as_dict()
+        d = run_identity(self.as_dict())
         d.pop("seed")
         if self.model.kind == "kernel" and feature_map_class(self.model.feature_map).maskable:
-            d["model"].pop("rank")
+            d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}
         return config_hash(d)
 
 

@@ -12,19 +12,24 @@ loss; the stack stops when no member is left.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import os
+import pickle
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from ..models import AttentionModel, build_model, feature_count, signed_kernel
 from ..models.attention import PairPlan
+from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, error_metrics
-from .config import DTYPES, RunConfig, TrainConfig
+from ..errors import KernelgapError
+from .config import DTYPES, RunConfig, TrainConfig, config_hash
 
 
 #: Steps between the host's readings of the stop marks (results do not depend on it).
@@ -37,7 +42,9 @@ def configure_worker(threads: int = 1, seed: int | None = None) -> None:
     python, numpy and torch global generators seeded.  Models draw their
     initialisation from per-member generators and train full batch, so the
     global generators are never meant to matter: seeding them only pins down
-    anything that would otherwise slip in."""
+    anything that would otherwise slip in.  For a process that only trains (a
+    worker, the CLI); a library call uses :func:`training_settings`, which puts
+    everything back."""
     torch.set_flush_denormal(True)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
@@ -47,6 +54,38 @@ def configure_worker(threads: int = 1, seed: int | None = None) -> None:
         random.seed(seed)
         np.random.seed(seed % 2**32)
         torch.manual_seed(seed)
+
+
+def flush_denormal_enabled() -> bool:
+    """Whether the CPU flushes denormals (torch has no getter): the smallest denormal
+    doubled is a denormal again unless inputs are read as zero."""
+    return float(torch.tensor(5e-324, dtype=torch.float64) * 2) == 0.0
+
+
+@contextlib.contextmanager
+def training_settings(threads: int = 1, seed: int | None = None):
+    """:func:`configure_worker` for the duration of a ``with`` block, then every process-wide
+    setting it touched as it was: thread count, denormal flushing, deterministic mode, the
+    cuBLAS workspace variable and the python, numpy and torch global generators."""
+    saved = (torch.get_num_threads(), flush_denormal_enabled(), torch.are_deterministic_algorithms_enabled(),
+             torch.is_deterministic_algorithms_warn_only_enabled(), os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+             random.getstate(), np.random.get_state(), torch.get_rng_state())
+    try:
+        configure_worker(threads, seed)
+        yield
+    finally:
+        threads_before, flush, det, warn_only, cublas, py_state, np_state, torch_state = saved
+        if torch.get_num_threads() != threads_before:
+            torch.set_num_threads(threads_before)
+        torch.set_flush_denormal(flush)
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        if cublas is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = cublas
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        torch.set_rng_state(torch_state)
 
 
 def mse_loss(err: torch.Tensor) -> torch.Tensor:
@@ -301,18 +340,30 @@ def vocabulary(family: Family, test_family: Family | None) -> np.ndarray:
 
 def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
     """Train runs that share a :meth:`RunConfig.stack_key` as one stack."""
+    return _train(runs)[1]
+
+
+def _train(runs: list[RunConfig]) -> tuple[torch.nn.Module, list[MemberResult]]:
+    """The trained stack and one result per run."""
     runs = [r.resolved() for r in runs]
     if len({r.stack_key() for r in runs}) != 1:
         raise ValueError("train_runs needs runs that share one stack key")
+    with training_settings(seed=runs[0].seed):
+        model, family, test_family = build_stack(runs)
+        return model, train_stack(model, family, runs[0].train, test_family)
+
+
+def build_stack(runs: list[RunConfig]):
+    """The untrained stacked model of ``runs`` (resolved, one stack key) with its training
+    and test families: what :func:`train_runs` trains and a checkpoint is loaded into."""
     first = runs[0]
-    configure_worker(seed=first.seed)
     family = first.family.build()
     test_family = first.test_family.build() if first.test_family else None
     model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in runs],
                         ranks=[r.model.rank for r in runs],
                         vocabulary=vocabulary(family, test_family), dtype=DTYPES[first.train.dtype],
                         device=first.train.device)
-    return train_stack(model, family, first.train, test_family)
+    return model, family, test_family
 
 
 def run_record(run: RunConfig, result: MemberResult, stack_size: int, stack_rank: int) -> dict:
@@ -346,8 +397,70 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int, stack_rank
     }
 
 
-def train_records(runs: list[RunConfig]) -> list[dict]:
-    """Train one stack of runs and return their records (the executors' task)."""
-    results = train_runs(runs)
+@dataclass
+class TaskOutput:
+    """What training one stack gives the driver: a record per run, and the stack's weights
+    (:func:`checkpoint_bytes`) that every record points to (``record["checkpoint"]``)."""
+
+    records: list[dict]
+    checkpoint: bytes
+
+
+def stack_id(runs: list[RunConfig]) -> str:
+    """The name of a stack: the hash of its members' run ids, in stack order."""
+    return config_hash([r.run_id() for r in runs])
+
+
+def checkpoint_file(runs: list[RunConfig]) -> str:
+    """Where a stack's weights lie in a results folder (relative to it)."""
+    return f"checkpoints/{stack_id(runs)}.pt"
+
+
+def train_task(runs: list[RunConfig]) -> TaskOutput:
+    """Train one stack of runs: their records and the trained weights (the executors'
+    task).  Whatever a module written elsewhere raises is one line naming it
+    (``SystemExit`` included)."""
+    module, first = runs[0].model.module, runs[0]
+    with module_failures(module and module.target, "training", f" at rank {first.model.rank}, seed {first.seed}"):
+        model, results = _train(runs)
     top = max(r.model.rank for r in runs)
-    return [run_record(r.resolved(), res, len(runs), top) for r, res in zip(runs, results)]
+    where = checkpoint_file(runs)
+    records = [{**run_record(r.resolved(), res, len(runs), top), "checkpoint": {"file": where, "member": e}}
+               for e, (r, res) in enumerate(zip(runs, results))]
+    return TaskOutput(records, checkpoint_bytes(runs, model))
+
+
+def train_records(runs: list[RunConfig]) -> list[dict]:
+    """The records of :func:`train_task` (training a stack, keeping no weights)."""
+    return train_task(runs).records
+
+
+#: Version of the checkpoint layout.
+CHECKPOINT_FORMAT = 1
+
+
+def checkpoint_bytes(runs: list[RunConfig], model: torch.nn.Module) -> bytes:
+    """A stack's weights as ``torch.save`` bytes: ``{"format", "runs": [resolved configs in
+    stack order], "state": state_dict on the CPU}`` — plain values and tensors only, so
+    :func:`load_checkpoint` reads it with ``weights_only=True``."""
+    buffer = io.BytesIO()
+    state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
+    torch.save({"format": CHECKPOINT_FORMAT, "runs": [r.resolved().as_dict() for r in runs], "state": state}, buffer)
+    return buffer.getvalue()
+
+
+def load_checkpoint(path: str | os.PathLike, device: str = "cpu"):
+    """``(runs, model, family, test_family)`` of a stack's checkpoint: the model rebuilt
+    exactly as it was trained, with its trained weights (member ``e`` is ``runs[e]``)."""
+    try:
+        data = torch.load(path, map_location=device, weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise KernelgapError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {first})") from None
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise KernelgapError(f"checkpoint {path} is not a kernelgap checkpoint (format {CHECKPOINT_FORMAT})")
+    runs = [RunConfig.from_dict(d) for d in data["runs"]]
+    runs = [replace(r, train=replace(r.train, device=device)) for r in runs]
+    model, family, test_family = build_stack(runs)
+    model.load_state_dict(data["state"])
+    return runs, model, family, test_family

@@ -1,4 +1,4 @@
-"""Finite precision: trained models read through a b-bit sketch (docs/experiments.md).
+"""After the precision sweep: trained models read through a b-bit sketch (``quantized.json``).
 
 For every run of a sweep (the ``precision`` experiment) the model is trained
 again, deterministically, one stack per process of a local pool (or in this
@@ -21,14 +21,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..io import read_run_records
-from ..models import build_model
-from ..models.sketch import build_sketch, read_sketch, sketch_numbers
-from ..sweeps.executors import local_executor
-from ..task import Family, error_metrics
-from ..theory.transcript import transcript_bound
-from ..training import DTYPES, RunConfig
-from ..training.trainer import Scored, configure_worker, train_stack, vocabulary
+from ...io import read_run_records
+from ...models import build_model
+from ...models.sketch import build_sketch, read_sketch, sketch_numbers
+from ...sweeps.executors import local_executor
+from ...task import Family, error_metrics
+from ...theory.transcript import transcript_bound
+from ...training import DTYPES, RunConfig
+from ...training.trainer import Scored, configure_worker, train_stack, vocabulary
+from ..steps import local_width, sweep_runs
+
+
+def sketches(profile, out: Path, sweep_options: dict) -> dict:
+    """Retrain the sweep's models and score them through b-bit sketches."""
+    cfg = profile.settings["precision"]
+    runs = sweep_runs(profile, "precision")
+    return quantized_runs(runs, [int(b) for b in cfg["bits"]], list(cfg["quantizers"]), read_records(out),
+                          workers=local_width(sweep_options, len(runs)))
 
 
 def family_transcript(family) -> dict:

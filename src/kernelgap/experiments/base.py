@@ -1,0 +1,111 @@
+"""What an experiment folder registers: :class:`Experiment`, with its :class:`Figure` list.
+
+An experiment is one folder ``<name>/``: its sweep file for each profile
+(``quick.toml``, ``paper.toml``, or one ``sweep.toml`` for every profile), its
+``experiment.py`` defining ``EXPERIMENT = Experiment(...)`` and, when it does work
+after its sweep, the module of that step (``step.py``; it may use torch).
+``experiment.py`` is the torch-free part: the report imports it, so it imports
+only the report's shared helpers (:mod:`kernelgap.report.criteria`, ``.text``,
+``.figures``, ``.html``) and never the step, which the pipeline loads by name
+(:meth:`Experiment.load_step`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+#: Where a block of an experiment's HTML goes in ``report.html``, in page order:
+#: ``lead`` (after the paper-beside-ours table), ``figures`` (the paper's figures),
+#: ``details`` (tables), ``beyond`` (under "Beyond the paper"), ``probes``.
+REGIONS = ("lead", "figures", "details", "beyond", "probes")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: ``draw(summary, folder) → file names`` (PNG first; ``[]`` when there is
+    nothing to draw) and its caption (text, or ``caption(summary) → text``)."""
+
+    name: str
+    draw: Callable[[dict, Path], list[str]]
+    caption: str | Callable[[dict], str] = ""
+
+    def caption_for(self, summary: dict) -> str:
+        return self.caption(summary) if callable(self.caption) else self.caption
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment of a profile, everything outside its sweep file.
+
+    ``section(results) → value`` reads the result files (a
+    :class:`kernelgap.report.context.Results`) into the value of ``summary.json``'s key
+    ``key`` (default: the name), ``None`` when there is nothing to report; experiments
+    that share a key each give a dict and their dicts are merged in registry order.
+    ``schema`` is that value's JSON schema (``#/$defs/run`` and ``#/$defs/softmax`` of
+    the base schema may be referred to).  ``sentence(summary)`` and ``figures`` are
+    computed from the summary alone; ``html(summary, page) → {region: [html, …]}``
+    places its blocks (without it, ``region`` gets the title, the sentence and the
+    figures).  ``paper`` goes verbatim into ``summary["paper"]`` and
+    ``paper_rows(summary)`` into the table "The paper beside ours".
+
+    ``settings`` are the defaults of the ``[name]`` table of ``profile.toml``;
+    ``profile_keys`` maps other top-level keys of ``profile.toml`` it owns to
+    ``parse(value or None, path) → value`` (stored in ``settings[key]``).  ``pools``
+    name the pools its runs join (:data:`kernelgap.report.criteria.POOLS`: ``witness``,
+    ``ood``).  ``step`` is ``"module:function"`` (``".step:run"``: relative to the
+    experiment's package), called as ``step(profile, out, sweep_options)`` after the
+    sweep; with ``writes`` it returns a payload written to ``out/<writes>`` and is
+    skipped once that file exists.
+    """
+
+    name: str
+    title: str
+    key: str | None = None
+    section: Callable[[Any], Any] | None = None
+    schema: dict | None = None
+    sentence: Callable[[dict], str | None] | None = None
+    figures: tuple[Figure, ...] = ()
+    html: Callable[[dict, Any], dict[str, list[str]]] | None = None
+    region: str = "beyond"
+    paper: Mapping[str, Any] = field(default_factory=dict)
+    paper_rows: Callable[[dict], list[dict]] | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    profile_keys: Mapping[str, Callable[[Any, Path], Any]] = field(default_factory=dict)
+    pools: tuple[str, ...] = ()
+    step: str | None = None
+    writes: str | None = None
+    #: Filled in by the registry: the package ``experiment.py`` lives in, and its folder.
+    package: str = ""
+    folder: Path | None = None
+
+    def __post_init__(self):
+        if self.region not in REGIONS:
+            raise ConfigError(f"experiment {self.name!r}: region must be one of {', '.join(REGIONS)}")
+        if self.writes and not self.step:
+            raise ConfigError(f"experiment {self.name!r}: 'writes' needs a step")
+
+    @property
+    def summary_key(self) -> str:
+        return self.key or self.name
+
+    def load_step(self) -> Callable[[Any, Path, dict], Any] | None:
+        """The after-sweep step, imported now (it may import torch)."""
+        if not self.step:
+            return None
+        module, _, function = self.step.partition(":")
+        return getattr(importlib.import_module(module, self.package or None), function)
+
+    def sweep_file(self, profile: str) -> Path | None:
+        """The folder's sweep file for a profile: ``<profile>.toml``, else ``sweep.toml``."""
+        if self.folder is None:
+            return None
+        for name in (f"{profile}.toml", "sweep.toml"):
+            if (self.folder / name).is_file():
+                return self.folder / name
+        return None

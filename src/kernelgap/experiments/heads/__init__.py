@@ -1,0 +1,1 @@
+"""Several heads at a fixed total H·r (the one-head certificate does not bind them)."""

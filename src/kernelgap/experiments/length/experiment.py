@@ -1,0 +1,80 @@
+"""Length: one kernel head of rank 1 by sequence length N, constructed and trained.
+
+The step checks the rank-1 construction (α ≡ 1) on every sequence of length 1, 2, 3
+over {0,1}^m (``constructed.json``; ``m`` in ``[length]`` of ``profile.toml``).
+"""
+
+from __future__ import annotations
+
+from ...report.figures import exact_line, legend, plt, save
+from ..base import Experiment, Figure
+
+#: What the paper reports (kept verbatim in summary.json).
+PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}
+
+
+def section(results) -> list[dict]:
+    rows = [dict(r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
+    for row in results.rows("length"):
+        rows.append({"N": row["params"]["length"], "rank": row["rank"], "seed": row["seed"],
+                     "source": "trained", "max_error": row["max_error"], "exact": row["exact"]})
+    return sorted(rows, key=lambda r: (r["source"], r["N"], r.get("seed", 0)))
+
+
+SCHEMA = {"type": "array", "items": {
+    "type": "object",
+    "required": ["N", "rank", "source", "max_error", "exact"],
+    "properties": {
+        "N": {"type": "integer", "minimum": 1},
+        "rank": {"type": "integer", "minimum": 1},
+        "source": {"enum": ["constructed", "trained"]},
+        "max_error": {"type": "number"},
+        "exact": {"type": "boolean"},
+    },
+}}
+
+
+def paper_rows(s: dict) -> list[dict]:
+    rows = s.get("length") or []
+    if not rows:
+        return []
+
+    def exact(n, source):
+        hits = [r["exact"] for r in rows if r["N"] == n and r.get("source") == source]
+        return all(hits) if hits else None
+
+    parts = []
+    for source in ("constructed", "trained"):
+        cells = [f"N={n}: {'exact' if exact(n, source) else 'not exact'}" for n in (1, 2, 3)
+                 if exact(n, source) is not None]
+        if cells:
+            parts.append(f"{source}: " + ", ".join(cells))
+    agree = exact(1, "constructed") and exact(2, "constructed") and exact(3, "constructed") is False
+    return [{"quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
+             "paper": "N ≤ 2 exact, N = 3 not", "ours": "; ".join(parts),
+             "note": "Agrees." if agree else "Differs: see the length figure."}]
+
+
+def draw(summary: dict, out_dir) -> list[str]:
+    """Max error at rank 1 against sequence length, constructed and trained."""
+    rows = summary["length"]
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for source, marker, color in (("constructed", "s", "#1f77b4"), ("trained", "o", "#d62728")):
+        pts = sorted((r["N"], r["max_error"]) for r in rows if r.get("source") == source)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=f"rank 1, {source}")
+    exact_line(ax)
+    ax.set_xticks([1, 2, 3])
+    ax.set(xlabel="sequence length N", ylabel="max |error|", title="Length transition at rank 1")
+    legend(ax)
+    return save(fig, out_dir, "length_transition")
+
+
+EXPERIMENT = Experiment(
+    name="length", title="Length", section=section, schema=SCHEMA, region="figures",
+    paper={"length": PAPER}, paper_rows=paper_rows, settings={"m": 4},
+    html=lambda summary, page: {"figures": [page.figures("length")]},
+    figures=(Figure("length", draw, "Rank-1 kernel attention: max error by sequence length N, constructed and "
+                    "trained."),),
+    step=".step:construction", writes="constructed.json",
+)

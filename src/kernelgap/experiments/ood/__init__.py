@@ -1,0 +1,1 @@
+"""OOD scaling: disjoint train/test token pools of growing size."""

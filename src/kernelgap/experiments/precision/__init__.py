@@ -1,0 +1,1 @@
+"""Finite precision: trained models read through b-bit sketches."""

@@ -1,0 +1,116 @@
+"""Finite precision: the smallest bits per sketch number that keep a trained exact model exact.
+
+The step trains the sweep's models again (checked against their records) and reads them
+through sketches rounded to each b of ``[precision] bits`` with each quantizer
+(``quantized.json``), beside the transcript bound q·log2(s + 1).
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+
+from ...report.figures import band, exact_line, legend, plt, save, tone
+from ...report.html import paragraph, table
+from ..base import Experiment, Figure
+
+
+def section(results) -> dict | None:
+    data = results.read("precision", "quantized.json")
+    if not data:
+        return None
+    models = data.get("models", [])
+    collapse = defaultdict(list)
+    for mdl in models:
+        if not mdl["exact"]:
+            continue
+        for mode, b in mdl["collapse_bits"].items():
+            collapse[(mdl["feature_map"], mdl["rank"], mode)].append(
+                {"seed": mdl["seed"], "bits": b, "sketch_numbers": mdl["sketch_numbers"],
+                 "sketch_bits": b * mdl["sketch_numbers"] if b else None})
+    rows = [{"feature_map": fm, "rank": r, "quantizer": mode,
+             "collapse_bits": [c["bits"] for c in cs], "sketch_bits_at_collapse": [c["sketch_bits"] for c in cs],
+             "sketch_numbers": cs[0]["sketch_numbers"]}
+            for (fm, r, mode), cs in sorted(collapse.items())]
+    return {"bits": data.get("bits"), "quantizers": data.get("quantizers"),
+            "transcript": data.get("transcript"), "collapse": rows, "models": models,
+            "record_mismatches": [{"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"]}
+                                  for m in models if m.get("matches_record") is False],
+            "not_exact_at_full_precision": [{"feature_map": m["feature_map"], "rank": m["rank"],
+                                             "seed": m["seed"], "max_error": m["max_error"]}
+                                            for m in models if not m["exact"]]}
+
+
+SCHEMA = {"type": ["object", "null"], "required": ["bits", "quantizers", "collapse", "models"], "properties": {
+    "collapse": {"type": "array", "items": {"type": "object",
+                                            "required": ["feature_map", "rank", "quantizer", "collapse_bits"]}},
+    "models": {"type": "array", "items": {"type": "object", "required": ["feature_map", "rank", "seed", "exact"]}}}}
+
+
+def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for c in collapse:
+        out[(c["feature_map"], c["quantizer"])] += [b for b in c["collapse_bits"] if b is not None]
+    return dict(sorted(out.items()))
+
+
+def _span(values: list[int]) -> str:
+    if not values:
+        return "never exact"
+    lo, hi = min(values), max(values)
+    return f"{lo} bits" if lo == hi else f"{lo}–{hi} bits"
+
+
+def sentence(summary: dict) -> str | None:
+    p = summary.get("precision")
+    if not p:
+        return None
+    tr = p.get("transcript") or {}
+    col = "; ".join(f"{fm}, {q}: {_span(bits)}" for (fm, q), bits in _bits_by_map(p["collapse"]).items())
+    sizes = [b for c in p["collapse"] for b in c["sketch_bits_at_collapse"] if b]
+    need = tr.get("bits_needed")
+    cmp = ""
+    if sizes and need:
+        cmp = (f" The smallest exact sketch carries {min(sizes)} bits, {min(sizes) / need:.0f}× the transcript "
+               f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')}).")
+    check = ""
+    if p.get("record_mismatches"):
+        check = f" {len(p['record_mismatches'])} retrained model(s) did not reproduce their sweep record."
+    return (f"Smallest bits per sketch number that keep a trained exact model exact, over its ranks and "
+            f"seeds — {col or 'no exact model'}.{cmp}{check}")
+
+
+def draw(summary: dict, out_dir) -> list[str]:
+    p = summary["precision"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    cmap = plt.get_cmap("viridis")
+    keys = sorted({(m["feature_map"], m["rank"]) for m in p["models"]})
+    for k, (fm, r) in enumerate(keys):
+        for mode, ls in (("uniform", "-"), ("float", "--")):
+            rows = [q for m in p["models"] if (m["feature_map"], m["rank"]) == (fm, r)
+                    for q in m["quantized"] if q["quantizer"] == mode]
+            band(ax, rows, "bits", "max_error", f"{fm} r={r} ({mode})", tone(cmap, k, len(keys)), ls)
+    exact_line(ax)
+    ax.set_yscale("log")
+    ax.set(xlabel="bits per sketch number b", ylabel="max |error| (median over seeds)",
+           title="Finite-precision sketch on the witness family")
+    legend(ax)
+    return save(fig, out_dir, "beyond_precision")
+
+
+def section_html(summary: dict, page) -> dict[str, list[str]]:
+    p = summary["precision"]
+    return {"beyond": [f"<h3>{html.escape(EXPERIMENT.title)}</h3>", paragraph(sentence(summary)),
+                       "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
+                       "or a float with a b-bit significand.</p>",
+                       table(p["collapse"], ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers",
+                                             "sketch_bits_at_collapse"]),
+                       page.figures("precision")]}
+
+
+EXPERIMENT = Experiment(
+    name="precision", title="Finite precision", section=section, schema=SCHEMA, sentence=sentence,
+    html=section_html, figures=(Figure("precision", draw),),
+    settings={"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
+    step=".step:sketches", writes="quantized.json",
+)

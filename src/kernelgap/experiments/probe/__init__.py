@@ -1,0 +1,1 @@
+"""Probes: attention modules written elsewhere, beside the built-in elu1."""

@@ -1,0 +1,41 @@
+"""The probe experiment's step (no sweep of its own): every ``[[probes]]`` module through
+the probe, beside the ``elu1`` baseline."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ...io import atomic_write_json
+from ..steps import local_width
+
+
+def probe_modules(profile, out: Path, sweep_options: dict) -> None:
+    """Probe every configured module into ``out/<name>/`` beside the ``elu1`` baseline
+    (``out/baseline/``, shared between equal suites); a module whose library is not
+    installed leaves ``skipped.json``.  On the local pool the probes run side by side, one
+    worker each (a probe's runs are one stack each, so one probe alone keeps one core busy);
+    a run two probes share is trained by whichever claims it first."""
+    entries = list(profile.settings["probe"]["probes"])
+    width = local_width(sweep_options, len(entries))
+    options = {**sweep_options, "workers": 1} if width > 1 else sweep_options
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
+            done.result()
+
+
+def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
+    from ...models.external import ModuleImportError
+    from ...probe import run_probe
+
+    folder = out / entry["name"]
+    try:
+        run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
+                  entry["seeds"] or None, entry["steps"], entry["lr"], interface=entry["interface"],
+                  args=entry["args"], output=entry["output"],
+                  baseline=out / "baseline", **sweep_options)
+    except ModuleImportError as exc:
+        need = entry["requires"] or "its library"
+        atomic_write_json(folder / "skipped.json", {
+            "name": entry["name"], "target": entry["target"],
+            "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})

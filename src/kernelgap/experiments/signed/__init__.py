@@ -1,0 +1,1 @@
+"""Signed kernels on the witness family (the certificate binds nonnegative kernels only)."""

@@ -1,0 +1,1 @@
+"""Signed kernels on OOD pools (their runs join the OOD pool of the signed item)."""

@@ -1,0 +1,65 @@
+"""What the after-sweep steps share (they may use torch; only the pipeline loads them).
+
+A step is ``step(profile, out, sweep_options)``: ``out`` is the experiment's results
+folder, ``sweep_options`` the reproduction's executor settings.  Each experiment names
+its step in its ``experiment.py`` (``Experiment.step``); the report reads what it writes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..models.constructions import one_hot_candidates
+from ..sweeps.config import load_sweep
+from ..sweeps.executors import available_cores
+from ..task.minip import error_metrics
+from ..theory.certificate import certify
+
+
+def sweep_runs(profile, experiment: str):
+    """The runs of the experiment's sweep file in this profile."""
+    return load_sweep(profile.sweep_file(experiment)).runs()
+
+
+def distinct_families(runs):
+    """``(run, family)`` for the first run of each distinct training family, built once."""
+    seen = set()
+    for run in runs:
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            yield run, run.family.build()
+
+
+def constructed(family) -> dict:
+    """The one-hot construction restricted to the family, checked on every sequence."""
+    model = one_hot_candidates(family)
+    qpos = family.query_position - 1
+    with torch.no_grad():
+        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
+    met = error_metrics(pred, family.targets()[:, [qpos]])
+    return {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
+            "max_error": met.max_error, "exact": met.exact}
+
+
+def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
+    """The certified rank of every distinct training family of the experiment's sweep
+    (``certificates.json``; the experiment is the folder's name)."""
+    certs = {}
+    for run, family in distinct_families(sweep_runs(profile, out.name)):
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        certs[key] = {"family": run.family.name, "params": run.family.params, "m": family.m,
+                      "sequences": len(family),
+                      "certified_rank": certify(family).certified_rank if family.matching else None}
+    return certs
+
+
+def local_width(sweep_options: dict, tasks: int) -> int:
+    """How many of ``tasks`` a step runs side by side: one per worker of the local pool
+    (a cluster's executor trains the sweeps; a step's own work stays in this process)."""
+    if sweep_options.get("executor", "local") != "local":
+        return 1
+    return max(1, min(tasks, sweep_options.get("workers") or available_cores()))

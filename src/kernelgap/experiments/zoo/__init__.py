@@ -1,0 +1,1 @@
+"""The feature-map zoo: every registered map at the wall."""

@@ -1,0 +1,1 @@
+"""The zoo on one OOD pool (its runs join the OOD pool the zoo reads)."""

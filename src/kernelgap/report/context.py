@@ -1,0 +1,63 @@
+"""The result files of a reproduction folder, as the summary sections read them.
+
+:class:`Results` is what an experiment's ``section`` gets: each experiment's folder
+(``root/<name>/``), its run rows (read once), the files its step wrote, and the pools
+(:data:`.criteria.POOLS`) over every registered experiment that joins them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..io import read_json, read_run_records
+from .criteria import POOLS, rows_of, unique
+
+
+class Results:
+    """A reproduction folder read through its registered experiments."""
+
+    def __init__(self, root: str | Path, experiments):
+        self.root = Path(root)
+        self.experiments = list(experiments)
+        self._rows: dict[str, list[dict]] = {}
+        self._pooled: dict[str, list[dict]] = {}
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    def read(self, name: str, file: str):
+        """A JSON file of an experiment's folder (``None`` when missing or unreadable)."""
+        return read_json(self.folder(name) / file)
+
+    def records(self, name: str) -> list[dict]:
+        """The experiment's run records, as written."""
+        return read_run_records(self.folder(name))
+
+    def rows(self, name: str) -> list[dict]:
+        """The experiment's runs as report rows (:func:`.criteria.run_row`)."""
+        if name not in self._rows:
+            self._rows[name] = rows_of(self.folder(name))
+        return self._rows[name]
+
+    def pool(self, pool: str) -> list[str]:
+        """The experiments whose runs join ``pool``, in registry order."""
+        return [e.name for e in self.experiments if pool in e.pools]
+
+    def pooled(self, pool: str) -> list[dict]:
+        """Every run of the pool's experiments that passes its rule, each run once."""
+        if pool not in self._pooled:
+            keep = POOLS[pool]
+            self._pooled[pool] = unique([r for name in self.pool(pool) for r in self.rows(name) if keep(r)])
+        return self._pooled[pool]
+
+    def witness_certified_rank(self) -> int | None:
+        """The witness family's certified rank, from the first experiment of the witness pool
+        that certified it (``certificate.json``, or an entry of ``certificates.json``)."""
+        for name in self.pool("witness"):
+            cert = self.read(name, "certificate.json")
+            if isinstance(cert, dict) and cert.get("certified_rank"):
+                return cert["certified_rank"]
+            for entry in (self.read(name, "certificates.json") or {}).values():
+                if entry.get("family") == "witness" and entry.get("certified_rank"):
+                    return entry["certified_rank"]
+        return None

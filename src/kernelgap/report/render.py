@@ -1,0 +1,102 @@
+"""``report.html`` and its figures, from ``summary.json`` alone: the page skeleton, filled by
+each registered experiment's figures and HTML blocks (:data:`kernelgap.experiments.base.REGIONS`)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from ..experiments.base import REGIONS
+from ..experiments.registry import experiments as registered
+from .html import Page, page, paragraph, provenance, table
+
+
+def _present(summary: dict, exp) -> bool:
+    return summary.get(exp.summary_key) not in (None, [], {})
+
+
+def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[str]]:
+    """Draw every figure whose experiment's section is in the summary; ``{name: [files]}``
+    (figures that drew nothing are left out)."""
+    drawn = {}
+    for exp in registered() if experiments is None else experiments:
+        if _present(summary, exp):
+            for fig in exp.figures:
+                files = fig.draw(summary, out_dir)
+                if files:
+                    drawn[fig.name] = files
+    return drawn
+
+
+def comparison_rows(summary: dict, experiments=None) -> list[dict]:
+    """The rows of "The paper beside ours", experiment after experiment."""
+    return [row for exp in (registered() if experiments is None else experiments) if exp.paper_rows
+            for row in exp.paper_rows(summary)]
+
+
+def sentences(summary: dict, experiments=None) -> dict[str, str]:
+    """Each experiment's sentence, where its numbers are present."""
+    out = {}
+    for exp in registered() if experiments is None else experiments:
+        text = exp.sentence(summary) if exp.sentence and _present(summary, exp) else None
+        if text:
+            out[exp.name] = text
+    return out
+
+
+def _default_html(exp, summary: dict, pg: Page) -> dict[str, list[str]]:
+    """An experiment without HTML of its own: its title, its sentence, its figures."""
+    text = exp.sentence(summary) if exp.sentence else None
+    return {exp.region: [f"<h3>{html.escape(exp.title)}</h3>", paragraph(text) if text else "",
+                         pg.figures(*(f.name for f in exp.figures))]}
+
+
+def blocks(summary: dict, pg: Page, experiments) -> dict[str, list[str]]:
+    """Every present experiment's HTML per region, in registry order: ``region → [(title, [html, …])]``."""
+    out: dict[str, list] = {r: [] for r in REGIONS}
+    for exp in experiments:
+        if not _present(summary, exp):
+            continue
+        made = exp.html(summary, pg) if exp.html else _default_html(exp, summary, pg)
+        for region, parts in made.items():
+            parts = [p for p in parts if p]
+            if parts:
+                out[region].append((exp.title, parts))
+    return out
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def region(summary: dict, drawn: dict, fig_dir: Path, name: str, experiments=None) -> list[str]:
+    """One region of the page: its heading (for ``beyond``) and its experiments' blocks."""
+    exps = registered() if experiments is None else list(experiments)
+    pg = Page(summary, drawn, fig_dir, {f.name: f for e in exps for f in e.figures})
+    return _region(name, blocks(summary, pg, exps)[name])
+
+
+def _region(name: str, entries: list) -> list[str]:
+    parts = [p for _, ps in entries for p in ps]
+    if not parts or name != "beyond":
+        return parts
+    titles = ", ".join(_lower_first(title) for title, _ in entries)
+    return ["<h2>Beyond the paper</h2>", f"<p>What the paper leaves open, measured: {html.escape(titles)}.</p>", *parts]
+
+
+def render_report(summary: dict, out_dir: Path, experiments=None) -> str:
+    exps = registered() if experiments is None else list(experiments)
+    fig_dir = out_dir / "figures"
+    drawn = draw_all(summary, fig_dir, exps)
+    pg = Page(summary, drawn, fig_dir, {f.name: f for e in exps for f in e.figures})
+    regions = blocks(summary, pg, exps)
+    rows = comparison_rows(summary, exps)
+    comparison = ["<h2>The paper beside ours</h2>", table(rows, ["quantity", "paper", "ours", "note"])] if rows else []
+    parts = [f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
+             f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from the run "
+             "files under this folder; <code>summary.json</code> holds them all.</p>",
+             *comparison, *(p for name in REGIONS for p in _region(name, regions[name])), *provenance(summary),
+             "<h2>summary.json</h2><details><summary>show</summary><pre>"
+             + html.escape(json.dumps(summary, indent=1)[:200_000]) + "</pre></details>"]
+    return page("kernelgap report", parts)
