@@ -1,5 +1,7 @@
 """Finite-precision sketches: quantizers and the sketch read-out."""
 
+import json
+
 import pytest
 import torch
 
@@ -75,12 +77,37 @@ def test_collapse_bits_is_the_smallest_exact_b_from_the_top():
     assert collapse_bits([{"bits": 8, "exact": False}]) is None
 
 
-def test_quantized_runs_end_to_end_small():
-    runs = [RunConfig(FamilySpec("exhaustive", {"m": 2, "length": 3}),
-                      default_model(feature_map="table", rank=r), TrainConfig(mse_steps=10, max_steps=10),
-                      seed=0) for r in (2, 4)]
-    out = quantized_runs(runs, [2, 8], ["uniform", "float"])
-    assert out["transcript"]["answers"] >= 1 and out["transcript"]["values"] >= 2
+PRECISION_SWEEP = """name = "precision"
+[family]
+name = "{family}"
+params = {params}
+[model]
+feature_map = "table"
+[train]
+mse_steps = {steps}
+max_steps = {steps}
+stop_below = 0.0
+[grid]
+model.rank = {ranks}
+seed = [0]
+"""
+
+
+def _trained(tmp_path, family="exhaustive", params="{m = 2, length = 3}", ranks=(2, 4), steps=10):
+    from kernelgap.sweeps import load_sweep, run_sweep
+
+    cfg = tmp_path / "precision.toml"
+    cfg.write_text(PRECISION_SWEEP.format(family=family, params=params, ranks=list(ranks), steps=steps))
+    run_sweep(cfg, tmp_path / "out", executor="inline", progress=False)
+    return tmp_path / "out", load_sweep(cfg).runs()
+
+
+def test_quantized_runs_end_to_end_small(tmp_path):
+    out_dir, runs = _trained(tmp_path)
+    out = quantized_runs(out_dir, runs, [2, 8], ["uniform", "float"])
+    # every sequence over {0,1}^2 scores each of its 3 positions: the 4 tokens are the queries,
+    # and min overlaps take the values 0, 1, 2
+    assert (out["transcript"]["answers"], out["transcript"]["values"]) == (4, 3)
     assert [m["rank"] for m in out["models"]] == [2, 4]
     for m in out["models"]:
         assert {(q["quantizer"], q["bits"]) for q in m["quantized"]} == {
@@ -89,19 +116,22 @@ def test_quantized_runs_end_to_end_small():
     assert family_transcript(fam)["bits_needed"] == pytest.approx(16.0)  # 16 queries, targets {0, 6}
 
 
-def test_retraining_follows_the_sweeps_stacks():
-    """A run is retrained padded to the rank its sweep stack was padded to, so it
-    reproduces its record bit for bit whichever runs the sweep trained beside it."""
-    from kernelgap.training import train_records
+def test_precision_loads_the_trained_weights_and_trains_nothing(tmp_path, monkeypatch):
+    """The models scored are the sweep's own, loaded from its checkpoints: each gives back
+    its record's max error, whichever ranks were stacked beside it, and nothing trains."""
+    import kernelgap.training.trainer as trainer
 
-    runs = [RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=r),
-                      TrainConfig(mse_steps=150, max_steps=150, stop_below=0.0), seed=0) for r in (4, 16)]
-    alone = {rec["id"]: rec for run in runs for rec in train_records([run])}
-    assert sorted(rec["stack_rank"] for rec in alone.values()) == [4, 16]
-    rows = quantized_runs(runs, [8], ["float"], alone)["models"]
+    out_dir, runs = _trained(tmp_path, "witness", "{}", (4, 16), 150)
+    records = [json.loads(p.read_text()) for p in (out_dir / "runs").glob("*.json")]
+    assert {r["checkpoint"]["file"] for r in records} == {records[0]["checkpoint"]["file"]}  # one stack
+    monkeypatch.setattr(trainer, "train_stack", lambda *a, **k: pytest.fail("precision trained a model"))
+    rows = quantized_runs(out_dir, runs, [8], ["float"])["models"]
     assert [row["matches_record"] for row in rows] == [True, True]
-    assert all(row["max_error"] == pytest.approx(alone[row["id"]]["train"]["max_error"], rel=1e-6) for row in rows)
-    assert quantized_runs(runs, [8], ["float"], alone, workers=2)["models"] == rows  # two stacks side by side
-    together = {rec["id"]: rec for rec in train_records(runs)}
-    assert {rec["stack_rank"] for rec in together.values()} == {16}
-    assert [row["matches_record"] for row in quantized_runs(runs, [8], ["float"], together)["models"]] == [True, True]
+    assert all(row["max_error"] == pytest.approx(row["record_max_error"], rel=1e-5) for row in rows)
+
+
+def test_precision_needs_the_sweep_first(tmp_path):
+    runs = [RunConfig(FamilySpec("witness"), default_model(feature_map="table", rank=4))]
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(KernelgapError, match="has no record with a checkpoint"):
+        quantized_runs(tmp_path, runs, [8], ["float"])

@@ -121,6 +121,12 @@ def test_summary_validates_against_schema(tiny):
     assert summary["ood"]["scales"][0]["test_gap_share"] > 0.5
     constructed = {r["N"]: r for r in summary["length"] if r["source"] == "constructed"}
     assert constructed[1]["exact"] and constructed[2]["exact"] and not constructed[3]["exact"]
+    from kernelgap.models import feature_map_class
+
+    trained = {r["feature_map"] for r in summary["witness"]["runs"]}
+    assert trained <= set(summary["feature_maps"])  # each map's facts travel with its runs
+    for name, facts in summary["feature_maps"].items():
+        assert facts == feature_map_class(name).facts()
 
 
 def test_report_is_self_contained(tiny):

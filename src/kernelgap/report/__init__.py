@@ -41,10 +41,12 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
 def build_probe_report(out: str | Path, log=print) -> Path:
     """``summary.json`` (``{"probes": [one]}``), figures and ``report.html`` for a probe folder."""
     from ..experiments.probe.experiment import probe_section, render_probe_report
+    from .summary import feature_maps
 
     out = Path(out)
     probe = probe_section(out)
-    summary = {"version": __version__, "profile": (probe or {}).get("profile"), "probes": [probe] if probe else None}
+    summary = {"version": __version__, "profile": (probe or {}).get("profile"), "probes": [probe] if probe else None,
+               "feature_maps": feature_maps(out)}
     atomic_write_json(out / "summary.json", summary)
     report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")

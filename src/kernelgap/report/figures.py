@@ -18,9 +18,14 @@ from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
 from ..task.minip import EXACT_THRESHOLD  # noqa: E402
 
-COLORS = {"table": "#1f77b4", "mlp_exp": "#d62728", "elu1": "#2ca02c", "relu": "#9467bd",
-          "favor": "#8c564b", "hedgehog": "#e377c2", "taylor": "#7f7f7f", "signed": "#bcbd22",
-          "signed_table": "#17becf", "module": "#ff7f0e"}
+#: Colour of a module written elsewhere (every feature map carries its own: :func:`map_color`).
+MODULE_COLOR = "#ff7f0e"
+
+
+def map_color(summary: dict, name: str | None) -> str:
+    """The colour a feature map declares (``summary["feature_maps"]``, read from its runs'
+    records), black for a map the summary does not know."""
+    return ((summary.get("feature_maps") or {}).get(name) or {}).get("color", "black")
 
 
 def save(fig, out_dir: Path, stem: str) -> list[str]:

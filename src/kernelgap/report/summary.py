@@ -79,4 +79,16 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
         "wall_time_s": round(sum(times), 1) if times else None,
         **sections,
         "paper": paper(exps),
+        "feature_maps": feature_maps(root),
     }
+
+
+def feature_maps(root: Path) -> dict:
+    """The facts (colour, citation, learning rate) of every feature map a run under ``root``
+    trained, as its record states them: figures colour each map by its own fact."""
+    out = {}
+    for path in sorted(root.rglob("runs/*.json")):
+        facts = (read_json(path) or {}).get("map_facts")
+        if isinstance(facts, dict) and isinstance(facts.get("name"), str):
+            out.setdefault(facts["name"], facts)
+    return dict(sorted(out.items()))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from ..models import AttentionModel, build_model, feature_count, signed_kernel
+from ..models import AttentionModel, build_model, feature_count, feature_map_class, signed_kernel
 from ..models.attention import PairPlan
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, error_metrics
@@ -366,14 +366,13 @@ def build_stack(runs: list[RunConfig]):
     return model, family, test_family
 
 
-def run_record(run: RunConfig, result: MemberResult, stack_size: int, stack_rank: int) -> dict:
+def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
     """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``).
 
     A run scored on a test family also says whether it ``fit`` its training family
     (train max error below the exact threshold): a test score of a run that did not
-    fit measures the optimiser, not the model's capacity. ``stack_rank`` is the rank every
-    member of its stack was padded to: with it the run can be retrained bit for bit (the
-    padding width changes float sums; the other members do not).
+    fit measures the optimiser, not the model's capacity.  The trained weights are the
+    stack's checkpoint (:func:`train_task` adds ``checkpoint``).
     """
     from .. import __version__
 
@@ -387,8 +386,8 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int, stack_rank
         "steps": result.steps,
         "wall_time_s": result.wall_time_s,
         "stack_size": stack_size,
-        "stack_rank": stack_rank,
         "features": feature_count(run.model),
+        "map_facts": feature_map_class(run.model.feature_map).facts() if run.model.kind == "kernel" else None,
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
         "test": result.test,
@@ -423,9 +422,8 @@ def train_task(runs: list[RunConfig]) -> TaskOutput:
     module, first = runs[0].model.module, runs[0]
     with module_failures(module and module.target, "training", f" at rank {first.model.rank}, seed {first.seed}"):
         model, results = _train(runs)
-    top = max(r.model.rank for r in runs)
     where = checkpoint_file(runs)
-    records = [{**run_record(r.resolved(), res, len(runs), top), "checkpoint": {"file": where, "member": e}}
+    records = [{**run_record(r.resolved(), res, len(runs)), "checkpoint": {"file": where, "member": e}}
                for e, (r, res) in enumerate(zip(runs, results))]
     return TaskOutput(records, checkpoint_bytes(runs, model))
 

@@ -1,6 +1,7 @@
 """Finite precision: the smallest bits per sketch number that keep a trained exact model exact.
 
-The step trains the sweep's models again (checked against their records) and reads them
+The step loads the sweep's trained models from their checkpoints (checked against their
+records) and reads them
 through sketches rounded to each b of ``[precision] bits`` with each quantizer
 (``quantized.json``), beside the transcript bound q·log2(s + 1).
 """
@@ -75,7 +76,7 @@ def sentence(summary: dict) -> str | None:
                f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')}).")
     check = ""
     if p.get("record_mismatches"):
-        check = f" {len(p['record_mismatches'])} retrained model(s) did not reproduce their sweep record."
+        check = f" {len(p['record_mismatches'])} loaded model(s) did not reproduce their sweep record."
     return (f"Smallest bits per sketch number that keep a trained exact model exact, over its ranks and "
             f"seeds — {col or 'no exact model'}.{cmp}{check}")
 

@@ -24,11 +24,12 @@ from ...report.criteria import (
     sorted_by,
 )
 from ...report.figures import (
-    COLORS,
+    MODULE_COLOR,
     band,
     error_axes,
     legend,
     log2_axis,
+    map_color,
     plt,
     points,
     save,
@@ -147,9 +148,9 @@ def draw(summary: dict, out_dir) -> list[str]:
         fig, axes = plt.subplots(1, len(suites), figsize=(5 * len(suites), 3.8), squeeze=False)
         for ax, s in zip(axes[0], suites):
             key = "test_exact_seq_acc" if s["ood"] else "max_error"
-            xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", COLORS["module"])
+            xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", MODULE_COLOR)
             xs += band(ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)",
-                       COLORS.get(p.get("baseline"), "black"))
+                       map_color(summary, p.get("baseline")))
             title = f"{p['name']}: {s['name']}"
             if s["ood"]:
                 log2_axis(ax, xs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from ...report.criteria import exact, first_rank, sorted_by
-from ...report.figures import COLORS, legend, plt, save
+from ...report.figures import map_color, legend, plt, save
 from ...report.html import paragraph, table
 from ...report.text import reached
 from ..base import Experiment, Figure
@@ -90,11 +90,11 @@ def draw(summary: dict, out_dir) -> list[str]:
         miss = [(f["n"], max(f["trained"][fm]["ranks"])) for f in series
                 if fm in f["trained"] and f["trained"][fm]["exact_from"] is None]
         offset = 0.25 * (k - 0.5)
-        ax.scatter([n + offset for n, _ in hit], [r for _, r in hit], marker="o", color=COLORS.get(fm, "black"),
+        ax.scatter([n + offset for n, _ in hit], [r for _, r in hit], marker="o", color=map_color(summary, fm),
                    label=f"trained {fm} (most seeds exact)")
         if miss:
             ax.scatter([n + offset for n, _ in miss], [r for _, r in miss], marker="o", facecolors="none",
-                       edgecolors=COLORS.get(fm, "black"), label=f"{fm}: not exact up to")
+                       edgecolors=map_color(summary, fm), label=f"{fm}: not exact up to")
     ax.set(xlabel="queries n of the witness family", ylabel="smallest exact rank",
            title="Certified, constructed and trained rank, family after family")
     legend(ax, loc="upper left")

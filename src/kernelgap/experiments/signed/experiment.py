@@ -17,7 +17,7 @@ from ...report.criteria import (
     sorted_by,
 )
 from ...report.figures import (
-    COLORS,
+    map_color,
     band,
     error_axes,
     legend,
@@ -115,7 +115,7 @@ def draw(summary: dict, out_dir) -> list[str]:
     signed = {r["feature_map"] for r in sec["signed"]["witness"]["runs"]}
     for fm in sorted({r["feature_map"] for r in runs}):
         xs += band(ax1, [r for r in runs if r["feature_map"] == fm], "features", "max_error",
-                   f"{fm} (signed)" if fm in signed else fm, COLORS.get(fm, "black"))
+                   f"{fm} (signed)" if fm in signed else fm, map_color(summary, fm))
     error_axes(ax1, xs, sec.get("certified_rank"), "features (log2)", "train max |error|",
                "Witness family: signed vs nonnegative")
     xs = []

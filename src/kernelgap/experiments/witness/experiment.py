@@ -8,7 +8,7 @@ sequence); the section pools every single-head kernel run on the witness family.
 from __future__ import annotations
 
 from ...report.criteria import every, exact, first_rank
-from ...report.figures import COLORS, band, error_axes, plt, save
+from ...report.figures import map_color, band, error_axes, plt, save
 from ...report.html import table
 from ...report.text import fmt
 from ..base import Experiment, Figure
@@ -116,7 +116,7 @@ def draw(summary: dict, out_dir) -> list[str]:
     xs = []
     for fm in sorted({r["feature_map"] for r in w["runs"]}):
         xs += band(ax, [r for r in w["runs"] if r["feature_map"] == fm], "rank", "max_error", fm,
-                   COLORS.get(fm, "black"))
+                   map_color(summary, fm))
     if w.get("softmax"):
         worst = max(s["max_error"] for s in w["softmax"])
         ax.axhline(worst, color="#17becf", ls="-.", lw=1, label=f"dense softmax (worst seed {worst:.2f})")

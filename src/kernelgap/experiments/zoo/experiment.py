@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
-from ...report.figures import COLORS, band, error_axes, legend, log2_axis, plt, save
+from ...report.figures import map_color, band, error_axes, legend, log2_axis, plt, save
 from ...report.html import paragraph, table
 from ...report.text import reached
 from ..base import Experiment, Figure
@@ -73,7 +73,7 @@ def draw(summary: dict, out_dir) -> list[str]:
     ax1 = axes[0][0]
     xs1, xs2 = [], []
     for fm in sorted({r["feature_map"] for r in z["witness_runs"] + z["ood_runs"]}):
-        color = COLORS.get(fm, "black")
+        color = map_color(summary, fm)
         xs1 += band(ax1, [r for r in z["witness_runs"] if r["feature_map"] == fm], "features", "max_error", fm, color)
         if has_ood:
             xs2 += band(axes[0][1], [r for r in z["ood_runs"] if r["feature_map"] == fm], "features",
