@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 SECONDS = 20  # one refusal may take at most this long (most take milliseconds)
 #: Examples per command; KERNELGAP_FUZZ_EXAMPLES=500 fuzzes longer.
-EXAMPLES = int(os.environ.get("KERNELGAP_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("KERNELGAP_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
                 report_multiple_bugs=False)
@@ -395,9 +395,9 @@ def test_fuzz_probe(world, data):
         if data.draw(st.booleans()):
             name = data.draw(st.sampled_from(sorted(BAD_MODULES)))
             target = f"{write_input(world, name, BAD_MODULES[name])}:{data.draw(st.sampled_from(['Broken', 'NotAModule']))}"
-        argv = ["probe", target, "--steps", "2", "--ranks", "2", *out]
+        argv = ["probe", target, "--steps", "2", "--ranks", "2", "--executor", "inline", *out]
     else:
-        flags = {"--steps": "2", "--ranks": "2"}  # cheap if something were let through
+        flags = {"--steps": "2", "--ranks": "2", "--executor": "inline"}  # cheap if something got through
         for flag, values in data.draw(st.lists(st.sampled_from(PROBE_FLAGS), min_size=1, max_size=2,
                                                unique_by=lambda f: f[0])):
             flags[flag] = data.draw(st.sampled_from(values))
@@ -428,7 +428,8 @@ KNOWN_FAILURES = [
     ("probe-workers-zero-writes", ["probe", EXAMPLE, "--steps", "2", "--ranks", "2", "--workers", "0",
                                    "--out", "{w}"]),
     # an empty --interface means "the class's own" and trains
-    ("probe-empty-interface", ["probe", EXAMPLE, "--steps", "2", "--ranks", "2", "--interface", "", "--out", "{w}"]),
+    ("probe-empty-interface", ["probe", EXAMPLE, "--steps", "2", "--ranks", "2", "--interface", "",
+                               "--executor", "inline", "--out", "{w}"]),
     # unused sketch options are not checked without --features
     ("transcript-unused-heads", ["bound", "transcript", "--answers", "3", "--values", "3", "--heads", "-1"]),
 ]

@@ -203,3 +203,20 @@ def test_unknown_profile_and_foreign_folder(tiny, tmp_path):
 def test_report_on_empty_folder_is_user_error(tmp_path):
     with pytest.raises(KernelgapError, match="no reproduction results"):
         build_report(tmp_path, log=lambda *_: None)
+
+
+def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
+    from kernelgap.report.render import sentences
+
+    _, out, _ = tiny
+    summary = json.loads((out / "summary.json").read_text())
+    page = tmp_path / "results.md"
+    code, _, err = cli("results", str(out), "--out", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "## tiny profile" in text and f"kernelgap {summary['version']}" in text
+    for sentence in sentences(summary).values():  # every experiment's sentence, verbatim
+        assert " ".join(sentence.split()) in text
+    assert f"r ≥ {summary['witness']['certified_rank']}" in text  # the paper-beside-ours table
+    code, _, err = cli("results", str(tmp_path / "nothing"))
+    assert code == 2 and err.count("\n") == 1 and "no readable summary.json" in err

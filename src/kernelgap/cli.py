@@ -433,6 +433,25 @@ def report(
         build_report(folder, log=typer.echo)
 
 
+@app.command()
+def results(
+    folders: list[Path] = typer.Argument(..., help="Reproduction folders, each holding summary.json."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the page here (e.g. docs/results.md)."),
+) -> None:
+    """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
+    from .io import atomic_write_text
+    from .report.results_page import results_markdown
+
+    text = results_markdown(folders)
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        atomic_write_text(out, text)
+    except OSError as exc:
+        raise KernelgapError(f"cannot write {out}: {exc.strerror or exc}") from None
+    typer.echo(f"results: {out}")
+
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Console entry point with one-line errors and exit status 2."""

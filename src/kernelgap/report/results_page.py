@@ -1,0 +1,82 @@
+"""``docs/results.md``: the latest measured numbers, written from ``summary.json`` files alone.
+
+``kernelgap results DIR [DIR …] --out docs/results.md`` reads each reproduction folder's
+``summary.json`` (made by ``reproduce`` or ``report``) and writes one section per folder:
+when and how long it ran, the table "The paper beside ours" and every experiment's
+sentence, each computed by its registered experiment from the summary.  Nothing on the
+page is typed in; a page from older numbers is simply written again (its history is in git).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..errors import KernelgapError
+from ..experiments.registry import experiments as registered
+from ..io import read_json
+from .render import comparison_rows, sentences
+
+HEADER = """# Measured results
+
+Written by `kernelgap results {folders} --out docs/results.md` from the `summary.json` of
+each reproduction folder below: every number on this page comes from those files (the
+commands that made them are listed with each). Earlier measurements are in the history of
+this file.
+"""
+
+
+def _cell(text) -> str:
+    return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
+
+
+def _table(rows: list[dict], columns: list[str]) -> list[str]:
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]
+    return out
+
+
+def _when(summary: dict) -> str:
+    starts = [i["started"] for i in summary.get("invocations") or [] if isinstance(i.get("started"), (int, float))]
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(starts))) if starts else "date not recorded"
+
+
+def _wall(summary: dict) -> str:
+    runs = summary.get("invocations") or []
+    total = summary.get("wall_time_s")
+    if total is None:
+        return "wall time not recorded"
+    stopped = sum(1 for i in runs if str(i.get("status", "done")) != "done")
+    more = f", {stopped} of them stopped and resumed" if stopped else ""
+    return f"{total / 60:.1f} min of wall time over {len(runs)} invocation(s){more}"
+
+
+def folder_section(folder: Path, summary: dict) -> list[str]:
+    """The section of one reproduction folder."""
+    lines = [f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
+             "", f"From `{folder}/summary.json`: {_wall(summary)}."]
+    commands = summary.get("commands") or []
+    if commands:
+        lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(commands)) + "."]
+    rows = comparison_rows(summary)
+    if rows:
+        lines += ["", "### The paper beside ours", "", *_table(rows, ["quantity", "paper", "ours", "note"])]
+    said = sentences(summary)
+    if said:
+        titles = {e.name: e.title for e in registered()}
+        lines += ["", "### Every experiment", ""]
+        lines += [f"- **{titles.get(name, name)}.** {' '.join(text.split())}" for name, text in said.items()]
+    return lines
+
+
+def results_markdown(folders: list[str | Path]) -> str:
+    """The page for these reproduction folders, in the order given."""
+    if not folders:
+        raise KernelgapError("give at least one reproduction folder (one that holds summary.json)")
+    parts = [HEADER.format(folders=" ".join(str(f) for f in folders))]
+    for folder in map(Path, folders):
+        summary = read_json(folder / "summary.json")
+        if not isinstance(summary, dict) or "profile" not in summary:
+            raise KernelgapError(f"{folder} holds no readable summary.json; run `kernelgap report {folder}` first")
+        parts.append("\n".join(folder_section(folder, summary)))
+    return "\n\n".join(parts) + "\n"
