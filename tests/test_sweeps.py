@@ -13,27 +13,8 @@ from kernelgap.cli import main
 from kernelgap.errors import ConfigError
 from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, sweep_status
 from kernelgap.sweeps.runner import STEP_OVERHEAD, FamilyCost, StackCosts, longest_first
-
-TINY = """
-name = "tiny"
-[family]
-name = "exhaustive"
-params = {m = 2, length = 2}
-[model]
-feature_map = "table"
-[train]
-mse_steps = 4
-max_steps = 4
-[grid]
-model.rank = [1, 2]
-seed = [0, 1]
-"""
-
-
-def write(tmp_path: Path, text: str, name: str = "sweep.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(textwrap.dedent(text))
-    return p
+from sweep_helpers import TINY
+from sweep_helpers import write_sweep as write
 
 
 def test_grid_and_variants_expand(tmp_path):
