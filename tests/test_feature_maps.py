@@ -7,7 +7,8 @@ import torch
 
 from kernelgap.errors import KernelgapError
 from kernelgap.models import FEATURE_MAPS, ModelSpec, build_model, feature_map_class
-from kernelgap.models.feature_maps import Favor, Taylor
+from kernelgap.models.attention import KernelScorer
+from kernelgap.models.feature_maps import Favor, FavorIid, Hedgehog, Taylor
 from kernelgap.models.stacked import init_members
 from kernelgap.task.exhaustive import all_tokens
 
@@ -17,11 +18,31 @@ ALL = sorted(FEATURE_MAPS)
 
 
 def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
-    cls = feature_map_class(name)
-    fm = cls(M, rank, slots=len(seeds) * heads, heads=heads, key_positions=positions,
-             vocabulary=TOKENS)
-    init_members(fm, list(seeds), [rank] * len(seeds))
-    return fm.double()
+    """The kernel scorer of map ``name``: its projections (or tables) and the map; its
+    ``query``/``key`` are the raw features ``[E·H, T, r]`` / ``[E·H, P, T, r]``."""
+    cls, ranks = feature_map_class(name), [rank] * len(seeds)
+    fm = cls.build(M, rank, slots=len(seeds) * heads, heads=heads)
+    scorer = KernelScorer(fm, len(seeds), ranks, M, heads=heads, key_positions=positions, vocabulary=TOKENS)
+    init_members(scorer, list(seeds), ranks)
+    return scorer.double()
+
+
+def test_a_map_is_the_function_of_a_projected_head():
+    """Maps take only what they need; the scorer owns the projections, sized by the map's facts."""
+    assert isinstance(feature_map_class("elu1")(), torch.nn.Module) and not list(Taylor().parameters())
+    assert Hedgehog(5).phi(torch.zeros(2, 3, 3)).shape == (2, 3, 5)  # 2⌈5/2⌉ entries, 5 kept
+    scorer = make("hedgehog", rank=5, heads=2, positions=3, seeds=(0, 1))
+    assert scorer.q_proj.weight.shape == (4, M, 3) and scorer.k_proj.weight.shape == (12, M, 3)
+    assert not list(scorer.feature_map.parameters())
+    favor = make("favor", rank=7)
+    assert favor.q_proj.weight.shape == (1, M, M) and favor.feature_map.omega.omega.shape == (1, M, 7)
+    mlp = make("mlp_exp", rank=4, positions=2)
+    assert mlp.q_proj.out.weight.shape == (1, 64, 4) and mlp.k_proj.inp.weight.shape == (2, M, 64)
+    table = make("table", rank=4, positions=2)
+    assert table.q_table.theta.shape == (1, len(TOKENS), 4) and table.k_table.theta.shape == (2, len(TOKENS), 4)
+    ids = torch.tensor([3, 0, 7])
+    x = torch.from_numpy(TOKENS[[3, 0, 7]]).double()
+    assert torch.equal(table.query(x), table.query(x, ids)) and torch.equal(table.query(x, ids), table.q_table.theta[:, ids])
 
 
 def test_registry_has_every_common_map():
@@ -51,7 +72,7 @@ def test_output_size_is_declared(name, rank):
     fm = make(name, rank=rank, heads=2, positions=3)
     x = torch.from_numpy(TOKENS).double()
     q, k = fm.query(x), fm.key(x)
-    size = type(fm).output_size(rank)
+    size = feature_map_class(name).output_size(rank)
     assert q.shape == (2, len(TOKENS), size)
     assert k.shape == (2, 3, len(TOKENS), size)
     assert size <= rank
@@ -89,14 +110,14 @@ def test_signed_table_starts_at_the_table_initialisation():
     x = torch.from_numpy(TOKENS).double()
     assert torch.allclose(table.query(x).exp(), signed.query(x), rtol=1e-6)
     assert torch.allclose(table.key(x).exp(), signed.key(x), rtol=1e-6)
-    assert not type(signed).nonnegative and not type(signed).log_space
+    assert not type(signed.feature_map).nonnegative and not type(signed.feature_map).log_space
 
 
 @pytest.mark.parametrize("d", [1, 2, 4, 10])
 def test_taylor_kernel_is_exact_with_symmetric_features(d):
     g = torch.Generator().manual_seed(d)
     size = 1 + d + d * (d + 1) // 2
-    fm = make("taylor", rank=size)
+    fm = Taylor()
     u, w = torch.randn(20, d, generator=g, dtype=torch.float64), torch.randn(20, d, generator=g, dtype=torch.float64)
     dot = (u * w).sum(-1)
     assert fm.phi(u).shape[-1] == size == Taylor.output_size(size)
@@ -114,7 +135,9 @@ def test_taylor_at_d_10_is_66_features():
 
 def test_favor_draws_orthogonal_blocks_and_iid_when_asked():
     d, rank = M, 12
-    favor, iid = make("favor", rank=rank), make("favor_iid", rank=rank)
+    favor, iid = Favor(d, rank), FavorIid(d, rank)
+    init_members(favor, [0], [rank])
+    init_members(iid, [0], [rank])
     omega = favor.omega.omega[0]  # [d, r]
     unit = omega / omega.norm(dim=0)
     block = unit[:, :d].T @ unit[:, :d]

@@ -45,25 +45,26 @@ class TookTooLong(Exception):
 
 
 def run_cli(argv: list[str], cwd: Path, seconds: int = SECONDS) -> tuple[int, str, str]:
-    """``main(argv)`` from ``cwd``, its streams captured, stopped after ``seconds``."""
+    """``main(argv)`` from ``cwd``, its streams captured, stopped after ``seconds`` of CPU time
+    (the profiling timer: the wall-clock alarm stays free for pytest-timeout)."""
     out, err = io.StringIO(), io.StringIO()
 
     def alarm(signum, frame):
         raise TookTooLong(f"{argv} ran past {seconds} s")
 
-    old_handler = signal.signal(signal.SIGALRM, alarm)
+    old_handler = signal.signal(signal.SIGPROF, alarm)
     old_cwd = os.getcwd()
     code = 0
     try:
         os.chdir(cwd)
-        signal.alarm(seconds)
+        signal.setitimer(signal.ITIMER_PROF, seconds)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             main([str(a) for a in argv])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old_handler)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, old_handler)
         os.chdir(old_cwd)
     return code, out.getvalue(), err.getvalue()
 
@@ -364,6 +365,43 @@ def test_fuzz_report(world, data):
     assert_refused(world, ["report", folder])
 
 
+@given(st.data())
+@FUZZ
+def test_fuzz_results(world, data):
+    folders = []
+    for _ in range(data.draw(st.integers(1, 2))):
+        folder = world / "inputs" / f"{next(_counter)}-results-page"
+        kind = data.draw(st.sampled_from(["missing", "file", "empty", "junk"]))
+        if kind == "file":
+            folder = world / "a-file"
+        elif kind != "missing":
+            folder.mkdir()
+            if kind == "junk":  # a summary.json that is an object of the wrong shape is a known failure
+                (folder / "summary.json").write_text(data.draw(st.sampled_from(
+                    ["{x", "[1]", "null", "{}", '{"experiments": 3}', '"summary"', ""])))
+        folders.append(folder)
+    out = ["--out", world / data.draw(st.sampled_from(["page.md", "a-file/page.md"]))] if data.draw(st.booleans()) else []
+    assert_refused(world, ["results", *folders, *out])
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_reproduce(world, data):
+    """Only profiles that cannot load (a let-through profile would start a reproduction)."""
+    kind = data.draw(st.sampled_from(["name", "empty", "toml"]))
+    if kind == "name":
+        profile = data.draw(WORD.filter(lambda s: s not in ("quick", "paper")))
+    else:
+        folder = world / "inputs" / f"{next(_counter)}-profile"
+        folder.mkdir()
+        if kind == "toml":
+            (folder / "profile.toml").write_text(data.draw(st.sampled_from([
+                "[grid", 'experiments = ["nope"]', "experiments = 3", 'experiments = ["witness"]\nbogus = 1',
+                'experiments = ["witness"]\n[witness]\nnope = 1'])))
+        profile = folder
+    assert_refused(world, ["reproduce", "--profile", profile, "--executor", "inline", "--out", world / "repro"])
+
+
 # -- probe with bad specs ------------------------------------------------------------------
 
 PROBE_FLAGS = [
@@ -430,6 +468,8 @@ KNOWN_FAILURES = [
     # an empty --interface means "the class's own" and trains
     ("probe-empty-interface", ["probe", EXAMPLE, "--steps", "2", "--ranks", "2", "--interface", "",
                                "--executor", "inline", "--out", "{w}"]),
+    # a summary.json object without the fields of a summary is read as one: exit 0
+    ("results-summary-junk", ["results", "{known}/summary-junk"]),
     # unused sketch options are not checked without --features
     ("transcript-unused-heads", ["bound", "transcript", "--answers", "3", "--values", "3", "--heads", "-1"]),
 ]
@@ -443,7 +483,8 @@ def test_known_failures(world, case, args):
                                ("user-experiments", "reproduce.json", '{"user_experiments": 3}'),
                                ("probe-junk", "probe.json", '{"runs": 3}'),
                                ("probe-not-json", "probe.json", "{not json"),
-                               ("probe-no-suites", "probe.json", '{"target": "x", "runs": "runs-x"}')]:
+                               ("probe-no-suites", "probe.json", '{"target": "x", "runs": "runs-x"}'),
+                               ("summary-junk", "summary.json", '{"profile": 3}')]:
         if not (known / folder).exists():
             (known / folder).mkdir(parents=True)
             (known / folder / name).write_text(text)

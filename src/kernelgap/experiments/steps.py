@@ -41,7 +41,7 @@ def constructed(family) -> dict:
     with torch.no_grad():
         pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
     met = error_metrics(pred, family.targets()[:, [qpos]])
-    return {"rank": model.scorer.feature_map.features, "sequences": met.sequences,
+    return {"rank": model.scorer.features, "sequences": met.sequences,
             "max_error": met.max_error, "exact": met.exact}
 
 

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 import torch
+from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from ..errors import KernelgapError
+from ..validation import Config, FinitePositive, PositiveInt, invalid, one_of
 from .external import ModuleModel, ModuleSpec, build_external
-from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
-from .stacked import StackedLinear, StackedMLP, init_members
+from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class, vocabulary_ids
+from .stacked import StackedLinear, StackedMLP, StackedTable, init_members
 
 #: Denominators with |Σ α| below this are guarded (signed kernels; all-zero relu rows).
 DENOMINATOR_GUARD = 1e-6
@@ -62,16 +65,25 @@ class Tables:
 
 
 class Scorer(nn.Module):
-    """Produces the score table ``[E, H, P, T, T]``, or its block (:meth:`block_scores`)."""
+    """Produces the score table ``[E, H, P, T, T]``, or its block (:meth:`block_scores`).
+
+    ``tokens [T, m]`` are token vectors; ``ids [T]``, where given, their rows in the
+    model's vocabulary (the family's distinct tokens), which scorers that index a
+    table by token read instead (:meth:`token_ids` finds them from the vectors).
+    """
 
     log_space: bool = True
     nonnegative: bool = True
 
-    def query_features(self, tokens: torch.Tensor) -> torch.Tensor:
+    def token_ids(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """Rows of ``tokens`` in :attr:`vocabulary` (None for a scorer that needs none)."""
+        return None
+
+    def query_features(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Query features ``[E, H, 1, T, r]``."""
         raise NotImplementedError
 
-    def key_features(self, tokens: torch.Tensor) -> torch.Tensor:
+    def key_features(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Key features ``[E, H, P, T, r]``."""
         raise NotImplementedError
 
@@ -83,22 +95,30 @@ class Scorer(nn.Module):
         """Scores of row i against key row i: ``[…, R, r] × […, R, r] → […, R]``."""
         raise NotImplementedError
 
-    def scores(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.combine(self.query_features(tokens), self.key_features(tokens))
+    def scores(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        if ids is None:
+            ids = self.token_ids(tokens)
+        return self.combine(self.query_features(tokens, ids), self.key_features(tokens, ids))
 
     def block_scores(self, plan: "PairPlan"):
         """Scores of ``rows × cols`` ``[E, H, P, R, C]`` and of each row with itself ``[E, H, P, R]``
         (features only for the tokens that need them)."""
-        q = self.query_features(plan.row_tokens)
-        k = self.key_features(plan.key_tokens)
+        q = self.query_features(plan.row_tokens, plan.row_ids)
+        k = self.key_features(plan.key_tokens, plan.key_ids)
         return (self.combine(q, k.index_select(-2, plan.cols_in_keys)),
                 self.combine_diagonal(q, k.index_select(-2, plan.rows_in_keys)))
 
 
 class KernelScorer(Scorer):
-    """``α(x, z) = <φ_Q(x), φ_K(z)>`` for a registered feature map.
+    """``α(x, z) = <φ_Q(x), φ_K(z)>`` with ``φ_Q = φ(u_Q)``, ``φ_K^(p) = φ(u_K^(p))`` for a
+    registered feature map ``φ`` (docs/theory.md, "The models").
 
-    ``rank_mask [E, r]`` switches features off per member, so members of
+    The scorer owns the stacked projections that give the map its input, sized by the
+    map's class facts (:mod:`.feature_maps`): ``q_proj`` ``[E·H]`` slots and ``k_proj``
+    ``[E·H·P]`` (one per key position), linear layers ``u = Wx + c`` of width
+    ``projection_dim(r, m)`` or MLPs ``u = MLP(x)`` of width r; for table maps
+    ``q_table``/``k_table``, a free row ``θ[id]`` per token of ``vocabulary``, indexed
+    by token id.  ``rank_mask [E, r]`` switches features off per member, so members of
     different ranks share one stack (a masked feature is a rank reduction).
     For a map in log space, ``temperature`` τ divides the log-features
     (``φ = exp(f/τ)``): the same family of kernels, with attention nearer to
@@ -106,23 +126,68 @@ class KernelScorer(Scorer):
     space are invariant to it: normalized attention ignores a per-query scale).
     """
 
-    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int], temperature: float = 1.0) -> None:
+    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int], m: int, heads: int = 1,
+                 key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
+                 vocabulary: np.ndarray | None = None, temperature: float = 1.0) -> None:
         super().__init__()
+        cls = type(feature_map)
+        if min(ranks) < 1:
+            raise KernelgapError(f"rank must be ≥ 1, got {min(ranks)}")
+        rank = max(ranks)
+        slots, self.key_positions = members * heads, key_positions
+        self.members, self.heads = members, heads
+        self.temperature = temperature if cls.log_space else 1.0
+        self.log_space, self.nonnegative = cls.log_space, cls.nonnegative
+        self.features = cls.output_size(rank)
+        self.tabled = cls.projection == "table"
+        self.register_buffer("vocabulary", None)  # [V, m] bits of the tokens a table indexes by id
+        # The projections are registered before the map: members draw their initialisation in this order.
+        if self.tabled:
+            if vocabulary is None:
+                raise KernelgapError(f"the {cls.name!r} feature map needs a vocabulary (the family's tokens)")
+            vocab = np.ascontiguousarray(vocabulary, dtype=np.uint8)
+            self.vocabulary = torch.from_numpy(vocab.copy())
+            self.q_table = StackedTable(slots, len(vocab), rank, heads, init_scale, cls.exp_init)
+            self.k_table = StackedTable(slots * key_positions, len(vocab), rank, heads * key_positions,
+                                        init_scale, cls.exp_init)
+        elif cls.projection == "mlp":
+            self.q_proj = StackedMLP(slots, m, hidden, rank, heads, feature_out=True, init_scale=init_scale)
+            self.k_proj = StackedMLP(slots * key_positions, m, hidden, rank, heads * key_positions,
+                                     feature_out=True, init_scale=init_scale)
+        else:
+            d, feat = cls.projection_dim(rank, m), cls.projection_is_feature_axis
+            self.q_proj = StackedLinear(slots, m, d, heads, feature_out=feat, init_scale=init_scale)
+            self.k_proj = StackedLinear(slots * key_positions, m, d, heads * key_positions,
+                                        feature_out=feat, init_scale=init_scale)
         self.feature_map = feature_map
-        self.temperature = temperature if feature_map.log_space else 1.0
-        self.log_space = feature_map.log_space
-        self.nonnegative = feature_map.nonnegative
-        self.members, self.heads = members, feature_map.heads
-        r = feature_map.features
-        mask = torch.zeros(members, r)
-        for e, rank in enumerate(ranks):
-            mask[e, : type(feature_map).output_size(rank)] = 1
-        if not feature_map.maskable and not bool(mask.all()):
-            raise KernelgapError(f"feature map {feature_map.name!r} cannot stack different ranks")
+        mask = torch.zeros(members, self.features)
+        for e, r in enumerate(ranks):
+            mask[e, : cls.output_size(r)] = 1
+        if not cls.maskable and not bool(mask.all()):
+            raise KernelgapError(f"feature map {cls.name!r} cannot stack different ranks")
         self.register_buffer("rank_mask", mask)
 
-    def query_features(self, tokens):
-        q = self.feature_map.query(tokens)  # [E·H, T, r]
+    def token_ids(self, tokens):
+        if not self.tabled:
+            return None
+        return vocabulary_ids(self.vocabulary, tokens, self.feature_map.name)
+
+    def query(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``φ_Q`` of every slot, ``[E·H, T, r]`` (log-features for a map in log space)."""
+        if self.tabled:
+            return self.feature_map.phi(self.q_table(self.token_ids(tokens) if ids is None else ids))
+        return self.feature_map.phi(self.q_proj(tokens))
+
+    def key(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+        """``φ_K`` of every slot and key position, ``[E·H, P, T, r]``."""
+        if self.tabled:
+            u = self.k_table(self.token_ids(tokens) if ids is None else ids)
+        else:
+            u = self.k_proj(tokens)
+        return self.feature_map.phi(u.reshape(self.members * self.heads, self.key_positions, *u.shape[1:]))
+
+    def query_features(self, tokens, ids=None):
+        q = self.query(tokens, ids)  # [E·H, T, r]
         if self.temperature != 1.0:
             q = q / self.temperature
         q = q.reshape(self.members, self.heads, 1, tokens.shape[0], q.shape[-1])
@@ -131,17 +196,33 @@ class KernelScorer(Scorer):
             return torch.where(mask > 0, q, torch.full_like(q, torch.finfo(q.dtype).min))
         return q * mask
 
-    def key_features(self, tokens):
-        k = self.feature_map.key(tokens)  # [E·H, P, T, r]
+    def key_features(self, tokens, ids=None):
+        k = self.key(tokens, ids)  # [E·H, P, T, r]
         if self.temperature != 1.0:
             k = k / self.temperature
-        return k.reshape(self.members, self.heads, self.feature_map.key_positions, tokens.shape[0], k.shape[-1])
+        return k.reshape(self.members, self.heads, self.key_positions, tokens.shape[0], k.shape[-1])
 
     def combine(self, q, k):
         return log_kernel(q, k) if self.log_space else q @ k.transpose(-1, -2)
 
     def combine_diagonal(self, q, k):
         return torch.logsumexp(q + k, dim=-1) if self.log_space else (q * k).sum(-1)
+
+    #: Where the parameters of a checkpoint written before the projections moved into the
+    #: scorer lie now (old prefix under the scorer → new prefix).
+    MOVED = {"feature_map.q_proj.": "q_proj.", "feature_map.k_proj.": "k_proj.",
+             "feature_map.q_mlp.": "q_proj.", "feature_map.k_mlp.": "k_proj.",
+             "feature_map.q_table.": "q_table.", "feature_map.k_table.": "k_table.",
+             "feature_map.vocabulary": "vocabulary"}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for key in [k for k in state_dict if k.startswith(prefix + "feature_map.")]:
+            rest = key[len(prefix):]
+            for old, new in self.MOVED.items():
+                if rest.startswith(old):
+                    state_dict[prefix + new + rest[len(old):]] = state_dict.pop(key)
+                    break
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
@@ -190,10 +271,10 @@ class SoftmaxScorer(Scorer):
         self.k = StackedLinear(members * heads * key_positions, m, d, heads * key_positions,
                                init_scale=init_scale)
 
-    def query_features(self, tokens):
+    def query_features(self, tokens, ids=None):
         return self.q(tokens).reshape(self.members, self.heads, 1, tokens.shape[0], -1)
 
-    def key_features(self, tokens):
+    def key_features(self, tokens, ids=None):
         return self.k(tokens).reshape(self.members, self.heads, self.key_positions, tokens.shape[0], -1)
 
     def combine(self, q, k):
@@ -256,7 +337,8 @@ class PairPlan:
     ``[P, R, C]`` and the self pairs ``[P, R]``, flattened; ``q_rows [S, Q]``
     is each query's row.  Query-side features are computed for the rows only,
     key-side ones for the *keys* (rows and columns): ``cols_in_keys`` and
-    ``rows_in_keys`` place them there.  :meth:`bind` attaches the token vectors.
+    ``rows_in_keys`` place them there.  :meth:`bind` attaches the token vectors and,
+    for a scorer that indexes tokens by id, their ids.
     """
 
     rows: torch.Tensor
@@ -269,10 +351,16 @@ class PairPlan:
     keys: torch.Tensor
     row_tokens: torch.Tensor | None = None
     key_tokens: torch.Tensor | None = None
+    row_ids: torch.Tensor | None = None
+    key_ids: torch.Tensor | None = None
 
-    def bind(self, tokens: torch.Tensor) -> "PairPlan":
-        """The plan with the vectors of its row and key tokens (kept, so look-ups by token cache)."""
-        return replace(self, row_tokens=tokens.index_select(0, self.rows), key_tokens=tokens.index_select(0, self.keys))
+    def bind(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> "PairPlan":
+        """The plan with the vectors of its row and key tokens, and their vocabulary ids
+        when ``ids [T]`` (the ids of ``tokens``) is given."""
+        picked = {} if ids is None else {"row_ids": ids.index_select(0, self.rows),
+                                         "key_ids": ids.index_select(0, self.keys)}
+        return replace(self, row_tokens=tokens.index_select(0, self.rows),
+                       key_tokens=tokens.index_select(0, self.keys), **picked)
 
     @property
     def size(self) -> int:
@@ -325,8 +413,10 @@ def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
 class AttentionModel(nn.Module):
     """A stack of ``E`` single-layer attention models (kernel or dense softmax).
 
-    ``predict(tokens, index)`` scores sequences given as token ids; ``forward``
-    takes dense tokens ``[B, N, m]``.  With ``causal=True`` position ``i``
+    ``predict(tokens, index)`` scores sequences given as rows ``index`` of the distinct
+    token vectors ``tokens``; ``forward`` takes dense tokens ``[B, N, m]``.  A table map
+    indexes its parameters by the tokens' ids in the model's :attr:`vocabulary`: pass
+    them as ``ids`` (:meth:`token_ids` finds them once), or they are found on each call.  With ``causal=True`` position ``i``
     attends to positions ``1..i`` only (the causal final query scores ``N``).
     """
 
@@ -346,29 +436,42 @@ class AttentionModel(nn.Module):
     def members(self) -> int:
         return self.readout.members
 
-    def tables(self, tokens: torch.Tensor) -> Tables:
-        scores = self.scorer.scores(tokens)
+    @property
+    def vocabulary(self) -> torch.Tensor | None:
+        """The tokens the scorer indexes by id ``[V, m]`` bits (table maps), else None."""
+        return getattr(self.scorer, "vocabulary", None)
+
+    def token_ids(self, tokens: torch.Tensor) -> torch.Tensor | None:
+        """Rows of ``tokens [T, m]`` in :attr:`vocabulary` (None where the scorer reads the
+        vectors); a token outside it is a one-line :class:`KernelgapError`."""
+        return self.scorer.token_ids(tokens)
+
+    def tables(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> Tables:
+        scores = self.scorer.scores(tokens, ids)
         values, bias = self.readout.tables(tokens)
         return Tables(scores, values, bias, self.scorer.log_space)
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor,
                 positions: list[int] | None = None, tables: Tables | None = None,
-                plan: PairPlan | None = None) -> torch.Tensor:
+                plan: PairPlan | None = None, ids: torch.Tensor | None = None) -> torch.Tensor:
         """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``; with a
-        ``plan`` (:meth:`plan`) only the block of pairs the sequences use is computed."""
+        ``plan`` (:meth:`plan`) only the block of pairs the sequences use is computed;
+        ``ids``: the tokens' vocabulary ids (:meth:`token_ids`)."""
         if plan is not None:
             return self._predict_planned(plan)
-        tables = tables or self.tables(tokens)
+        tables = tables or self.tables(tokens, ids)
         flat, q_ids, allowed = self._pairs(tables, index, positions)
         return self._combine(gather_pairs(tables.scores, flat), gather_pairs(tables.values, flat),
                              tables.log_space, allowed) + tables.bias[:, q_ids]
 
-    def plan(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> PairPlan:
-        """The pair block of sequences ``index [S, N]`` for this model (see :func:`plan_pairs`)."""
+    def plan(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None,
+             ids: torch.Tensor | None = None) -> PairPlan:
+        """The pair block of sequences ``index [S, N]`` for this model (see :func:`plan_pairs`),
+        bound to the tokens and their ids (``ids``, or found here)."""
         n = index.shape[1]
         p_count = n if self.position_dependent else 1
         return plan_pairs(index, list(range(n)) if positions is None else positions, p_count,
-                          self.causal).bind(tokens)
+                          self.causal).bind(tokens, self.token_ids(tokens) if ids is None else ids)
 
     def _predict_planned(self, plan: PairPlan) -> torch.Tensor:
         block, diag = self.scorer.block_scores(plan)
@@ -406,8 +509,8 @@ class AttentionModel(nn.Module):
         return flat, q_ids, allowed
 
     @torch.no_grad()
-    def kernel_stats(self, tokens: torch.Tensor, index: torch.Tensor,
-                     positions: list[int] | None = None) -> dict[str, torch.Tensor]:
+    def kernel_stats(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None,
+                     ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (docs/theory.md, "The models").
 
         Over every scored query of every head: the share of weights
@@ -415,7 +518,7 @@ class AttentionModel(nn.Module):
         denominators the guard replaced (``|Σ_j α| <`` :data:`DENOMINATOR_GUARD`),
         and the smallest ``|Σ_j α|``.  Nonnegative kernels give ``0, 0, ·, > 0``.
         """
-        tables = self.tables(tokens)
+        tables = self.tables(tokens, ids)
         flat, _, allowed = self._pairs(tables, index, positions)
         alpha = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]
         if tables.log_space:
@@ -449,31 +552,56 @@ class AttentionModel(nn.Module):
         return next(self.parameters()).dtype
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """What a model is, independent of its seed (one row of a sweep grid)."""
+Kind = one_of(KINDS)
+ReadoutName = one_of(READOUTS, " must be 'mlp' or 'linear', got {shown}")
 
-    kind: str = "kernel"  # "kernel" | "softmax" | "module" (an attention module written elsewhere)
-    feature_map: str = "mlp_exp"
-    rank: int = 16
-    heads: int = 1
-    d_value: int = 32
-    readout: str = "mlp"
-    hidden: int = 64
+
+class ModelSpec(Config):
+    """What a model is, independent of its seed (one row of a sweep grid).
+
+    Its fields are checked when it is made (ranges and choices; a kernel's feature map is a
+    registered one; ``module`` is given exactly for ``kind = "module"``); :meth:`validate`
+    adds the rank and memory limits, which need the family's sizes."""
+
+    model_config = ConfigDict(frozen=True)
+    WHERE: ClassVar[str] = "model"
+
+    kind: Kind = Field("kernel", description="kernel attention, dense softmax, or a module written elsewhere")
+    feature_map: str = Field("mlp_exp", description="a registered feature map (kind = kernel)")
+    rank: PositiveInt = Field(16, description="features per head (kernel), or the module's rank")
+    heads: PositiveInt = 1
+    d_value: PositiveInt = Field(32, description="value width")
+    readout: ReadoutName = Field("mlp", description="value/readout maps: two-layer MLPs or affine")
+    hidden: PositiveInt = Field(64, description="hidden width of the MLPs")
     position_dependent: bool = False
     causal: bool = False
-    score_dim: int | None = None  # softmax d (default m)
-    temperature: float = 1.0
+    score_dim: PositiveInt | None = Field(None, description="softmax d (default m)")
+    temperature: FinitePositive = 1.0
     #: Softmax only: divide scores by ``τ·√d`` instead of ``τ`` (scaled dot-product
     #: attention; the trained softmax recipe, see ``training.config.default_model``).
-    scaled_scores: bool = False
-    init_scale: float = 1.0
+    scaled_scores: bool = Field(False, description="softmax: divide scores by τ·√d instead of τ")
+    init_scale: FinitePositive = 1.0
     #: ``kind = "module"``: which module, with which arguments (:mod:`.external`).
-    module: ModuleSpec | None = None
+    module: ModuleSpec | None = Field(None, description="kind = module: which module, with which arguments")
+
+    @model_validator(mode="after")
+    def _kind(self) -> "ModelSpec":
+        if (self.kind == "module") != (self.module is not None):
+            raise invalid(" is given exactly when {where}.kind = 'module'", path="module")
+        if self.kind == "kernel":
+            try:
+                feature_map_class(self.feature_map)
+            except KernelgapError as exc:
+                raise invalid(f": {exc}", path="feature_map") from None
+        return self
+
+    def identity(self) -> dict:
+        """The fields its kind's model is built from (:func:`model_identity`)."""
+        return model_identity(self.model_dump())
 
     def validate(self, where: str = "model", *, m: int | None = None,
                  tokens: int | None = None, members: int = 1) -> "ModelSpec":
-        """Every choice and range of the spec; a one-line error naming ``where.field``.
+        """The limits of :mod:`kernelgap.limits` (its fields were checked when it was made).
 
         The rank is at most :data:`kernelgap.limits.MAX_RANK`, and the parameters, counted
         at 4 bytes each (float32), must fit the memory limit of :mod:`kernelgap.limits`.
@@ -486,28 +614,6 @@ class ModelSpec:
         family's ``m`` and number of distinct ``tokens`` both count as 1, so the estimate
         is a floor: a refused spec could never be built.
         """
-        if self.kind not in KINDS:
-            raise KernelgapError(f"{where}.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        if (self.kind == "module") != (self.module is not None):
-            raise KernelgapError(f"{where}.module is given exactly when {where}.kind = 'module'")
-        if self.module is not None:
-            self.module.validate(f"{where}.module")
-        if self.kind == "kernel":
-            try:
-                feature_map_class(self.feature_map)
-            except KernelgapError as exc:
-                raise KernelgapError(f"{where}: {exc}") from None
-        for key in ("rank", "heads", "d_value", "hidden"):
-            if getattr(self, key) < 1:
-                raise KernelgapError(f"{where}.{key} must be ≥ 1, got {getattr(self, key)}")
-        if self.readout not in READOUTS:
-            raise KernelgapError(f"{where}.readout must be 'mlp' or 'linear', got {self.readout!r}")
-        for key in ("init_scale", "temperature"):
-            value = getattr(self, key)
-            if not (math.isfinite(value) and value > 0):
-                raise KernelgapError(f"{where}.{key} must be a finite number > 0, got {value}")
-        if self.score_dim is not None and self.score_dim < 1:
-            raise KernelgapError(f"{where}.score_dim must be ≥ 1, got {self.score_dim}")
         from ..limits import check_memory, check_rank
         from .feature_maps import Favor, MLPFeatureMap, ProjectedFeatureMap, Table
 
@@ -548,6 +654,10 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
                 "temperature", "scaled_scores", "init_scale"),
     "module": ("kind", "rank", "module"),
 }
+#: Fields a kind does not use that a sweep file may still set: a softmax variant's
+#: ``model.rank = 1`` (the older way to give softmax runs one rank; the run id ignores it).
+#: Any other unused field set to a value of its own is refused (``training.RunConfig``).
+KIND_TOLERATES: dict[str, tuple[str, ...]] = {"softmax": ("rank",)}
 
 
 def model_identity(model: dict) -> dict:
@@ -576,9 +686,9 @@ def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
     key_positions = length if spec.position_dependent else 1
     if spec.kind == "kernel":
         fm_cls = feature_map_class(spec.feature_map)
-        fm = fm_cls(m, max(ranks), members * spec.heads, spec.heads, key_positions,
-                    spec.hidden, spec.init_scale, vocabulary)
-        scorer: Scorer = KernelScorer(fm, members, ranks, spec.temperature)
+        fm = fm_cls.build(m, max(ranks), members * spec.heads, spec.heads)
+        scorer: Scorer = KernelScorer(fm, members, ranks, m, spec.heads, key_positions, spec.hidden,
+                                      spec.init_scale, vocabulary, spec.temperature)
     else:
         d = spec.score_dim or m
         tau = spec.temperature * (math.sqrt(d) if spec.scaled_scores else 1.0)

@@ -69,8 +69,9 @@ def rank1(m: int, length: int = 2, dtype: torch.dtype = torch.float64) -> Attent
     spec = ModelSpec(kind="kernel", feature_map="mlp_exp", rank=1, d_value=m, readout="linear")
     model = build_model(spec, m, length, seeds=[0], dtype=dtype)
     with torch.no_grad():
-        for p in model.scorer.feature_map.parameters():
-            p.zero_()  # log φ = 0  ⇒  φ = 1  ⇒  α ≡ 1
+        for proj in (model.scorer.q_proj, model.scorer.k_proj):
+            for p in proj.parameters():
+                p.zero_()  # log φ = 0  ⇒  φ = 1  ⇒  α ≡ 1
     _identity_readout(model, m, read_scale=2.0, bias_per_bit=-1.0)
     return model
 
@@ -101,12 +102,12 @@ def positive_2m(m: int, length: int = 3, dtype: torch.dtype = torch.float64) -> 
     spec = ModelSpec(kind="kernel", feature_map="table", rank=1 << m, d_value=m, readout="linear")
     model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=dtype)
     bits = torch.from_numpy(vocab).to(dtype)
-    fm = model.scorer.feature_map
+    scorer = model.scorer
     with torch.no_grad():
-        fm.q_table.theta.copy_((-beta * bits @ bits.T)[None])  # log φ_Q(x)_z = −β<x, z>
+        scorer.q_table.theta.copy_((-beta * bits @ bits.T)[None])  # log φ_Q(x)_z = −β<x, z>
         one_hot_log = torch.full((1 << m, 1 << m), LOG_ZERO, dtype=dtype)
         one_hot_log.fill_diagonal_(0.0)  # log φ_K(z) = log e_z
-        fm.k_table.theta.copy_(one_hot_log[None])
+        scorer.k_table.theta.copy_(one_hot_log[None])
     _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
     return model
 
@@ -138,9 +139,9 @@ def one_hot_candidates(family: Family, dtype: torch.dtype = torch.float64) -> At
     beta = softmax_beta(2)
     one_hot_log = torch.full((t, r), LOG_ZERO, dtype=dtype)
     one_hot_log[torch.from_numpy(candidates), torch.arange(r)] = 0.0
-    fm = model.scorer.feature_map
+    scorer = model.scorer
     with torch.no_grad():
-        fm.q_table.theta.copy_((-beta * bits @ bits[torch.from_numpy(candidates)].T)[None])
-        fm.k_table.theta.copy_(one_hot_log[None])
+        scorer.q_table.theta.copy_((-beta * bits @ bits[torch.from_numpy(candidates)].T)[None])
+        scorer.k_table.theta.copy_(one_hot_log[None])
     _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
     return model

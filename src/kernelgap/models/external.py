@@ -30,17 +30,20 @@ import importlib.util
 import inspect
 import math
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
+from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from ..errors import KernelgapError
+from ..validation import Config, PositiveInt, invalid, one_of
 
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
 BINDINGS = ("m", "rank", "d_model")
+Interface = one_of(INTERFACES, " must be 'sequence' or 'layer', got {shown}")
 
 
 class ModuleError(KernelgapError):
@@ -121,55 +124,69 @@ def non_finite(value, path: str) -> tuple[str, float] | None:
     return None
 
 
-def check_arguments(kwargs: dict, args: dict, where: str = "model.module") -> None:
-    """Constructor values that can be stored and mean one thing: every number finite, and
-    no argument given both as a keyword and in the argument map."""
-    prefix = f"{where}." if where else ""
+def argument_problem(kwargs: dict, args: dict) -> tuple[str | None, str] | None:
+    """``(path, text)`` of the first constructor value that cannot be stored or means two
+    things — a NaN or an infinity (nested too), or an argument given both as a keyword and
+    in the argument map — or None.  The message is ``path`` + ``text``, or with no path
+    ``text`` with ``{where}`` standing for the spec's prefix."""
     for name, table in (("kwargs", kwargs), ("args", args)):
         if not isinstance(table, dict):
-            raise ModuleError(f"{prefix}{name} must be a table of constructor arguments, got {table!r}")
-        found = non_finite(table, f"{prefix}{name}")
+            return name, f" must be a table of constructor arguments, got {table!r}"
+        found = non_finite(table, name)
         if found:
-            raise ModuleError(f"{found[0]} must be a finite number, got {found[1]} (constructor arguments "
+            return found[0], (f" must be a finite number, got {found[1]} (constructor arguments "
                               "are stored in strict JSON: no NaN or infinity)")
     both = sorted(set(kwargs) & set(args))
     if both:
-        raise ModuleError(f"{both[0]!r} is given both in {prefix}kwargs and in the argument map {prefix}args")
+        return None, f"{both[0]!r} is given both in {{where}}kwargs and in the argument map {{where}}args"
+    return None
 
 
-@dataclass(frozen=True)
-class ModuleSpec:
+def check_arguments(kwargs: dict, args: dict, where: str = "model.module") -> None:
+    """Constructor values that can be stored and mean one thing (:func:`argument_problem`),
+    checked before the module is imported."""
+    problem = argument_problem(kwargs, args)
+    if problem:
+        path, text = problem
+        prefix = f"{where}." if where else ""
+        raise ModuleError(text.replace("{where}", prefix) if path is None else f"{prefix}{path}{text}")
+
+
+class ModuleSpec(Config):
     """Which module, with which constructor arguments, behind which interface.
 
     Making a spec imports the target and sets ``source_hash`` to its source's SHA-256
     (a given one must match it), so every module run — from the probe or from a sweep
-    file — is named by the code it trains."""
+    file — is named by the code it trains.  An argument map must bind ``rank``."""
 
-    target: str
-    kwargs: dict = field(default_factory=dict)
-    interface: str = "sequence"
-    d_model: int = 32
-    args: dict = field(default_factory=dict)
-    output: int | None = None
-    source_hash: str = ""
+    model_config = ConfigDict(frozen=True)
+    WHERE: ClassVar[str] = "model.module"
 
-    def __post_init__(self) -> None:
-        actual = source_hash(load_target(self.target))
+    target: str = Field(description="package.module:Class or path/to/file.py:Class")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor keyword arguments")
+    interface: Interface = "sequence"
+    d_model: PositiveInt = Field(32, description="embedding width given to a 'layer' module")
+    args: dict[str, Any] = Field(default_factory=dict, description="argument map: constructor argument → "
+                                 "'m', 'rank', 'd_model' or a constant")
+    output: int | None = Field(None, description="index of the prediction in a tuple the module returns")
+    source_hash: str = Field("", description="computed from the source; a given one must match it")
+
+    @model_validator(mode="after")
+    def _module(self) -> "ModuleSpec":
+        problem = argument_problem(self.kwargs, self.args)
+        if problem:
+            path, text = problem
+            raise invalid(text.replace("{where}", "{where}."), whole=True) if path is None else invalid(text, path=path)
+        cls = load_target(self.target)  # a one-line ModuleError of its own
+        actual = source_hash(cls)
         if self.source_hash and self.source_hash != actual:
             raise ModuleError(f"source_hash {self.source_hash[:12]}… does not match the source of "
                               f"{target_label(self.target)} (sha256 {actual[:12]}…): the module changed since "
                               "the hash was written; leave source_hash out, it is computed from the source")
         object.__setattr__(self, "source_hash", actual)
-
-    def validate(self, where: str = "model.module") -> "ModuleSpec":
-        if self.interface not in INTERFACES:
-            raise ModuleError(f"{where}.interface must be 'sequence' or 'layer', got {self.interface!r}")
-        if self.d_model < 1:
-            raise ModuleError(f"{where}.d_model must be ≥ 1, got {self.d_model}")
-        check_arguments(self.kwargs, self.args, where)
         if self.args and "rank" not in [v for v in self.args.values() if isinstance(v, str)]:
-            raise ModuleError(f"{where}.args binds no constructor argument to rank, so every rank would "
-                              f"train the same module: {rank_hint(load_target(self.target), self)}")
+            raise invalid(f" binds no constructor argument to rank, so every rank would train the same "
+                          f"module: {rank_hint(cls, self)}", path="args")
         return self
 
 

@@ -1,8 +1,15 @@
 """Feature maps for kernel attention, one class each, in a registry (docs/theory.md, "The models").
 
-A feature map gives query features ``φ_Q(x) ∈ R^r`` and key features
-``φ_K^(j)(z) ∈ R^r`` (one key map per key position when position-dependent),
-so the kernel is ``α(x, z) = <φ_Q(x), φ_K(z)>``.
+A feature map is the function ``φ`` of an **already projected head**: the scorer
+(:class:`~kernelgap.models.attention.KernelScorer`) owns, per role (queries, and
+keys at each key position), the projection ``u`` of a token — a linear map
+``u = Wx + c``, an MLP ``u = MLP(x)`` or, for table maps, a free row ``u = θ[id]``
+per distinct token of the family (indexed by token id) — sized by the map's class
+facts (:attr:`FeatureMap.projection`, :meth:`FeatureMap.projection_dim`); the map
+keeps only ``phi(u)`` and any fixed state of its own (``favor``'s random ``ω``).
+Query features are ``φ_Q(x) = φ(u_Q(x)) ∈ R^r`` and key features
+``φ_K^(j)(z) = φ(u_K^(j)(z))`` (one key projection per key position when
+position-dependent), so the kernel is ``α(x, z) = <φ_Q(x), φ_K(z)>``.
 
 Maps with ``log_space = True`` return **log-features** ``log φ``: the kernel is
 then formed as ``log α = logsumexp_r(log φ_Q + log φ_K)`` (by a max-shifted
@@ -14,18 +21,18 @@ Each map also carries its own facts: ``default_lr`` (the calibrated learning
 rate), ``color`` (figures), ``citation`` (paper and arXiv link) and
 :meth:`FeatureMap.output_size` (the features it really uses for a requested rank).
 
-| name       | features                                   | kernel                         |
-|------------|--------------------------------------------|--------------------------------|
-| table      | exp(θ[token]) free per distinct token      | any nonnegative (finite family)|
-| mlp_exp    | exp(MLP(x))                                | nonnegative                    |
-| elu1       | elu(Wx + c) + 1                            | nonnegative                    |
-| relu       | relu(Wx + c)                               | nonnegative                    |
-| favor      | exp(ω·u − |u|²/2)/√r, u = Wx (orthogonal ω)| E = exp(<u, w>)  (Performer)   |
-| favor_iid  | the same with iid ω ~ N(0, I)              | E = exp(<u, w>)                |
-| hedgehog   | softmax([Wx, −Wx])                         | nonnegative                    |
-| taylor     | [1, u, sym(u⊗u)], 1 + d + d(d+1)/2 of them | 1 + <u,w> + <u,w>²/2 (exact)   |
-| signed     | MLP(x), unconstrained                      | may be negative (loophole)     |
-| signed_table | θ[token] free real, starts at exp(θ₀)    | any rank-r kernel (finite fam.)|
+| name       | projection u      | features φ(u)                               | kernel                         |
+|------------|-------------------|---------------------------------------------|--------------------------------|
+| table      | θ[token], free    | exp(u)                                      | any nonnegative (finite family)|
+| mlp_exp    | MLP(x)            | exp(u)                                      | nonnegative                    |
+| elu1       | Wx + c            | elu(u) + 1                                  | nonnegative                    |
+| relu       | Wx + c            | relu(u)                                     | nonnegative                    |
+| favor      | Wx + c, d = m     | exp(ω·u − |u|²/2)/√r (orthogonal ω)         | E = exp(<u, w>)  (Performer)   |
+| favor_iid  | Wx + c, d = m     | the same with iid ω ~ N(0, I)               | E = exp(<u, w>)                |
+| hedgehog   | Wx + c, d = ⌈r/2⌉ | softmax([u, −u])                            | nonnegative                    |
+| taylor     | Wx + c            | [1, u, sym(u⊗u)], 1 + d + d(d+1)/2 of them  | 1 + <u,w> + <u,w>²/2 (exact)   |
+| signed     | MLP(x)            | u, unconstrained                            | may be negative (loophole)     |
+| signed_table | θ[token], free  | u, starts at exp(θ₀)                        | any rank-r kernel (finite fam.)|
 """
 
 from __future__ import annotations
@@ -33,13 +40,12 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..errors import KernelgapError
-from .stacked import StackedLinear, StackedMLP, StackedModule, normal_
+from .stacked import StackedModule, normal_
 
 FEATURE_MAPS: dict[str, type["FeatureMap"]] = {}
 
@@ -58,10 +64,15 @@ def feature_map_class(name: str) -> type["FeatureMap"]:
 
 
 class FeatureMap(nn.Module):
-    """Base class: query features ``[S, T, r]`` and key features ``[S, P, T, r]``.
+    """``φ`` of a projected head: :meth:`phi` maps ``u [S, T, d]`` (queries) or
+    ``u [S, P, T, d]`` (keys at ``P`` positions) to ``[..., T, r]`` features, or
+    log-features when ``log_space``; ``S`` is the number of slots (members × heads),
+    ``r`` = :meth:`output_size`.
 
-    ``S`` is the number of slots (members × heads), ``P`` the number of key
-    positions (1 unless position-dependent), ``r`` = :meth:`output_size`.
+    The class facts size what the scorer builds around the map: :attr:`projection`
+    (which ``u``), :meth:`projection_dim` (its width ``d``), and
+    :attr:`projection_is_feature_axis` (whether ``d`` is the feature axis, so a member
+    of rank r initialises only its first r columns).
     """
 
     name: ClassVar[str]
@@ -74,16 +85,24 @@ class FeatureMap(nn.Module):
     color: ClassVar[str] = "black"
     #: Where the map comes from: paper and arXiv link (shown in the report).
     citation: ClassVar[str] = ""
+    #: What gives the map its input ``u``: ``"linear"`` (``Wx + c``), ``"mlp"`` (``MLP(x)``)
+    #: or ``"table"`` (a free row ``θ[id]`` per distinct token, by token id).
+    projection: ClassVar[str] = "linear"
+    #: Whether the projection's output axis is the feature axis (rank-r members use its first r).
+    projection_is_feature_axis: ClassVar[bool] = True
+    #: Table maps: the rows start at ``exp(θ₀)`` instead of ``θ₀ ~ N(0, (init_scale/2)²)``.
+    exp_init: ClassVar[bool] = False
 
-    def __init__(self, m: int, rank: int, slots: int = 1, heads: int = 1,
-                 key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
-                 vocabulary: np.ndarray | None = None) -> None:
-        super().__init__()
-        if rank < 1:
-            raise KernelgapError(f"rank must be ≥ 1, got {rank}")
-        self.m, self.rank, self.slots, self.heads = m, rank, slots, heads
-        self.key_positions = key_positions
-        self.features = self.output_size(rank)
+    @classmethod
+    def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> "FeatureMap":
+        """The map of a stack of ``slots`` heads (``heads`` per member) of rank ``rank`` on
+        ``m``-bit tokens; only a map with state of its own reads the arguments."""
+        return cls()
+
+    @classmethod
+    def projection_dim(cls, rank: int, m: int) -> int:
+        """Width ``d`` of the projection ``u`` for a requested rank on ``m``-bit tokens."""
+        return rank
 
     @classmethod
     def output_size(cls, rank: int) -> int:
@@ -96,41 +115,13 @@ class FeatureMap(nn.Module):
         return {"name": cls.name, "color": cls.color, "citation": cls.citation, "default_lr": cls.default_lr,
                 "nonnegative": cls.nonnegative, "log_space": cls.log_space}
 
-    def query(self, tokens: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
-
-    def key(self, tokens: torch.Tensor) -> torch.Tensor:
+    def phi(self, u: torch.Tensor) -> torch.Tensor:
+        """Features (or log-features) of projected inputs ``u [S, …, T, d]``."""
         raise NotImplementedError
 
 
 class ProjectedFeatureMap(FeatureMap):
-    """``φ(Wx + c)``: a linear projection per role (and key position), then ``phi``."""
-
-    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
-                 init_scale=1.0, vocabulary=None) -> None:
-        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
-        d = self.projection_dim(rank, m)
-        feat = self.projection_is_feature_axis
-        self.q_proj = StackedLinear(slots, m, d, heads, feature_out=feat, init_scale=init_scale)
-        self.k_proj = StackedLinear(slots * key_positions, m, d, heads * key_positions,
-                                    feature_out=feat, init_scale=init_scale)
-
-    projection_is_feature_axis: ClassVar[bool] = True
-
-    @classmethod
-    def projection_dim(cls, rank: int, m: int) -> int:
-        return rank
-
-    def phi(self, u: torch.Tensor) -> torch.Tensor:
-        """Features (or log-features) of projected inputs ``u [..., d]``."""
-        raise NotImplementedError
-
-    def query(self, tokens):
-        return self.phi(self.q_proj(tokens))
-
-    def key(self, tokens):
-        k = self.phi(self.k_proj(tokens))
-        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+    """``φ(u)`` of a linear projection ``u = Wx + c`` (per role and key position)."""
 
 
 @register_feature_map
@@ -170,7 +161,8 @@ class Favor(ProjectedFeatureMap):
     matrix), each scaled by the norm of an independent ``N(0, I_d)`` vector, so every
     ``ω_i`` is still marginally ``N(0, I_d)`` (the estimate stays unbiased) while those
     of one block are exactly orthogonal (a lower variance).  ``favor_iid`` draws them
-    independently.
+    independently.  The map holds ``ω [S, d, r]``, one draw per slot (shared by the
+    slot's queries and keys at every position).
     """
 
     name = "favor"
@@ -180,21 +172,23 @@ class Favor(ProjectedFeatureMap):
     citation = "Choromanski et al. 2021, arXiv:2009.14794"
     orthogonal: ClassVar[bool] = True
 
-    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
-                 init_scale=1.0, vocabulary=None) -> None:
-        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
+    def __init__(self, m: int, rank: int, slots: int = 1, heads: int = 1) -> None:
+        super().__init__()
         self.omega = _OmegaBuffer(slots, heads, m, rank, self.orthogonal)
+
+    @classmethod
+    def build(cls, m, rank, slots=1, heads=1):
+        return cls(m, rank, slots, heads)
 
     @classmethod
     def projection_dim(cls, rank, m):
         return m
 
     def phi(self, u):
-        return self.log_phi_with(u, self.omega.omega)
-
-    def key(self, tokens):
-        u = self.k_proj(tokens).reshape(self.slots, self.key_positions, tokens.shape[-2], -1)
-        return self.log_phi_with(u, self.omega.omega[:, None])
+        omega = self.omega.omega
+        while omega.dim() < u.dim():  # [S, d, r] against keys [S, P, T, d]: one ω for every position
+            omega = omega.unsqueeze(1)
+        return self.log_phi_with(u, omega)
 
     @staticmethod
     def log_phi_with(u: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
@@ -256,6 +250,14 @@ class Hedgehog(ProjectedFeatureMap):
     maskable = False  # the softmax normalises over all 2⌈r/2⌉ entries
     projection_is_feature_axis = False
 
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    @classmethod
+    def build(cls, m, rank, slots=1, heads=1):
+        return cls(rank)
+
     @classmethod
     def projection_dim(cls, rank, m):
         return (rank + 1) // 2
@@ -307,28 +309,20 @@ class Taylor(ProjectedFeatureMap):
 
 
 class MLPFeatureMap(FeatureMap):
-    """``φ = g(MLP(x))`` with separate MLPs for queries and (each position's) keys."""
+    """``φ = g(u)`` of a two-layer MLP ``u = MLP(x)`` (one per role and key position,
+    ``d = r``); ``g`` is the identity on log-features (``exp``) or on features."""
 
-    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
-                 init_scale=1.0, vocabulary=None) -> None:
-        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
-        self.q_mlp = StackedMLP(slots, m, hidden, rank, heads, feature_out=True, init_scale=init_scale)
-        self.k_mlp = StackedMLP(slots * key_positions, m, hidden, rank, heads * key_positions,
-                                feature_out=True, init_scale=init_scale)
+    projection = "mlp"
 
-    def query(self, tokens):
-        return self.q_mlp(tokens)
-
-    def key(self, tokens):
-        k = self.k_mlp(tokens)
-        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+    def phi(self, u):
+        return u
 
 
 @register_feature_map
 class MlpExp(MLPFeatureMap):
-    """``φ(x) = exp(MLP(x))``: positive, generalises to unseen tokens (log space); a
-    learned positive map in the spirit of Hedgehog's trained feature maps
-    (https://arxiv.org/abs/2402.04347)."""
+    """``φ(x) = exp(MLP(x))``: positive, generalises to unseen tokens (log space: ``phi``
+    returns ``log φ = u``); a learned positive map in the spirit of Hedgehog's trained
+    feature maps (https://arxiv.org/abs/2402.04347)."""
 
     name = "mlp_exp"
     log_space = True
@@ -351,7 +345,10 @@ class Table(FeatureMap):
     """A free positive vector per distinct token: ``φ(x) = exp(θ[x])`` (log space).
 
     The most expressive map — what the theorem's "arbitrary φ" allows — but it
-    only knows the tokens of its vocabulary (a finite family).
+    only knows the tokens of its vocabulary (a finite family).  There is no
+    projection: the scorer holds the parameter table ``θ [S, V, r]`` over the
+    family's ``V`` distinct tokens and indexes it by token id; ``phi`` returns the
+    rows as log-features.
     """
 
     name = "table"
@@ -359,45 +356,11 @@ class Table(FeatureMap):
     default_lr = 3e-2  # a free parameter per token moves slowly at 3e-3
     color = "#1f77b4"
     citation = "an arbitrary nonnegative map (the lower bound's model)"
-    exp_init: ClassVar[bool] = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
+    projection = "table"
+    exp_init = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
 
-    def __init__(self, m, rank, slots=1, heads=1, key_positions=1, hidden=64,
-                 init_scale=1.0, vocabulary=None) -> None:
-        super().__init__(m, rank, slots, heads, key_positions, hidden, init_scale, vocabulary)
-        if vocabulary is None:
-            raise KernelgapError("the 'table' feature map needs a vocabulary (the family's tokens)")
-        vocab = np.ascontiguousarray(vocabulary, dtype=np.uint8)
-        self._rows = {row.tobytes(): i for i, row in enumerate(vocab)}
-        self.register_buffer("vocabulary", torch.from_numpy(vocab.copy()))
-        v = len(vocab)
-        self.q_table = _TableParam(slots, heads, v, rank, init_scale, self.exp_init)
-        self.k_table = _TableParam(slots * key_positions, heads * key_positions, v, rank, init_scale,
-                                   self.exp_init)
-        self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def rows(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Vocabulary row of each token ``[T, m]``; unknown tokens are an error.  The rows of the
-        last few token tensors are kept (the same tensors come back every training step)."""
-        hit = self._cache.get(id(tokens))
-        if hit is not None and hit[0] is tokens:
-            return hit[1]
-        bits = tokens.detach().to("cpu", torch.uint8).numpy()
-        try:
-            ids = [self._rows[row.tobytes()] for row in np.ascontiguousarray(bits)]
-        except KeyError:
-            raise KernelgapError(f"the '{self.name}' map met a token outside its vocabulary") from None
-        out = torch.tensor(ids, dtype=torch.long, device=tokens.device)
-        if len(self._cache) >= 8:
-            self._cache.clear()
-        self._cache[id(tokens)] = (tokens, out)
-        return out
-
-    def query(self, tokens):
-        return self.q_table.theta[:, self.rows(tokens)]
-
-    def key(self, tokens):
-        k = self.k_table.theta[:, self.rows(tokens)]
-        return k.reshape(self.slots, self.key_positions, *k.shape[1:])
+    def phi(self, u):
+        return u
 
 
 @register_feature_map
@@ -420,16 +383,20 @@ class SignedTable(Table):
     exp_init = True
 
 
-class _TableParam(StackedModule):
-    def __init__(self, slots, heads, v, r, init_scale, exp_init=False):
-        super().__init__(slots, heads)
-        self.theta = nn.Parameter(torch.zeros(slots, v, r))
-        self.init_scale, self.exp_init = init_scale, exp_init
+def vocabulary_ids(vocabulary: torch.Tensor, tokens: torch.Tensor, name: str = "table") -> torch.Tensor:
+    """Row of each token ``[T, m]`` in ``vocabulary [V, m]`` (uint8 bits), ``[T]`` on
+    ``tokens``' device; a token outside the vocabulary is a one-line error naming the map.
 
-    def init_member(self, member, gen, rank):
-        cols = min(rank or self.theta.shape[-1], self.theta.shape[-1])
-        with torch.no_grad():
-            for s in self.member_slots(member):
-                normal_(self.theta[s, :, :cols], 0.5 * self.init_scale, gen)
-                if self.exp_init:
-                    self.theta[s, :, :cols].exp_()
+    One sort of the vocabulary and the tokens together (``torch.unique`` over rows): rows
+    that compare equal share a class, and each token takes its class's vocabulary row."""
+    bits = tokens.detach().to("cpu", torch.uint8)
+    vocab = vocabulary.detach().to("cpu")
+    if bits.dim() != 2 or bits.shape[1] != vocab.shape[1]:
+        raise KernelgapError(f"the '{name}' map met a token outside its vocabulary")
+    _, inverse = torch.unique(torch.cat([vocab, bits]), dim=0, return_inverse=True)
+    row_of = torch.full((len(vocab) + len(bits),), -1, dtype=torch.long)
+    row_of[inverse[: len(vocab)]] = torch.arange(len(vocab))
+    ids = row_of[inverse[len(vocab):]]
+    if bool((ids < 0).any()):
+        raise KernelgapError(f"the '{name}' map met a token outside its vocabulary")
+    return ids.to(tokens.device)

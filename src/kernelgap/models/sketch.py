@@ -86,13 +86,13 @@ def _features(model: AttentionModel, tokens: torch.Tensor) -> tuple[torch.Tensor
     scorer = model.scorer
     if not isinstance(scorer, KernelScorer):
         raise KernelgapError("only kernel models have a sketch (dense softmax has none)")
-    fm = scorer.feature_map
     e, h, t = scorer.members, scorer.heads, tokens.shape[0]
-    q = fm.query(tokens)
-    k = fm.key(tokens)
+    ids = scorer.token_ids(tokens)
+    q = scorer.query(tokens, ids)
+    k = scorer.key(tokens, ids)
     r = q.shape[-1]
     q = q.reshape(e, h, t, r)
-    k = k.reshape(e, h, fm.key_positions, t, r)
+    k = k.reshape(e, h, scorer.key_positions, t, r)
     mask = scorer.rank_mask[:, None, :].bool()  # [E, 1, r]
     if not scorer.log_space:
         return q * mask[:, :, None, :], k * mask[:, :, None, None, :]

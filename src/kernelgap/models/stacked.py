@@ -95,6 +95,32 @@ class StackedMLP(nn.Module):
         return self.out(torch.nn.functional.gelu(self.inp(x)))
 
 
+class StackedTable(StackedModule):
+    """A free row ``θ[s, id] ∈ R^width`` per slot and token id: ``θ [S, V, width]``;
+    ``forward(ids [T])`` → ``[S, T, width]``.
+
+    A member of rank r initialises its first r columns, ``N(0, (init_scale/2)²)``, or
+    ``exp`` of that draw with ``exp_init``.
+    """
+
+    def __init__(self, slots: int, rows: int, width: int, heads: int = 1, init_scale: float = 1.0,
+                 exp_init: bool = False) -> None:
+        super().__init__(slots, heads)
+        self.theta = nn.Parameter(torch.zeros(slots, rows, width))
+        self.init_scale, self.exp_init = init_scale, exp_init
+
+    def init_member(self, member, gen, rank):
+        cols = min(rank or self.theta.shape[-1], self.theta.shape[-1])
+        with torch.no_grad():
+            for s in self.member_slots(member):
+                normal_(self.theta[s, :, :cols], 0.5 * self.init_scale, gen)
+                if self.exp_init:
+                    self.theta[s, :, :cols].exp_()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.theta[:, ids]
+
+
 def init_members(module: nn.Module, seeds: list[int], ranks: list[int | None]) -> None:
     """Initialise member ``e`` of every stacked submodule from ``seeds[e]``.
 

@@ -1,8 +1,10 @@
 """What one training run is: a family, a model, a schedule and a seed.
 
-Everything is a plain dataclass that validates itself (``validate()`` raises a
-one-line :class:`~kernelgap.errors.ConfigError` naming the field); the CLI and
-the sweep loader both call it.  :meth:`RunConfig.resolved` fills every default
+Every config is a pydantic model (:class:`kernelgap.validation.Config`) that checks its
+fields when it is made — a one-line :class:`~kernelgap.errors.ConfigError` naming the
+field — and :meth:`RunConfig.parse` is how the CLI and the sweep loader both make a run;
+``validate()`` adds what depends on the machine and the family (devices, family files and
+parameter ranges, memory and rank limits).  :meth:`RunConfig.resolved` fills every default
 that depends on other fields (the learning rate by model), so the resolved
 config is the full description of a run and its hash is the run id.  Runs that
 differ only in seed — and, for maskable feature maps, in rank — share a
@@ -17,17 +19,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any, ClassVar
 
 import torch
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..models import ModelSpec, feature_map_class, resolve_device
-from ..models.attention import model_identity
+from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
 from ..models.external import ModuleSpec
 from ..models.feature_maps import FeatureMap
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
+from ..validation import Config, FinitePositive, NonNegativeInt, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -44,16 +48,22 @@ SOFTMAX_TEMPERATURE = 4.0
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def model_defaults(kind=None) -> dict:
+    """The calibrated training defaults a model starts from (:func:`default_model`)."""
+    defaults: dict[str, Any] = {"init_scale": INIT_SCALE}
+    if kind == "softmax":
+        defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
+    return defaults
+
+
 def default_model(**fields) -> ModelSpec:
     """A :class:`ModelSpec` with the calibrated training defaults.
 
     ``kind='softmax'`` also gets scaled scores with temperature
-    :data:`SOFTMAX_TEMPERATURE` (explicit fields override).
+    :data:`SOFTMAX_TEMPERATURE` (explicit fields override).  A run's ``model`` table (a
+    sweep file's, the CLI's) starts from the same defaults.
     """
-    defaults = {"init_scale": INIT_SCALE}
-    if fields.get("kind") == "softmax":
-        defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
-    return ModelSpec(**{**defaults, **fields})
+    return ModelSpec(**{**model_defaults(fields.get("kind")), **fields})
 
 
 def default_lr(model: ModelSpec) -> float:
@@ -66,8 +76,14 @@ def default_lr(model: ModelSpec) -> float:
     return FALLBACK_LR
 
 
-@dataclass
-class TrainConfig:
+Power = checked(float, lambda v: math.isfinite(v) and v >= 1, " must be a finite number ≥ 1, got {value}",
+                {"type": "number", "minimum": 1})
+StopBelow = checked(float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}",
+                    {"type": "number", "minimum": 0})
+DType = one_of(tuple(DTYPES))
+
+
+class TrainConfig(Config):
     """Full-batch Adam in two phases, each with its own cosine decay to zero.
 
     Phase 1: ``mse_steps`` of mean squared error.  Phase 2: ``max_steps`` of
@@ -77,30 +93,23 @@ class TrainConfig:
     never; the default 0.5 is "exact").
     """
 
-    lr: float | None = None  # None: default_lr(model)
-    mse_steps: int = 1000
-    max_steps: int = 2000
-    power: float = 8.0
-    stop_below: float | None = 0.5
-    dtype: str = "float32"
-    device: str = "cpu"  # a torch device ("cuda", "cuda:1"); results are recorded per device
+    WHERE: ClassVar[str] = "train"
 
-    def __post_init__(self) -> None:
+    lr: FinitePositive | None = Field(None, description="Adam learning rate (default: calibrated per model)")
+    mse_steps: NonNegativeInt = Field(1000, description="steps of the MSE phase")
+    max_steps: NonNegativeInt = Field(2000, description="steps of the power-mean (max-error) phase")
+    power: Power = Field(8.0, description="power of the power-mean loss")
+    stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
+    dtype: DType = "float32"
+    #: A torch device ("cuda", "cuda:1"); results are recorded per device.
+    device: str = Field("cpu", description="a torch device (cpu, cuda, cuda:1); results are recorded per device")
+
+    def model_post_init(self, context: Any, /) -> None:
         if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
             self.stop_below = None
 
     def validate(self, where: str = "train") -> "TrainConfig":
-        if self.lr is not None and not (math.isfinite(self.lr) and self.lr > 0):
-            raise ConfigError(f"{where}.lr must be a finite number > 0, got {self.lr}")
-        for key in ("mse_steps", "max_steps"):
-            if getattr(self, key) < 0:
-                raise ConfigError(f"{where}.{key} must be ≥ 0, got {getattr(self, key)}")
-        if not (math.isfinite(self.power) and self.power >= 1):
-            raise ConfigError(f"{where}.power must be a finite number ≥ 1, got {self.power}")
-        if self.stop_below is not None and not self.stop_below >= 0:
-            raise ConfigError(f"{where}.stop_below must be ≥ 0 (0: never stop early), got {self.stop_below}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"{where}.dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        """That the device exists here (its fields were checked when it was made)."""
         try:
             resolve_device(self.device)
         except KernelgapError as exc:
@@ -108,8 +117,7 @@ class TrainConfig:
         return self
 
 
-@dataclass
-class FamilySpec:
+class FamilySpec(Config):
     """A registered family and its builder's parameters (``task.build_family``), or a family
     file (either layout; a product family is expanded for training).
 
@@ -118,12 +126,17 @@ class FamilySpec:
     its own copy of the file (docs/formats.md, "Results folders") and a run is the same run
     wherever the file lies.  :meth:`build` reads the file once and refuses bytes whose hash
     is not ``sha256``: a record can never name content other than what was trained on.
+
+    A registered family's name and parameter names are checked when the spec is made;
+    :meth:`validate` checks the parameters' values (or loads the file).
     """
 
-    name: str = ""
-    params: dict = field(default_factory=dict)
-    file: str | None = None
-    sha256: str | None = None
+    WHERE: ClassVar[str] = "family"
+
+    name: str = Field("", description="a registered family (or a file's stem)")
+    params: dict[str, Any] = Field(default_factory=dict, description="the family builder's parameters")
+    file: str | None = Field(None, description="a family file, relative to the sweep file")
+    sha256: str | None = Field(None, description="the file's SHA-256 (computed from the file)")
 
     @classmethod
     def from_file(cls, path: str | Path, name: str | None = None) -> "FamilySpec":
@@ -131,21 +144,29 @@ class FamilySpec:
         p = Path(path).resolve()
         return cls(name=name or p.stem, file=str(p), sha256=file_sha256(p))
 
-    def validate(self, where: str = "family") -> "FamilySpec":
+    @model_validator(mode="after")
+    def _registered(self) -> "FamilySpec":
         if self.file is not None:
-            self.load()  # a one-line FamilyError naming the problem
             return self
         try:
             allowed = family_parameters(self.name)
         except KernelgapError as exc:
-            raise ConfigError(f"{where}.name: {exc}") from None
+            raise invalid(f": {exc}", path="name") from None
         for key, value in self.params.items():
             if key not in allowed:
-                raise ConfigError(f"unknown key {where}.params.{key!r} (family {self.name!r} takes "
-                                  f"{', '.join(allowed)})")
+                raise invalid(f"unknown key {{where}}.params.{key!r} (family {self.name!r} takes "
+                              f"{', '.join(allowed)})", whole=True)
             if not isinstance(value, (int, float, str, bool, list)):
-                raise ConfigError(f"{where}.params.{key}: unsupported value {value!r}")
-        from ..task.registry import check_params  # types, ranges and sizes, before any build
+                raise invalid(f": unsupported value {value!r}", path=f"params.{key}")
+        return self
+
+    def validate(self, where: str = "family") -> "FamilySpec":
+        """The parameters' types, ranges and sizes (``task.registry.check_params``, before any
+        build), or the file loaded: one line naming the problem."""
+        if self.file is not None:
+            self.load()  # a one-line FamilyError naming the problem
+            return self
+        from ..task.registry import check_params
 
         try:
             check_params(self.name, self.params)
@@ -196,18 +217,54 @@ def run_identity(config: dict) -> dict:
     return out
 
 
-@dataclass
-class RunConfig:
-    """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too."""
+#: Key of the validation context that lists the model fields a sweep file sets for a run
+#: (besides its grid axes): those its kind does not use must keep their defaults.
+EXPLICIT_MODEL_KEYS = "explicit_model_keys"
+
+
+class RunConfig(Config):
+    """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too.
+
+    A ``model`` given as a table starts from the calibrated training defaults
+    (:func:`default_model`)."""
+
+    ERROR_ORDER: ClassVar[tuple[str, ...]] = ("family", "test_family", "model", "train", "seed")
 
     family: FamilySpec
-    model: ModelSpec = field(default_factory=default_model)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    model: ModelSpec = Field(default_factory=default_model)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     seed: int = 0
     test_family: FamilySpec | None = None
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _training_defaults(cls, value):
+        if isinstance(value, dict):
+            return {**model_defaults(value.get("kind")), **value}
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _only_what_applies(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
+        """A field the model's kind does not use (:data:`~kernelgap.models.attention.KIND_FIELDS`),
+        set explicitly (the context's :data:`EXPLICIT_MODEL_KEYS`) to a value other than
+        the kind's default, is a mistake: it would change nothing."""
+        explicit = (info.context or {}).get(EXPLICIT_MODEL_KEYS)
+        if not explicit:
+            return model
+        used = (*KIND_FIELDS[model.kind], *KIND_TOLERATES.get(model.kind, ()))
+        defaults = {name: f.get_default(call_default_factory=True) for name, f in ModelSpec.model_fields.items()}
+        defaults.update(model_defaults(model.kind))
+        for key in ModelSpec.model_fields:
+            if key in explicit and key not in used and getattr(model, key) != defaults[key]:
+                raise invalid(f" does not apply to {{where}}.kind = {model.kind!r}, got {getattr(model, key)!r} "
+                              f"(a {model.kind} model is built from {', '.join(KIND_FIELDS[model.kind][1:])})",
+                              path=key)
+        return model
+
     def validate(self) -> "RunConfig":
-        """Every section's choices and ranges, before any training."""
+        """What depends on the machine and the family, before any training (its fields were
+        checked when it was made): family files and parameters, devices, rank and memory limits."""
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
@@ -221,33 +278,32 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "RunConfig":
         """The run of :meth:`as_dict`'s output (a record's ``config``, a checkpoint's runs)."""
-        model = dict(d["model"])
-        if model.get("module") is not None:
-            model["module"] = ModuleSpec(**model["module"])
-        test = d.get("test_family")
-        return cls(family=FamilySpec(**d["family"]), model=ModelSpec(**model), train=TrainConfig(**d["train"]),
-                   seed=d["seed"], test_family=FamilySpec(**test) if test is not None else None)
+        return cls.parse(d)
 
     def resolved(self) -> "RunConfig":
         """The same run with every derived default filled in."""
         if self.train.lr is not None:
             return self
-        return replace(self, train=replace(self.train, lr=default_lr(self.model)))
+        return self.model_copy(update={"train": self.train.model_copy(update={"lr": default_lr(self.model)})})
 
     def as_dict(self) -> dict:
-        return asdict(self.resolved())
+        return self.resolved().model_dump()
+
+    def identity(self) -> dict:
+        """What its run id hashes (:func:`run_identity`)."""
+        return run_identity(self.as_dict())
 
     def run_id(self) -> str:
         """``sha256`` of the canonical JSON of the resolved config's :func:`run_identity`,
         16 hex digits."""
-        return config_hash(run_identity(self.as_dict()))
+        return config_hash(self.identity())
 
     def stack_key(self) -> str:
         """Runs with equal keys can train in one stack (seed and maskable rank vary;
         a module trains alone)."""
         if self.model.kind == "module":
             return self.run_id()
-        d = run_identity(self.as_dict())
+        d = self.identity()
         d.pop("seed")
         if self.model.kind == "kernel" and feature_map_class(self.model.feature_map).maskable:
             d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}

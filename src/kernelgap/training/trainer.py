@@ -129,7 +129,9 @@ class Scored:
     """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``.
 
     ``planned``: predict through the block of pairs the family uses
-    (:meth:`AttentionModel.plan`) where it is smaller than the dense tables.
+    (:meth:`AttentionModel.plan`) where it is smaller than the dense tables.  A model
+    whose map indexes tokens by id gets the family's tokens' rows in its vocabulary,
+    found once (:meth:`token_ids`).
     """
 
     tokens: torch.Tensor
@@ -138,6 +140,7 @@ class Scored:
     target: torch.Tensor
     planned: bool = True
     plans: dict = field(default_factory=dict, repr=False)
+    found_ids: tuple | None = field(default=None, repr=False)  # (vocabulary, ids of the tokens in it)
 
     @classmethod
     def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu",
@@ -147,22 +150,38 @@ class Scored:
         return cls(torch.as_tensor(family.tokens, dtype=dtype, device=device),
                    torch.as_tensor(family.index, device=device), positions, target, planned)
 
+    def token_ids(self, model) -> torch.Tensor | None:
+        """Rows of the family's tokens in ``model``'s vocabulary (found once per vocabulary),
+        or None for a model that reads the token vectors."""
+        vocab = model.vocabulary if isinstance(model, AttentionModel) else None
+        if vocab is None:
+            return None
+        if self.found_ids is None or self.found_ids[0] is not vocab:
+            if self.found_ids is not None:
+                self.plans.clear()  # their ids are rows of the other vocabulary
+            self.found_ids = (vocab, model.token_ids(self.tokens))
+        return self.found_ids[1]
+
     def plan(self, model) -> PairPlan | None:
         """The model's pair block on this family (built once), or None for the dense tables."""
         if not (self.planned and isinstance(model, AttentionModel)):
             return None
-        key = (model.position_dependent, model.causal)
+        ids = self.token_ids(model)
+        key = (model.position_dependent, model.causal, ids is not None)
         if key not in self.plans:
-            plan = model.plan(self.tokens, self.index, self.positions)
+            plan = model.plan(self.tokens, self.index, self.positions, ids=ids)
             self.plans[key] = plan if plan.size < len(self.tokens) ** 2 else None
         return self.plans[key]
 
     def errors(self, model) -> torch.Tensor:
         """``pred − target`` of every member, ``[E, S, Q]``."""
         plan = self.plan(model)
-        if plan is None:
+        if plan is not None:
+            return model.predict(self.tokens, self.index, self.positions, plan=plan) - self.target
+        ids = self.token_ids(model)
+        if ids is None:
             return model.predict(self.tokens, self.index, self.positions) - self.target
-        return model.predict(self.tokens, self.index, self.positions, plan=plan) - self.target
+        return model.predict(self.tokens, self.index, self.positions, ids=ids) - self.target
 
 
 @dataclass
@@ -296,7 +315,8 @@ class StackTrainer:
         """Sign use of a kernel that may be negative, on the training family (else ``None``)."""
         if not self.model.signed_kernel:
             return None
-        return self.model.kernel_stats(self.train.tokens, self.train.index, self.train.positions)
+        return self.model.kernel_stats(self.train.tokens, self.train.index, self.train.positions,
+                                       ids=self.train.token_ids(self.model))
 
     def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
         """Freeze member ``e``'s outcome (test metrics only for finite members; for signed
