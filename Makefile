@@ -6,7 +6,7 @@ STAMP   = $(VENV)/.installed
 PROFILE ?= quick
 OUT    ?= results/reproduce-$(PROFILE)
 
-.PHONY: install reproduce test test-fast bench clean
+.PHONY: install reproduce test test-fast bench schema clean
 
 install: $(STAMP)
 
@@ -28,6 +28,10 @@ test-fast: install
 
 bench: install
 	$(BIN)/python benchmarks/bench_trainer.py
+
+# the JSON schema of sweep files, from the config models (tests/test_sweep_schema.py checks it)
+schema: install
+	$(BIN)/python -c "from kernelgap.sweeps.config import write_sweep_schema; print(write_sweep_schema())"
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

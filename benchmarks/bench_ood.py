@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -62,7 +61,8 @@ def main() -> None:
     configure_worker(args.threads)
     runs = [r.resolved() for r in load_sweep(load_profile("paper").sweep_file("ood")).runs()
             if r.family.params["n"] == 32 and r.model.kind == "kernel" and r.model.rank >= 16]
-    runs = [replace(r, train=replace(r.train, mse_steps=args.steps // 3, max_steps=args.steps - args.steps // 3))
+    runs = [r.model_copy(update={"train": r.train.model_copy(update={"mse_steps": args.steps // 3,
+                                                                  "max_steps": args.steps - args.steps // 3})})
             for r in sorted(runs, key=lambda r: (r.model.rank, r.seed))]
     family = runs[0].family.build()
     start = time.perf_counter()

@@ -31,10 +31,10 @@ def _signed_model(m=1, rank=1):
 
 def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
     model = _signed_model()
-    fm = model.scorer.feature_map
+    scorer = model.scorer
     # φ_Q ≡ 1, φ_K(0) = −1, φ_K(1) = +1: a sequence's denominator is (#ones − #zeros)
-    fm.query = lambda t: torch.ones(1, t.shape[0], 1, dtype=t.dtype)
-    fm.key = lambda t: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
+    scorer.query = lambda t, ids=None: torch.ones(1, t.shape[0], 1, dtype=t.dtype)
+    scorer.key = lambda t, ids=None: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
     tokens = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     index = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 0]])
     # denominators: −1+1+1 = 1, 1−1−1 = −1, 3, −1+1−1 = −1: no zero yet
@@ -56,9 +56,9 @@ def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
 
 def test_kernel_stats_count_negative_weights_denominators_and_guards():
     model = _signed_model()
-    fm = model.scorer.feature_map
-    fm.query = lambda t: torch.ones(1, t.shape[0], 1, dtype=t.dtype)  # α(x, z) = 2z − 1
-    fm.key = lambda t: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
+    scorer = model.scorer
+    scorer.query = lambda t, ids=None: torch.ones(1, t.shape[0], 1, dtype=t.dtype)  # α(x, z) = 2z − 1
+    scorer.key = lambda t, ids=None: (2 * t - 1).reshape(1, 1, t.shape[0], 1)
     tokens = torch.tensor([[0.0], [1.0]], dtype=torch.float64)
     # scored at position 1: weights (−1, 1, 1), (1, −1, −1), (1, 1, 1), (−1, 1, −1)
     index = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 1, 0]])

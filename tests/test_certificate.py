@@ -295,11 +295,11 @@ def _exact_rank_n_table_model(family):
         q_feat[q, i] = 1 + eta
         k_feat[g, i] = 1.0
         k_feat[q, i] = nu
-    fm = model.scorer.feature_map
+    scorer = model.scorer
     eye = torch.eye(family.m, dtype=torch.float64)
     with torch.no_grad():
-        fm.q_table.theta[0] = torch.from_numpy(np.log(q_feat))
-        fm.k_table.theta[0] = torch.from_numpy(np.log(k_feat))
+        scorer.q_table.theta[0] = torch.from_numpy(np.log(q_feat))
+        scorer.k_table.theta[0] = torch.from_numpy(np.log(k_feat))
         ro = model.readout
         ro.value.weight[:] = eye
         ro.read.weight[:] = eye

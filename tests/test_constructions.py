@@ -44,7 +44,7 @@ def test_positive_construction_reproduces_softmax_weights():
     b = build_construction("positive_2m", 4, 3)
     x = torch.randint(0, 2, (64, 3, 4)).double()
     assert torch.allclose(a(x), b(x), atol=1e-10)
-    assert b.scorer.feature_map.features == 16
+    assert b.scorer.features == 16
 
 
 def test_verify_table_m6_matches_spec_calibration():

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import build_family, iter_exhaustive_index, load_family, pool_split, save_family
-from kernelgap.task import parse_params
+from kernelgap.task import FAMILIES, parse_params
+from kernelgap.task.codes import greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.family import unique_rows
+from kernelgap.task.registry import check_params
 
 
 def test_exhaustive_holds_every_sequence_once():
@@ -124,3 +126,22 @@ def test_json_matches_documented_format(tmp_path):
     data = json.loads((tmp_path / "f.json").read_text())
     assert data["m"] == 2 and data["query_position"] == 2
     assert data["sequences"][1] == ["00", "01"]
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_registered_family_builds_with_its_defaults(name):
+    family = build_family(name)
+    assert len(family) > 0 and family.m >= 1
+
+
+def test_the_cw_defaults_are_a_code_both_searches_find():
+    """m = 16, weight 8, overlaps ≤ 5: the Johnson bound allows 226 words, and the seeded
+    random search (every seed tried here) and the greedy one find the 16 asked for; at a
+    cap of 3 the bound is 16 but the searches find 4."""
+    params = check_params("cw", {})
+    m, w, cap, n = params["m"], params["weight"], params["max_overlap"], params["n"]
+    assert johnson_bound(m, w, cap) == 226 >= n
+    for seed in range(5):
+        assert len(random_constant_weight(m, w, cap, n, seed=seed)) == n
+    assert len(greedy_constant_weight(m, w, cap, n)) == n
+    assert len(random_constant_weight(16, 8, 3, 16, require_count=False)) == 4 < johnson_bound(16, 8, 3)

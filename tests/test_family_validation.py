@@ -80,7 +80,7 @@ def test_a_good_candidate_outside_the_candidates_is_refused():
     sequences = valid.expand()
     assert len(sequences) == 5 * 4 * 4
     model = one_hot_candidates(sequences)
-    assert model.scorer.feature_map.q_table.theta.shape[-1] == 4
+    assert model.scorer.q_table.theta.shape[-1] == 4
     assert max_error(model, sequences, [0]) < 0.5
     assert certify(valid).certified_rank <= 4
     # ... so no certificate may claim 5, which is what the product certificate claimed when

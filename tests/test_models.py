@@ -75,7 +75,7 @@ def test_position_dependent_keys_change_predictions():
 def test_signed_kernel_guard_reports_instead_of_nan():
     model = build(ModelSpec(feature_map="signed", rank=2), [0])
     with torch.no_grad():
-        for p in model.scorer.feature_map.parameters():
+        for p in model.scorer.parameters():  # the map's MLP projections
             p.zero_()  # φ ≡ 0: every denominator is zero
     pred = model.predict(TOK, IDX)
     assert torch.isfinite(pred).all()
@@ -85,3 +85,59 @@ def test_signed_kernel_guard_reports_instead_of_nan():
 def test_float32_model_has_float32_tables():
     model = build_model(ModelSpec(feature_map="favor", rank=4), 3, 3, seeds=[0])
     assert model.tables(TOK.float()).scores.dtype == torch.float32
+
+
+def test_table_maps_read_token_ids_of_a_larger_vocabulary():
+    """Training tokens inside the train/test union (the trainer's vocabulary): the ids found
+    once, given, or found per call give the same numbers; a token outside is one line."""
+    import numpy as np
+
+    from kernelgap.errors import KernelgapError
+    from kernelgap.training.trainer import Scored, vocabulary
+
+    train = build_family("ood", n=4, queries_per_class=4)
+    test = build_family("ood", n=4, queries_per_class=4, split="test")
+    vocab = vocabulary(train, test)
+    tok, idx = torch.from_numpy(train.tokens).double(), torch.from_numpy(train.index)
+    for name in ("table", "signed_table"):
+        model = build_model(ModelSpec(feature_map=name, rank=3), train.m, train.length, seeds=[0, 1],
+                            vocabulary=vocab, dtype=torch.float64)
+        ids = model.token_ids(tok)
+        assert not torch.equal(ids, torch.arange(len(tok)))  # the rows of a larger vocabulary
+        assert np.array_equal(vocab[ids.numpy()], train.tokens)
+        dense = model.predict(tok, idx, train.scored_positions)
+        assert torch.equal(model.predict(tok, idx, train.scored_positions, ids=ids), dense)
+        planned = model.predict(tok, idx, plan=model.plan(tok, idx, train.scored_positions))
+        assert torch.equal(model.predict(tok, idx, plan=model.plan(tok, idx, train.scored_positions, ids=ids)),
+                           planned)
+        assert torch.allclose(planned, dense, rtol=1e-12, atol=1e-12)
+        for planned_path, ref in ((True, planned), (False, dense)):
+            scored = Scored.of(train, torch.float64, planned=planned_path)
+            assert torch.equal(scored.errors(model), ref - scored.target)
+            assert torch.equal(scored.token_ids(model), ids)
+        small = build_model(ModelSpec(feature_map=name, rank=3), train.m, train.length, seeds=[0],
+                            vocabulary=train.tokens)
+        with pytest.raises(KernelgapError, match="outside its vocabulary") as info:
+            small.predict(torch.from_numpy(test.tokens).float(), torch.from_numpy(test.index))
+        assert "\n" not in str(info.value)
+
+
+def test_a_checkpoint_with_the_maps_owning_their_projections_still_loads():
+    """Weights saved when each map held its projections (``scorer.feature_map.q_proj`` …)
+    load into the scorer that owns them now."""
+    old_names = {"scorer.q_proj.": "scorer.feature_map.q_proj.", "scorer.k_proj.": "scorer.feature_map.k_proj.",
+                 "scorer.q_table.": "scorer.feature_map.q_table.", "scorer.k_table.": "scorer.feature_map.k_table.",
+                 "scorer.vocabulary": "scorer.feature_map.vocabulary"}
+    for name, mlp in (("elu1", False), ("favor", False), ("mlp_exp", True), ("table", False)):
+        trained, fresh = build(ModelSpec(feature_map=name, rank=4), [0]), build(ModelSpec(feature_map=name, rank=4), [7])
+        state = {}
+        for key, value in trained.state_dict().items():
+            for new, old in old_names.items():
+                if key.startswith(new):
+                    old = old.replace("_proj.", "_mlp.") if mlp else old
+                    key = old + key[len(new):]
+                    break
+            state[key] = value
+        assert any(".feature_map.q_" in k for k in state)
+        fresh.load_state_dict(state)
+        assert torch.equal(fresh.predict(TOK, IDX), trained.predict(TOK, IDX))

@@ -114,7 +114,7 @@ def test_certified_equals_constructed(name, params, n):
     cert = certify(family)
     assert cert.certified_rank == cert.radon.rank == n and cert.radon.exact_search
     model = one_hot_candidates(family)
-    assert model.scorer.feature_map.features == n  # one feature per good candidate
+    assert model.scorer.features == n  # one feature per good candidate
     qpos = family.query_position - 1
     with torch.no_grad():
         pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]

@@ -58,7 +58,7 @@ def test_early_stop_records_each_member_at_its_exact_step():
 
 
 def test_divergence_keeps_last_finite_metrics(family):
-    cfg = TrainConfig(lr=math.inf, mse_steps=5, max_steps=5)
+    cfg = TrainConfig.model_construct(lr=math.inf, mse_steps=5, max_steps=5)  # a config refuses it
     (result,) = train(family, "table", [0], [2], cfg)
     assert result.status == "diverged"
     assert result.steps == 1

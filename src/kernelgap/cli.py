@@ -257,16 +257,16 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """Train one model (the calibrated schedule) and print its metrics."""
-    from .training import RunConfig, TrainConfig, default_model, train_records
+    from .training import RunConfig, train_records
 
-    run = RunConfig(
-        family=_family_spec(family, params),
-        model=default_model(kind=kind, feature_map=feature_map, rank=rank, readout=readout,
-                            **({} if temperature is None else {"temperature": temperature})),
-        train=TrainConfig(lr=lr, mse_steps=mse_steps, max_steps=max_steps,
-                          stop_below=None if no_early_stop else 0.5, device=device),
-        seed=seed,
-    )
+    run = RunConfig.parse({  # the same models, defaults and checks as a sweep file's run
+        "family": _family_spec(family, params),
+        "model": {"kind": kind, "feature_map": feature_map, "rank": rank, "readout": readout,
+                  **({} if temperature is None else {"temperature": temperature})},
+        "train": {"lr": lr, "mse_steps": mse_steps, "max_steps": max_steps,
+                  "stop_below": None if no_early_stop else 0.5, "device": device},
+        "seed": seed,
+    })
     emit(train_records([run.validate()])[0], as_json, _render_run)
 
 
@@ -281,7 +281,7 @@ def _family_spec(family: str, params: list[str]):
         if not Path(family).is_file():
             raise KernelgapError(f"family file {family} does not exist")
         return FamilySpec.from_file(family)
-    return FamilySpec(family, parse_params(family, _key_values(params)))
+    return FamilySpec.parse({"name": family, "params": parse_params(family, _key_values(params))})
 
 
 def _render_run(record: dict) -> None:
@@ -360,7 +360,7 @@ def probe(
 
 
 def _json_object(text: Optional[str], flag: str) -> dict:
-    if not text:
+    if text is None:
         return {}
     try:
         value = json.loads(text)

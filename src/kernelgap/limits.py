@@ -9,7 +9,8 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
   size``, the working copies of sorting and deduplication included); a model
   counts its parameters at 4 bytes each (float32, the smallest training dtype),
   so the estimate is a floor and a refused model could never have been built;
-* a model asks for more than :data:`MAX_RANK` features per head.
+* a model asks for more than :data:`MAX_RANK` features per head;
+* a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m.
 
 The limits are defined here and nowhere else.
 """
@@ -26,6 +27,9 @@ MEMORY_FRACTION = 0.5
 
 #: Most features per head of a model (the largest rank any experiment trains is 256).
 MAX_RANK = 1 << 20
+
+#: Most values of m one bound curve walks (each is a family built and certified).
+MAX_CURVE_POINTS = 1000
 
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 

@@ -88,7 +88,7 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     WHERE: ClassVar[str] = ""
-    #: Top-level fields in the order their errors are reported (default: field order).
+    #: Sections (top-level fields holding configs) in the order their errors are reported.
     ERROR_ORDER: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, /, *args, **data) -> None:
@@ -123,12 +123,12 @@ def explain(exc: ValidationError, model: type[BaseModel], where: str = "") -> st
     and wrong type before any value out of range, sections in ``model.ERROR_ORDER``, and
     within a section unknown keys first."""
     errors = exc.errors(include_url=False)
-    order = list(getattr(model, "ERROR_ORDER", ()) or model.model_fields)
+    order = list(getattr(model, "ERROR_ORDER", ()))
 
     def rank(item):
         i, e = item
         top = str(e["loc"][0]) if e["loc"] else ""
-        section = order.index(top) if top in order else len(order)
+        section = order.index(top) if top in order else 0
         return (e["type"] == ERROR_TYPE, section, e["type"] != "extra_forbidden", i)
 
     _, first = min(enumerate(errors), key=rank)
@@ -169,7 +169,7 @@ def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
 
 
 def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
-    """What the field at ``loc`` takes, as ``_typed`` always named it: ``int``, ``float``,
+    """What the field at ``loc`` takes, as a sweep file names it: ``int``, ``float``,
     ``str``, ``bool``, ``dict``, or ``a table`` for a config of its own."""
     if not loc:
         return "a table"

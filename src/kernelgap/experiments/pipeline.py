@@ -20,12 +20,11 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import KernelgapError
-from ..io import atomic_write_json, read_json
+from ..io import atomic_write_json
 from ..report import build_report
+from ..report.summary import META, read_meta
 from ..sweeps.runner import run_sweep
 from .profile import load_profile
-
-META = "reproduce.json"
 
 
 def command_line() -> str:
@@ -37,9 +36,9 @@ def claim_output(out: Path, profile: str) -> dict:
     if out.exists() and not out.is_dir():
         raise KernelgapError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
-        meta = read_json(out / META)
-        if not isinstance(meta, dict):
+        if not (out / META).is_file():
             raise KernelgapError(f"--out {out} is not empty and is not a kernelgap reproduction folder")
+        meta = read_meta(out)  # its shape checked: one line naming the file
         if meta.get("profile") != profile:
             raise KernelgapError(f"--out {out} holds the {meta.get('profile')!r} profile, not {profile!r}")
         return meta

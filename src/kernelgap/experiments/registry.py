@@ -84,5 +84,8 @@ def load_folder(folder: str | Path) -> Experiment:
 
 def experiments(user: Mapping[str, str | Path] | None = None) -> list[Experiment]:
     """The built-in experiments, then those of profile folders (``{name: folder}``)."""
+    if user is not None and not (isinstance(user, Mapping)
+                                 and all(isinstance(f, (str, Path)) for f in user.values())):
+        raise ConfigError(f"user experiments must be an object of experiment folders, got {user!r}")
     extra = [load_folder(folder) for folder in (user or {}).values()]
     return [*BUILTIN, *extra]

@@ -76,7 +76,7 @@ class Scorer(nn.Module):
     nonnegative: bool = True
 
     def token_ids(self, tokens: torch.Tensor) -> torch.Tensor | None:
-        """Rows of ``tokens`` in :attr:`vocabulary` (None for a scorer that needs none)."""
+        """Rows of ``tokens`` in the scorer's ``vocabulary`` (None for a scorer that needs none)."""
         return None
 
     def query_features(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -569,18 +569,18 @@ class ModelSpec(Config):
     kind: Kind = Field("kernel", description="kernel attention, dense softmax, or a module written elsewhere")
     feature_map: str = Field("mlp_exp", description="a registered feature map (kind = kernel)")
     rank: PositiveInt = Field(16, description="features per head (kernel), or the module's rank")
-    heads: PositiveInt = 1
+    heads: PositiveInt = Field(1, description="attention heads")
     d_value: PositiveInt = Field(32, description="value width")
     readout: ReadoutName = Field("mlp", description="value/readout maps: two-layer MLPs or affine")
     hidden: PositiveInt = Field(64, description="hidden width of the MLPs")
-    position_dependent: bool = False
-    causal: bool = False
+    position_dependent: bool = Field(False, description="a key map per key position")
+    causal: bool = Field(False, description="position i attends to positions 1..i")
     score_dim: PositiveInt | None = Field(None, description="softmax d (default m)")
-    temperature: FinitePositive = 1.0
+    temperature: FinitePositive = Field(1.0, description="score temperature τ (a sweep's softmax model: 4.0)")
     #: Softmax only: divide scores by ``τ·√d`` instead of ``τ`` (scaled dot-product
     #: attention; the trained softmax recipe, see ``training.config.default_model``).
     scaled_scores: bool = Field(False, description="softmax: divide scores by τ·√d instead of τ")
-    init_scale: FinitePositive = 1.0
+    init_scale: FinitePositive = Field(1.0, description="initial scale of the parameters")
     #: ``kind = "module"``: which module, with which arguments (:mod:`.external`).
     module: ModuleSpec | None = Field(None, description="kind = module: which module, with which arguments")
 

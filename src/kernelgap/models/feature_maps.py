@@ -94,7 +94,7 @@ class FeatureMap(nn.Module):
     exp_init: ClassVar[bool] = False
 
     @classmethod
-    def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> "FeatureMap":
+    def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> FeatureMap:
         """The map of a stack of ``slots`` heads (``heads`` per member) of rank ``rank`` on
         ``m``-bit tokens; only a map with state of its own reads the arguments."""
         return cls()

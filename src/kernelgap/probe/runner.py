@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import tomllib
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from ..models.external import (
     split_target,
 )
 from ..sweeps import run_sweep
+from ..sweeps.config import parse_sweep
+from ..sweeps.executors import check_executor
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import default_model
@@ -56,13 +59,10 @@ def module_spec(target: str, kwargs: dict | None = None, interface: str | None =
     module, attr = split_target(target)
     if module.endswith(".py"):
         target = f"{Path(module).resolve()}:{attr}"
-    try:
-        spec = ModuleSpec(target=target, kwargs=dict(kwargs or {}),
-                          interface=interface or getattr(cls, "kernelgap_interface", "sequence"),
-                          d_model=d_model, args=dict(args or {}), output=output)
-        spec.validate("module")
-    except KernelgapError as exc:
-        raise KernelgapError(str(exc)) from None
+    if interface is None:  # unset: the class's own (an empty string is a value, and refused)
+        interface = getattr(cls, "kernelgap_interface", "sequence")
+    spec = ModuleSpec.parse({"target": target, "kwargs": dict(kwargs or {}), "interface": interface,
+                             "d_model": d_model, "args": dict(args or {}), "output": output}, where="module")
     return cls, spec
 
 
@@ -148,9 +148,14 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
               report: bool = False, baseline: str | Path | None = None, log=print) -> dict:
     """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content.
     ``baseline`` is the folder of the ``elu1`` runs (default ``out/baseline``; probes of
-    one reproduction share theirs)."""
+    one reproduction share theirs).  Every option is checked before anything is written:
+    the flags first, then the module, then the sweep files, generated and validated in
+    memory (:func:`_sweep_configs`)."""
     if d_model < 1:
         raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
+    check_executor(executor)
+    if workers is not None and workers < 1:
+        raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
     first = suites(profile, ranks, seeds, steps, lr)
     cls, spec = module_spec(target, kwargs, interface, d_model, args, output)
     out = Path(out) if out is not None else Path("results") / f"probe-{cls.__name__}"
@@ -164,8 +169,8 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
     reading = reading_of(checked[first[0].name], build_family(first[0].family, **first[0].params).m)
     chosen = suites(profile, ranks, seeds, steps, lr, reading) if reading != "first" else first
     counts = checked[first[0].name].parameter_counts()
-    module_model = {**asdict(default_model(kind="module", module=spec)), "module": asdict(spec)}
-    baseline_model = asdict(default_model(kind="kernel", feature_map=BASELINE))
+    module_model = {**default_model(kind="module", module=spec).model_dump(), "module": spec.model_dump()}
+    baseline_model = default_model(kind="kernel", feature_map=BASELINE).model_dump()
     suite_rows = []
     for suite in chosen:
         family = build_family(suite.family, **suite.params)
@@ -185,11 +190,11 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
     if stored is not None and _identity(stored) != _identity(meta):
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
+    configs = _sweep_configs(out, baseline, meta, chosen, suite_rows, module_model, baseline_model)
     if reading == "final":
         log(f"[probe] {cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
     try:
-        _train(out, baseline, meta, chosen, suite_rows, module_model, baseline_model,
-               {"executor": executor, "workers": workers, "address": address}, log)
+        _train(configs, {"executor": executor, "workers": workers, "address": address}, log)
         atomic_write_json(out / META, meta)
     except OSError as exc:
         raise KernelgapError(f"cannot write to probe folder {out}: {exc.strerror or exc} "
@@ -214,19 +219,34 @@ def _check_folder(folder: Path) -> None:
         raise KernelgapError(f"cannot write to probe folder {folder}: {above} is not writable")
 
 
-def _train(out: Path, baseline: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict],
-           module_model: dict, baseline_model: dict, options: dict, log) -> None:
-    """Each suite's sweeps: the module's, then the baseline's."""
+def _sweep_configs(out: Path, baseline: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict],
+                   module_model: dict, baseline_model: dict) -> list[tuple[str, Path, str, Path]]:
+    """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's
+    then the baseline's, each parsed and every run resolved as the sweep runner will
+    (:func:`~kernelgap.sweeps.config.parse_sweep`): nothing is written for a probe that a
+    sweep would refuse."""
+    configs = []
     for suite, row in zip(chosen, suite_rows):
         sub = row["folder"]
         for folder, name, model in ((out / meta["runs"] / sub, f"probe-{sub}", module_model),
                                     (baseline / row["baseline_folder"], f"{BASELINE}-{sub}", baseline_model)):
-            cfg = atomic_write_text(out / "sweeps" / f"{folder.parent.name}-{sub}.toml",
-                                    _sweep_text(name, suite, _model_table(model)))
-            log(f"[probe] {name}: sweep {cfg} → {folder}")
-            res = run_sweep(cfg, folder, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
-            log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained "
-                f"({res.wall_time_s:.0f} s)")
+            text = _sweep_text(name, suite, _model_table(model))
+            try:
+                parse_sweep(tomllib.loads(text)).runs()
+            except KernelgapError as exc:
+                raise KernelgapError(f"probe suite {suite.name}: {exc}") from None
+            configs.append((name, out / "sweeps" / f"{folder.parent.name}-{sub}.toml", text, folder))
+    return configs
+
+
+def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log) -> None:
+    """Each suite's sweeps (:func:`_sweep_configs`): write the file, run it."""
+    for name, path, text, folder in configs:
+        cfg = atomic_write_text(path, text)
+        log(f"[probe] {name}: sweep {cfg} → {folder}")
+        res = run_sweep(cfg, folder, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+        log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained "
+            f"({res.wall_time_s:.0f} s)")
 
 
 def _folder(suite: Suite, reading: str) -> str:

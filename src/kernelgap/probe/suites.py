@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import KernelgapError
-from ..training import FALLBACK_LR
+from ..limits import check_rank
+from ..training import FALLBACK_LR, TrainConfig
 
 #: Map of the built-in baseline the probed module is shown beside.
 BASELINE = "elu1"
@@ -57,11 +58,15 @@ def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
            seeds: list[int] | None = None, steps: int | None = None, lr: float | None = None,
            reading: str = "first") -> list[Suite]:
     """The profile's suites with the user's overrides (``ranks`` for every suite, or per
-    suite name as ``{"witness": [8, 16], …}``)."""
+    suite name as ``{"witness": [8, 16], …}``), every override checked: ranks in
+    ``1..MAX_RANK`` (:func:`~kernelgap.limits.check_rank`), seeds ≥ 0, and each suite's
+    schedule as a :class:`~kernelgap.training.TrainConfig` (the learning rate, the steps)."""
     if profile not in PROFILES:
         raise KernelgapError(f"unknown probe profile {profile!r}; choose from {', '.join(PROFILES)}")
     if steps is not None and steps < 0:
         raise KernelgapError(f"--steps must be ≥ 0, got {steps}")
+    if seeds is not None and any(s < 0 for s in seeds):
+        raise KernelgapError(f"--seeds must be ≥ 0, got {min(seeds)}")
     names = [s.name for s in PROFILES[profile]]
     if isinstance(ranks, dict):
         unknown = set(ranks) - set(names)
@@ -79,6 +84,10 @@ def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
         params = {**suite.params, "reading": reading}
         out.append(replace(suite, params=params, ranks=list(chosen or suite.ranks),
                            seeds=list(seeds or suite.seeds), train=train))
-    if any(r < 1 for s in out for r in s.ranks):
-        raise KernelgapError("probe ranks must be ≥ 1")
+    for suite in out:
+        for rank in suite.ranks:
+            if rank < 1:
+                raise KernelgapError("probe ranks must be ≥ 1")
+            check_rank(rank, f"--ranks ({suite.name})")
+        TrainConfig(**suite.train)  # a ConfigError naming the field (train.lr, …)
     return out

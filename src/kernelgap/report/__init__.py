@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from .. import __version__
+from ..errors import KernelgapError
 from ..io import atomic_write_json, atomic_write_text, read_json
 
 
@@ -24,13 +25,16 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
     ``report.html`` for a reproduction folder."""
     from .render import render_report
     from .schema import summary_schema
-    from .summary import build_summary, reproduction_experiments
+    from .summary import build_summary, read_meta, reproduction_experiments
 
     out = Path(out)
     summary = build_summary(out, profile)
     if summary["wall_time_s"] is None:  # a folder whose runs recorded no time: keep the last report's
-        summary["wall_time_s"] = (read_json(out / "summary.json") or {}).get("wall_time_s")
-    experiments = reproduction_experiments(read_json(out / "reproduce.json") or {})
+        last = read_json(out / "summary.json")
+        wall = last.get("wall_time_s") if isinstance(last, dict) else None
+        if isinstance(wall, (int, float)) and not isinstance(wall, bool):
+            summary["wall_time_s"] = wall
+    experiments = reproduction_experiments(read_meta(out))
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
     report = atomic_write_text(out / "report.html", render_report(summary, out, experiments))
@@ -45,7 +49,11 @@ def build_probe_report(out: str | Path, log=print) -> Path:
 
     out = Path(out)
     probe = probe_section(out)
-    summary = {"version": __version__, "profile": (probe or {}).get("profile"), "probes": [probe] if probe else None,
+    if probe is None:
+        raise KernelgapError(f"{out} holds no probe (no probe.json); run `kernelgap probe … --out {out}`")
+    if not any(s["runs"] or s["baseline"] for s in probe["suites"]):
+        raise KernelgapError(f"{out} holds no probe results (probe.json names no suite with runs)")
+    summary = {"version": __version__, "profile": probe.get("profile"), "probes": [probe],
                "feature_maps": feature_maps(out)}
     atomic_write_json(out / "summary.json", summary)
     report = atomic_write_text(out / "report.html", render_probe_report(summary, out))

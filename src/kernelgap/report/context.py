@@ -57,7 +57,8 @@ class Results:
             cert = self.read(name, "certificate.json")
             if isinstance(cert, dict) and cert.get("certified_rank"):
                 return cert["certified_rank"]
-            for entry in (self.read(name, "certificates.json") or {}).values():
-                if entry.get("family") == "witness" and entry.get("certified_rank"):
+            certs = self.read(name, "certificates.json")
+            for entry in certs.values() if isinstance(certs, dict) else ():
+                if isinstance(entry, dict) and entry.get("family") == "witness" and entry.get("certified_rank"):
                     return entry["certified_rank"]
         return None

@@ -1,7 +1,8 @@
 """``docs/results.md``: the latest measured numbers, written from ``summary.json`` files alone.
 
 ``kernelgap results DIR [DIR …] --out docs/results.md`` reads each reproduction folder's
-``summary.json`` (made by ``reproduce`` or ``report``) and writes one section per folder:
+``summary.json`` (made by ``reproduce`` or ``report``; checked against the schema of
+:mod:`.schema` first) and writes one section per folder:
 when and how long it ran, the table "The paper beside ours" and every experiment's
 sentence, each computed by its registered experiment from the summary.  Nothing on the
 page is typed in; a page from older numbers is simply written again (its history is in git).
@@ -16,6 +17,7 @@ from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .render import comparison_rows, sentences
+from .schema import schema_problem, summary_schema
 
 HEADER = """# Measured results
 
@@ -76,7 +78,11 @@ def results_markdown(folders: list[str | Path]) -> str:
     parts = [HEADER.format(folders=" ".join(str(f) for f in folders))]
     for folder in map(Path, folders):
         summary = read_json(folder / "summary.json")
-        if not isinstance(summary, dict) or "profile" not in summary:
+        if not isinstance(summary, dict):
             raise KernelgapError(f"{folder} holds no readable summary.json; run `kernelgap report {folder}` first")
+        why = schema_problem(summary, summary_schema())
+        if why is not None:
+            raise KernelgapError(f"{folder / 'summary.json'} is not a reproduction summary ({why}); "
+                                 f"run `kernelgap report {folder}` to rebuild it")
         parts.append("\n".join(folder_section(folder, summary)))
     return "\n\n".join(parts) + "\n"

@@ -18,6 +18,50 @@ from .context import Results
 
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 3
+#: A reproduction's own record (profile, the profile's experiment folders, invocations).
+META = "reproduce.json"
+
+
+def read_meta(root: str | Path) -> dict:
+    """``reproduce.json`` of a reproduction folder (``{}`` when there is none), its shape
+    checked where it is read: an object whose ``profile`` is a string, ``user_experiments``
+    an object of folder paths, ``commands`` a list of strings and ``invocations`` a list
+    of objects with a ``command`` string and a ``wall_time_s`` number (or null).  Anything
+    else is one :class:`KernelgapError` naming the file."""
+    path = Path(root) / META
+    if not path.exists():
+        return {}
+    meta = read_json(path)
+    if meta is None:
+        raise KernelgapError(f"{path} is corrupted (not valid JSON); restore it or rerun `kernelgap reproduce`")
+    why = _meta_problem(meta)
+    if why:
+        raise KernelgapError(f"{path} is not a kernelgap reproduction record: {why}")
+    return meta
+
+
+def _meta_problem(meta) -> str | None:
+    if not isinstance(meta, dict):
+        return f"expected a JSON object, got {type(meta).__name__}"
+    if "profile" in meta and not isinstance(meta["profile"], str):
+        return f"'profile' must be a string, got {meta['profile']!r}"
+    user = meta.get("user_experiments")
+    if user is not None and not (isinstance(user, dict) and all(isinstance(v, str) for v in user.values())):
+        return f"'user_experiments' must be an object of experiment folders, got {user!r}"
+    commands = meta.get("commands")
+    if commands is not None and not (isinstance(commands, list) and all(isinstance(c, str) for c in commands)):
+        return "'commands' must be a list of strings"
+    runs = meta.get("invocations")
+    if runs is not None:
+        if not isinstance(runs, list) or not all(isinstance(i, dict) for i in runs):
+            return "'invocations' must be a list of objects"
+        for k, i in enumerate(runs):
+            if not isinstance(i.get("command"), str):
+                return f"invocations[{k}] has no 'command' string"
+            wall = i.get("wall_time_s")
+            if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+                return f"invocations[{k}].wall_time_s must be a number, got {wall!r}"
+    return None
 
 
 def invocations(meta: dict) -> list[dict]:
@@ -54,7 +98,7 @@ def reproduction_experiments(meta: dict) -> list:
     try:
         return registered(meta.get("user_experiments"))
     except KernelgapError as exc:
-        raise KernelgapError(f"{exc} (recorded in reproduce.json: rerun `kernelgap reproduce` with the profile "
+        raise KernelgapError(f"{exc} (recorded in {META}: rerun `kernelgap reproduce` with the profile "
                              "where it is now)") from None
 
 
@@ -63,7 +107,7 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
     root = Path(root)
     if not root.is_dir():
         raise KernelgapError(f"results folder {root} does not exist")
-    meta = read_json(root / "reproduce.json") or {}
+    meta = read_meta(root)
     exps = reproduction_experiments(meta)
     sections = build_sections(root, exps)
     if not any(sections.values()):
@@ -88,7 +132,8 @@ def feature_maps(root: Path) -> dict:
     trained, as its record states them: figures colour each map by its own fact."""
     out = {}
     for path in sorted(root.rglob("runs/*.json")):
-        facts = (read_json(path) or {}).get("map_facts")
+        record = read_json(path)
+        facts = record.get("map_facts") if isinstance(record, dict) else None
         if isinstance(facts, dict) and isinstance(facts.get("name"), str):
             out.setdefault(facts["name"], facts)
     return dict(sorted(out.items()))

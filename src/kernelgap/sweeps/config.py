@@ -23,29 +23,36 @@ A variant's value wins over a grid axis of the same key, and duplicate runs are
 dropped: ``model.kind = "softmax"`` with ``model.rank = 1`` in a variant gives
 one softmax run per seed however many ranks the grid lists.
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
-the key: unknown key, wrong type, empty grid, non-positive size.
+the key: unknown key, wrong type, empty grid, non-positive size.  This module reads
+the file's structure (grid, variants, family files, registry axes); each run's sections
+are validated by the config models themselves (:meth:`RunConfig.parse`, which turns
+pydantic's errors into that line).  A model field the run's kind does not use may not be
+set, in the base ``[model]`` table of a run of that kind or in its variant, to a value
+other than its default (``kind = "softmax"`` with ``feature_map = "elu1"``); grid axes
+span every kind and may (a softmax run ignores the rank axis).  :func:`sweep_schema` is
+the JSON schema of a sweep file, built from the models (``sweep.schema.json`` beside this
+module).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
+import json
 import tomllib
-import types
-import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, KernelgapError
 from ..models import FEATURE_MAPS, ModelSpec
-from ..training import FamilySpec, RunConfig, TrainConfig, default_model
+from ..training import FamilySpec, RunConfig, TrainConfig
+from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
 
-#: Top-level sections and the dataclass each one fills.
+#: Top-level sections and the config model each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
                              "model": ModelSpec, "train": TrainConfig}
 TOP_KEYS = {"name", "seed", "grid", "variants", *SECTIONS}
-#: Section defaults (``model`` starts from the calibrated training defaults).
-FACTORIES: dict[type, object] = {ModelSpec: default_model}
+#: The JSON schema of sweep files (:func:`sweep_schema`), shipped with the package.
+SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")
 
 
 @dataclass
@@ -94,14 +101,25 @@ class SweepConfig:
         for variant in self.variants:
             grid = {**self.grid, **{k[len("grid."):]: v for k, v in variant.items() if k.startswith("grid.")}}
             fixed = [(k, v) for k, v in variant.items() if not k.startswith("grid.")]
+            explicit = self._explicit_model_keys(variant, grid)
             axes = list(grid)
             for values in itertools.product(*(grid[a] for a in axes)):
                 raw = _nested_copy(self.base)
                 for key, value in [*zip(axes, values), *fixed]:
                     _set(raw, key, value)
-                run = build_run(raw, self.files)
+                run = build_run(raw, self.files, explicit)
                 out.setdefault(run.run_id(), run)
         return list(out.values())
+
+    def _explicit_model_keys(self, variant: dict, grid: dict) -> set[str]:
+        """The model fields set for a variant's runs other than by a grid axis: the variant's,
+        and the base ``[model]`` table's unless the variant or the grid chooses the kind
+        (the base table then spans kinds, as the grid does)."""
+        keys = {k.split(".")[1] for k in variant if k.startswith("model.")}
+        base = self.base.get("model")
+        if isinstance(base, dict) and "model.kind" not in variant and "model.kind" not in grid:
+            keys |= set(base)
+        return keys
 
 
 def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepConfig:
@@ -185,68 +203,33 @@ def _expand_registered(key: str, values: list, where: str) -> list:
     return [v for i, v in enumerate(out) if v not in drop and v not in out[:i]]
 
 
-def build_run(raw: dict, files: FamilyFiles | None = None) -> RunConfig:
-    """A :class:`RunConfig` from nested plain values, every key and type checked; family
-    files are found through ``files`` (by default relative to the working folder)."""
+def build_run(raw: dict, files: FamilyFiles | None = None, explicit_model: set[str] | None = None) -> RunConfig:
+    """A :class:`RunConfig` from nested plain values, every key and type checked by the
+    config models; family files are found through ``files`` (by default relative to the
+    working folder).  Fields in ``explicit_model`` that the model's kind does not use must
+    keep their defaults (:meth:`RunConfig._only_what_applies`)."""
     files = files or FamilyFiles()
-    raw = _test_family_follows(raw)
-    sections = {}
-    for section, cls in SECTIONS.items():
-        if section in raw:
-            values = _dataclass_fields(cls, raw[section], section)
-            sections[section] = _family_spec(values, section, files) if cls is FamilySpec else \
-                FACTORIES.get(cls, cls)(**values)
-    seed = _typed(raw.get("seed", 0), int, "seed")
-    return RunConfig(family=sections["family"], model=sections.get("model", default_model()),
-                     train=sections.get("train", TrainConfig()), seed=seed,
-                     test_family=sections.get("test_family")).validate()
+    raw = dict(_test_family_follows(raw))
+    for section in ("family", "test_family"):
+        if isinstance(raw.get(section), dict):
+            raw[section] = _family_spec(raw[section], section, files)
+    context = {EXPLICIT_MODEL_KEYS: explicit_model} if explicit_model else None
+    return RunConfig.parse(raw, context=context).validate()
 
 
-def _dataclass_fields(cls: type, values, where: str) -> dict:
-    """The fields of ``cls`` from a table, every key known and every value of its type."""
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: expected a table")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    for key in values:
-        if key not in known:
-            raise ConfigError(f"unknown key {where}.{key!r} (expected one of {', '.join(sorted(known))})")
-    return {k: _typed(v, hints[k], f"{where}.{k}") for k, v in values.items()}
-
-
-def _dataclass_from(cls: type, values, where: str):
-    return FACTORIES.get(cls, cls)(**_dataclass_fields(cls, values, where))
-
-
-def _family_spec(kwargs: dict, where: str, files: FamilyFiles) -> FamilySpec:
+def _family_spec(table: dict, where: str, files: FamilyFiles) -> FamilySpec:
     """``name`` (+ ``params``) of a registered family, or ``file`` (a path relative to the sweep file)."""
-    if ("name" in kwargs) == ("file" in kwargs):
+    FamilySpec.parse(table, where, context={TYPES_ONLY: True})  # unknown keys and types first
+    if ("name" in table) == ("file" in table):
         raise ConfigError(f"{where} needs either name (a registered family) or file (a family file)")
-    if "sha256" in kwargs:
+    if "sha256" in table:
         raise ConfigError(f"{where}.sha256 is computed from the file, not given")
-    if "file" in kwargs:
-        if kwargs.get("params"):
+    spec = FamilySpec.parse(table, where)
+    if spec.file is not None:
+        if spec.params:
             raise ConfigError(f"{where}.params apply to a registered family, not to a file")
-        return files.spec(kwargs["file"], where)
-    return FamilySpec(**kwargs)
-
-
-def _typed(value, hint, where: str):
-    """``value`` if it fits the annotation ``hint`` (ints accepted for floats)."""
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-    for typ in options:
-        if typ is type(None) and value is None:
-            return None
-        if dataclasses.is_dataclass(typ) and isinstance(value, dict):
-            return _dataclass_from(typ, value, where)
-        if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if typ is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if typ in (str, bool, dict) and isinstance(value, typ):
-            return value
-    names = " or ".join(getattr(t, "__name__", str(t)) for t in options)
-    raise ConfigError(f"{where}: expected {names}, got {value!r}")
+        return files.spec(spec.file, where)
+    return spec
 
 
 def _test_family_follows(raw: dict) -> dict:
@@ -296,3 +279,105 @@ def _set(raw: dict, dotted: str, value) -> None:
 
 def _nested_copy(d):
     return {k: _nested_copy(v) for k, v in d.items()} if isinstance(d, dict) else d
+
+
+# -- the JSON schema of sweep files ----------------------------------------------------------
+
+def sweep_schema() -> dict:
+    """The JSON schema (draft 2020-12) of a sweep file as :func:`tomllib.loads` reads it,
+    built from the config models' ``model_json_schema()``: the sections and their types,
+    ranges and choices, the grid (every field an axis: a non-empty list of its values;
+    tables walked down to their lists) and the variants (the sections' fields, with a grid
+    of their own).  Section fields are all optional here (a run is the base, a grid point
+    and a variant together; :func:`load_sweep` checks each run and the cross-field rules)."""
+    defs: dict = {}
+    for cls in (FamilySpec, ModelSpec, TrainConfig):
+        schema = cls.model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[cls.__name__] = schema
+    defs = _plain(defs)
+    for key, value in model_defaults().items():  # a sweep's model starts from the training defaults
+        defs["ModelSpec"]["properties"][key]["default"] = value
+    family = defs.pop("FamilySpec")
+    del family["properties"]["sha256"]  # computed from the file, never given
+    defs["FamilySection"] = family
+    defs.update(
+        Grid=_axes({"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
+                   defs, "grid axes: each key a non-empty list of values (the runs are their product)"),
+        Variant={"type": "object", "additionalProperties": False,
+                 "description": "overrides paired with every grid point; its own grid replaces or extends the sweep's",
+                 "properties": {"seed": {"type": "integer"},
+                                **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
+                                "grid": {"$ref": "#/$defs/Grid"}}},
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kernelgap sweep file",
+        "description": "docs/formats.md, \"Sweep files\"; regenerate with `make schema`",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["family"],
+        "properties": {
+            "name": {"type": "string", "description": "a label"},
+            "seed": {"type": "integer", "description": "base seed (usually a grid axis)"},
+            **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
+            "grid": {"$ref": "#/$defs/Grid"},
+            "variants": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Variant"}},
+        },
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def write_sweep_schema(path: str | Path = SCHEMA_FILE) -> Path:
+    """Write :func:`sweep_schema` as JSON (what ``make schema`` runs)."""
+    path = Path(path)
+    path.write_text(json.dumps(sweep_schema(), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def _section_def(section: str) -> str:
+    return "FamilySection" if SECTIONS[section] is FamilySpec else SECTIONS[section].__name__
+
+
+def _plain(node):
+    """A schema as a sweep file meets it: no pydantic titles, no class docstrings, no
+    ``required`` lists (every section field is optional in a sweep file: the base, a grid
+    point and a variant make a run together) and no null (TOML has none)."""
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    options = node.get("anyOf")
+    if options and any(o == {"type": "null"} for o in options):
+        rest = [o for o in options if o != {"type": "null"}]
+        merged = {k: v for k, v in node.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
+        node = {**(rest[0] if len(rest) == 1 else {"anyOf": rest}), **merged}
+    out = {k: _plain(v) for k, v in node.items() if k not in ("required", "title")}
+    if "properties" in out:
+        out.pop("description", None)
+    return out
+
+
+def _axes(properties: dict, defs: dict, description: str | None = None) -> dict:
+    """A table of grid axes over ``properties``: each one a non-empty list of its values, or,
+    for a table (a section, ``params``, a module), a table of axes below it."""
+    out = {"type": "object", "additionalProperties": False,
+           "properties": {k: _axis(v, defs) for k, v in properties.items()}}
+    if description:
+        out["description"] = description
+    return out
+
+
+def _axis(schema: dict, defs: dict) -> dict:
+    """One grid axis: a non-empty list of values of ``schema``; for a table, also a table of
+    axes below it (the grid walks tables down to their lists)."""
+    values = {"type": "array", "minItems": 1, "items": {k: v for k, v in schema.items() if k != "default"}}
+    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
+    target = options[0] if len(options) == 1 else {}
+    if "$ref" in target:
+        target = defs[target["$ref"].rsplit("/", 1)[1]]
+    if "properties" in target:
+        return {"anyOf": [values, _axes(target["properties"], defs)]}
+    if target.get("type") == "object":
+        return {"anyOf": [values, {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}]}
+    return values

@@ -13,7 +13,7 @@ import math
 import time
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -72,7 +72,7 @@ class StackCosts:
         self.families: dict[str, FamilyCost] = {}
 
     def family(self, run: RunConfig) -> FamilyCost:
-        key = json.dumps([asdict(run.family), run.model.position_dependent, run.model.causal], sort_keys=True)
+        key = json.dumps([run.family.model_dump(), run.model.position_dependent, run.model.causal], sort_keys=True)
         if key not in self.families:
             self.families[key] = FamilyCost.of(run)
         return self.families[key]

@@ -165,6 +165,18 @@ def johnson_bound(m: int, weight: int, max_overlap: int, stop_above: int | None 
     return value
 
 
+def check_code_exists(m: int, weight: int, max_overlap: int, count: int) -> None:
+    """A family's check that a constant-weight code of ``count`` words can exist: the
+    parameters are consistent and ``count`` is at most the Johnson bound, multiplied out
+    only for caps up to :data:`JOHNSON_STEPS` (beyond, the search computes it in full)."""
+    _check_cw_params(m, weight, max_overlap, count)
+    bound = johnson_bound(m, weight, max_overlap, stop_above=count) if max_overlap <= JOHNSON_STEPS else count
+    if count > bound:
+        raise FamilyError(
+            f"no constant-weight code of length m={m}, weight {weight} and overlaps ≤ {max_overlap} "
+            f"has {count:,} words: the Johnson bound allows at most {bound:,}")
+
+
 def random_code_bytes(m: int, count: int, batch: int = 256) -> int:
     """Memory of :func:`random_constant_weight`: the kept words (float32), one batch of draws
     (uniforms, their argsort, the words) and its overlaps with the kept words, then the

@@ -22,8 +22,7 @@ from typing import Annotated
 import numpy as np
 
 from ..errors import FamilyError
-from .codes import (JOHNSON_STEPS, _check_cw_params, johnson_bound, random_code_bytes,
-                    random_constant_weight)
+from .codes import check_code_exists, random_code_bytes, random_constant_weight
 from .family import ProductFamily, unique_rows
 from .registry import Range, Seed, Size, register_family
 from .witness import chain_candidate
@@ -58,14 +57,9 @@ def _ladder_memory(m, n, seed, weight, max_overlap, step, rungs, query_position)
 def _ladder_check(m, n, seed, weight, max_overlap, step, rungs, query_position) -> None:
     """The code must exist: ``n`` at most the Johnson bound, and every rung below the weight."""
     weight, cap, count = _resolved(m, weight, max_overlap, step, rungs)
-    _check_cw_params(m, weight, cap, n)
+    check_code_exists(m, weight, cap, n)
     if count and step * count >= weight:
         raise FamilyError(f"a rung at overlap {step * count} needs weight > {step * count}, got {weight}")
-    bound = johnson_bound(m, weight, cap, stop_above=n) if cap <= JOHNSON_STEPS else n
-    if n > bound:
-        raise FamilyError(
-            f"no constant-weight code of length m={m}, weight {weight} and overlaps ≤ {cap} has {n:,} "
-            f"words: the Johnson bound allows at most {bound:,}")
 
 
 @register_family("ladder", memory=_ladder_memory, check=_ladder_check)

@@ -178,10 +178,10 @@ def _type_violation(value, typ) -> str | None:
     return None
 
 
-def check_params(name: str, params: dict) -> dict:
-    """The complete parameters of a build (defaults filled in), every one checked: its name,
-    type and range, then the family's own check and the memory limit; a :class:`FamilyError`
-    naming the parameter otherwise."""
+def check_values(name: str, params: dict) -> dict:
+    """The complete parameters of a build (defaults filled in), each checked against its
+    name, type and declared range only; a :class:`FamilyError` naming the parameter
+    otherwise.  :func:`check_params` adds the family's check and the memory limit."""
     family_parameters(name)  # validates the name
     try:
         bound = inspect.signature(FAMILIES[name]).bind(**params)
@@ -198,6 +198,14 @@ def check_params(name: str, params: dict) -> dict:
             why = next((w for c in constraints if (w := c.violation(value)) is not None), None)
         if why is not None:
             raise FamilyError(f"family {name!r}: {key} {why}, got {value!r}")
+    return full
+
+
+def check_params(name: str, params: dict) -> dict:
+    """The complete parameters of a build (defaults filled in), every one checked: its name,
+    type and range (:func:`check_values`), then the family's own check and the memory
+    limit; a :class:`FamilyError` naming the parameter otherwise."""
+    full = check_values(name, params)
     if name in CHECKS:
         try:
             CHECKS[name](**full)

@@ -26,10 +26,12 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import FamilyError, KernelgapError
-from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
+from ..limits import MAX_CURVE_POINTS, check_memory
 from ..task import build_family
+from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
 from ..task.family import ProductFamily
 from ..task.minip import targets
+from ..task.registry import MEMORY, check_values
 from ..task.witness import witness_from_code
 from .certificate import certify
 
@@ -52,21 +54,33 @@ def _cw_code(m: int, queries: int) -> np.ndarray | None:
 
 
 def parse_m_range(text: str) -> list[int]:
-    """``"12..96"`` (every m in between), ``"12..96..4"`` (with a step) or ``"12,24,48"``."""
+    """``"12..96"`` (every m in between), ``"12..96..4"`` (with a step) or ``"12,24,48"``;
+    more than :data:`~kernelgap.limits.MAX_CURVE_POINTS` values are refused before any
+    is listed."""
     try:
         if ".." in text:
             parts = [int(p) for p in text.split("..")]
             if len(parts) not in (2, 3):
                 raise ValueError
             lo, hi, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 1
-            values = list(range(lo, hi + 1, step))
+            values: range | list[int] = range(lo, hi + 1, step)
         else:
             values = [int(p) for p in text.split(",") if p]
     except ValueError:
         raise KernelgapError(f"--m must look like 12..96, 12..96..4 or 12,24,48; got {text!r}") from None
+    count = len(values) if isinstance(values, list) else _range_length(values)
+    if count > MAX_CURVE_POINTS:
+        raise KernelgapError(f"--m {text!r} gives {count:,} values of m; a curve has at most "
+                             f"{MAX_CURVE_POINTS:,}")
     if not values or min(values) < 2:
         raise KernelgapError(f"--m {text!r} gives no valid m (each m ≥ 2)")
-    return values
+    return list(values)
+
+
+def _range_length(r: range) -> int:
+    """``len(r)`` by arithmetic (``len`` overflows past 2^63 values)."""
+    span = r.stop - r.start if r.step > 0 else r.start - r.stop
+    return max(0, -(-span // abs(r.step)))
 
 
 def _common(m: int) -> dict:
@@ -163,6 +177,29 @@ def growth_rate(points: list[dict]) -> dict | None:
     return {"log2_per_m": float(slope), "intercept": float(intercept), "points": len(pts)}
 
 
+def _series_family(code: str, m: int, queries: int, chain_step: int, seed: int) -> tuple[str, dict]:
+    """The registered family (name, parameters) whose build matches the largest one of the
+    series at m (:func:`code_point`'s chained witness family, or the ladder of ``queries``)."""
+    if code == "hadamard":
+        return "hadamard", {"m": m, "n": min(queries, m - 1), "chain_step": chain_step}
+    if code == "cw":
+        return "cw", {"m": m, "weight": m // 2, "max_overlap": (3 * m) // 8, "n": queries,
+                      "chain_step": chain_step}
+    return "ladder", {"m": m, "n": queries, "seed": seed}
+
+
+def check_series(code: str, ms: list[int], queries: int, chain_step: int, seed: int) -> None:
+    """Before any family is built: every m's parameters pass the registry's type and range
+    checks (:func:`~kernelgap.task.registry.check_values`: a bad seed is named) and its
+    largest family's memory estimate is within the limit of :mod:`kernelgap.limits`."""
+    for m in ms:
+        if code == "hadamard" and m % 4:
+            continue  # skipped: no Hadamard code
+        name, params = _series_family(code, m, queries, chain_step, seed)
+        full = check_values(name, params)
+        check_memory(f"the {code} family at m = {m:,} with {queries:,} queries", MEMORY[name](**full))
+
+
 def bound_curve(code: str, ms: list[int], queries: int | None = None, chain_step: int = 4,
                 seed: int = 0, log=None) -> dict:
     """The curve's numbers for every m that has a family (the rest listed as skipped)."""
@@ -171,6 +208,7 @@ def bound_curve(code: str, ms: list[int], queries: int | None = None, chain_step
     queries = DEFAULT_QUERIES[code] if queries is None else queries
     if queries < 2 or chain_step < 1:
         raise KernelgapError("queries must be ≥ 2 and chain_step ≥ 1")
+    check_series(code, ms, queries, chain_step, seed)
     points, skipped = [], []
     for m in ms:
         point = ladder_point(m, queries, seed, log) if code == "ladder" else code_point(code, m, queries, chain_step)

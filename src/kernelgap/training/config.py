@@ -28,7 +28,6 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..models import ModelSpec, feature_map_class, resolve_device
 from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
-from ..models.external import ModuleSpec
 from ..models.feature_maps import FeatureMap
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, FinitePositive, NonNegativeInt, checked, invalid, one_of
@@ -117,6 +116,11 @@ class TrainConfig(Config):
         return self
 
 
+#: Validation context key: check a family's keys and types, not its registered name and
+#: parameters (a sweep file's section, before its own structure is checked).
+TYPES_ONLY = "types_only"
+
+
 class FamilySpec(Config):
     """A registered family and its builder's parameters (``task.build_family``), or a family
     file (either layout; a product family is expanded for training).
@@ -145,8 +149,8 @@ class FamilySpec(Config):
         return cls(name=name or p.stem, file=str(p), sha256=file_sha256(p))
 
     @model_validator(mode="after")
-    def _registered(self) -> "FamilySpec":
-        if self.file is not None:
+    def _registered(self, info: ValidationInfo) -> "FamilySpec":
+        if self.file is not None or (info.context or {}).get(TYPES_ONLY):
             return self
         try:
             allowed = family_parameters(self.name)

@@ -19,7 +19,7 @@ import os
 import pickle
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -478,7 +478,7 @@ def load_checkpoint(path: str | os.PathLike, device: str = "cpu"):
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
         raise KernelgapError(f"checkpoint {path} is not a kernelgap checkpoint (format {CHECKPOINT_FORMAT})")
     runs = [RunConfig.from_dict(d) for d in data["runs"]]
-    runs = [replace(r, train=replace(r.train, device=device)) for r in runs]
+    runs = [r.model_copy(update={"train": r.train.model_copy(update={"device": device})}) for r in runs]
     model, family, test_family = build_stack(runs)
     model.load_state_dict(data["state"])
     return runs, model, family, test_family
