@@ -192,7 +192,7 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
     sweep = load_sweep(config_path, store.family_copies() if resuming else None)
     runs = sweep.runs()
     ids = run_ids(runs)
-    created = not out_dir.exists()
+    created = not _exists(out_dir)
     try:
         return _run_in(store, sweep, config_path, runs, ids, start, executor=executor,
                        workers=workers, address=address, cpus=cpus, gpus=gpus, progress=progress,
@@ -201,6 +201,15 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
         if created:
             store.remove_if_unused()  # a refused sweep leaves no folder behind
         raise
+
+
+def _exists(path: Path) -> bool:
+    """``path.exists()``, where a path the system cannot even look up (a name too long, a
+    file in the way) counts as present: opening it then says what is wrong, in one line."""
+    try:
+        return path.exists()
+    except OSError:
+        return True
 
 
 def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], ids: list[str],
