@@ -5,8 +5,10 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 PROFILE ?= quick
 OUT    ?= results/reproduce-$(PROFILE)
+# pytest options of `make test`: both cores (pytest-xdist); PYTEST_ARGS= runs serially
+PYTEST_ARGS ?= -n 2
 
-.PHONY: install reproduce test test-fast bench schema clean
+.PHONY: install reproduce test test-fast lint bench schema clean
 
 install: $(STAMP)
 
@@ -20,11 +22,16 @@ $(STAMP): pyproject.toml
 reproduce: install
 	$(BIN)/kernelgap reproduce --profile $(PROFILE) --out $(OUT)
 
-test: install
-	$(BIN)/python -m pytest -q
+# lint, then the whole suite (what CI runs)
+test: lint
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not ray"
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 bench: install
 	$(BIN)/python benchmarks/bench_trainer.py

@@ -17,13 +17,13 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_bad_input import EXAMPLE, _check, tree_digest
 
 from kernelgap.errors import KernelgapError
 from kernelgap.limits import MAX_CURVE_POINTS, MAX_RANK
 from kernelgap.report.schema import schema_problem, summary_schema
 from kernelgap.theory.bound_curve import parse_m_range
 from kernelgap.theory.transcript import transcript_bits_ceil, transcript_bound
+from test_bad_input import EXAMPLE, _check, tree_digest
 
 PROBE = ["probe", EXAMPLE, "--steps", "2", "--ranks", "2", "--executor", "inline", "--out", "{w}/pr"]
 
@@ -39,6 +39,8 @@ FILES = {  # folder → (file, text)
     "probe-no-suites": ("probe.json", '{"target": "x", "runs": "runs-x"}'),
     "probe-bad-suite": ("probe.json", '{"target": "x", "runs": "runs-x", "suites": [{"name": "w"}]}'),
     "probe-no-runs": ("probe.json", '{"target": "x", "runs": "runs-x", "suites": []}'),
+    "probe-out-suites": ("probe.json", '{"suites": 3}'),
+    "probe-out-list": ("probe.json", "[1]"),
     "summary-profile": ("summary.json", '{"profile": 3}'),
     "summary-partial": ("summary.json", '{"schema_version": 3, "version": "0", "profile": "p", "paper": {}}'),
 }
@@ -83,6 +85,8 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     ("probe-huge-rank", ["probe", EXAMPLE, "--steps", "2", "--ranks", str(10**12), "--out", "{w}/pr"],
      f"must be ≤ {MAX_RANK:,} features per head"),
     ("probe-negative-seed", [*PROBE, "--seeds", "-1"], "--seeds must be ≥ 0, got -1"),
+    ("probe-into-junk-record", [*PROBE[:-1], "{w}/probe-out-suites"], "holds a probe of another module or other settings"),
+    ("probe-into-a-list", [*PROBE[:-1], "{w}/probe-out-list"], "probe.json is not a probe record (a JSON list)"),
 ]
 
 

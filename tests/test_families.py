@@ -8,9 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError
-from kernelgap.task import build_family, iter_exhaustive_index, load_family, pool_split, save_family
-from kernelgap.task import FAMILIES, parse_params
-from kernelgap.task.codes import greedy_constant_weight, johnson_bound, random_constant_weight
+from kernelgap.task import (
+    FAMILIES,
+    build_family,
+    iter_exhaustive_index,
+    load_family,
+    parse_params,
+    pool_split,
+    save_family,
+)
+from kernelgap.task.codes import check_code_exists, greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.family import unique_rows
 from kernelgap.task.registry import check_params
 
@@ -145,3 +152,14 @@ def test_the_cw_defaults_are_a_code_both_searches_find():
         assert len(random_constant_weight(m, w, cap, n, seed=seed)) == n
     assert len(greedy_constant_weight(m, w, cap, n)) == n
     assert len(random_constant_weight(16, 8, 3, 16, require_count=False)) == 4 < johnson_bound(16, 8, 3)
+
+
+def test_ladder_and_cw_share_one_existence_check():
+    """Both families refuse a code above its Johnson bound through the one helper."""
+    with pytest.raises(FamilyError, match="the Johnson bound allows at most 16") as direct:
+        check_code_exists(16, 8, 3, 100)
+    for name, params in [("cw", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100}),
+                         ("ladder", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100, "rungs": 0})]:
+        with pytest.raises(FamilyError) as err:
+            check_params(name, params)
+        assert str(err.value) == f"family {name!r}: {direct.value}"

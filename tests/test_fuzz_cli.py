@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from test_bad_input import EXAMPLE, TINY, tree_digest
 
 from kernelgap.cli import main
 from kernelgap.limits import MAX_RANK
 from kernelgap.task import FAMILIES, build_family, save_family
-from kernelgap.task.registry import OneOf, Range, _hints, _optional
+from kernelgap.task.registry import OneOf, _hints, _optional
+from test_bad_input import EXAMPLE, TINY, tree_digest
 
 pytestmark = pytest.mark.slow
 

@@ -136,7 +136,8 @@ def _identity(meta: dict) -> dict:
     derived from them, such as folders and certificates)."""
     derived = ("certified_rank", "folder", "baseline_folder")
     ident = {k: meta.get(k) for k in IDENTITY}
-    ident["suites"] = [{k: v for k, v in s.items() if k not in derived} for s in ident["suites"] or []]
+    rows = ident["suites"] if isinstance(ident["suites"], list) else [ident["suites"]]
+    ident["suites"] = [{k: v for k, v in s.items() if k not in derived} if isinstance(s, dict) else s for s in rows]
     return ident
 
 
@@ -186,8 +187,11 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
             "runs": f"runs-{spec.source_hash[:12] or 'nosource'}",
             "baseline_dir": os.path.relpath(baseline, out)}
     stored = read_json(out / META)
-    if (out / META).exists() and not isinstance(stored, dict):
+    if (out / META).exists() and stored is None:
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
+    if stored is not None and not isinstance(stored, dict):
+        raise KernelgapError(f"{out / META} is not a probe record (a JSON {type(stored).__name__}); move it aside "
+                             "or choose another --out")
     if stored is not None and _identity(stored) != _identity(meta):
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
     configs = _sweep_configs(out, baseline, meta, chosen, suite_rows, module_model, baseline_model)

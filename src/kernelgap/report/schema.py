@@ -1,5 +1,7 @@
 """The schema of ``summary.json``: the shared part (``base.schema.json``) with each
-registered experiment's fragment under its key (experiments sharing a key merge theirs)."""
+registered experiment's fragment under its key (experiments sharing a key merge theirs),
+and :func:`schema_problem`, which checks a summary against it where one is read (the
+results page) without jsonschema, a test dependency only."""
 
 from __future__ import annotations
 
