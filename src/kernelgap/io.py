@@ -47,6 +47,20 @@ def atomic_write_json(path: str | os.PathLike, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+def read_input(path: str | os.PathLike, what: str, error: type[Exception]) -> bytes:
+    """The bytes of a file the user named (``what``: "family file", "module file", …); a
+    missing file, a folder or an unreadable file is one line of ``error``."""
+    p = Path(path)
+    if p.is_dir():
+        raise error(f"{what} {p} is a folder, not a file")
+    if not p.is_file():
+        raise error(f"{what} {p} does not exist")
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise error(f"{what} {p} cannot be read: {exc.strerror or exc}") from None
+
+
 def read_json(path: str | os.PathLike):
     """The parsed JSON at ``path``, or ``None`` when it is missing or unreadable."""
     try:

@@ -10,7 +10,9 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
   counts its parameters at 4 bytes each (float32, the smallest training dtype),
   so the estimate is a floor and a refused model could never have been built;
 * a model asks for more than :data:`MAX_RANK` features per head;
-* a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m.
+* a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m;
+* a training phase asks for more than :data:`MAX_STEPS` steps, a layer for more than
+  :data:`MAX_WIDTH` units.
 
 The limits are defined here and nowhere else.
 """
@@ -27,6 +29,11 @@ MEMORY_FRACTION = 0.5
 
 #: Most features per head of a model (the largest rank any experiment trains is 256).
 MAX_RANK = 1 << 20
+
+#: Most steps of one training phase (the recipes use 10³–10⁴; a step takes at least ~1 ms).
+MAX_STEPS = 10**7
+#: Widest embedding or hidden layer a model may ask for.
+MAX_WIDTH = 1 << 16
 
 #: Most values of m one bound curve walks (each is a family built and certified).
 MAX_CURVE_POINTS = 1000

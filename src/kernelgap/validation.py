@@ -62,6 +62,12 @@ def at_least(low: int):
     return checked(int, lambda v: v >= low, f" must be ≥ {low}, got {{value}}", {"type": "integer", "minimum": low})
 
 
+def between(low: int, high: int):
+    """An int in ``low..high``."""
+    return checked(int, lambda v: low <= v <= high, f" must be in {low:,}..{high:,}, got {{value:,}}",
+                   {"type": "integer", "minimum": low, "maximum": high})
+
+
 PositiveInt = at_least(1)
 NonNegativeInt = at_least(0)
 #: A float that is finite and > 0 (learning rates, scales, temperatures).

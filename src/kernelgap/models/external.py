@@ -38,7 +38,9 @@ from pydantic import ConfigDict, Field, model_validator
 from torch import nn
 
 from ..errors import KernelgapError
-from ..validation import Config, PositiveInt, invalid, one_of
+from ..io import read_input
+from ..limits import MAX_WIDTH
+from ..validation import Config, PositiveInt, between, invalid, one_of
 
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
@@ -165,7 +167,7 @@ class ModuleSpec(Config):
     target: str = Field(description="package.module:Class or path/to/file.py:Class")
     kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor keyword arguments")
     interface: Interface = "sequence"
-    d_model: PositiveInt = Field(32, description="embedding width given to a 'layer' module")
+    d_model: between(1, MAX_WIDTH) = Field(32, description="embedding width given to a 'layer' module")
     args: dict[str, Any] = Field(default_factory=dict, description="argument map: constructor argument → "
                                  "'m', 'rank', 'd_model' or a constant")
     output: int | None = Field(None, description="index of the prediction in a tuple the module returns")
@@ -253,12 +255,7 @@ def load_target(target: str) -> type:
 
 
 def _load_file(target: str, path: Path):
-    if not path.is_file():
-        raise ModuleError(f"module file {path} does not exist")
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ModuleError(f"module file {path} cannot be read: {exc.strerror or exc}") from None
+    raw = read_input(path, "module file", ModuleError)
     digest = hashlib.sha256(raw).hexdigest()
     name = f"kernelgap_external_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{digest[:12]}"
     if name in sys.modules:

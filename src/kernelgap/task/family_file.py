@@ -194,16 +194,9 @@ def family_to_json(family: AnyFamily) -> dict:
 
 def load_family(path: str | os.PathLike) -> AnyFamily:
     """Read a family file; every problem is a one-line :class:`FamilyError` naming the file."""
-    p = Path(path)
-    if p.is_dir():
-        raise FamilyError(f"family file {p} is a folder, not a file")
-    if not p.is_file():
-        raise FamilyError(f"family file {p} does not exist")
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise FamilyError(f"cannot read family file {p}: {exc.strerror or exc}") from None
-    return parse_family_bytes(raw, p)
+    from ..io import read_input
+
+    return parse_family_bytes(read_input(path, "family file", FamilyError), Path(path))
 
 
 def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:

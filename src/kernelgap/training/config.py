@@ -26,11 +26,13 @@ import torch
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, FamilyError, KernelgapError
+from ..io import read_input
 from ..models import ModelSpec, feature_map_class, resolve_device
 from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
 from ..models.feature_maps import FeatureMap
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
-from ..validation import Config, FinitePositive, NonNegativeInt, checked, invalid, one_of
+from ..limits import MAX_STEPS
+from ..validation import Config, FinitePositive, NonNegativeInt, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -82,6 +84,10 @@ StopBelow = checked(float, lambda v: v >= 0, " must be ≥ 0 (0: never stop earl
 DType = one_of(tuple(DTYPES))
 
 
+#: Steps of a phase: 0 (skip it) up to :data:`kernelgap.limits.MAX_STEPS`.
+Steps = between(0, MAX_STEPS)
+
+
 class TrainConfig(Config):
     """Full-batch Adam in two phases, each with its own cosine decay to zero.
 
@@ -95,8 +101,8 @@ class TrainConfig(Config):
     WHERE: ClassVar[str] = "train"
 
     lr: FinitePositive | None = Field(None, description="Adam learning rate (default: calibrated per model)")
-    mse_steps: NonNegativeInt = Field(1000, description="steps of the MSE phase")
-    max_steps: NonNegativeInt = Field(2000, description="steps of the power-mean (max-error) phase")
+    mse_steps: Steps = Field(1000, description="steps of the MSE phase")
+    max_steps: Steps = Field(2000, description="steps of the power-mean (max-error) phase")
     power: Power = Field(8.0, description="power of the power-mean loss")
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
     dtype: DType = "float32"
@@ -196,10 +202,7 @@ class FamilySpec(Config):
 
 def read_file_bytes(path: str | Path) -> bytes:
     """The bytes of a family file; a missing or unreadable file is a one-line error."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise FamilyError(f"family file {path} cannot be read: {exc.strerror or exc}") from None
+    return read_input(path, "family file", FamilyError)
 
 
 def file_sha256(path: str | Path) -> str:
