@@ -20,33 +20,20 @@ import pytest
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
 from kernelgap.task.family_file import save_family
+from sweep_helpers import TINY
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
 EXAMPLE = "kernelgap.probe.examples:DecayedLinearAttention"
 
-TINY = """
-name = "tiny"
-[family]
-name = "exhaustive"
-params = {m = 2, length = 2}
-[model]
-feature_map = "table"
-[train]
-mse_steps = 2
-max_steps = 2
-[grid]
-model.rank = [1, 2]
-"""
-
 CONFIG_EDITS = {  # file name → (text to replace in TINY, replacement)
     "unknown-key.toml": ("[train]", "[train]\nlearning_rate = 0.1"),
-    "wrong-type.toml": ("mse_steps = 2", 'mse_steps = "two"'),
+    "wrong-type.toml": ("mse_steps = 4", 'mse_steps = "two"'),
     "empty-grid.toml": ("model.rank = [1, 2]", "model.rank = []"),
     "rank-zero.toml": ("model.rank = [1, 2]", "model.rank = [0, 2]"),
     "zero-heads.toml": ('feature_map = "table"', 'feature_map = "table"\nheads = 0'),
     "bad-toml.toml": ("[grid]", "[grid"),
-    "bad-dtype.toml": ("mse_steps = 2", 'mse_steps = 2\ndtype = "float16"'),
-    "infinite-lr.toml": ("mse_steps = 2", "mse_steps = 2\nlr = inf"),
+    "bad-dtype.toml": ("mse_steps = 4", 'mse_steps = 4\ndtype = "float16"'),
+    "infinite-lr.toml": ("mse_steps = 4", "mse_steps = 4\nlr = inf"),
     "bad-readout.toml": ('feature_map = "table"', 'feature_map = "table"\nreadout = "deep"'),
     "unknown-map.toml": ('feature_map = "table"', 'feature_map = "cosine"'),
     "other-sweep.toml": ("model.rank = [1, 2]", "model.rank = [1, 2, 3]"),

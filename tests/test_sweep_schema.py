@@ -18,6 +18,7 @@ from kernelgap.models.attention import KIND_FIELDS
 from kernelgap.sweeps.config import SCHEMA_FILE, load_sweep, sweep_schema
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
 from sweep_helpers import TINY
+from sweep_helpers import TINY
 from sweep_helpers import write_sweep as write
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,19 +81,7 @@ def test_configs_round_trip_and_copy_like_dataclasses():
         run.model.rank = 8  # a model spec is frozen, as the dataclass was
 
 
-KIND_SWEEP = """
-name = "kinds"
-[family]
-name = "exhaustive"
-params = {m = 2, length = 2}
-[model]
-feature_map = "table"
-[train]
-mse_steps = 2
-max_steps = 2
-[grid]
-model.rank = [1, 2]
-"""
+KIND_SWEEP = TINY
 
 
 def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_path):

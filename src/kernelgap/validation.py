@@ -63,9 +63,15 @@ def at_least(low: int):
 
 
 def between(low: int, high: int):
-    """An int in ``low..high``."""
-    return checked(int, lambda v: low <= v <= high, f" must be in {low:,}..{high:,}, got {{value:,}}",
-                   {"type": "integer", "minimum": low, "maximum": high})
+    """An int in ``low..high`` (the message names the side it crossed)."""
+    def check(value: int) -> int:
+        if value < low:
+            raise invalid(f" must be ≥ {low}, got {value}")
+        if value > high:
+            raise invalid(f" must be ≤ {high:,}, got {value:,}")
+        return value
+
+    return Annotated[int, AfterValidator(check), WithJsonSchema({"type": "integer", "minimum": low, "maximum": high})]
 
 
 PositiveInt = at_least(1)
