@@ -1,10 +1,10 @@
 """The Min-IP task: targets, metrics and families (docs/theory.md, "The task").
 
 Importing the package registers every family builder (exhaustive, pool,
-witness codes, OOD pools, ladder).
+witness codes, OOD pools, ladder, layer).
 """
 
-from . import exhaustive, ladder, ood, witness  # noqa: F401  (the builders register themselves)
+from . import exhaustive, ladder, layer, ood, witness  # noqa: F401  (the builders register themselves)
 from .exhaustive import iter_exhaustive_index, pool_split
 from .family import AnyFamily, Family, ProductFamily, as_sequences
 from .family_file import family_from_json, family_to_json, load_family, parse_family_bytes, save_family

@@ -22,6 +22,7 @@ before it uses a family.
 from __future__ import annotations
 
 import operator
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -303,21 +304,25 @@ class Family(_SelfValidating):
 
 #: Most sequences a product family is expanded to (training and other per-sequence work).
 MAX_EXPANDED = 1 << 22
+#: Longest product family: N − 1 candidate slots (its sequence count ``Q·C^(N−1)`` is an exact
+#: integer of about ``N·log2 C`` bits, instant at this size).
+MAX_PRODUCT_LENGTH = 1 << 16
 
 
 @dataclass
 class ProductFamily(_SelfValidating):
-    """Every sequence ``(x; c, c')`` with ``x`` a query and ``c, c'`` candidates.
+    """Every sequence of length N with a query ``x`` at its position and any N − 1 candidates.
 
-    ``x`` sits at ``query_position`` (1-based) and the two candidates fill the
-    other positions in both orders, ``c = c'`` included: ``Q·C²`` sequences that
-    are never materialised unless asked (:meth:`expand`).  The certificate works
-    on the product directly (docs/theory.md, "Product families").
+    ``x`` sits at ``query_position`` (1-based) and the other ``N − 1`` positions
+    hold every tuple of candidates, repeats included: ``Q·C^(N−1)`` sequences
+    (``length`` = N ≥ 3, default 3: every ``(x; c, c')``) that are never
+    materialised unless asked (:meth:`expand`).  The certificate works on the
+    product directly (docs/theory.md, "Product families" and "Context length N").
 
     Validated on construction and on every assignment to a field (module docstring):
     ``tokens`` as for :class:`Family` (0/1, m ≥ 1, distinct rows); ``queries`` and
-    ``candidates`` non-empty 1-d integer token ids in range; ``query_position`` in
-    1..3; ``matching`` pairs with no query twice, each query among ``queries`` and
+    ``candidates`` non-empty 1-d integer token ids in range; ``length`` an integer
+    in ``3..MAX_PRODUCT_LENGTH``; ``query_position`` in 1..N; ``matching`` pairs with no query twice, each query among ``queries`` and
     each good candidate among ``candidates`` (for a product that is exactly "the
     pair meets in a sequence").  ``queries`` and ``candidates`` are *sets*: the
     family is the same sequences however often an id is listed, so a repeated id
@@ -326,7 +331,7 @@ class ProductFamily(_SelfValidating):
     matching.
     """
 
-    _VALIDATED = frozenset({"tokens", "queries", "candidates", "query_position", "matching"})
+    _VALIDATED = frozenset({"tokens", "queries", "candidates", "query_position", "matching", "length"})
 
     tokens: np.ndarray  # uint8 [T, m], distinct
     queries: np.ndarray  # int64 [Q] token ids
@@ -335,8 +340,7 @@ class ProductFamily(_SelfValidating):
     matching: list[tuple[int, int]] = field(default_factory=list)
     name: str = "family"
     meta: dict = field(default_factory=dict)
-
-    length = 3
+    length: int = 3  # N: the query and N − 1 candidates
 
     def validate(self) -> None:
         """Check (and normalise) every field; raises a one-line :class:`FamilyError`."""
@@ -345,7 +349,13 @@ class ProductFamily(_SelfValidating):
         candidates = np.unique(_token_ids(self.candidates, "candidates", len(tokens), 1))
         if not len(queries) or not len(candidates):
             raise FamilyError("a product family needs at least one query and one candidate")
-        position = _position(self.query_position, 3, allow_none=False)
+        length = self.length
+        if isinstance(length, (bool, np.bool_)) or not isinstance(length, (int, np.integer)) or \
+                not 3 <= length <= MAX_PRODUCT_LENGTH:
+            raise FamilyError(f"a product family's length must be an integer N in 3..{MAX_PRODUCT_LENGTH:,}, "
+                              f"got {length!r:.60}")
+        length = int(length)
+        position = _position(self.query_position, length, allow_none=False)
         _distinct(tokens)
         matching = _matching(self.matching, len(tokens))
         query_set, cand_set = set(queries.tolist()), set(candidates.tolist())
@@ -356,32 +366,61 @@ class ProductFamily(_SelfValidating):
                 raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of "
                                   f"the candidates")
         for name, value in (("tokens", tokens), ("queries", queries), ("candidates", candidates),
-                            ("query_position", position), ("matching", matching)):
+                            ("length", length), ("query_position", position), ("matching", matching)):
             object.__setattr__(self, name, value)
 
     @property
     def m(self) -> int:
         return int(self.tokens.shape[1])
 
+    @property
+    def sequence_count(self) -> int:
+        """``Q·C^(N−1)``, an exact Python integer of any size."""
+        return len(self.queries) * len(self.candidates) ** (self.length - 1)
+
     def __len__(self) -> int:
-        return len(self.queries) * len(self.candidates) ** 2
+        count = self.sequence_count
+        if count > sys.maxsize:
+            raise FamilyError(f"product family {self.name!r} has {_count_str(count)} sequences, more than "
+                              f"len() can hold (read sequence_count)")
+        return count
+
+    def _tuples(self) -> str:
+        c = f"{len(self.candidates):,}"
+        return f"{c}² candidate pairs" if self.length == 3 else f"{c}^{self.length - 1} candidate tuples"
 
     def expand(self, limit: int = MAX_EXPANDED) -> Family:
-        """The same sequences as a :class:`Family` (refused above ``limit`` sequences)."""
-        if len(self) > limit:
+        """The same sequences as a :class:`Family` (refused above ``limit`` sequences), the
+        query's position first and the candidate slots in order, the first slowest."""
+        count = self.sequence_count
+        if count > limit:
             raise FamilyError(
-                f"product family {self.name!r} has {len(self):,} sequences ({len(self.queries):,} "
-                f"queries × {len(self.candidates):,}² candidate pairs); at most {limit:,} are expanded")
-        q, a, b = np.meshgrid(self.queries, self.candidates, self.candidates, indexing="ij")
-        others = [p for p in range(3) if p != self.query_position - 1]
-        index = np.empty((len(self), 3), dtype=np.int64)
-        index[:, self.query_position - 1] = q.ravel()
-        index[:, others[0]], index[:, others[1]] = a.ravel(), b.ravel()
+                f"product family {self.name!r} has {_count_str(count)} sequences ({len(self.queries):,} "
+                f"queries × {self._tuples()}); at most {limit:,} are expanded")
+        n = self.length
+        grids = np.meshgrid(self.queries, *([self.candidates] * (n - 1)), indexing="ij")
+        others = [p for p in range(n) if p != self.query_position - 1]
+        index = np.empty((count, n), dtype=np.int64)
+        index[:, self.query_position - 1] = grids[0].ravel()
+        for p, grid in zip(others, grids[1:]):
+            index[:, p] = grid.ravel()
         return Family(self.tokens, index, self.query_position, list(self.matching), self.name,
                       dict(self.meta))
 
 
 AnyFamily = Family | ProductFamily
+
+
+def _count_str(count: int) -> str:
+    """A sequence count for a message: digits with separators, or its size past 10^30."""
+    if count < 10**30:
+        return f"{count:,}"
+    return f"about 10^{int(count.bit_length() * 0.30103)}"
+
+
+def sequence_count(family: AnyFamily) -> int:
+    """How many sequences ``family`` holds (a product family's count may exceed ``len()``)."""
+    return family.sequence_count if isinstance(family, ProductFamily) else len(family)
 
 
 def as_sequences(family: AnyFamily) -> Family:

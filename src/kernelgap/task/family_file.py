@@ -5,8 +5,9 @@ Two layouts, told apart by their keys:
 * **sequences** — ``{"m", "query_position", "sequences": [[bits, …], …],
   "matching": [[query, good], …]}``: every sequence listed;
 * **product** — ``{"m", "query_position", "queries": [bits, …],
-  "candidates": [bits, …], "matching": …}``: every ``(x; c, c')`` with ``x``
-  a query and ``c, c'`` candidates (:class:`~kernelgap.task.family.ProductFamily`).
+  "candidates": [bits, …], "matching": …, "length"}``: every sequence of length
+  N (``"length"``, an integer ≥ 3, default 3) with a query at its position and any
+  N − 1 candidates (:class:`~kernelgap.task.family.ProductFamily`).
 
 Loading is linear in the file: each distinct word is validated and converted
 once (a family has few distinct tokens and many sequences), and token ids
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FamilyError
-from .family import AnyFamily, Family, ProductFamily, bits_to_str
+from .family import MAX_PRODUCT_LENGTH, AnyFamily, Family, ProductFamily, bits_to_str
 
 PRODUCT_KEYS = ("queries", "candidates")
 
@@ -151,7 +152,11 @@ def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFami
         return "an entry"
 
     vocab = _Vocabulary(qs + cs, m, where)
-    qp = _query_position(data, 3, allow_null=False)
+    length = data.get("length", 3)
+    if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= MAX_PRODUCT_LENGTH:
+        raise FamilyError(f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
+                          f"N − 1 candidates), got {length!r:.60}")
+    qp = _query_position(data, length, allow_null=False)
     query_set, cand_set = set(qs), set(cs)
     matching = []
     for k, (q, g) in enumerate(_matching_words(data, m)):  # by word: the messages name the keys
@@ -162,7 +167,7 @@ def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFami
         matching.append((vocab.ids[q], vocab.ids[g]))
     # the family validates the rest itself (one good candidate per query; a word listed twice
     # in 'queries' or 'candidates' is one token, merged)
-    return ProductFamily(vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, matching, name, meta)
+    return ProductFamily(vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, matching, name, meta, length)
 
 
 def family_from_json(data) -> AnyFamily:
@@ -185,6 +190,8 @@ def family_to_json(family: AnyFamily) -> dict:
     if isinstance(family, ProductFamily):
         out["queries"] = [words[i] for i in family.queries.tolist()]
         out["candidates"] = [words[i] for i in family.candidates.tolist()]
+        if family.length != 3:
+            out["length"] = family.length
     else:
         out["sequences"] = [[words[i] for i in row] for row in family.index.tolist()]
     out["matching"] = [[words[q], words[g]] for q, g in family.matching]

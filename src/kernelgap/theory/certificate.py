@@ -1,6 +1,7 @@
 """The rank lower bound as an exact certificate for a concrete family (docs/theory.md).
 
-For a family of length-3 sequences, a query position and a tolerance
+For a family of sequences of length N ≥ 3 (docs/theory.md, "Context length N"),
+a query position and a tolerance
 ``0 < δ ≤ 1/2`` the certificate is a rank ``r₀`` such that every single-head
 normalized nonnegative kernel model with max error ``≤ δ`` (``< 1/2`` at
 δ = 1/2) on the query position needs ``r ≥ r₀`` features.  Two bounds are
@@ -34,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import FamilyError
-from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str
+from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str, sequence_count
 from .chains import chain_pair_bounds, complete_quads
 from .levels import level_pair_bounds
-from .pair_bounds import REASONS, PairBounds, frac_str, parse_delta
+from .pair_bounds import REASONS, PairBounds, frac_str, int_str, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
@@ -123,7 +124,7 @@ class Certificate:
 
     family: str
     m: int
-    sequences: int
+    sequences: int  # a Python int of any size (a product family's Q·C^(N−1))
     query_position: int  # 1-based
     delta: Fraction
     queries_total: int
@@ -135,6 +136,7 @@ class Certificate:
     dropped_queries: list[dict]
     radon_queries: list[str]
     seconds: float = 0.0
+    length: int = 3
 
     @property
     def certified_rank(self) -> int:
@@ -155,8 +157,9 @@ class Certificate:
     def to_json(self, limit: int = 50) -> dict:
         """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``."""
         t, r = self.trace, self.radon
+        sequences = self.sequences if self.sequences.bit_length() <= 10_000 else int_str(self.sequences)
         return {
-            "family": self.family, "m": self.m, "sequences": self.sequences,
+            "family": self.family, "m": self.m, "sequences": sequences, "length": self.length,
             "query_position": self.query_position, "delta": frac_str(self.delta),
             "queries_total": self.queries_total, "queries": self.queries,
             "sum_eps2": frac_str(t.sum_eps2), "bound": frac_str(t.bound),
@@ -167,7 +170,8 @@ class Certificate:
                           "queries": len(t.kept)},
                 "radon": {"rank": r.rank, "level": r.level, "queries": self.radon_queries,
                           "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-                          "exact_search": r.exact_search, "seconds": round(r.seconds, 4)},
+                          "exact_search": r.exact_search, "whole_set": r.whole_set,
+                          "seconds": round(r.seconds, 4)},
             },
             "comparisons": self.comparisons, "weakest_pair": self.weakest_pair,
             "unbounded_count": len(self.unbounded_pairs),
@@ -185,8 +189,9 @@ def check_family(family: AnyFamily) -> None:
     when it was built and whenever a field was assigned, and this also catches a list
     or array changed in place since."""
     family.validate()
-    if family.length != 3:
-        raise FamilyError(f"the certificate needs length-3 sequences, family {family.name!r} has length {family.length}")
+    if family.length < 3:
+        raise FamilyError(f"the certificate needs length-3 or longer sequences, family {family.name!r} "
+                          f"has length {family.length}")
     if not family.matching:
         raise FamilyError(f"family {family.name!r} has no matching (query, good candidate) pairs")
     if isinstance(family, Family) and len(family.tokens) >= MAX_TOKENS:
@@ -194,11 +199,17 @@ def check_family(family: AnyFamily) -> None:
 
 
 def _nothing_to_compare(family: AnyFamily, positions: list[int]) -> FamilyError:
+    shown = positions if len(positions) <= 4 else positions[:3] + ["…"]
+    if family.length == 3:
+        need = ("all four sequences (x; c, c), (x; c', c'), (x; c, c') and (x; c', c) "
+                "(are the mixed orders missing?)")
+    else:
+        need = (f"the all-c and all-c' sequences and, for each of the {family.length - 1} candidate slots, "
+                f"c in that slot and c' in all the others")
     return FamilyError(
         f"family {family.name!r} has nothing to compare at query position "
-        f"{' or '.join(map(str, positions))}: the certificate needs, for a query x and two "
-        f"candidates c ≠ c', all four sequences (x; c, c), (x; c', c'), (x; c, c') and (x; c', c) "
-        f"(are the mixed orders missing?)")
+        f"{' or '.join(map(str, shown))}: the certificate needs, for a query x and two "
+        f"candidates c ≠ c', {need}")
 
 
 def certify(family: AnyFamily, delta: Fraction | str = Fraction(1, 2),
@@ -214,7 +225,7 @@ def certify(family: AnyFamily, delta: Fraction | str = Fraction(1, 2),
             raise _nothing_to_compare(family, [family.query_position])
         best = _certificate(family, family.query_position, level_pair_bounds(family, delta), delta, budget_s)
     else:
-        positions = [family.query_position] if family.query_position else [1, 2, 3]
+        positions = [family.query_position] if family.query_position else list(range(1, family.length + 1))
         if not any(len(complete_quads(family, p - 1)[0]) for p in positions):
             raise _nothing_to_compare(family, positions)
         best = max((certify_at(family, p - 1, delta, budget_s) for p in positions),
@@ -236,7 +247,7 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
     match = family.matching
     bad = np.argwhere(bounds.reason != 0)
     return Certificate(
-        family=family.name, m=family.m, sequences=len(family), query_position=position,
+        family=family.name, m=family.m, sequences=sequence_count(family), query_position=position,
         delta=delta, queries_total=len(match), comparisons=bounds.comparisons,
         trace=trace, radon=radon,
         weakest_pair=_weakest(bounds, trace.kept, family, word),
@@ -244,6 +255,7 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
                           "reason": REASONS[int(bounds.reason[i, j])]} for i, j in bad[:1000].tolist()],
         dropped_queries=[{"query": word(match[k][0]), "why": why} for k, why in trace.dropped],
         radon_queries=[word(match[k][0]) for k in radon.members],
+        length=family.length,
     )
 
 
@@ -274,15 +286,19 @@ def describe_certificate(payload: dict) -> list[str]:
     """Human lines for :meth:`Certificate.to_json`: both bounds, which one wins and why."""
     trace, radon = payload["bounds"]["trace"], payload["bounds"]["radon"]
     rel = ">" if payload["strict"] else "≥"
+    count = payload["sequences"]
+    count = f"{count:,}" if isinstance(count, int) and count < 10**60 else (
+        f"about 10^{len(str(count)) - 1}" if isinstance(count, int) else f"about 10^{len(count) - 1}")
     lines = [
-        f"family {payload['family']}: {payload['sequences']:,} sequences, m = {payload['m']}, "
+        f"family {payload['family']}: {count} sequences of length {payload.get('length', 3)}, m = {payload['m']}, "
         f"query at position {payload['query_position']}, δ = {payload['delta']}, "
         f"{payload['comparisons']:,} comparisons",
         f"trace bound: {trace['queries']} of {payload['queries_total']} queries, Σε² = {trace['sum_eps2']}, "
         f"n²/(n + Σε²) = {trace['bound']} (≈ {payload['bound_float']:.4f}), so r {rel} that: r ≥ {trace['rank']}",
     ]
     if radon["max_product"] is not None:
-        search = "exact search" if radon["exact_search"] else "budget ran out: greedy, may be improvable"
+        search = ("every pair of all the queries qualifies: no clique search" if radon.get("whole_set")
+                  else "exact search" if radon["exact_search"] else "budget ran out: greedy, may be improvable")
         level = radon["level"]
         lines.append(
             f"Radon bound: {len(radon['queries'])} queries whose every pair has ε_ij·ε_ji ≤ "

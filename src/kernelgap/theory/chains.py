@@ -2,7 +2,10 @@
 
 A comparison ``c → c'`` for a query x needs all four sequences ``(x; c, c)``,
 ``(x; c', c')``, ``(x; c, c')``, ``(x; c', c)`` and a gap ``s_{c'} − s_c > 2δ``
-(:mod:`.pair_bounds`); the chains are shortest paths over these comparisons,
+(:mod:`.pair_bounds`).  At length N it needs the N + 1 sequences of
+docs/theory.md, "Context length N": the all-c and all-c' sequences and, for each
+of the N − 1 candidate slots, c in that slot and c' in all the others; its
+ratio is ``ρ_N``.  The chains are shortest paths over these comparisons,
 level by level in increasing overlap.  Each level's exact relaxation costs time
 in its own edges, not in every node (:class:`~.pair_bounds.ExactValues`).
 """
@@ -50,36 +53,70 @@ def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
 
 
-def _triples(family: Family, qpos: int) -> np.ndarray:
-    """Sorted unique keys ``(q·T + a)·T + b`` of (query, first other, second other)."""
-    others = [p for p in range(3) if p != qpos]
+def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q, lo, hi)`` token ids, ``lo ≠ hi``: the family holds the all-lo and all-hi sequences
+    with q at ``qpos`` and, for every other slot j, lo at j and hi at every other slot (at
+    N = 3 both orders of a mixed pair, so each complete pair comes once per direction).
+
+    Each sequence is read as a record ``(q, lo, hi, slot)``: a sequence whose candidate
+    slots hold one token once and another in all the rest (N = 3: either of the two);
+    a pair is complete when its records cover all N − 1 slots.
+    """
+    n = family.length
     t = len(family.tokens)
+    others = [p for p in range(n) if p != qpos]
     idx = family.index
-    return _sorted_unique((idx[:, qpos] * t + idx[:, others[0]]) * t + idx[:, others[1]])
+    q, cand = idx[:, qpos], idx[:, others]
+    first = cand[:, :1]
+    same_first = (cand == first).sum(1)
+    uniform = same_first == n - 1
+    uniform_keys = _sorted_unique(q[uniform] * t + first[uniform, 0])
+    if n == 3:  # (q; a, b) is "a in slot 0, b elsewhere" and "b in slot 1, a elsewhere"
+        mixed = ~uniform
+        rq = np.concatenate([q[mixed], q[mixed]])
+        lo = np.concatenate([cand[mixed, 0], cand[mixed, 1]])
+        hi = np.concatenate([cand[mixed, 1], cand[mixed, 0]])
+        slot = np.concatenate([np.zeros(mixed.sum(), np.int64), np.ones(mixed.sum(), np.int64)])
+    else:
+        rest_same = (cand[:, 1:] == cand[:, 1:2]).all(1)
+        at_zero = (same_first == 1) & rest_same  # slot 0 holds the single one
+        elsewhere = same_first == n - 2  # one slot j > 0 differs from slot 0
+        j = np.argmax(cand != first, axis=1)
+        rows = np.arange(len(idx))
+        single = np.where(at_zero, 0, j)
+        keep = at_zero | elsewhere
+        rq, slot = q[keep], single[keep]
+        lo = cand[rows, single][keep]
+        hi = np.where(at_zero, cand[:, 1], first[:, 0])[keep]
+    if not len(rq):
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    key = (rq * t + lo) * t + hi  # < 2^63 for T < 2^21
+    records = np.unique(np.stack([key, slot], 1), axis=0)
+    keys, counts = np.unique(records[:, 0], return_counts=True)
+    keys = keys[counts == n - 1]
+    q, rest = np.divmod(keys, t * t)
+    lo, hi = np.divmod(rest, t)
+    ok = _contains(uniform_keys, q * t + lo) & _contains(uniform_keys, q * t + hi) if len(uniform_keys) \
+        else np.zeros(len(q), dtype=bool)
+    return q[ok], lo[ok], hi[ok]
 
 
 def complete_quads(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(q, a, b)``, ``a < b``: the family holds (q; a, b), (q; b, a), (q; a, a) and (q; b, b)."""
-    t = len(family.tokens)
-    keys = _triples(family, qpos)
-    q, rest = np.divmod(keys, t * t)
-    a, b = np.divmod(rest, t)
-    mixed = a < b
-    q, a, b = q[mixed], a[mixed], b[mixed]
-    need = [(q * t + b) * t + a, (q * t + a) * t + a, (q * t + b) * t + b]
-    ok = np.logical_and.reduce([_contains(keys, k) for k in need])
-    return q[ok], a[ok], b[ok]
+    """``(q, a, b)``, ``a < b``: every sequence of a comparison between a and b is present
+    (at N = 3: (q; a, b), (q; b, a), (q; a, a) and (q; b, b))."""
+    q, lo, hi = complete_comparisons(family, qpos)
+    keep = lo < hi if family.length == 3 else np.ones(len(q), dtype=bool)
+    return q[keep], np.minimum(lo, hi)[keep], np.maximum(lo, hi)[keep]
 
 
 def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
-    """Every comparison (all four sequences present, gap > 2δ)."""
-    q, a, b = complete_quads(family, qpos)
+    """Every comparison (all its sequences present, gap > 2δ, from the lower to the higher
+    overlap)."""
+    q, a, b = complete_comparisons(family, qpos)
     sa, sb = overlaps(family.tokens, q, a), overlaps(family.tokens, q, b)
-    gap = np.abs(sa - sb)
-    ok = gap >= min_gap(delta)  # g > 2δ for an integer g, whatever δ's size
-    q, a, b, sa, sb, gap = q[ok], a[ok], b[ok], sa[ok], sb[ok], gap[ok]
-    up = sa < sb
-    return Comparisons(q, np.where(up, a, b), np.where(up, b, a), np.maximum(sa, sb), gap)
+    ok = sb - sa >= min_gap(delta)  # g > 2δ for an integer g, whatever δ's size
+    return Comparisons(q[ok], a[ok], b[ok], sb[ok], (sb - sa)[ok])
 
 
 def _entry_edges(comp: Comparisons, entry_query: np.ndarray):
@@ -105,7 +142,7 @@ def chain_pair_bounds(family: Family, qpos: int, delta: Fraction) -> PairBounds:
     node_keys = _sorted_unique(np.concatenate([lo_key, hi_key, src_key]))
     lo, hi, src = (np.searchsorted(node_keys, k) for k in (lo_key, hi_key, src_key))
     gap, level = comp.gap[edge], comp.s_hi[edge]
-    weight = log_rho(gap, delta)
+    weight = log_rho(gap, delta, family.length)
     by_level = np.argsort(level, kind="stable")
     groups = np.split(by_level, np.flatnonzero(np.diff(level[by_level])) + 1) if len(by_level) else []
 
@@ -113,7 +150,7 @@ def chain_pair_bounds(family: Family, qpos: int, delta: Fraction) -> PairBounds:
     dist[src] = 0.0
     for g in groups:  # float search: levels in increasing s, every in-edge of a level at once
         np.minimum.at(dist, hi[g], dist[lo[g]] + weight[g])
-    exact = ExactValues(len(node_keys), src, delta)
+    exact = ExactValues(len(node_keys), src, delta, family.length)
     for g in groups:  # exact pass over the tight edges only
         keep = g[tight(dist[lo[g]], weight[g], dist[hi[g]])]
         exact.relax(lo[keep], hi[keep], gap[keep])

@@ -8,18 +8,27 @@ shortest path over the *distinct levels present* (at most ``min(C, m + 1)``
 per query), computed for all matching entries at once; no sequence is
 materialised.
 
+At length N every ratio is ``ρ_N = ρ/(N − 2)`` (docs/theory.md, "Context length
+N"); nothing else changes.
+
 **Short look-back.**  Splitting a step ``a → b`` at a present level c never
-hurts once both parts are long enough: for gaps ``g₁, g₂ > 2δ``,
+hurts once both parts are long enough: with ``k = N − 2`` and
+``a_i = g_i − 2δ > 0``,
 
-    ρ(g₁, δ)·ρ(g₂, δ) ≤ ρ(g₁ + g₂, δ)   ⟺   (g₁ − 4δ)(g₂ − 4δ) ≥ 8δ²,
+    ρ_N(g₁, δ)·ρ_N(g₂, δ) ≤ ρ_N(g₁ + g₂, δ)   ⟺   k·a₁a₂ ≥ 2δ(a₁ + a₂ + 2δ)
+                                            ⟺   (k a₁ − 2δ)(k a₂ − 2δ) ≥ 4δ²(k + 1)
 
-which holds when both ``g₁, g₂ ≥ T``, the least integer ``≥ (4 + 2√2)δ``
-(:func:`split_length`; ``T ≤ 4`` for ``δ ≤ 1/2``).  Splitting every such step
+(multiply by k and complete the product), which holds when both
+``k a_i − 2δ ≥ 2δ√(k + 1)``, i.e. both gaps ``≥ T``, the least integer
+``≥ 2δ + 2δ(1 + √(k + 1))/k`` (:func:`split_length`).  At N = 3 (k = 1) that is
+``(g₁ − 4δ)(g₂ − 4δ) ≥ 8δ²`` and ``T = ⌈(4 + 2√2)δ⌉ ≤ 4``; T only falls as N
+grows (``T = 2`` at δ = 1/2 from N = 5).  Splitting every such step
 of an optimal chain keeps it optimal, so every level b has an exactly optimal
 chain whose last step comes from a level a with ``s_a > s_{c*} − T``, where
 c* is the highest present level ``≤ s_b − T``.  Those predecessors lie in
 ``(s_{c*} − T, s_{c*}] ∪ (s_b − T, s_b − ⌊2δ⌋ − 1]``: at most
-``2T − ⌊2δ⌋ − 1 ≤ 7`` levels.  The search over a query's k levels therefore
+``2T − ⌊2δ⌋ − 1 ≤ 7`` levels (the argument uses only the splitting inequality, so it
+holds for every N with its own T).  The search over a query's k levels therefore
 costs O(k) per matching entry, whatever m is.
 
 Overlaps ``<x, c>`` come from a matrix product of the 0/1 tokens in chunks of
@@ -48,11 +57,15 @@ DENSE_CELLS = 1 << 24
 FLOAT32_EXACT = 1 << 24
 
 
-def split_length(delta: Fraction) -> int:
-    """``T``: the least integer ``t ≥ (4 + 2√2)δ``, decided exactly as ``t ≥ 4δ`` and
-    ``(t − 4δ)² ≥ 8δ²`` (module docstring, "Short look-back")."""
-    t = max(1, math.ceil(4 * delta))
-    while (t - 4 * delta) ** 2 < 8 * delta * delta:
+def split_length(delta: Fraction, length: int = 3) -> int:
+    """``T``: the least integer gap ``t > 2δ`` with ``k(t − 2δ) ≥ 2δ`` and
+    ``(k(t − 2δ) − 2δ)² ≥ 4δ²(k + 1)``, ``k = N − 2``, decided exactly (module docstring,
+    "Short look-back"); at N = 3 the least integer ``t ≥ (4 + 2√2)δ``."""
+    if length < 3:
+        raise ValueError(f"the look-back needs length N ≥ 3, got {length}")
+    k = length - 2
+    t = max(min_gap(delta), math.ceil(2 * delta + 2 * delta / k))
+    while (k * (t - 2 * delta) - 2 * delta) ** 2 < 4 * delta * delta * (k + 1):
         t += 1
     return t
 
@@ -173,12 +186,14 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
     A level search per entry (module docstring): from the good candidate's level up
     through the levels its query sees, each level looking back at most
     ``2T − ⌊2δ⌋ − 1`` levels; a float pass, then an exact pass over its tight edges.
+    Every ratio is ``ρ_N`` at the family's length N (docs/theory.md, "Context length N").
     """
     entry_query = np.array([q for q, _ in family.matching], dtype=np.int64)
     goods = np.array([g for _, g in family.matching], dtype=np.int64)
     # a family matches each query once, so the table's rows are the entries themselves
     table = query_levels(family, entry_query, goods)
-    gap0, split = min_gap(delta), split_length(delta)
+    length = family.length
+    gap0, split = min_gap(delta), split_length(delta, length)
     n, width = len(goods), table.levels.shape[1]
     q_of = np.arange(n)
     target = table.at_goods  # [n, n]: level of g_j for query x_i
@@ -187,11 +202,11 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
     if n:
         back = 2 * split - gap0  # look-back per level (module docstring)
         chunk = max(1, SEARCH_CELLS // max(width * back, 1))
-        exact = ExactValues(n * width, np.zeros(0, dtype=np.int64), delta)
+        exact = ExactValues(n * width, np.zeros(0, dtype=np.int64), delta, length)
         src = level_index(table, q_of, source)  # −1 only if g_i were no candidate
         for start in range(0, n, chunk):
             rows = np.arange(start, min(n, start + chunk))
-            _search(table, q_of[rows], rows, src[rows], width, gap0, split, back, delta, exact)
+            _search(table, q_of[rows], rows, src[rows], width, gap0, split, back, delta, exact, length)
         position = level_index(table, q_of[:, None], target)  # index of g_j's level for x_i
         vid = exact.vid[np.arange(n)[:, None] * width + np.maximum(position, 0)]
         vid[position < 0] = -1
@@ -204,7 +219,8 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
 
 
 def _search(table: QueryLevels, query: np.ndarray, entries: np.ndarray, src: np.ndarray, width: int,
-            gap0: int, split: int, back: int, delta: Fraction, exact: ExactValues) -> None:
+            gap0: int, split: int, back: int, delta: Fraction, exact: ExactValues,
+            length: int = 3) -> None:
     """The level search of some entries (global ids ``entries``, their good candidates at
     level index ``src``, −1: none), its exact values written into ``exact`` at node
     ``entry·width + level index``."""
@@ -226,7 +242,7 @@ def _search(table: QueryLevels, query: np.ndarray, entries: np.ndarray, src: np.
     assert not (head & (last - first + 1 > back)).any(), "look-back window too short"
     tail = np.maximum(tail, 0)
     gaps = np.where(valid, lv[:, :, None] - np.take_along_axis(lv, tail.reshape(r, -1), 1).reshape(tail.shape), 0)
-    weight = np.where(valid, log_rho(gaps, delta), np.inf)
+    weight = np.where(valid, log_rho(gaps, delta, length), np.inf)
 
     dist = np.full((r, width), np.inf)
     start = np.flatnonzero(src_ok)

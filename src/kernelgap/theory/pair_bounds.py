@@ -2,9 +2,11 @@
 
 docs/theory.md derives them; in short, with ``s_c = <x, c>``:
 
-1. **Gap domination.**  When a family holds ``(x; c, c)``, ``(x; c', c')``,
-   ``(x; c, c')`` and ``(x; c', c)`` and ``g = s_{c'} − s_c > 2δ``, every model
-   with max error ≤ δ has ``M(c')/M(c) ≤ ρ(g, δ) = 2δ/(g − 2δ)``.
+1. **Gap domination.**  When a family of length N ≥ 3 holds the all-c sequence
+   ``(x; c, …, c)``, the all-c' sequence and the N − 1 sequences with c in one
+   slot and c' in all the others, and ``g = s_{c'} − s_c > 2δ``, every model
+   with max error ≤ δ has ``M(c')/M(c) ≤ ρ_N(g, δ) = 2δ/((N − 2)(g − 2δ))``
+   (N = 3: ``2δ/(g − 2δ)``; docs/theory.md, "Context length N").
 2. **Amplification.**  Ratios multiply along chains ``c_0 → c_1 → …``; the
    best ratio ``R(x; g → c)`` is a shortest path in ``log ρ`` over a DAG.
 3. **Pair bounds.**  For matching entries ``(x_i, g_i)``:
@@ -124,11 +126,14 @@ def min_gap(delta: Fraction) -> int:
     return math.floor(2 * delta) + 1
 
 
-def rho(gap: int, delta: Fraction) -> Fraction:
-    """Gap domination ``ρ(g, δ) = 2δ/(g − 2δ)`` for ``g > 2δ``."""
+def rho(gap: int, delta: Fraction, length: int = 3) -> Fraction:
+    """Gap domination at context length N, ``ρ_N(g, δ) = 2δ/((N − 2)(g − 2δ))`` for ``g > 2δ``
+    and ``N ≥ 3`` (N = 3: ``2δ/(g − 2δ)``; docs/theory.md, "Context length N")."""
     if gap <= 2 * delta:
         raise ValueError(f"gap {gap} is not above 2δ = {2 * delta}")
-    return 2 * delta / (gap - 2 * delta)
+    if length < 3:
+        raise ValueError(f"gap domination needs length N ≥ 3, got {length}")
+    return 2 * delta / ((length - 2) * (gap - 2 * delta))
 
 
 def log_fraction(x: Fraction) -> float:
@@ -136,23 +141,26 @@ def log_fraction(x: Fraction) -> float:
     return math.log(x.numerator) - math.log(x.denominator)
 
 
-def log_rho(gaps, delta: Fraction) -> np.ndarray:
-    """``ln ρ(g, δ) = ln 2δ − ln(g − 2δ)`` per integer gap (``inf`` where ``g ≤ 2δ``).
+def log_rho(gaps, delta: Fraction, length: int = 3) -> np.ndarray:
+    """``ln ρ_N(g, δ) = ln 2δ − ln(g − 2δ) − ln(N − 2)`` per integer gap (``inf`` where
+    ``g ≤ 2δ``).
 
     ``ln 2δ`` comes from 2δ's exact numerator and denominator, so a δ of any size
     neither overflows nor underflows.  For ``g ≥ 2``, ``g − 2δ ≥ 1`` is within
     2⁻⁵² (relative) in floats; ``g = 1`` (only when ``2δ < 1``) is taken exactly,
     since ``1 − 2δ`` may be far below float resolution.  Every value is within
-    ~1e-15 of the true logarithm: what :data:`TIGHT_TOL` needs.
+    ~1e-15 of the true logarithm: what :data:`TIGHT_TOL` needs.  ``ln(N − 2)`` is taken
+    from the integer itself (``math.log`` of an int of any size).
     """
     gaps = np.asarray(gaps, dtype=np.int64)
     two = 2 * delta
     out = np.full(gaps.shape, math.inf)
     ok = gaps >= min_gap(delta)
+    shift = math.log(length - 2) if length > 3 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        out[ok] = log_fraction(two) - np.log(gaps[ok] - float(two))
+        out[ok] = log_fraction(two) - np.log(gaps[ok] - float(two)) - shift
     if two < 1:
-        out[gaps == 1] = log_fraction(two) - log_fraction(1 - two)
+        out[gaps == 1] = log_fraction(two) - log_fraction(1 - two) - shift
     return out
 
 
@@ -165,11 +173,12 @@ class ExactValues:
     """Exact chain products per node, as ids into a table of distinct Fractions.
 
     Nodes are relaxed level by level (every tail final before its heads), so
-    ``vid[v] = min over tight edges u → v of values[vid[u]]·ρ(gap)``.
+    ``vid[v] = min over tight edges u → v of values[vid[u]]·ρ_N(gap)`` (``length`` = N).
     """
 
-    def __init__(self, nodes: int, sources: np.ndarray, delta: Fraction) -> None:
+    def __init__(self, nodes: int, sources: np.ndarray, delta: Fraction, length: int = 3) -> None:
         self.delta = delta
+        self.length = length
         self.vid = np.full(nodes, -1, dtype=np.int64)
         self.vid[sources] = 0
         self.values = [Fraction(1)]
@@ -187,7 +196,7 @@ class ExactValues:
         if not len(lo):
             return
         combos, inverse = np.unique(np.stack([self.vid[lo], gap], 1), axis=0, return_inverse=True)
-        products = [self.values[v] * rho(g, self.delta) for v, g in combos.tolist()]
+        products = [self.values[v] * rho(g, self.delta, self.length) for v, g in combos.tolist()]
         ranked = sorted(set(products))
         rank_of = {p: k for k, p in enumerate(ranked)}
         edge_rank = np.array([rank_of[p] for p in products], dtype=np.int64)[inverse.reshape(-1)]

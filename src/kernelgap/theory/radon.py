@@ -12,6 +12,14 @@ graph ``G_r``, nested in r (``G_{r+1} ⊆ G_r``); the certificate is the largest
 ``r`` with a clique of ``r + 1`` vertices in ``G_r``.  Every clique found is a
 sound certificate; the search is exact unless its time budget runs out.
 
+**Whole set.**  When every pair of all n queries qualifies at level n − 1, the
+n queries are themselves the clique and no search is needed
+(:func:`whole_set_qualifies`).  Since every bounded ε is ≤ 1, a pair can fail
+only if both ``ε_ij ≥ 1/(n − 1)`` and ``ε_ji ≥ 1/(n − 1)`` (otherwise its product
+is ``< 1/(n − 1)``, strictly); only those pairs are decided, exactly, and no
+``n × n`` float matrix is built.  For a code whose ε falls with the distance
+those are the pairs at small distance.
+
 Levels are read from the pair products in floats, and in exact rationals
 wherever ``1/(ε_ij ε_ji)`` lies within ``1e-9`` of an integer (float rounding
 errs by < 1e-15 relative, so elsewhere the float floor is the exact one).
@@ -56,6 +64,7 @@ class RadonBound:
     exact_search: bool
     seconds: float = 0.0
     steps: list[dict] = field(default_factory=list)
+    whole_set: bool = False  # certified by the whole-set test, without a clique search
 
 
 def exact_level(p: Fraction, strict: bool, cap: int) -> int:
@@ -205,16 +214,44 @@ def _clique_level(levels: np.ndarray, clique: list[int]) -> int:
     return int(min(sub[~np.eye(len(clique), dtype=bool)].min(), len(clique) - 1))
 
 
-def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> RadonBound:
-    """The best Radon certificate over the matching entries (module docstring)."""
-    start = time.monotonic()
-    deadline = start + budget_s
+def whole_set_qualifies(bounds: PairBounds) -> bool:
+    """Whether every pair of all ``n ≥ 2`` entries qualifies at level ``n − 1``: all bounded,
+    and ``ε_ij ε_ji ≤ 1/(n − 1)`` (``<`` where neither bound is strict), decided exactly on
+    the only pairs that can fail, those with both ``ε ≥ 1/(n − 1)`` (module docstring,
+    "Whole set")."""
     n = bounds.n
+    if n < 2:
+        return False
+    off = ~np.eye(n, dtype=bool)
+    if (bounds.reason[off] != 0).any():
+        return False
+    cut = Fraction(1, n - 1)
+    large_value = np.array([v >= cut for v in bounds.values], dtype=bool)
+    large = large_value[np.maximum(bounds.eps_id, 0)] & off
+    i, j = np.nonzero(np.triu(large & large.T, 1))
+    if not len(i):
+        return True
+    strict = bounds.strict[i, j] | bounds.strict[j, i]
+    combos = np.unique(np.stack([bounds.eps_id[i, j], bounds.eps_id[j, i], strict], 1), axis=0)
+    return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1
+               for a, b, st in combos.tolist())
+
+
+def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> RadonBound:
+    """The best Radon certificate over the matching entries (module docstring); the whole set
+    is tried first, without a clique search."""
+    start = time.monotonic()
+    n = bounds.n
+    if whole_set_qualifies(bounds):
+        members = list(range(n))
+        return RadonBound(rank=n, members=members, level=n - 1, max_product=_max_product(bounds, members),
+                          exact_search=True, seconds=time.monotonic() - start,
+                          steps=[{"level": n - 1, "answer": True, "how": "whole set", "clique": n}],
+                          whole_set=True)
+    deadline = start + budget_s
     levels = pair_levels(bounds)
     best = [0] if n else []
     lo, hi, exact, steps = 0, n, True, []  # level lo is certified, level hi is not
-    if n > 1 and levels.min() >= n - 1:  # every pair qualifies at the top level
-        best, lo, hi = list(range(n)), n - 1, n
     while hi - lo > 1:
         r = (lo + hi) // 2
         answer, clique, how = _decide(levels, r, deadline)
@@ -233,12 +270,26 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> Radon
 
 
 def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
-    """The largest ``ε_ij·ε_ji`` over the members' pairs, exactly (None for fewer than two)."""
+    """The largest ``ε_ij·ε_ji`` over the members' pairs, exactly (None for fewer than two):
+    float products row chunk by row chunk (no ``n × n`` float matrix), then the exact
+    maximum over the pairs within :data:`NEAR_INTEGER` (relative) of the float maximum
+    (over every pair when that maximum is near the float underflow)."""
     if len(members) < 2:
         return None
     idx = np.asarray(members)
-    eid = bounds.eps_id[np.ix_(idx, idx)].astype(np.int64)
-    upper = np.triu_indices(len(idx), 1)
-    keys = np.unique(eid[upper] * len(bounds.values) + eid.T[upper])
-    return max(bounds.values[k // len(bounds.values)] * bounds.values[k % len(bounds.values)]
-               for k in keys.tolist())
+    vals = bounds.value_floats()
+    width = len(bounds.values)
+
+    def chunks():
+        for start in range(0, len(idx), ROW_CHUNK):
+            rows = idx[start:start + ROW_CHUNK]
+            eid = bounds.eps_id[np.ix_(rows, idx)].astype(np.int64)
+            eid_t = bounds.eps_id[np.ix_(idx, rows)].T.astype(np.int64)
+            upper = np.arange(len(idx))[None, :] > (start + np.arange(len(rows)))[:, None]
+            yield eid, eid_t, upper, np.where(upper, vals[eid] * vals[eid_t], -1.0)
+
+    best = max(prod.max(initial=-1.0) for *_, prod in chunks())
+    floor = best * (1 - NEAR_INTEGER) if best >= 1e-290 else -0.5
+    keys = np.unique(np.concatenate([eid[upper & (prod >= floor)] * width + eid_t[upper & (prod >= floor)]
+                                     for eid, eid_t, upper, prod in chunks()]))
+    return max(bounds.values[k // width] * bounds.values[k % width] for k in keys.tolist())

@@ -186,7 +186,8 @@ def probe_sentence(pr: dict) -> str:
         parts.append(f"{s['name']}: {unit} {ours} (built-in {pr.get('baseline')}: {base}{cert}){div}")
     reading = ("the causal final-query reading (position 1 sees only itself)" if pr.get("reading") == "final"
                else "the first-query reading")
-    return f"Probe of {pr.get('class')} ({pr.get('interface')} interface, {reading}): {'; '.join(parts)}."
+    label = pr.get("class") if pr.get("name") in (None, "", pr.get("class")) else f"{pr['name']} ({pr.get('class')})"
+    return f"Probe of {label} ({pr.get('interface')} interface, {reading}): {'; '.join(parts)}."
 
 
 def sentence(summary: dict) -> str | None:
