@@ -117,13 +117,15 @@ def family_cmd(
 ) -> None:
     """Build a registered family and write it as a family file."""
     from .task import build_family, parse_params
+    from .task.family import count_json, count_text, sequence_count
     from .task.family_file import save_family
 
     family = build_family(name, **parse_params(name, _key_values(param)))
     path = save_family(family, out, overwrite=force)
-    emit({"family": family.name, "sequences": len(family), "tokens": len(family.tokens),
+    emit({"family": family.name, "sequences": count_json(sequence_count(family)), "tokens": len(family.tokens),
           "m": family.m, "matching": len(family.matching), "out": str(path)}, as_json,
-         lambda p: typer.echo(f"wrote {p['out']}: {p['sequences']} sequences, {p['matching']} matched queries"))
+         lambda p: typer.echo(f"wrote {p['out']}: {count_text(p['sequences'])} sequences, "
+                              f"{p['matching']} matched queries"))
 
 
 @app.command("certify")

@@ -322,7 +322,8 @@ class ProductFamily(_SelfValidating):
     Validated on construction and on every assignment to a field (module docstring):
     ``tokens`` as for :class:`Family` (0/1, m ≥ 1, distinct rows); ``queries`` and
     ``candidates`` non-empty 1-d integer token ids in range; ``length`` an integer
-    in ``3..MAX_PRODUCT_LENGTH``; ``query_position`` in 1..N; ``matching`` pairs with no query twice, each query among ``queries`` and
+    in ``3..MAX_PRODUCT_LENGTH``; ``query_position`` in 1..N; ``matching`` pairs
+    with no query twice, each query among ``queries`` and
     each good candidate among ``candidates`` (for a product that is exactly "the
     pair meets in a sequence").  ``queries`` and ``candidates`` are *sets*: the
     family is the same sequences however often an id is listed, so a repeated id
@@ -416,6 +417,24 @@ def _count_str(count: int) -> str:
     if count < 10**30:
         return f"{count:,}"
     return f"about 10^{int(count.bit_length() * 0.30103)}"
+
+
+def count_json(count: int) -> int | str:
+    """A sequence count for JSON: the exact integer up to 10,000 bits (about 3,000 digits),
+    past that ``"about 10^k"`` (a product family's exact count is ``Q·C^(N−1)`` from its
+    own numbers)."""
+    if count.bit_length() <= 10_000:
+        return count
+    return f"about 10^{int((count.bit_length() - 1) * 0.30102999566398)}"
+
+
+def count_text(count: int | str) -> str:
+    """A sequence count (or :func:`count_json`'s string) for a human line."""
+    if isinstance(count, str):
+        return count
+    if count < 10**60:
+        return f"{count:,}"
+    return f"about 10^{len(str(count)) - 1}"
 
 
 def sequence_count(family: AnyFamily) -> int:

@@ -35,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import FamilyError
-from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str, sequence_count
+from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str, count_json, count_text, sequence_count
 from .chains import chain_pair_bounds, complete_quads
 from .levels import level_pair_bounds
-from .pair_bounds import REASONS, PairBounds, frac_str, int_str, parse_delta
+from .pair_bounds import REASONS, PairBounds, frac_str, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
@@ -157,9 +157,8 @@ class Certificate:
     def to_json(self, limit: int = 50) -> dict:
         """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``."""
         t, r = self.trace, self.radon
-        sequences = self.sequences if self.sequences.bit_length() <= 10_000 else int_str(self.sequences)
         return {
-            "family": self.family, "m": self.m, "sequences": sequences, "length": self.length,
+            "family": self.family, "m": self.m, "sequences": count_json(self.sequences), "length": self.length,
             "query_position": self.query_position, "delta": frac_str(self.delta),
             "queries_total": self.queries_total, "queries": self.queries,
             "sum_eps2": frac_str(t.sum_eps2), "bound": frac_str(t.bound),
@@ -286,9 +285,7 @@ def describe_certificate(payload: dict) -> list[str]:
     """Human lines for :meth:`Certificate.to_json`: both bounds, which one wins and why."""
     trace, radon = payload["bounds"]["trace"], payload["bounds"]["radon"]
     rel = ">" if payload["strict"] else "≥"
-    count = payload["sequences"]
-    count = f"{count:,}" if isinstance(count, int) and count < 10**60 else (
-        f"about 10^{len(str(count)) - 1}" if isinstance(count, int) else f"about 10^{len(count) - 1}")
+    count = count_text(payload["sequences"])
     lines = [
         f"family {payload['family']}: {count} sequences of length {payload.get('length', 3)}, m = {payload['m']}, "
         f"query at position {payload['query_position']}, δ = {payload['delta']}, "

@@ -53,6 +53,22 @@ def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
 
 
+def _complete_pairs_3(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Length 3: ``(q, a, b)``, ``a < b``, with (q; a, b), (q; b, a), (q; a, a) and (q; b, b)
+    all present (one sort of the rows' keys, then look-ups)."""
+    others = [p for p in range(3) if p != qpos]
+    t = len(family.tokens)
+    idx = family.index
+    keys = _sorted_unique((idx[:, qpos] * t + idx[:, others[0]]) * t + idx[:, others[1]])
+    q, rest = np.divmod(keys, t * t)
+    a, b = np.divmod(rest, t)
+    mixed = a < b
+    q, a, b = q[mixed], a[mixed], b[mixed]
+    need = [(q * t + b) * t + a, (q * t + a) * t + a, (q * t + b) * t + b]
+    ok = np.logical_and.reduce([_contains(keys, k) for k in need])
+    return q[ok], a[ok], b[ok]
+
+
 def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(q, lo, hi)`` token ids, ``lo ≠ hi``: the family holds the all-lo and all-hi sequences
     with q at ``qpos`` and, for every other slot j, lo at j and hi at every other slot (at
@@ -63,37 +79,32 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
     a pair is complete when its records cover all N − 1 slots.
     """
     n = family.length
+    if n == 3:  # (q; a, b) is "a in slot 0, b elsewhere" and "b in slot 1, a elsewhere"
+        q, a, b = _complete_pairs_3(family, qpos)
+        return np.concatenate([q, q]), np.concatenate([a, b]), np.concatenate([b, a])
     t = len(family.tokens)
-    others = [p for p in range(n) if p != qpos]
     idx = family.index
-    q, cand = idx[:, qpos], idx[:, others]
+    q, cand = idx[:, qpos], idx[:, [p for p in range(n) if p != qpos]]
     first = cand[:, :1]
     same_first = (cand == first).sum(1)
     uniform = same_first == n - 1
     uniform_keys = _sorted_unique(q[uniform] * t + first[uniform, 0])
-    if n == 3:  # (q; a, b) is "a in slot 0, b elsewhere" and "b in slot 1, a elsewhere"
-        mixed = ~uniform
-        rq = np.concatenate([q[mixed], q[mixed]])
-        lo = np.concatenate([cand[mixed, 0], cand[mixed, 1]])
-        hi = np.concatenate([cand[mixed, 1], cand[mixed, 0]])
-        slot = np.concatenate([np.zeros(mixed.sum(), np.int64), np.ones(mixed.sum(), np.int64)])
-    else:
-        rest_same = (cand[:, 1:] == cand[:, 1:2]).all(1)
-        at_zero = (same_first == 1) & rest_same  # slot 0 holds the single one
-        elsewhere = same_first == n - 2  # one slot j > 0 differs from slot 0
-        j = np.argmax(cand != first, axis=1)
-        rows = np.arange(len(idx))
-        single = np.where(at_zero, 0, j)
-        keep = at_zero | elsewhere
-        rq, slot = q[keep], single[keep]
-        lo = cand[rows, single][keep]
-        hi = np.where(at_zero, cand[:, 1], first[:, 0])[keep]
+    at_zero = (same_first == 1) & (cand[:, 1:] == cand[:, 1:2]).all(1)  # slot 0 holds the single one
+    elsewhere = same_first == n - 2  # exactly one slot j > 0 differs from slot 0
+    single = np.where(at_zero, 0, np.argmax(cand != first, axis=1))
+    keep = at_zero | elsewhere
+    rq, slot = q[keep], single[keep]
+    lo = cand[np.arange(len(idx)), single][keep]
+    hi = np.where(at_zero, cand[:, 1], first[:, 0])[keep]
     if not len(rq):
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
     key = (rq * t + lo) * t + hi  # < 2^63 for T < 2^21
-    records = np.unique(np.stack([key, slot], 1), axis=0)
-    keys, counts = np.unique(records[:, 0], return_counts=True)
+    if t ** 3 * (n - 1) < 1 << 63:  # one int64 per record: a plain sort
+        records = _sorted_unique(key * (n - 1) + slot) // (n - 1)
+    else:
+        records = np.unique(np.stack([key, slot], 1), axis=0)[:, 0]
+    keys, counts = np.unique(records, return_counts=True)
     keys = keys[counts == n - 1]
     q, rest = np.divmod(keys, t * t)
     lo, hi = np.divmod(rest, t)
@@ -105,9 +116,10 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
 def complete_quads(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(q, a, b)``, ``a < b``: every sequence of a comparison between a and b is present
     (at N = 3: (q; a, b), (q; b, a), (q; a, a) and (q; b, b))."""
+    if family.length == 3:
+        return _complete_pairs_3(family, qpos)
     q, lo, hi = complete_comparisons(family, qpos)
-    keep = lo < hi if family.length == 3 else np.ones(len(q), dtype=bool)
-    return q[keep], np.minimum(lo, hi)[keep], np.maximum(lo, hi)[keep]
+    return q, np.minimum(lo, hi), np.maximum(lo, hi)
 
 
 def comparisons(family: Family, qpos: int, delta: Fraction) -> Comparisons:
