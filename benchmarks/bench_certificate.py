@@ -35,7 +35,7 @@ def wide_family(m: int) -> ProductFamily:
     q1 = np.zeros(m, np.uint8)
     q1[: m // 2] = 1
     q2 = np.zeros(m, np.uint8)
-    q2[m // 4: 3 * m // 4] = 1
+    q2[m // 4 : 3 * m // 4] = 1
     tokens = np.concatenate([[q1, q2, 1 - q1, 1 - q2], rng.integers(0, 2, (6, m), dtype=np.uint8)])
     return ProductFamily(tokens, [0, 1], np.arange(2, 10), 1, [(0, 2), (1, 3)], f"wide-m{m}")
 
@@ -54,16 +54,20 @@ def main() -> None:
     t_product, product = timed(family)
     t_sequence, sequence = timed(expanded)
     assert product.certified_rank == sequence.certified_rank and product.sum_eps2 == sequence.sum_eps2
-    print(f"family: ladder m={args.m}, {len(family.queries)} queries × {len(family.candidates)} candidates "
-          f"= {len(expanded):,} sequences; certified r ≥ {product.certified_rank} on both paths")
+    print(
+        f"family: ladder m={args.m}, {len(family.queries)} queries × {len(family.candidates)} candidates "
+        f"= {len(expanded):,} sequences; certified r ≥ {product.certified_rank} on both paths"
+    )
     print(f"product path:  {t_product:8.3f} s  {work / t_product:14,.0f} queries·candidates/s")
     print(f"sequence path: {t_sequence:8.3f} s  {work / t_sequence:14,.0f} queries·candidates/s")
     if args.large:
         big = build_family("ladder", m=128, n=10_000, rungs=5)
         t_big, cert = timed(big)
         work_big = len(big.queries) * len(big.candidates)
-        print(f"large: {len(big.queries):,} queries × {len(big.candidates):,} candidates, m = 128: "
-              f"{t_big:.1f} s ({work_big / t_big:,.0f} queries·candidates/s), certified r ≥ {cert.certified_rank}")
+        print(
+            f"large: {len(big.queries):,} queries × {len(big.candidates):,} candidates, m = 128: "
+            f"{t_big:.1f} s ({work_big / t_big:,.0f} queries·candidates/s), certified r ≥ {cert.certified_rank}"
+        )
     if args.wide:
         wide = wide_family(100_000)
         t_wide, cert = timed(wide)

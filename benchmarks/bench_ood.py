@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from kernelgap.experiments.profile import load_profile
@@ -34,9 +33,15 @@ from kernelgap.training.trainer import Scored, StackTrainer, vocabulary
 
 def build(stack, family):
     first = stack[0]
-    return build_model(first.model, family.m, family.length, seeds=[r.seed for r in stack],
-                       ranks=[r.model.rank for r in stack], vocabulary=vocabulary(family, None),
-                       dtype=DTYPES[first.train.dtype])
+    return build_model(
+        first.model,
+        family.m,
+        family.length,
+        seeds=[r.seed for r in stack],
+        ranks=[r.model.rank for r in stack],
+        vocabulary=vocabulary(family, None),
+        dtype=DTYPES[first.train.dtype],
+    )
 
 
 def train(stack, family, planned: bool) -> list:
@@ -59,11 +64,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
     args = parser.parse_args()
     configure_worker(args.threads)
-    runs = [r.resolved() for r in load_sweep(load_profile("paper").sweep_file("ood")).runs()
-            if r.family.params["n"] == 32 and r.model.kind == "kernel" and r.model.rank >= 16]
-    runs = [r.model_copy(update={"train": r.train.model_copy(update={"mse_steps": args.steps // 3,
-                                                                  "max_steps": args.steps - args.steps // 3})})
-            for r in sorted(runs, key=lambda r: (r.model.rank, r.seed))]
+    runs = [
+        r.resolved()
+        for r in load_sweep(load_profile("paper").sweep_file("ood")).runs()
+        if r.family.params["n"] == 32 and r.model.kind == "kernel" and r.model.rank >= 16
+    ]
+    runs = [
+        r.model_copy(
+            update={
+                "train": r.train.model_copy(
+                    update={"mse_steps": args.steps // 3, "max_steps": args.steps - args.steps // 3}
+                )
+            }
+        )
+        for r in sorted(runs, key=lambda r: (r.model.rank, r.seed))
+    ]
     family = runs[0].family.build()
     start = time.perf_counter()
     reference = train(runs, family, planned=False)
@@ -83,8 +98,10 @@ def main() -> None:
     print(f"family: ood n=32, {t} tokens, {len(family):,} sequences")
     print(f"runs: mlp_exp ranks 16/32/64/128 × seeds 0–2, {args.steps} steps, {args.threads} thread(s)")
     print(f"reference: one stack padded to 128, dense tables: {1000 * t_ref / args.steps:8.1f} ms per step")
-    print(f"present:   stacks {[[r.model.rank for r in s] for s in stacks]}, block tables: "
-          f"{1000 * t_new / args.steps:8.1f} ms per step")
+    print(
+        f"present:   stacks {[[r.model.rank for r in s] for s in stacks]}, block tables: "
+        f"{1000 * t_new / args.steps:8.1f} ms per step"
+    )
     print(f"matrix products per step: reference {flops_ref / 1e9:.2f} GFLOP, present {flops_new / 1e9:.2f} GFLOP")
     print(f"flop_ratio={flops_ref / flops_new:.2f}")
     print(f"ood_speedup={t_ref / t_new:.2f}")

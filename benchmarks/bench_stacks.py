@@ -26,8 +26,14 @@ from kernelgap.training.trainer import Scored, StackTrainer, vocabulary
 
 def step_ms(family, spec, members: int, steps: int) -> float:
     """Milliseconds per step of a stack of ``members`` copies of ``spec`` (seeds 0…)."""
-    model = build_model(spec, family.m, family.length, seeds=list(range(members)),
-                        ranks=[spec.rank] * members, vocabulary=vocabulary(family, None))
+    model = build_model(
+        spec,
+        family.m,
+        family.length,
+        seeds=list(range(members)),
+        ranks=[spec.rank] * members,
+        vocabulary=vocabulary(family, None),
+    )
     cfg = TrainConfig(lr=3e-3, mse_steps=steps // 2, max_steps=steps - steps // 2, stop_below=0.0)
     start = time.perf_counter()
     StackTrainer(model, Scored.of(family, torch.float32), cfg).run()
@@ -53,18 +59,23 @@ def main() -> None:
     per_member = (times[33, 16] - times[1, 16]) / 32
     fixed = times[1, 16] - per_member
     column = (times[33, 64] - times[33, 16]) / (33 * 48)
-    print(f"  fixed cost of a step ≈ {fixed:.2f} ms; a member ≈ {1e6 * per_member / slots:.0f} ns per slot; "
-          f"a member's feature column ≈ {1000 * column:.2f} µs")
+    print(
+        f"  fixed cost of a step ≈ {fixed:.2f} ms; a member ≈ {1e6 * per_member / slots:.0f} ns per slot; "
+        f"a member's feature column ≈ {1000 * column:.2f} µs"
+    )
     ood = FamilySpec("ood", {"n": 32, "split": "train", "queries_per_class": 16})
     cost = FamilyCost.of(RunConfig(ood, default_model(), TrainConfig()))
     fam = ood.build()
     print(f"OOD n = 32: {len(fam):,} sequences, {cost.slots:,} slots per member, {cost.block:,} block entries")
-    low, high = (step_ms(fam, default_model(feature_map="mlp_exp", rank=r, temperature=4.0), 3, args.steps)
-                 for r in (16, 128))
+    low, high = (
+        step_ms(fam, default_model(feature_map="mlp_exp", rank=r, temperature=4.0), 3, args.steps) for r in (16, 128)
+    )
     column = (high - low) / (3 * 112)
-    print(f"  E = 3: r = 16 {low:.1f} ms per step, r = 128 {high:.1f}; a member's feature column ≈ "
-          f"{1000 * column:.1f} µs, a slot ≈ {1e6 * (low / 3 - 16 * column) / cost.slots:.0f} ns "
-          f"(block entries per slot-cost: {cost.block * (low / 3 - 16 * column) / cost.slots / column:.0f})")
+    print(
+        f"  E = 3: r = 16 {low:.1f} ms per step, r = 128 {high:.1f}; a member's feature column ≈ "
+        f"{1000 * column:.1f} µs, a slot ≈ {1e6 * (low / 3 - 16 * column) / cost.slots:.0f} ns "
+        f"(block entries per slot-cost: {cost.block * (low / 3 - 16 * column) / cost.slots / column:.0f})"
+    )
 
 
 if __name__ == "__main__":

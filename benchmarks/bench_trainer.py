@@ -26,8 +26,7 @@ SEEDS = [0, 1, 2, 3, 4]
 def timed_stack(family, spec, cfg, seeds, ranks):
     """Build and train one stack; returns (seconds, results)."""
     start = time.perf_counter()
-    model = build_model(spec, family.m, family.length, seeds=seeds, ranks=ranks,
-                        vocabulary=family.tokens)
+    model = build_model(spec, family.m, family.length, seeds=seeds, ranks=ranks, vocabulary=family.tokens)
     results = train_stack(model, family, cfg)
     return time.perf_counter() - start, results
 
@@ -40,8 +39,7 @@ def main() -> None:
     configure_worker(args.threads)
     family = build_family("witness")
     spec = default_model(feature_map="table", rank=max(RANKS))
-    cfg = TrainConfig(lr=3e-2, mse_steps=args.steps // 3, max_steps=args.steps - args.steps // 3,
-                      stop_below=None)
+    cfg = TrainConfig(lr=3e-2, mse_steps=args.steps // 3, max_steps=args.steps - args.steps // 3, stop_below=None)
     runs = [(r, s) for r in RANKS for s in SEEDS]
     timed_stack(family, spec, TrainConfig(lr=3e-2, mse_steps=5, max_steps=5), [0], [1])  # warm-up
     stack_s, stacked = timed_stack(family, spec, cfg, [s for _, s in runs], [r for r, _ in runs])
@@ -51,11 +49,15 @@ def main() -> None:
         loop_s += seconds
         alone.append(result)
     worst = max(abs(a.train["max_error"] - b.train["max_error"]) for a, b in zip(stacked, alone))
-    agree = all(a.status == b.status and a.train["exact"] == b.train["exact"]
-                for a, b in zip(stacked, alone)) and worst < 1e-3
+    agree = (
+        all(a.status == b.status and a.train["exact"] == b.train["exact"] for a, b in zip(stacked, alone))
+        and worst < 1e-3
+    )
     print(f"models={len(runs)} steps={args.steps} threads={torch.get_num_threads()}")
-    print(f"stacked: {stack_s:.2f}s ({stack_s / args.steps * 1e3:.2f} ms/step, "
-          f"{stack_s / args.steps / len(runs) * 1e3:.3f} ms/model-step)")
+    print(
+        f"stacked: {stack_s:.2f}s ({stack_s / args.steps * 1e3:.2f} ms/step, "
+        f"{stack_s / args.steps / len(runs) * 1e3:.3f} ms/model-step)"
+    )
     print(f"loop:    {loop_s:.2f}s ({loop_s / args.steps / len(runs) * 1e3:.3f} ms/model-step)")
     print(f"metrics agree: {agree} (max |Δ max_error| = {worst:.2e})")
     if not agree:

@@ -51,9 +51,22 @@ def ray_head():
         port = s.getsockname()[1]
     env = {**os.environ, "RAY_TMPDIR": tmp, "HOME": tmp}
     head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            str(Path(sys.executable).with_name("ray")),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            f"--temp-dir={tmp}",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     while time.time() < deadline:
         with socket.socket() as s:

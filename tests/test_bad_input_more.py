@@ -46,29 +46,63 @@ FILES = {  # folder → (file, text)
 }
 
 CASES = [  # (id, argv with {w}, text the one error line must contain)
-    ("transcript-beyond-a-float", ["bound", "transcript", "--answers", str(10**400), "--values", "3"],
-     "beyond a float's range"),
-    ("transcript-unused-heads", ["bound", "transcript", "--answers", "3", "--values", "3", "--heads", "-1"],
-     "heads must be a positive integer, got -1"),
-    ("transcript-unused-bits", ["bound", "transcript", "--answers", "3", "--values", "3", "--bits", "0"],
-     "bits must be a positive integer, got 0"),
-    ("transcript-unused-value-dim", ["bound", "transcript", "--answers", "3", "--values", "3", "--value-dim", "0"],
-     "value_dim must be a positive integer"),
-    ("curve-huge-range", ["bound-curve", "--m", "12..100000000", "--queries", "2"],
-     f"gives 99,999,989 values of m; a curve has at most {MAX_CURVE_POINTS:,}"),
-    ("curve-huge-m", ["bound-curve", "--code", "cw", "--m", "100000000", "--queries", "2"],
-     "the cw family at m = 100,000,000 with 2 queries needs about"),
-    ("curve-huge-queries", ["bound-curve", "--code", "ladder", "--m", "16", "--queries", str(10**12)],
-     "the ladder family at m = 16 with 1,000,000,000,000 queries needs about"),
-    ("curve-ladder-seed", ["bound-curve", "--code", "ladder", "--m", "16", "--seed", "-1"],
-     "family 'ladder': seed must be ≥ 0, got -1"),
-    ("report-reproduce-list", ["report", "{w}/reproduce-list"],
-     "reproduce.json is not a kernelgap reproduction record: expected a JSON object, got list"),
-    ("report-user-experiments", ["report", "{w}/reproduce-user-experiments"],
-     "'user_experiments' must be an object of experiment folders, got 3"),
+    (
+        "transcript-beyond-a-float",
+        ["bound", "transcript", "--answers", str(10**400), "--values", "3"],
+        "beyond a float's range",
+    ),
+    (
+        "transcript-unused-heads",
+        ["bound", "transcript", "--answers", "3", "--values", "3", "--heads", "-1"],
+        "heads must be a positive integer, got -1",
+    ),
+    (
+        "transcript-unused-bits",
+        ["bound", "transcript", "--answers", "3", "--values", "3", "--bits", "0"],
+        "bits must be a positive integer, got 0",
+    ),
+    (
+        "transcript-unused-value-dim",
+        ["bound", "transcript", "--answers", "3", "--values", "3", "--value-dim", "0"],
+        "value_dim must be a positive integer",
+    ),
+    (
+        "curve-huge-range",
+        ["bound-curve", "--m", "12..100000000", "--queries", "2"],
+        f"gives 99,999,989 values of m; a curve has at most {MAX_CURVE_POINTS:,}",
+    ),
+    (
+        "curve-huge-m",
+        ["bound-curve", "--code", "cw", "--m", "100000000", "--queries", "2"],
+        "the cw family at m = 100,000,000 with 2 queries needs about",
+    ),
+    (
+        "curve-huge-queries",
+        ["bound-curve", "--code", "ladder", "--m", "16", "--queries", str(10**12)],
+        "the ladder family at m = 16 with 1,000,000,000,000 queries needs about",
+    ),
+    (
+        "curve-ladder-seed",
+        ["bound-curve", "--code", "ladder", "--m", "16", "--seed", "-1"],
+        "family 'ladder': seed must be ≥ 0, got -1",
+    ),
+    (
+        "report-reproduce-list",
+        ["report", "{w}/reproduce-list"],
+        "reproduce.json is not a kernelgap reproduction record: expected a JSON object, got list",
+    ),
+    (
+        "report-user-experiments",
+        ["report", "{w}/reproduce-user-experiments"],
+        "'user_experiments' must be an object of experiment folders, got 3",
+    ),
     ("report-reproduce-not-json", ["report", "{w}/reproduce-not-json"], "reproduce.json is corrupted (not valid JSON)"),
     ("report-reproduce-invocations", ["report", "{w}/reproduce-invocations"], "invocations[0] has no 'command' string"),
-    ("report-probe-junk", ["report", "{w}/probe-runs-number"], "probe.json is not a kernelgap probe record: has no 'target'"),
+    (
+        "report-probe-junk",
+        ["report", "{w}/probe-runs-number"],
+        "probe.json is not a kernelgap probe record: has no 'target'",
+    ),
     ("report-probe-not-json", ["report", "{w}/probe-not-json"], "probe.json is corrupted (not valid JSON)"),
     ("report-probe-list", ["report", "{w}/probe-list"], "expected a JSON object, got list"),
     ("report-probe-empty", ["report", "{w}/probe-empty"], "probe.json is not a kernelgap probe record"),
@@ -82,10 +116,17 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     ("probe-workers-zero", [*PROBE, "--workers", "0"], "--workers must be ≥ 1, got 0"),
     ("probe-empty-interface", [*PROBE, "--interface", ""], "module.interface must be 'sequence' or 'layer', got ''"),
     ("probe-empty-kwargs", [*PROBE, "--kwargs", ""], "--kwargs is not valid JSON"),
-    ("probe-huge-rank", ["probe", EXAMPLE, "--steps", "2", "--ranks", str(10**12), "--out", "{w}/pr"],
-     f"must be ≤ {MAX_RANK:,} features per head"),
+    (
+        "probe-huge-rank",
+        ["probe", EXAMPLE, "--steps", "2", "--ranks", str(10**12), "--out", "{w}/pr"],
+        f"must be ≤ {MAX_RANK:,} features per head",
+    ),
     ("probe-negative-seed", [*PROBE, "--seeds", "-1"], "--seeds must be ≥ 0, got -1"),
-    ("probe-into-junk-record", [*PROBE[:-1], "{w}/probe-out-suites"], "holds a probe of another module or other settings"),
+    (
+        "probe-into-junk-record",
+        [*PROBE[:-1], "{w}/probe-out-suites"],
+        "holds a probe of another module or other settings",
+    ),
     ("probe-into-a-list", [*PROBE[:-1], "{w}/probe-out-list"], "probe.json is not a probe record (a JSON list)"),
 ]
 
@@ -116,10 +157,10 @@ def test_refused_in_one_line_leaving_the_folder_as_it_was(world, cli, case, args
 
 # -- the transcript bound without the power --------------------------------------------
 
+
 def test_a_huge_answer_count_is_answered_at_once(cli):
     start = time.perf_counter()
-    code, out, err = cli("bound", "transcript", "--answers", str(10**23), "--values", "3", "--features", "1",
-                         "--json")
+    code, out, err = cli("bound", "transcript", "--answers", str(10**23), "--values", "3", "--features", "1", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["bits_needed_ceil"] == 158496250072115618145374  # ⌈10^23 · log2 3⌉
@@ -153,12 +194,13 @@ def test_a_range_is_counted_before_it_is_listed():
     assert time.perf_counter() - start < 0.1
 
 
-
 # -- the summary's schema, checked without jsonschema ------------------------------------
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.5, -1.5, 2.0, 1e9]) | st.text(max_size=3),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-                    max_leaves=8)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.5, -1.5, 2.0, 1e9]) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def _minimal_summary(schema: dict) -> dict:
@@ -177,8 +219,11 @@ def test_the_schema_check_agrees_with_jsonschema(data):
     summary = _minimal_summary(schema)
     key = data.draw(st.sampled_from(sorted(summary) + ["invocations", "commands", "feature_maps"]))
     if data.draw(st.booleans()) and key in ("witness", "series", "length", "probes", "invocations"):
-        item = data.draw(st.dictionaries(st.sampled_from(["rank", "seed", "command", "name", "max_error", "exact"]),
-                                         JSON, max_size=4))
+        item = data.draw(
+            st.dictionaries(
+                st.sampled_from(["rank", "seed", "command", "name", "max_error", "exact"]), JSON, max_size=4
+            )
+        )
         summary[key] = [item] if key != "witness" else {"runs": [item]}
     elif data.draw(st.booleans()):
         summary.pop(key, None)

@@ -24,9 +24,9 @@ BEYOND = ["signed", "signed_ood", "heads", "zoo", "zoo_ood", "precision"]
 
 # -- signed kernels: the denominator guard ----------------------------------------------------
 
+
 def _signed_model(m=1, rank=1):
-    return build_model(default_model(feature_map="signed", rank=rank), m, 3, seeds=[0],
-                       dtype=torch.float64)
+    return build_model(default_model(feature_map="signed", rank=rank), m, 3, seeds=[0], dtype=torch.float64)
 
 
 def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
@@ -47,8 +47,9 @@ def test_signed_guard_reports_a_zero_denominator_instead_of_nan():
     assert float(model.kernel_stats(tokens, index)["guarded_share"][0]) == 1.0
     # the unguarded division would not be finite
     t = model.tables(tokens)
-    flat = (torch.zeros(2, dtype=torch.long)[:, None, None] * 2 + index[None, :, :1].expand(2, 2, 1)) * 2 \
-        + index.T[:, :, None]
+    flat = (torch.zeros(2, dtype=torch.long)[:, None, None] * 2 + index[None, :, :1].expand(2, 2, 1)) * 2 + index.T[
+        :, :, None
+    ]
     denom = gather_pairs(t.scores, flat).sum(KEY_AXIS)
     assert float(denom.abs().max()) < DENOMINATOR_GUARD
     assert not torch.isfinite(gather_pairs(t.scores, flat) / denom.unsqueeze(KEY_AXIS)).all()
@@ -75,13 +76,20 @@ def test_signed_runs_record_their_sign_use_and_nonnegative_runs_do_not():
     from kernelgap.training.trainer import train_records
 
     def run(fm):
-        cfg = RunConfig(FamilySpec("exhaustive", {"m": 3, "length": 3}), default_model(feature_map=fm, rank=4),
-                        TrainConfig(mse_steps=3, max_steps=3))
+        cfg = RunConfig(
+            FamilySpec("exhaustive", {"m": 3, "length": 3}),
+            default_model(feature_map=fm, rank=4),
+            TrainConfig(mse_steps=3, max_steps=3),
+        )
         return train_records([cfg])[0]["train"]
 
     kernel = run("signed_table")["kernel"]
-    assert set(kernel) == {"negative_weight_share", "negative_denominator_share", "guarded_share",
-                           "min_abs_denominator"}
+    assert set(kernel) == {
+        "negative_weight_share",
+        "negative_denominator_share",
+        "guarded_share",
+        "min_abs_denominator",
+    }
     assert kernel["min_abs_denominator"] > 0 and 0 <= kernel["negative_weight_share"] <= 1
     assert "kernel" not in run("table")
 
@@ -95,6 +103,7 @@ def test_signed_kernel_really_can_be_negative():
 
 
 # -- several heads ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("heads", [1, 2, 4, 8])
 def test_multi_head_shapes_and_sum_over_heads(heads):
@@ -124,18 +133,32 @@ def test_multi_head_shapes_and_sum_over_heads(heads):
 
 # -- the report section from synthetic result folders -------------------------------------------
 
-def _record(folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None,
-            kernel=None):
+
+def _record(
+    folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None, kernel=None
+):
     (folder / "runs").mkdir(parents=True, exist_ok=True)
     rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}"
     spec = default_model(feature_map=fm, rank=rank, heads=heads)
-    rec = {"id": rid, "seed": seed, "status": "ok", "steps": 10, "wall_time_s": 1.0,
-           "features": feature_count(spec), "signed_kernel": signed_kernel(spec),
-           "config": {"model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
-                      "family": {"name": family, "params": params or {}}},
-           "train": {"max_error": max_error, "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0,
-                     "mean_abs_error": max_error / 2},
-           "test": {"max_error": 1.0, "exact_seq_acc": test_acc} if test_acc is not None else None}
+    rec = {
+        "id": rid,
+        "seed": seed,
+        "status": "ok",
+        "steps": 10,
+        "wall_time_s": 1.0,
+        "features": feature_count(spec),
+        "signed_kernel": signed_kernel(spec),
+        "config": {
+            "model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
+            "family": {"name": family, "params": params or {}},
+        },
+        "train": {
+            "max_error": max_error,
+            "exact_seq_acc": 1.0 if max_error < 0.5 else 0.0,
+            "mean_abs_error": max_error / 2,
+        },
+        "test": {"max_error": 1.0, "exact_seq_acc": test_acc} if test_acc is not None else None,
+    }
     if kernel:
         rec["train"]["kernel"] = kernel
     (folder / "runs" / f"{rid}.json").write_text(json.dumps(rec))
@@ -148,24 +171,53 @@ def test_sections_transitions_and_html(tmp_path):
             _record(tmp_path / "zoo", "signed", r, seed, err)  # the same run in two pooled sweeps
             _record(tmp_path / "zoo", "relu", r, seed, 1.2)
             _record(tmp_path / "zoo", "taylor", r, seed, err)
-            _record(tmp_path / "zoo", "signed_table", r, seed, 0.2 if r == 32 else 1.1,
-                    kernel={"negative_weight_share": 0.25 if r == 32 else 0.5, "negative_denominator_share": 0.0,
-                            "guarded_share": 0.0, "min_abs_denominator": 0.5 + r})
+            _record(
+                tmp_path / "zoo",
+                "signed_table",
+                r,
+                seed,
+                0.2 if r == 32 else 1.1,
+                kernel={
+                    "negative_weight_share": 0.25 if r == 32 else 0.5,
+                    "negative_denominator_share": 0.0,
+                    "guarded_share": 0.0,
+                    "min_abs_denominator": 0.5 + r,
+                },
+            )
         for h in (1, 2, 4):
             _record(tmp_path / "heads", "table", 16 // h, seed, 0.2 if h < 4 else 0.9, heads=h)
             _record(tmp_path / "heads", "mlp_exp", 16 // h, seed, 0.2, heads=h)
         for r, acc in ((4, 0.5), (16, 0.995)):
             _record(tmp_path / "zoo_ood", "elu1", r, seed, 0.1, family="ood", params={"n": 8}, test_acc=acc)
-    (tmp_path / "signed" / "certificates.json").write_text(json.dumps(
-        {"w": {"family": "witness", "params": {}, "certified_rank": 11}}))
+    (tmp_path / "signed" / "certificates.json").write_text(
+        json.dumps({"w": {"family": "witness", "params": {}, "certified_rank": 11}})
+    )
     (tmp_path / "precision").mkdir()
-    (tmp_path / "precision" / "quantized.json").write_text(json.dumps({
-        "bits": [2, 4, 8], "quantizers": ["uniform"],
-        "transcript": {"answers": 16, "values": 2, "bits_needed": 16.0, "bits_needed_ceil": 16},
-        "models": [{"feature_map": "table", "rank": 16, "heads": 1, "seed": 0, "sketch_numbers": 528,
-                    "exact": True, "max_error": 0.1, "collapse_bits": {"uniform": 4},
-                    "quantized": [{"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5,
-                                   "exact_seq_acc": 1.0} for b, e in ((2, 3.0), (4, 0.3), (8, 0.1))]}]}))
+    (tmp_path / "precision" / "quantized.json").write_text(
+        json.dumps(
+            {
+                "bits": [2, 4, 8],
+                "quantizers": ["uniform"],
+                "transcript": {"answers": 16, "values": 2, "bits_needed": 16.0, "bits_needed_ceil": 16},
+                "models": [
+                    {
+                        "feature_map": "table",
+                        "rank": 16,
+                        "heads": 1,
+                        "seed": 0,
+                        "sketch_numbers": 528,
+                        "exact": True,
+                        "max_error": 0.1,
+                        "collapse_bits": {"uniform": 4},
+                        "quantized": [
+                            {"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5, "exact_seq_acc": 1.0}
+                            for b, e in ((2, 3.0), (4, 0.3), (8, 0.1))
+                        ],
+                    }
+                ],
+            }
+        )
+    )
     s = sections(tmp_path)
     signed = s["loopholes"]["signed"]["witness"]["transition"]["signed"]
     assert signed == {"transition": 16, "max_tried": 32}  # seeds 1, 2 exact at 16: a majority
@@ -195,8 +247,10 @@ def test_sections_transitions_and_html(tmp_path):
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
     # sign use, from the runs that recorded it (exact models only where there are some)
-    assert ("signed_table: its exact models give 25 % of the weights a negative sign, 0 % of its "
-            "denominators, smallest |Σα| 8.5, guarded 0 %") in html.unescape(page)
+    assert (
+        "signed_table: its exact models give 25 % of the weights a negative sign, 0 % of its "
+        "denominators, smallest |Σα| 8.5, guarded 0 %"
+    ) in html.unescape(page)
     assert "<td>not run</td>" in page  # signed_table has witness runs but no OOD runs
     # signed, zoo, precision; one total per head count is a table, not a figure of single points
     assert page.count("<img") == 3 and "heads" not in drawn
@@ -235,9 +289,15 @@ def test_profiles_list_every_beyond_experiment(profile):
         assert runs, exp
     assert {"signed", "heads", "zoo", "precision", "probe", "bound_curve"} <= {e.name for e in BUILTIN if e.step}
     from kernelgap.models import FEATURE_MAPS
+
     # every map reaches the zoo: trained by it, or by a sweep its summary pools
-    pooled = [r for e in BUILTIN if "witness" in e.pools for r in load_sweep(prof.sweep_file(e.name)).runs()
-              if r.model.kind == "kernel" and r.model.heads == 1 and r.family.name == "witness"]
+    pooled = [
+        r
+        for e in BUILTIN
+        if "witness" in e.pools
+        for r in load_sweep(prof.sweep_file(e.name)).runs()
+        if r.model.kind == "kernel" and r.model.heads == 1 and r.family.name == "witness"
+    ]
     assert {r.model.feature_map for r in pooled} == set(FEATURE_MAPS)
     heads = {r.model.heads for r in load_sweep(prof.sweep_file("heads")).runs()}
     assert heads == {1, 2, 4, 8}

@@ -14,13 +14,14 @@ from kernelgap.models import ModelSpec, build_model
 from kernelgap.task import Family, build_family
 from kernelgap.theory.certificate import certified_rank, certify, certify_at
 from kernelgap.theory.chains import chain_pair_bounds as pair_bounds
-from kernelgap.theory.pair_bounds import NO_PATH, RATIO_ABOVE_ONE, UNANCHORED, parse_delta, rho
 from kernelgap.theory.model_matrix import model_matrices
+from kernelgap.theory.pair_bounds import NO_PATH, RATIO_ABOVE_ONE, UNANCHORED, parse_delta, rho
 
 HALF = Fraction(1, 2)
 
 
 # -- reference values --------------------------------------------------------------
+
 
 def test_rho_and_delta():
     assert rho(6, HALF) == Fraction(1, 5) and rho(2, HALF) == 1
@@ -78,7 +79,12 @@ def test_cli_certify_witness_json(cli):
     data = json.loads(out)
     assert code == 0 and data["certified_rank"] == 16 and data["method"] == "radon"
     assert (data["queries"], data["sequences"], data["delta"], data["bound"], data["sum_eps2"]) == (
-        16, 736, "1/2", "10/1", "48/5")
+        16,
+        736,
+        "1/2",
+        "10/1",
+        "48/5",
+    )
     trace, radon = data["bounds"]["trace"], data["bounds"]["radon"]
     assert (trace["rank"], trace["bound"], trace["sum_eps2"]) == (11, "10/1", "48/5")
     assert (radon["rank"], radon["max_product"], radon["exact_search"]) == (16, "1/25", True)
@@ -98,19 +104,23 @@ def test_cli_family_file_then_certify(cli, tmp_path):
     assert code == 0 and "r ≥ 5 (radon bound" in out and "r ≥ 4" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (("certify",), "either a family file"),
-    (("certify", "--family", "witness", "--delta", "3/4"), "delta"),
-    (("certify", "--family", "hadamard", "-p", "m=25"), "divisible by 4"),
-    (("certify", "--family", "hadamard", "-p", "m"), "key=value"),
-    (("certify", "/nonexistent.json"), "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("certify",), "either a family file"),
+        (("certify", "--family", "witness", "--delta", "3/4"), "delta"),
+        (("certify", "--family", "hadamard", "-p", "m=25"), "divisible by 4"),
+        (("certify", "--family", "hadamard", "-p", "m"), "key=value"),
+        (("certify", "/nonexistent.json"), "does not exist"),
+    ],
+)
 def test_cli_errors_are_one_line(cli, args, message):
     code, _, err = cli(*args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
 
 
 # -- bad families --------------------------------------------------------------------
+
 
 def _witness_without(predicate, name="cut"):
     f = build_family("hadamard", m=12, n=4)
@@ -169,9 +179,12 @@ def test_non_binary_length_and_matching_errors():
 
 def test_cli_family_file_with_absent_good_candidate(cli, tmp_path):
     f = build_family("hadamard", m=8, n=3)
-    data = {"m": 8, "query_position": 1, "sequences": [["".join(map(str, f.tokens[i])) for i in row]
-                                                         for row in f.index.tolist()],
-            "matching": [["11110000", "00000000"]]}
+    data = {
+        "m": 8,
+        "query_position": 1,
+        "sequences": [["".join(map(str, f.tokens[i])) for i in row] for row in f.index.tolist()],
+        "matching": [["11110000", "00000000"]],
+    }
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     code, _, err = cli("certify", str(path))
@@ -186,6 +199,7 @@ def test_every_position_is_tried_when_all_are_scored():
 
 
 # -- brute force re-derivation (hypothesis) -------------------------------------------
+
 
 def brute_ratio(family, qpos, delta, x, src, dst):
     """min over *all* comparison chains src → dst of Π ρ, in Fractions (None: no chain)."""
@@ -228,15 +242,16 @@ def small_families(draw):
     rows = rows[rng.random(len(rows)) >= draw(st.sampled_from([0.0, 0.0, 0.05, 0.2]))]
     qpos = draw(st.integers(0, 2))
     index = np.zeros((max(len(rows), 1), 3), dtype=np.int64)
-    index[:len(rows), [qpos] + [p for p in range(3) if p != qpos]] = rows
+    index[: len(rows), [qpos] + [p for p in range(3) if p != qpos]] = rows
     delta = draw(st.sampled_from([HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 8)]))
     # a family refuses a query matched twice and a pair that never meets (query at qpos,
     # good candidate elsewhere in the same sequence): keep the first entry of each query
     # among those that meet
     others = [p for p in range(3) if p != qpos]
     meets = {(r[qpos], r[o]) for r in index.tolist() for o in others}
-    matching = list({tid[q]: (tid[q], tid[g]) for q, g in reversed(list(zip(queries, goods)))
-                     if (tid[q], tid[g]) in meets}.values())[::-1]
+    matching = list(
+        {tid[q]: (tid[q], tid[g]) for q, g in reversed(list(zip(queries, goods))) if (tid[q], tid[g]) in meets}.values()
+    )[::-1]
     return Family(tokens, index, qpos + 1, matching, "random"), qpos, delta
 
 
@@ -247,12 +262,17 @@ def test_certificate_matches_brute_force(case):
     bounds = pair_bounds(family, qpos, delta)
     match = family.matching
     n = len(match)
-    brute = [[brute_ratio(family, qpos, delta, match[i][0], match[i][1], match[j][1]) for j in range(n)]
-             for i in range(n)]
+    brute = [
+        [brute_ratio(family, qpos, delta, match[i][0], match[i][1], match[j][1]) for j in range(n)] for i in range(n)
+    ]
     nonempty = lambda i, j: match[i][1] != match[j][1]  # noqa: E731
-    anchored = [any(nonempty(i, j) and brute[i][j] is not None and
-                    (brute[i][j] < 1 or (delta == HALF and brute[i][j] <= 1)) for j in range(n))
-                for i in range(n)]
+    anchored = [
+        any(
+            nonempty(i, j) and brute[i][j] is not None and (brute[i][j] < 1 or (delta == HALF and brute[i][j] <= 1))
+            for j in range(n)
+        )
+        for i in range(n)
+    ]
     for i in range(n):
         for j in range(n):
             if i == j:
@@ -276,6 +296,7 @@ def test_certificate_matches_brute_force(case):
 
 
 # -- soundness -------------------------------------------------------------------------
+
 
 def _exact_rank_n_table_model(family):
     """A rank-n positive table model, exact on a disjoint-support cw witness family.
@@ -328,8 +349,9 @@ def test_certificate_is_tight_against_an_exact_rank_n_construction():
 
 def _train_table(family, ranks, steps=1500, lr=0.03):
     spec = ModelSpec(kind="kernel", feature_map="table", rank=max(ranks), d_value=16, readout="mlp", hidden=32)
-    model = build_model(spec, family.m, 3, seeds=list(range(len(ranks))), ranks=ranks,
-                        vocabulary=family.tokens, dtype=torch.float32)
+    model = build_model(
+        spec, family.m, 3, seeds=list(range(len(ranks))), ranks=ranks, vocabulary=family.tokens, dtype=torch.float32
+    )
     tokens = torch.as_tensor(family.tokens, dtype=torch.float32)
     index = torch.as_tensor(family.index)
     qp = family.query_position - 1

@@ -68,8 +68,7 @@ def family_dicts(draw):
         if (q, g) in meets:
             first.setdefault(q, g)
     matching = [[word(q, m), word(g, m)] for q, g in first.items()]
-    return {"m": m, "query_position": qpos, "sequences": [[word(t, m) for t in r] for r in rows],
-            "matching": matching}
+    return {"m": m, "query_position": qpos, "sequences": [[word(t, m) for t in r] for r in rows], "matching": matching}
 
 
 def brute_certified_rank(family, delta: Fraction) -> tuple[int, int]:
@@ -101,9 +100,13 @@ def brute_certified_rank(family, delta: Fraction) -> tuple[int, int]:
         n = len(match)
         eps = [[ratio(match[i][0], match[i][1], match[j][1]) for j in range(n)] for i in range(n)]
         nonempty = lambda i, j: match[i][1] != match[j][1]  # noqa: E731
-        anchored = [any(nonempty(i, j) and eps[i][j] is not None and
-                        (eps[i][j] < 1 or (delta == HALF and eps[i][j] <= 1)) for j in range(n))
-                    for i in range(n)]
+        anchored = [
+            any(
+                nonempty(i, j) and eps[i][j] is not None and (eps[i][j] < 1 or (delta == HALF and eps[i][j] <= 1))
+                for j in range(n)
+            )
+            for i in range(n)
+        ]
         usable = lambda i, j: eps[i][j] is not None and eps[i][j] <= 1 and anchored[i]  # noqa: E731
         for size in range(1, n + 1):
             for subset in itertools.combinations(range(n), size):
@@ -114,8 +117,9 @@ def brute_certified_rank(family, delta: Fraction) -> tuple[int, int]:
                 strict = delta == HALF and any(nonempty(i, j) for i, j in pairs)
                 best = max(best, math.floor(bound) + 1 if strict else math.ceil(bound))
                 if size > 1:  # Radon: every pair's product at the level, strict if either bound is
-                    level = min(exact_level(eps[i][j] * eps[j][i], delta == HALF and nonempty(i, j), n)
-                                for i, j in pairs)
+                    level = min(
+                        exact_level(eps[i][j] * eps[j][i], delta == HALF and nonempty(i, j), n) for i, j in pairs
+                    )
                     if level >= 1:
                         best_radon = max(best_radon, min(level, size - 1) + 1)
     return best, best_radon
@@ -138,9 +142,14 @@ def test_random_families_never_crash_nor_overclaim(data, delta):
 
 
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-5, 300) | st.sampled_from([0.5, 1.0, -2.5, 3.0, 1e300, float("nan"), float("inf")]) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 300)
+    | st.sampled_from([0.5, 1.0, -2.5, 3.0, 1e300, float("nan"), float("inf")])
+    | st.text(max_size=8),
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
-    max_leaves=12)
+    max_leaves=12,
+)
 
 
 @st.composite
@@ -175,11 +184,14 @@ def _mutated_product(draw, data: dict) -> dict:
     """The product layout of a valid family (its queries and candidates) with one part broken."""
     qpos = data["query_position"] or 1
     rows = data["sequences"]
-    product = {"m": data["m"], "query_position": qpos, "queries": sorted({r[qpos - 1] for r in rows}),
-               "candidates": sorted({t for r in rows for k, t in enumerate(r) if k != qpos - 1}),
-               "matching": data["matching"]}
-    target = draw(st.sampled_from(["m", "query_position", "queries", "candidates", "matching", "bits",
-                                   "drop", "both"]))
+    product = {
+        "m": data["m"],
+        "query_position": qpos,
+        "queries": sorted({r[qpos - 1] for r in rows}),
+        "candidates": sorted({t for r in rows for k, t in enumerate(r) if k != qpos - 1}),
+        "matching": data["matching"],
+    }
+    target = draw(st.sampled_from(["m", "query_position", "queries", "candidates", "matching", "bits", "drop", "both"]))
     if target == "drop":
         product.pop(draw(st.sampled_from(["m", "queries", "candidates"])))
     elif target == "both":
@@ -208,8 +220,10 @@ def test_adversarial_files_are_rejected_with_one_line(raw, delta):
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.one_of(adversarial_files(), family_dicts().map(lambda d: json.dumps(d).encode())),
-       st.sampled_from(["1/2", "2/5", "0", "3/4", "x", "1/0", "0.25"]))
+@given(
+    st.one_of(adversarial_files(), family_dicts().map(lambda d: json.dumps(d).encode())),
+    st.sampled_from(["1/2", "2/5", "0", "3/4", "x", "1/0", "0.25"]),
+)
 def test_cli_certify_exits_0_or_2_with_one_line(cli, raw, delta):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "family.json"

@@ -21,7 +21,8 @@ def test_verify_json_schema(cli):
     data = json.loads(out)
     assert data["m"] == 3
     assert {(c["construction"], c["N"]) for c in data["checks"]} == {
-        (name, n) for name in ("rank1", "softmax", "positive_2m") for n in (1, 2, 3)}
+        (name, n) for name in ("rank1", "softmax", "positive_2m") for n in (1, 2, 3)
+    }
     for c in data["checks"]:
         assert set(c) == {"construction", "N", "sequences", "max_error", "exact"}
         expected = not (c["construction"] == "rank1" and c["N"] == 3)
@@ -33,15 +34,18 @@ def test_verify_human_table(cli):
     assert code == 0 and "positive_2m" in out and "rank1" in out
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["verify", "--m", "0"], "--m must be ≥ 1"),
-    (["verify", "--m", "12"], "too large for exhaustive"),
-    (["verify", "--m", "two"], "Invalid value for '--m'"),
-    (["verify"], "--m"),
-    (["verify", "--m", "2", "--bogus"], "--bogus"),
-    (["nonsense"], "nonsense"),
-    (["verify", "--m", "2", "--device", "cuda:9"], "cuda"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["verify", "--m", "0"], "--m must be ≥ 1"),
+        (["verify", "--m", "12"], "too large for exhaustive"),
+        (["verify", "--m", "two"], "Invalid value for '--m'"),
+        (["verify"], "--m"),
+        (["verify", "--m", "2", "--bogus"], "--bogus"),
+        (["nonsense"], "nonsense"),
+        (["verify", "--m", "2", "--device", "cuda:9"], "cuda"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(cli, args, needle):
     code, out, err = cli(*args)
     assert code == 2

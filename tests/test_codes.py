@@ -5,8 +5,13 @@ import pytest
 
 from kernelgap.errors import FamilyError
 from kernelgap.task.codes import (
-    check_constant_weight, greedy_constant_weight, hadamard_code, hadamard_matrix,
-    hadamard_orders, paley_matrix, random_constant_weight,
+    check_constant_weight,
+    greedy_constant_weight,
+    hadamard_code,
+    hadamard_matrix,
+    hadamard_orders,
+    paley_matrix,
+    random_constant_weight,
 )
 
 

@@ -13,9 +13,15 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 
 def _run(device: str) -> list[dict]:
-    runs = [RunConfig(FamilySpec("witness"), default_model(feature_map=fm, rank=16),
-                      TrainConfig(mse_steps=60, max_steps=120, dtype="float64", device=device), seed=0)
-            for fm in ("table", "mlp_exp")]
+    runs = [
+        RunConfig(
+            FamilySpec("witness"),
+            default_model(feature_map=fm, rank=16),
+            TrainConfig(mse_steps=60, max_steps=120, dtype="float64", device=device),
+            seed=0,
+        )
+        for fm in ("table", "mlp_exp")
+    ]
     return [r for run in runs for r in train_records([run])]
 
 

@@ -40,9 +40,16 @@ def witness_expected(delta: Fraction) -> tuple[Fraction, int]:
     return total, (math.floor(bound) + 1 if delta == HALF else math.ceil(bound))
 
 
-@pytest.mark.parametrize("text", ["1/10000000000000000000", "1/" + "1" + "0" * 60, "1e-40",
-                                  "49999999999999999999/100000000000000000000",
-                                  "0.4999999999999999999999999999999"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1/10000000000000000000",
+        "1/" + "1" + "0" * 60,
+        "1e-40",
+        "49999999999999999999/100000000000000000000",
+        "0.4999999999999999999999999999999",
+    ],
+)
 def test_cli_certifies_the_witness_at_any_delta(cli, text):
     code, out, err = cli("certify", "--family", "witness", "--delta", text, "--json")
     assert code == 0, err
@@ -60,8 +67,10 @@ def test_thousands_of_digits_survive_parsing_and_printing():
     assert parse_delta(frac_str(delta)) == delta
     cert = certify(build_family("hadamard", m=12, n=4), frac_str(delta))
     data = cert.to_json()
-    assert Fraction(int_from_digits(data["sum_eps2"].split("/")[0]),
-                    int_from_digits(data["sum_eps2"].split("/")[1])) == cert.sum_eps2
+    assert (
+        Fraction(int_from_digits(data["sum_eps2"].split("/")[0]), int_from_digits(data["sum_eps2"].split("/")[1]))
+        == cert.sum_eps2
+    )
     assert cert.certified_rank == 4 and cert.radon.max_product == rho(3, delta) ** 2
     for value in (0, 7, -12345, 10**4299, 10**4300 + 1, -(3**20000), 2**60000 - 1):
         assert int_from_digits(int_str(abs(value))) == abs(value)
@@ -74,10 +83,11 @@ def _chain_product(m: int = 16, n: int = 5, levels=(1, 2, 3)) -> ProductFamily:
     candidates at overlaps ``levels`` (gaps of 1: what ρ is largest on)."""
     code = hadamard_code(m)[:n]
     chains = [chain_candidate(x.copy(), s) for x in code for s in levels]
-    tokens, inv = np.unique(np.concatenate([code, 1 - code, np.array(chains).reshape(-1, m)]), axis=0,
-                            return_inverse=True)
+    tokens, inv = np.unique(
+        np.concatenate([code, 1 - code, np.array(chains).reshape(-1, m)]), axis=0, return_inverse=True
+    )
     inv = inv.reshape(-1)
-    return ProductFamily(tokens, inv[:n], inv[n:], 1, list(zip(inv[:n].tolist(), inv[n:2 * n].tolist())))
+    return ProductFamily(tokens, inv[:n], inv[n:], 1, list(zip(inv[:n].tolist(), inv[n : 2 * n].tolist())))
 
 
 def comparable(cert) -> dict:
@@ -87,8 +97,18 @@ def comparable(cert) -> dict:
     return data
 
 
-@pytest.mark.parametrize("delta", [HALF, TINY, Fraction(1, 10**400), NEAR_HALF, HALF - Fraction(1, 10**400),
-                                   Fraction(10**50 - 1, 2 * 10**50 + 3), Fraction(1, 3)])
+@pytest.mark.parametrize(
+    "delta",
+    [
+        HALF,
+        TINY,
+        Fraction(1, 10**400),
+        NEAR_HALF,
+        HALF - Fraction(1, 10**400),
+        Fraction(10**50 - 1, 2 * 10**50 + 3),
+        Fraction(1, 3),
+    ],
+)
 def test_product_and_sequences_agree_at_extreme_deltas(delta):
     """ρ(1, δ) ≈ 10⁴⁰⁰ near 1/2 (beyond floats), ε ≈ 10⁻⁴⁰⁰ for tiny δ (below them): both
     certificate paths stay exact and agree."""
@@ -110,8 +130,16 @@ def test_delta_edge_values_give_the_expected_certificates():
 
 
 def test_log_rho_is_accurate_for_any_delta():
-    deltas = [HALF, Fraction(1, 3), TINY, Fraction(1, 10**400), NEAR_HALF, HALF - Fraction(1, 10**400),
-              Fraction(3**200, 2 * 3**200 + 1), Fraction(7, 10**300)]
+    deltas = [
+        HALF,
+        Fraction(1, 3),
+        TINY,
+        Fraction(1, 10**400),
+        NEAR_HALF,
+        HALF - Fraction(1, 10**400),
+        Fraction(3**200, 2 * 3**200 + 1),
+        Fraction(7, 10**300),
+    ]
     gaps = np.arange(0, 200)
     for delta in deltas:
         got = log_rho(gaps, delta)
@@ -124,12 +152,24 @@ def test_log_rho_is_accurate_for_any_delta():
     assert min_gap(HALF) == 2 and min_gap(NEAR_HALF) == 1 and min_gap(TINY) == 1
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0", "lie in (0, 1/2]"), ("-1/3", "lie in (0, 1/2]"), ("3/4", "lie in (0, 1/2]"),
-    ("1", "lie in (0, 1/2]"), ("abc", "rational like"), ("1/0", "rational like"), ("", "rational like"),
-    ("1/" + "0" * 5000, "rational like"), ("nan", "rational like"), ("inf", "rational like"),
-    ("1e-99999999", "exponent"), ("1" + "0" * 6000, "lie in (0, 1/2]"), ("1.5/2", "rational like"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0", "lie in (0, 1/2]"),
+        ("-1/3", "lie in (0, 1/2]"),
+        ("3/4", "lie in (0, 1/2]"),
+        ("1", "lie in (0, 1/2]"),
+        ("abc", "rational like"),
+        ("1/0", "rational like"),
+        ("", "rational like"),
+        ("1/" + "0" * 5000, "rational like"),
+        ("nan", "rational like"),
+        ("inf", "rational like"),
+        ("1e-99999999", "exponent"),
+        ("1" + "0" * 6000, "lie in (0, 1/2]"),
+        ("1.5/2", "rational like"),
+    ],
+)
 def test_bad_delta_is_one_line(cli, text, message):
     code, out, err = cli("certify", "--family", "hadamard", "-p", "m=8", "-p", "n=3", "--delta", text)
     assert code == 2 and out == "" and err.startswith("error: delta") and message in err

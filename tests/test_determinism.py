@@ -32,8 +32,15 @@ def family():
 def train(family, fmap, seeds, ranks, dtype):
     configure_worker(seed=seeds[0])
     cfg = TrainConfig(lr=1e-2, mse_steps=10, max_steps=10, stop_below=None, dtype=dtype)
-    model = build_model(default_model(feature_map=fmap, rank=max(ranks)), family.m, family.length,
-                        seeds=seeds, ranks=ranks, vocabulary=family.tokens, dtype=getattr(torch, dtype))
+    model = build_model(
+        default_model(feature_map=fmap, rank=max(ranks)),
+        family.m,
+        family.length,
+        seeds=seeds,
+        ranks=ranks,
+        vocabulary=family.tokens,
+        dtype=getattr(torch, dtype),
+    )
     return [(r.status, r.steps, r.train) for r in train_stack(model, family, cfg)]
 
 
@@ -81,8 +88,10 @@ model.rank = [2, 5]
 
 
 def _records(out):
-    return {p.name: {k: v for k, v in json.loads(p.read_text()).items() if k != "wall_time_s"}
-            for p in (out / "runs").glob("*.json")}
+    return {
+        p.name: {k: v for k, v in json.loads(p.read_text()).items() if k != "wall_time_s"}
+        for p in (out / "runs").glob("*.json")
+    }
 
 
 @pytest.mark.slow

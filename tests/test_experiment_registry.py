@@ -26,7 +26,7 @@ PACKAGE = Path(kernelgap.__file__).resolve().parent
 
 TOY = {
     "profile.toml": 'experiments = ["toy"]\n\n[toy]\nlabel = "mlp_exp on {0,1}^2"\n',
-    "toy/sweep.toml": '''name = "toy"
+    "toy/sweep.toml": """name = "toy"
 [family]
 name = "exhaustive"
 params = {m = 2, length = 2}
@@ -38,7 +38,7 @@ max_steps = 3
 [grid]
 model.rank = [1, 2]
 seed = [0]
-''',
+""",
     "toy/step.py": '''"""After the toy sweep: the size of its family (no training)."""
 
 from kernelgap.experiments.steps import sweep_runs
@@ -184,8 +184,13 @@ def test_profile_errors_name_the_experiment(tmp_path):
     (tmp_path / "a" / "profile.toml").write_text('experiments = ["nonesuch"]\n')
     with pytest.raises(ConfigError, match="unknown experiment 'nonesuch'"):
         load_profile(tmp_path / "a")
-    clash = write_profile(tmp_path / "b", {"profile.toml": 'experiments = ["toy"]\n',
-                                           "toy/experiment.py": TOY["toy/experiment.py"].replace('"toy"', '"other"')})
+    clash = write_profile(
+        tmp_path / "b",
+        {
+            "profile.toml": 'experiments = ["toy"]\n',
+            "toy/experiment.py": TOY["toy/experiment.py"].replace('"toy"', '"other"'),
+        },
+    )
     with pytest.raises(ConfigError, match="EXPERIMENT is named 'other', its folder 'toy'"):
         load_profile(clash)
     bad = write_profile(tmp_path / "c", {**TOY, "profile.toml": 'experiments = ["toy"]\n[toy]\nlabels = 1\n'})

@@ -64,7 +64,10 @@ def test_pool_split_is_disjoint_and_seeded():
 
 def test_parse_params_uses_annotations():
     assert parse_params("pool", {"m": "8", "test_fraction": "0.25", "split": "test"}) == {
-        "m": 8, "test_fraction": 0.25, "split": "test"}
+        "m": 8,
+        "test_fraction": 0.25,
+        "split": "test",
+    }
     with pytest.raises(FamilyError, match="no parameter 'bogus'"):
         parse_params("pool", {"bogus": "1"})
     with pytest.raises(FamilyError, match="not a valid int"):
@@ -84,7 +87,8 @@ def test_file_round_trip(tmp_path):
     assert (back.sequences_bits() == fam.sequences_bits()).all()
     assert back.query_position == 1
     assert [(back.tokens[q].tolist(), back.tokens[g].tolist()) for q, g in back.matching] == [
-        (fam.tokens[1].tolist(), fam.tokens[2].tolist())]
+        (fam.tokens[1].tolist(), fam.tokens[2].tolist())
+    ]
 
 
 def test_save_never_overwrites(tmp_path):
@@ -158,8 +162,10 @@ def test_ladder_and_cw_share_one_existence_check():
     """Both families refuse a code above its Johnson bound through the one helper."""
     with pytest.raises(FamilyError, match="the Johnson bound allows at most 16") as direct:
         check_code_exists(16, 8, 3, 100)
-    for name, params in [("cw", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100}),
-                         ("ladder", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100, "rungs": 0})]:
+    for name, params in [
+        ("cw", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100}),
+        ("ladder", {"m": 16, "weight": 8, "max_overlap": 3, "n": 100, "rungs": 0}),
+    ]:
         with pytest.raises(FamilyError) as err:
             check_params(name, params)
         assert str(err.value) == f"family {name!r}: {direct.value}"

@@ -30,8 +30,10 @@ def test_a_file_certified_at_20_is_not_fitted_at_16(cli, tmp_path):
 def test_a_sweep_trains_on_a_product_file_relative_to_itself(tmp_path):
     save_family(build_family("ladder", m=24, n=3, rungs=1, step=3), tmp_path / "ladder.json")
     cfg = tmp_path / "sweep.toml"
-    cfg.write_text('name = "f"\n[family]\nfile = "ladder.json"\n[model]\nfeature_map = "table"\n'
-                   '[train]\nmse_steps = 5\nmax_steps = 5\n[grid]\nmodel.rank = [2, 4]\n')
+    cfg.write_text(
+        'name = "f"\n[family]\nfile = "ladder.json"\n[model]\nfeature_map = "table"\n'
+        "[train]\nmse_steps = 5\nmax_steps = 5\n[grid]\nmodel.rank = [2, 4]\n"
+    )
     (run,) = {r.family.sha256 for r in load_sweep(cfg).runs()}
     summary = run_sweep(cfg, tmp_path / "out", executor="inline", progress=False)
     assert summary.ran == 2
@@ -41,12 +43,15 @@ def test_a_sweep_trains_on_a_product_file_relative_to_itself(tmp_path):
     assert {r.family.sha256 for r in load_sweep(cfg).runs()} != {run}  # a changed file is another run
 
 
-@pytest.mark.parametrize("text, message", [
-    ('[family]\nfile = "missing.json"\n', "missing.json does not exist"),
-    ('[family]\nfile = "bad.json"\n', "not valid JSON"),
-    ('[family]\nname = "witness"\nfile = "bad.json"\n', "either name (a registered family) or file"),
-    ('[family]\nfile = "ok.json"\nparams = {m = 3}\n', "params apply to a registered family"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[family]\nfile = "missing.json"\n', "missing.json does not exist"),
+        ('[family]\nfile = "bad.json"\n', "not valid JSON"),
+        ('[family]\nname = "witness"\nfile = "bad.json"\n', "either name (a registered family) or file"),
+        ('[family]\nfile = "ok.json"\nparams = {m = 3}\n', "params apply to a registered family"),
+    ],
+)
 def test_bad_family_files_in_sweeps_are_one_line_errors(tmp_path, text, message):
     (tmp_path / "bad.json").write_text("{not json")
     save_family(build_family("hadamard", m=8, n=3), tmp_path / "ok.json")

@@ -52,7 +52,7 @@ def explicit_exact_rank(family) -> int:
     seqs = as_sequences(family)
     if seqs.query_position is None:
         model, positions = positive_2m(seqs.m, 3), [0, 1, 2]
-        rank = 2 ** seqs.m
+        rank = 2**seqs.m
     else:
         qpos = seqs.query_position - 1
         model, positions = one_hot_candidates(seqs), [qpos]
@@ -62,6 +62,7 @@ def explicit_exact_rank(family) -> int:
 
 
 # -- the regression ----------------------------------------------------------------------
+
 
 def _hadamard_product(n_candidates: int):
     """Queries: 5 codewords of the Hadamard code of order 12 (weight 6, overlaps 3); each
@@ -93,8 +94,11 @@ def test_a_good_candidate_outside_the_candidates_is_refused():
     with pytest.raises(FamilyError, match="not one of the candidates"):
         certify(valid)
     # the class refuses it however it is built or changed
-    with pytest.raises(FamilyError, match=r"matching entry 4: its good candidate \(token 9\) is not one of "
-                                          r"the candidates"):
+    with pytest.raises(
+        FamilyError,
+        match=r"matching entry 4: its good candidate \(token 9\) is not one of "
+        r"the candidates",
+    ):
         ProductFamily(tokens, queries, candidates, 1, matching)
     fresh = ProductFamily(tokens, queries, candidates, 1, matching[:4])
     with pytest.raises(FamilyError, match="not one of the candidates"):
@@ -107,12 +111,17 @@ def test_a_good_candidate_outside_the_candidates_is_refused():
 
 def test_the_file_loader_refuses_it_too_with_the_key_named(tmp_path):
     tokens, queries, candidates, matching = _hadamard_product(4)
+
     def word(t: int) -> str:
         return "".join(map(str, tokens[t]))
 
-    data = {"m": 12, "query_position": 1, "queries": [word(q) for q in queries],
-            "candidates": [word(c) for c in candidates],
-            "matching": [[word(q), word(g)] for q, g in matching]}
+    data = {
+        "m": 12,
+        "query_position": 1,
+        "queries": [word(q) for q in queries],
+        "candidates": [word(c) for c in candidates],
+        "matching": [[word(q), word(g)] for q, g in matching],
+    }
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with pytest.raises(FamilyError, match="bad.json: matching entry 4: its good candidate is not in 'candidates'"):
         load_family(tmp_path / "bad.json")
@@ -120,11 +129,30 @@ def test_the_file_loader_refuses_it_too_with_the_key_named(tmp_path):
 
 # -- the property test ------------------------------------------------------------------
 
-PRODUCT_BREAKS = ["good not a candidate", "query not a query", "query twice", "id out of range",
-                  "negative id", "repeated token", "non-binary", "query position", "m = 0",
-                  "no candidates", "float ids"]
-SEQUENCE_BREAKS = ["good never meets", "query never scored", "query twice", "id out of range",
-                   "repeated token", "non-binary", "query position", "m = 0", "bad pair"]
+PRODUCT_BREAKS = [
+    "good not a candidate",
+    "query not a query",
+    "query twice",
+    "id out of range",
+    "negative id",
+    "repeated token",
+    "non-binary",
+    "query position",
+    "m = 0",
+    "no candidates",
+    "float ids",
+]
+SEQUENCE_BREAKS = [
+    "good never meets",
+    "query never scored",
+    "query twice",
+    "id out of range",
+    "repeated token",
+    "non-binary",
+    "query position",
+    "m = 0",
+    "bad pair",
+]
 
 
 @st.composite
@@ -158,8 +186,7 @@ def api_families(draw):
     breaks = PRODUCT_BREAKS if kind == "product" else SEQUENCE_BREAKS
     broken = draw(st.sampled_from([None, None, None] + breaks))
     if kind == "product":
-        args = {"tokens": tokens, "queries": qids, "candidates": cands, "query_position": qpos,
-                "matching": matching}
+        args = {"tokens": tokens, "queries": qids, "candidates": cands, "query_position": qpos, "matching": matching}
     else:
         qpos = draw(st.sampled_from([qpos, None])) if m <= 6 else qpos  # 2^m features: small m
         at = (qpos or draw(st.integers(1, 3))) - 1
@@ -257,6 +284,7 @@ def test_random_api_families_are_refused_or_never_overclaimed(case):
 
 # -- assignment, in-place changes, dedup, the loader ------------------------------------------
 
+
 def test_assignment_is_validated_and_a_refused_value_is_not_kept():
     tokens = bits([0b0011, 0b1100, 0b0101], 4)
     family = Family(tokens, [[0, 1, 1], [0, 2, 2]], 1, [(0, 1)])
@@ -297,8 +325,7 @@ def test_sequence_families_need_the_pair_to_meet_at_a_scored_position():
         Family(tokens, index, None, [(1, 2)])
     with pytest.raises(FamilyError, match="non-binary"):
         Family.from_sequences(np.array([[[0, 2], [1, 1], [1, 1]]]), 1)
-    fam = Family.from_sequences(bits([1, 2, 2, 1, 3, 3], 2).reshape(2, 3, 2), 1,
-                                [(np.array([1, 0]), np.array([0, 1]))])
+    fam = Family.from_sequences(bits([1, 2, 2, 1, 3, 3], 2).reshape(2, 3, 2), 1, [(np.array([1, 0]), np.array([0, 1]))])
     assert len(fam.matching) == 1
     with pytest.raises(FamilyError, match="names a token that is in no sequence"):
         Family.from_sequences(bits([1, 2, 2], 2).reshape(1, 3, 2), 1, [(np.array([0, 0]), np.array([0, 1]))])
@@ -317,8 +344,13 @@ def test_loader_messages_keep_the_location(tmp_path):
         with pytest.raises(FamilyError) as info:
             load_family(path)
         assert str(info.value).startswith(f"family file {path}: ") and message in str(info.value)
-    product = {"m": 2, "query_position": 1, "queries": ["01", "01"], "candidates": ["10", "11", "10"],
-               "matching": [["01", "10"]]}
+    product = {
+        "m": 2,
+        "query_position": 1,
+        "queries": ["01", "01"],
+        "candidates": ["10", "11", "10"],
+        "matching": [["01", "10"]],
+    }
     family = family_from_json(product)  # repeated words are one token
     assert len(family.queries) == 1 and len(family.candidates) == 2
     back = load_family(save_family(family, tmp_path / "p.json"))

@@ -42,12 +42,24 @@ def test_a_map_is_the_function_of_a_projected_head():
     assert table.q_table.theta.shape == (1, len(TOKENS), 4) and table.k_table.theta.shape == (2, len(TOKENS), 4)
     ids = torch.tensor([3, 0, 7])
     x = torch.from_numpy(TOKENS[[3, 0, 7]]).double()
-    assert torch.equal(table.query(x), table.query(x, ids)) and torch.equal(table.query(x, ids), table.q_table.theta[:, ids])
+    assert torch.equal(table.query(x), table.query(x, ids)) and torch.equal(
+        table.query(x, ids), table.q_table.theta[:, ids]
+    )
 
 
 def test_registry_has_every_common_map():
-    assert set(ALL) == {"table", "mlp_exp", "elu1", "relu", "favor", "favor_iid", "hedgehog", "taylor",
-                        "signed", "signed_table"}
+    assert set(ALL) == {
+        "table",
+        "mlp_exp",
+        "elu1",
+        "relu",
+        "favor",
+        "favor_iid",
+        "hedgehog",
+        "taylor",
+        "signed",
+        "signed_table",
+    }
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -86,8 +98,9 @@ def test_linear_space_kernels_have_their_declared_sign(name):
     """Maps that compute the kernel itself (not its log, whose exponential is positive by
     construction): a nonnegative one stays ≥ 0 anywhere in parameter space, a signed one
     can go below 0.  ``taylor``'s features are signed, its kernel is not."""
-    model = build_model(ModelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3,
-                        seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64)
+    model = build_model(
+        ModelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3, seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64
+    )
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():  # anywhere in parameter space, not just at initialisation
         for p in model.scorer.parameters():
@@ -178,8 +191,7 @@ def test_log_space_kernel_equals_direct_product(name):
     fm = make(name, rank=6)
     x = torch.from_numpy(TOKENS).double()
     q, k = fm.query(x), fm.key(x)[:, 0]
-    model = build_model(ModelSpec(feature_map=name, rank=6), M, 3, seeds=[0],
-                        vocabulary=TOKENS, dtype=torch.float64)
+    model = build_model(ModelSpec(feature_map=name, rank=6), M, 3, seeds=[0], vocabulary=TOKENS, dtype=torch.float64)
     scores = model.scorer.scores(x)[0, 0, 0]
     direct = (q.exp() @ k.exp().transpose(-1, -2))[0] if fm.log_space else (q @ k.transpose(-1, -2))[0]
     got = scores.exp() if fm.log_space else scores
@@ -199,8 +211,7 @@ def test_log_kernel_survives_huge_log_features():
 def test_table_needs_vocabulary_and_rejects_unknown_tokens():
     with pytest.raises(KernelgapError, match="vocabulary"):
         build_model(ModelSpec(feature_map="table", rank=2), M, 3, seeds=[0])
-    model = build_model(ModelSpec(feature_map="table", rank=2), M, 3, seeds=[0],
-                        vocabulary=TOKENS[:4])
+    model = build_model(ModelSpec(feature_map="table", rank=2), M, 3, seeds=[0], vocabulary=TOKENS[:4])
     with pytest.raises(KernelgapError, match="outside its vocabulary"):
         model.tables(torch.from_numpy(TOKENS[4:8]).float())
 

@@ -35,9 +35,14 @@ pytestmark = pytest.mark.slow
 SECONDS = 20  # one refusal may take at most this long (most take milliseconds)
 #: Examples per command; KERNELGAP_FUZZ_EXAMPLES=500 fuzzes longer.
 EXAMPLES = int(os.environ.get("KERNELGAP_FUZZ_EXAMPLES", "100"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-                report_multiple_bugs=False)
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    report_multiple_bugs=False,
+)
 
 
 class TookTooLong(Exception):
@@ -108,8 +113,14 @@ NOT_A_NUMBER = st.sampled_from(["x", "", "1/2", "one", "nan", "inf", "-inf"])
 WORD = st.text(st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="="), min_size=1, max_size=8)
 
 #: Parameters whose huge values are refused by the memory estimate or an existence bound.
-SIZES = {"ladder": ["m", "n"], "hadamard": ["m"], "cw": ["m", "n"], "ood": ["n", "queries_per_class"],
-         "exhaustive": ["m", "length"], "pool": ["m", "pool_size", "sequences"]}
+SIZES = {
+    "ladder": ["m", "n"],
+    "hadamard": ["m"],
+    "cw": ["m", "n"],
+    "ood": ["n", "queries_per_class"],
+    "exhaustive": ["m", "length"],
+    "pool": ["m", "pool_size", "sequences"],
+}
 
 
 @st.composite
@@ -175,11 +186,13 @@ def test_fuzz_certify_a_registered_family(world, case):
 
 # -- certify: damaged family files, bad flags ---------------------------------------------
 
+
 @st.composite
 def bad_family_file(draw, world: Path) -> Path:
     good = json.loads((world / "good.json").read_text())
-    kind = draw(st.sampled_from(["bytes", "truncated", "bits", "m", "sequences", "position", "matching",
-                                 "top", "empty"]))
+    kind = draw(
+        st.sampled_from(["bytes", "truncated", "bits", "m", "sequences", "position", "matching", "top", "empty"])
+    )
     data = json.loads(json.dumps(good))
     if kind == "bytes":
         return write_input(world, "f.json", draw(st.binary(min_size=1, max_size=60)).replace(b"{", b"x"))
@@ -209,9 +222,21 @@ def test_fuzz_certify(world, data):
     if data.draw(st.booleans()):
         argv = ["certify", data.draw(bad_family_file(world))]
     else:
-        flag, value = data.draw(st.sampled_from([
-            ("--delta", "3/4"), ("--delta", "0"), ("--delta", "-1/2"), ("--delta", "x"), ("--delta", "1/0"),
-            ("--delta", "nan"), ("--budget", "-1"), ("--budget", "nan"), ("--budget", "x")]))
+        flag, value = data.draw(
+            st.sampled_from(
+                [
+                    ("--delta", "3/4"),
+                    ("--delta", "0"),
+                    ("--delta", "-1/2"),
+                    ("--delta", "x"),
+                    ("--delta", "1/0"),
+                    ("--delta", "nan"),
+                    ("--budget", "-1"),
+                    ("--budget", "nan"),
+                    ("--budget", "x"),
+                ]
+            )
+        )
         argv = ["certify", world / "good.json", flag, value]
         if data.draw(st.booleans()):
             argv += ["--family", "witness"]  # a file and a family: refused as well
@@ -245,16 +270,29 @@ def test_fuzz_train(world, data):
         argv += ["--family", data.draw(bad_family_file(world))]
     else:
         argv += ["--family", "witness"]
-    for flag, values in data.draw(st.lists(st.sampled_from(TRAIN_FLAGS), min_size=source == "flag",
-                                           max_size=2, unique_by=lambda f: f[0])):
+    for flag, values in data.draw(
+        st.lists(st.sampled_from(TRAIN_FLAGS), min_size=source == "flag", max_size=2, unique_by=lambda f: f[0])
+    ):
         argv += [flag, data.draw(st.sampled_from(values))]
     assert_refused(world, argv)
 
 
 # -- verify, bound-curve, bound transcript -------------------------------------------------
 
-@given(st.sampled_from([("--m", "0"), ("--m", "-5"), ("--m", "40"), ("--m", str(10**12)), ("--m", "x"),
-                        ("--device", "tpu"), ("--device", "")]))
+
+@given(
+    st.sampled_from(
+        [
+            ("--m", "0"),
+            ("--m", "-5"),
+            ("--m", "40"),
+            ("--m", str(10**12)),
+            ("--m", "x"),
+            ("--device", "tpu"),
+            ("--device", ""),
+        ]
+    )
+)
 @FUZZ
 def test_fuzz_verify(world, flag):
     argv = ["verify", *flag] if flag[0] == "--m" else ["verify", "--m", "2", *flag]
@@ -264,15 +302,36 @@ def test_fuzz_verify(world, flag):
 @given(st.data())
 @FUZZ
 def test_fuzz_bound_curve(world, data):
-    bad = data.draw(st.sampled_from([
-        ("--code", "nope"), ("--code", ""), ("--m", "x"), ("--m", "10..5"), ("--m", "0..4"), ("--m", ""),
-        ("--m", "1,2,x"), ("--m", "12..24..0"), ("--m", "12..24..-4"), ("--m", "12..."),
-        ("--queries", "1"), ("--queries", "0"), ("--queries", "-3"), ("--chain-step", "0"),
-        ("--chain-step", "-2"), ("--out", "a-file/curve"), ("--m", str(10**8)),
-        ("--m", "12..100000000"), ("--m", f"2..{10**30}"), ("--m", "2..5000..2"), ("--code", "cw", "--queries", str(10**12)),
-        ("--code", "cw", "--m", str(10**8)), ("--code", "ladder", "--seed", "-1"),
-        ("--code", "ladder", "--m", "1000000"),
-    ]))
+    bad = data.draw(
+        st.sampled_from(
+            [
+                ("--code", "nope"),
+                ("--code", ""),
+                ("--m", "x"),
+                ("--m", "10..5"),
+                ("--m", "0..4"),
+                ("--m", ""),
+                ("--m", "1,2,x"),
+                ("--m", "12..24..0"),
+                ("--m", "12..24..-4"),
+                ("--m", "12..."),
+                ("--queries", "1"),
+                ("--queries", "0"),
+                ("--queries", "-3"),
+                ("--chain-step", "0"),
+                ("--chain-step", "-2"),
+                ("--out", "a-file/curve"),
+                ("--m", str(10**8)),
+                ("--m", "12..100000000"),
+                ("--m", f"2..{10**30}"),
+                ("--m", "2..5000..2"),
+                ("--code", "cw", "--queries", str(10**12)),
+                ("--code", "cw", "--m", str(10**8)),
+                ("--code", "ladder", "--seed", "-1"),
+                ("--code", "ladder", "--m", "1000000"),
+            ]
+        )
+    )
     argv = ["bound-curve", "--m", "12", "--queries", "4", *bad]
     if data.draw(st.booleans()):
         argv += ["--json"]
@@ -285,10 +344,23 @@ def test_fuzz_bound_transcript(world, data):
     argv = ["bound", "transcript", "--answers", "4", "--values", "3"]
     if data.draw(st.booleans()):  # the sketch's options are checked with or without --features
         argv += ["--features", "2"]
-    for flag, values in data.draw(st.lists(st.sampled_from([
-            ("--answers", ["0", "-1", "x", str(10**400)]), ("--values", ["0", "-1", "x"]), ("--features", ["0", "-3"]),
-            ("--value-dim", ["0", "-1"]), ("--heads", ["0", "-1"]), ("--bits", ["0", "-8", "1.5"])]),
-            min_size=1, max_size=2, unique_by=lambda f: f[0])):
+    for flag, values in data.draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    ("--answers", ["0", "-1", "x", str(10**400)]),
+                    ("--values", ["0", "-1", "x"]),
+                    ("--features", ["0", "-3"]),
+                    ("--value-dim", ["0", "-1"]),
+                    ("--heads", ["0", "-1"]),
+                    ("--bits", ["0", "-8", "1.5"]),
+                ]
+            ),
+            min_size=1,
+            max_size=2,
+            unique_by=lambda f: f[0],
+        )
+    ):
         argv += [flag, data.draw(st.sampled_from(values))]
     assert_refused(world, argv)
 
@@ -296,25 +368,60 @@ def test_fuzz_bound_transcript(world, data):
 # -- sweep: generated bad sweep files, bad flags, bad folders ------------------------------
 
 TOML_EDITS = {  # (text of TINY to replace, replacements that make the file bad)
-    "[train]": ["[train]\nmse_steps = -1", "[train]\nlr = 0", "[train]\nlr = nan", "[train]\nlr = -inf",
-                '[train]\ndtype = "int8"', "[train]\nunknown = 1", '[train]\nlearning_rate = "x"',
-                '[train]\ndevice = "tpu"'],
-    "mse_steps = 2": ['mse_steps = "two"', "mse_steps = 2.5", "mse_steps = true", "mse_steps = [2]"],
-    'feature_map = "table"': ['feature_map = "cosine"', "feature_map = 3", 'feature_map = "table"\nheads = 0',
-                              'feature_map = "table"\nheads = 1000000000000', 'feature_map = "table"\nhidden = 0',
-                              'feature_map = "table"\nreadout = "deep"', 'feature_map = "table"\nkind = "dense"',
-                              'feature_map = "table"\ntemperature = 0', 'feature_map = "table"\ninit_scale = -1',
-                              'feature_map = "table"\nd_value = 1000000000000', 'feature_map = "table"\nbogus = 1'],
+    "[train]": [
+        "[train]\nmse_steps = -1",
+        "[train]\nlr = 0",
+        "[train]\nlr = nan",
+        "[train]\nlr = -inf",
+        '[train]\ndtype = "int8"',
+        "[train]\nunknown = 1",
+        '[train]\nlearning_rate = "x"',
+        '[train]\ndevice = "tpu"',
+    ],
+    "mse_steps = 4": ['mse_steps = "two"', "mse_steps = 2.5", "mse_steps = true", "mse_steps = [2]"],
+    'feature_map = "table"': [
+        'feature_map = "cosine"',
+        "feature_map = 3",
+        'feature_map = "table"\nheads = 0',
+        'feature_map = "table"\nheads = 1000000000000',
+        'feature_map = "table"\nhidden = 0',
+        'feature_map = "table"\nreadout = "deep"',
+        'feature_map = "table"\nkind = "dense"',
+        'feature_map = "table"\ntemperature = 0',
+        'feature_map = "table"\ninit_scale = -1',
+        'feature_map = "table"\nd_value = 1000000000000',
+        'feature_map = "table"\nbogus = 1',
+    ],
     'name = "exhaustive"': ['name = "nope"', "name = 3", 'name = "ladder"\nparams = {seed = -1}'],
-    "params = {m = 2, length = 2}": ["params = {m = 0, length = 2}", "params = {m = 2, length = -1}",
-                                     "params = {m = 1000000000000}", 'params = {m = "two"}',
-                                     "params = {nosuch = 1}", "params = {m = 2.5}", "params = 3",
-                                     "params = {m = 30, length = 3}", "params = {m = true}"],
-    "model.rank = [1, 2]": ["model.rank = []", "model.rank = 3", "model.rank = [0, 2]", "nosuch.key = [1]",
-                            "model.rank = [1, 1000000000000]", "family.params.length = [-1]",
-                            "family.params.m = [1000000000000]", 'model.rank = ["a"]'],
-    'name = "tiny"': ['name = 3', 'name = "tiny"\nbogus = 1', 'name = "tiny"\n[[variants]]\nmodel.rank = 0',
-                      'name = "tiny"\nvariants = 3', "[[[", 'name = "tiny" = 2'],
+    "params = {m = 2, length = 2}": [
+        "params = {m = 0, length = 2}",
+        "params = {m = 2, length = -1}",
+        "params = {m = 1000000000000}",
+        'params = {m = "two"}',
+        "params = {nosuch = 1}",
+        "params = {m = 2.5}",
+        "params = 3",
+        "params = {m = 30, length = 3}",
+        "params = {m = true}",
+    ],
+    "model.rank = [1, 2]": [
+        "model.rank = []",
+        "model.rank = 3",
+        "model.rank = [0, 2]",
+        "nosuch.key = [1]",
+        "model.rank = [1, 1000000000000]",
+        "family.params.length = [-1]",
+        "family.params.m = [1000000000000]",
+        'model.rank = ["a"]',
+    ],
+    'name = "tiny"': [
+        "name = 3",
+        'name = "tiny"\nbogus = 1',
+        'name = "tiny"\n[[variants]]\nmodel.rank = 0',
+        'name = "tiny"\nvariants = 3',
+        "[[[",
+        'name = "tiny" = 2',
+    ],
 }
 
 
@@ -326,13 +433,25 @@ def test_fuzz_sweep(world, data):
     if kind == "toml":
         text = TINY
         for old in data.draw(st.lists(st.sampled_from(sorted(TOML_EDITS)), min_size=1, max_size=2, unique=True)):
+            assert old in text, old  # an edit that matches nothing would test a good file
             text = text.replace(old, data.draw(st.sampled_from(TOML_EDITS[old])))
         argv = ["sweep", write_input(world, "s.toml", text), "--out", out, "--executor", "inline"]
     elif kind == "flag":
-        flag = data.draw(st.sampled_from([["--workers", "0"], ["--workers", "-2"], ["--executor", "dask"],
-                                          ["--cpus-per-task", "-1"], ["--cpus-per-task", "nan"],
-                                          ["--gpus-per-task", "-1"], ["--out", world / "a-file"],
-                                          ["--out", world / "a-file" / "r"], ["--out", world / "inputs"]]))
+        flag = data.draw(
+            st.sampled_from(
+                [
+                    ["--workers", "0"],
+                    ["--workers", "-2"],
+                    ["--executor", "dask"],
+                    ["--cpus-per-task", "-1"],
+                    ["--cpus-per-task", "nan"],
+                    ["--gpus-per-task", "-1"],
+                    ["--out", world / "a-file"],
+                    ["--out", world / "a-file" / "r"],
+                    ["--out", world / "inputs"],
+                ]
+            )
+        )
         argv = ["sweep", world / "ok.toml", *(["--out", out] if flag[0] != "--out" else []), *flag]
     else:
         folder = world / "inputs" / f"{next(_counter)}-results"
@@ -347,14 +466,37 @@ def test_fuzz_sweep(world, data):
 # -- report on bad folders -----------------------------------------------------------------
 
 #: reproduce.json and probe.json contents.
-JUNK_JSON = st.sampled_from(["{not json", "", '{"experiments": 3}', '{"runs": [1]}', '{"target": 3}', "{}",
-                             '{"profile": 3}', '{"experiments": ["x"]}', "[1]", "null", '"x"',
-                             '{"user_experiments": 3}', '{"user_experiments": {"toy": 3}}', '{"invocations": 3}',
-                             '{"invocations": [{"wall_time_s": "x"}]}', '{"commands": [1]}'])
-JUNK_PROBE = st.sampled_from(['{"runs": 3}', '{"target": "x", "runs": "runs-x"}', '{"target": "x", "runs": "r", "suites": 3}',
-                              '{"target": "x", "runs": "r", "suites": [{"name": "w"}]}',
-                              '{"target": "x", "runs": "r", "suites": []}', '{"target": 3, "runs": "r", "suites": []}',
-                              '{"target": "x", "runs": "r", "suites": [], "parameters": [1]}'])
+JUNK_JSON = st.sampled_from(
+    [
+        "{not json",
+        "",
+        '{"experiments": 3}',
+        '{"runs": [1]}',
+        '{"target": 3}',
+        "{}",
+        '{"profile": 3}',
+        '{"experiments": ["x"]}',
+        "[1]",
+        "null",
+        '"x"',
+        '{"user_experiments": 3}',
+        '{"user_experiments": {"toy": 3}}',
+        '{"invocations": 3}',
+        '{"invocations": [{"wall_time_s": "x"}]}',
+        '{"commands": [1]}',
+    ]
+)
+JUNK_PROBE = st.sampled_from(
+    [
+        '{"runs": 3}',
+        '{"target": "x", "runs": "runs-x"}',
+        '{"target": "x", "runs": "r", "suites": 3}',
+        '{"target": "x", "runs": "r", "suites": [{"name": "w"}]}',
+        '{"target": "x", "runs": "r", "suites": []}',
+        '{"target": 3, "runs": "r", "suites": []}',
+        '{"target": "x", "runs": "r", "suites": [], "parameters": [1]}',
+    ]
+)
 
 
 @given(st.data())
@@ -389,12 +531,29 @@ def test_fuzz_results(world, data):
         elif kind != "missing":
             folder.mkdir()
             if kind == "junk":
-                (folder / "summary.json").write_text(data.draw(st.sampled_from(
-                    ["{x", "[1]", "null", "{}", '{"experiments": 3}', '"summary"', "", '{"profile": 3}',
-                     '{"profile": "quick"}', '{"schema_version": 3, "version": "0", "profile": "p", "paper": {}}',
-                     '{"schema_version": 2, "version": "0", "profile": "p", "paper": {}}'])))
+                (folder / "summary.json").write_text(
+                    data.draw(
+                        st.sampled_from(
+                            [
+                                "{x",
+                                "[1]",
+                                "null",
+                                "{}",
+                                '{"experiments": 3}',
+                                '"summary"',
+                                "",
+                                '{"profile": 3}',
+                                '{"profile": "quick"}',
+                                '{"schema_version": 3, "version": "0", "profile": "p", "paper": {}}',
+                                '{"schema_version": 2, "version": "0", "profile": "p", "paper": {}}',
+                            ]
+                        )
+                    )
+                )
         folders.append(folder)
-    out = ["--out", world / data.draw(st.sampled_from(["page.md", "a-file/page.md"]))] if data.draw(st.booleans()) else []
+    out = (
+        ["--out", world / data.draw(st.sampled_from(["page.md", "a-file/page.md"]))] if data.draw(st.booleans()) else []
+    )
     assert_refused(world, ["results", *folders, *out])
 
 
@@ -409,9 +568,19 @@ def test_fuzz_reproduce(world, data):
         folder = world / "inputs" / f"{next(_counter)}-profile"
         folder.mkdir()
         if kind == "toml":
-            (folder / "profile.toml").write_text(data.draw(st.sampled_from([
-                "[grid", 'experiments = ["nope"]', "experiments = 3", 'experiments = ["witness"]\nbogus = 1',
-                'experiments = ["witness"]\n[witness]\nnope = 1'])))
+            (folder / "profile.toml").write_text(
+                data.draw(
+                    st.sampled_from(
+                        [
+                            "[grid",
+                            'experiments = ["nope"]',
+                            "experiments = 3",
+                            'experiments = ["witness"]\nbogus = 1',
+                            'experiments = ["witness"]\n[witness]\nnope = 1',
+                        ]
+                    )
+                )
+            )
         profile = folder
     assert_refused(world, ["reproduce", "--profile", profile, "--executor", "inline", "--out", world / "repro"])
 
@@ -445,16 +614,33 @@ BAD_MODULES = {
 def test_fuzz_probe(world, data):
     out = ["--out", world / "p"]
     if data.draw(st.booleans()):
-        target = data.draw(st.sampled_from(["nope", "a:b", "x.py:Y", "os:path", "kernelgap.cli:app", ":",
-                                            "kernelgap.probe.examples:Nope", "missing.py:C", "file.py", "a:b:c"]))
+        target = data.draw(
+            st.sampled_from(
+                [
+                    "nope",
+                    "a:b",
+                    "x.py:Y",
+                    "os:path",
+                    "kernelgap.cli:app",
+                    ":",
+                    "kernelgap.probe.examples:Nope",
+                    "missing.py:C",
+                    "file.py",
+                    "a:b:c",
+                ]
+            )
+        )
         if data.draw(st.booleans()):
             name = data.draw(st.sampled_from(sorted(BAD_MODULES)))
-            target = f"{write_input(world, name, BAD_MODULES[name])}:{data.draw(st.sampled_from(['Broken', 'NotAModule']))}"
+            target = (
+                f"{write_input(world, name, BAD_MODULES[name])}:{data.draw(st.sampled_from(['Broken', 'NotAModule']))}"
+            )
         argv = ["probe", target, "--steps", "2", "--ranks", "2", "--executor", "inline", *out]
     else:
         flags = {"--steps": "2", "--ranks": "2", "--executor": "inline"}  # cheap if something got through
-        for flag, values in data.draw(st.lists(st.sampled_from(PROBE_FLAGS), min_size=1, max_size=2,
-                                               unique_by=lambda f: f[0])):
+        for flag, values in data.draw(
+            st.lists(st.sampled_from(PROBE_FLAGS), min_size=1, max_size=2, unique_by=lambda f: f[0])
+        ):
             flags[flag] = data.draw(st.sampled_from(values))
         argv = ["probe", EXAMPLE, *out, *[x for pair in flags.items() for x in pair]]
     assert_refused(world, argv)

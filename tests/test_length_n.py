@@ -27,6 +27,7 @@ DELTAS = [HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 7), 
 
 # -- ρ_N -------------------------------------------------------------------------------------
 
+
 def _errors(n, gap, A, U, mg, ug, mc, uc):
     """Signed errors of the N + 1 sequences of one comparison (s_g = 0, s_c = gap), written out
     from the model: self weight A and value U, per-slot weights and values of g and c."""
@@ -93,8 +94,7 @@ def test_rho_n_is_attained(n):
             r = rho(gap, delta, n)
             mgs = [Fraction(1)] * (n - 1)
             mcs = [r] * (n - 1)
-            errs = _errors(n, gap, Fraction(0), Fraction(0), mgs, [-delta] * (n - 1), mcs,
-                           [gap - delta] * (n - 1))
+            errs = _errors(n, gap, Fraction(0), Fraction(0), mgs, [-delta] * (n - 1), mcs, [gap - delta] * (n - 1))
             assert errs[:-2] == [delta] * (n - 1) and errs[-2:] == [-delta, -delta]
             assert sum(mcs) / sum(mgs) == r
 
@@ -112,8 +112,11 @@ def test_rho_n_identity():
 
             def E(w, v, t, A=A, U=U):
                 return A * (U - t) + sum(a * (b - t) for a, b in zip(w, v))
-            total = sum(E([mg[j] if k == j else mc[k] for k in slots],
-                          [ug[j] if k == j else uc[k] for k in slots], sg) for j in slots)
+
+            total = sum(
+                E([mg[j] if k == j else mc[k] for k in slots], [ug[j] if k == j else uc[k] for k in slots], sg)
+                for j in slots
+            )
             total -= E(mg, ug, sg) + (n - 2) * E(mc, uc, sg + gap)
             assert total == (n - 2) * gap * (A + sum(mc))
 
@@ -135,10 +138,11 @@ def test_split_length_for_every_length():
 
 # -- families of length N ----------------------------------------------------------------------
 
+
 def test_product_length_field_count_and_file():
     tok = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [0, 1, 1, 1], [1, 0, 1, 0]], dtype=np.uint8)
     fam = ProductFamily(tok, [0, 3], [1, 2], 2, [(0, 1)], "p", {}, 5)
-    assert fam.length == 5 and len(fam) == fam.sequence_count == 2 * 2 ** 4
+    assert fam.length == 5 and len(fam) == fam.sequence_count == 2 * 2**4
     seqs = fam.expand()
     assert seqs.length == 5 and len(seqs) == 32 and (seqs.index[:, 1] == np.repeat([0, 3], 16)).all()
     assert len(np.unique(seqs.index, axis=0)) == 32
@@ -158,13 +162,13 @@ def test_product_length_field_count_and_file():
         fam.length = 2
     assert fam.length == 5
     huge = ProductFamily(tok, [0], [1, 2], 1, [(0, 1)], length=200)
-    assert huge.sequence_count == 2 ** 199
+    assert huge.sequence_count == 2**199
     with pytest.raises(FamilyError, match="sequence_count"):
         len(huge)
     with pytest.raises(FamilyError, match=r"at most .* are expanded"):
         huge.expand()
     cert = certify(huge)
-    assert cert.to_json()["sequences"] == 2 ** 199 and cert.to_json()["length"] == 200
+    assert cert.to_json()["sequences"] == 2**199 and cert.to_json()["length"] == 200
 
 
 def _random_product(rng, n_len):
@@ -176,10 +180,11 @@ def _random_product(rng, n_len):
     tokens, inverse = np.unique(np.concatenate([queries, goods, extra]), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     first = {}
-    for q, g in zip(inverse[:nq].tolist(), inverse[nq:2 * nq].tolist()):
+    for q, g in zip(inverse[:nq].tolist(), inverse[nq : 2 * nq].tolist()):
         first.setdefault(q, g)
-    return ProductFamily(tokens, inverse[:nq], inverse[nq:], int(rng.integers(1, n_len + 1)),
-                         list(first.items()), "rand", {}, n_len)
+    return ProductFamily(
+        tokens, inverse[:nq], inverse[nq:], int(rng.integers(1, n_len + 1)), list(first.items()), "rand", {}, n_len
+    )
 
 
 def _same(a, b):
@@ -247,7 +252,7 @@ def test_level_search_at_length_n_equals_brute_force(seed, n_len, delta):
     tokens, inverse = np.unique(np.concatenate([queries, goods, extra]), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     first = {}
-    for q, g in zip(inverse[:nq].tolist(), inverse[nq:2 * nq].tolist()):
+    for q, g in zip(inverse[:nq].tolist(), inverse[nq : 2 * nq].tolist()):
         first.setdefault(q, g)
     fam = ProductFamily(tokens, inverse[:nq], inverse[nq:], 1, list(first.items()), length=n_len)
     _same(level_pair_bounds(fam, delta), _brute_levels(fam, delta))
@@ -286,6 +291,7 @@ def test_short_families_are_refused():
 
 # -- the layer family ---------------------------------------------------------------------------
 
+
 def test_graham_sloane_classes():
     assert max(class_sizes(12, 6)) == 80 and max(class_sizes(16, 8)) == 810
     assert sum(class_sizes(12, 6)) == math.comb(12, 6)
@@ -302,13 +308,19 @@ def test_graham_sloane_classes():
 def test_layer_family_checks():
     fam = build_family("layer", m=12, length=11)
     assert isinstance(fam, ProductFamily) and fam.length == 11 and len(fam.queries) == 80
-    assert fam.sequence_count == 80 * 80 ** 10
+    assert fam.sequence_count == 80 * 80**10
     assert len(build_family("layer", m=12, n=7).queries) == 7
     assert len(build_family("layer", m=12, distance=2).queries) == 924
-    for params, needle in [({"m": 11}, "even"), ({"distance": 3}, "distance"), ({"n": 81}, "81"),
-                           ({"residue": 12}, "residue"), ({"distance": 2, "residue": 1}, "residue"),
-                           ({"length": 3, "query_position": 4}, "query_position"), ({"w": 12}, "w must"),
-                           ({"length": 2}, "length")]:
+    for params, needle in [
+        ({"m": 11}, "even"),
+        ({"distance": 3}, "distance"),
+        ({"n": 81}, "81"),
+        ({"residue": 12}, "residue"),
+        ({"distance": 2, "residue": 1}, "residue"),
+        ({"length": 3, "query_position": 4}, "query_position"),
+        ({"w": 12}, "w must"),
+        ({"length": 2}, "length"),
+    ]:
         with pytest.raises(FamilyError, match=needle):
             build_family("layer", **params)
 
@@ -350,9 +362,17 @@ def test_layer_whole_m12_falls_short_at_length_100(cli):
 
 # -- the whole-set Radon test --------------------------------------------------------------------
 
-@pytest.mark.parametrize("params, delta", [({"m": 12, "length": 11}, HALF), ({"m": 12, "length": 10}, HALF),
-                                           ({"m": 10, "length": 7}, HALF), ({"m": 10, "length": 9}, HALF),
-                                           ({"m": 10, "distance": 2, "length": 60}, Fraction(2, 5))])
+
+@pytest.mark.parametrize(
+    "params, delta",
+    [
+        ({"m": 12, "length": 11}, HALF),
+        ({"m": 12, "length": 10}, HALF),
+        ({"m": 10, "length": 7}, HALF),
+        ({"m": 10, "length": 9}, HALF),
+        ({"m": 10, "distance": 2, "length": 60}, Fraction(2, 5)),
+    ],
+)
 def test_whole_set_agrees_with_the_clique_search(monkeypatch, params, delta):
     fam = build_family("layer", **params)
     fast = certify(fam, delta)
@@ -368,18 +388,24 @@ def test_whole_set_strictness():
 
     for strict, expect in ((True, True), (False, False)):
         eps = np.array([[0, 1], [1, 0]])
-        b = PairBounds(eps, np.zeros((2, 2), np.int8), np.full((2, 2), strict) & ~np.eye(2, dtype=bool),
-                       [Fraction(1), Fraction(1)], 1)
+        b = PairBounds(
+            eps,
+            np.zeros((2, 2), np.int8),
+            np.full((2, 2), strict) & ~np.eye(2, dtype=bool),
+            [Fraction(1), Fraction(1)],
+            1,
+        )
         assert radon.whole_set_qualifies(b) is expect
 
 
 def test_huge_counts_stay_readable(cli, tmp_path):
     from kernelgap.task.family import count_json, count_text
 
-    assert count_json(2 ** 100) == 2 ** 100 and count_text(10**6) == "1,000,000"
-    assert count_json(80 * 80 ** 65535) == "about 10^124720" and count_text("about 10^5") == "about 10^5"
-    code, out, err = cli("family", "layer", "-p", "m=12", "-p", "length=65536", "--out", str(tmp_path / "f.json"),
-                         "--json")
+    assert count_json(2**100) == 2**100 and count_text(10**6) == "1,000,000"
+    assert count_json(80 * 80**65535) == "about 10^124720" and count_text("about 10^5") == "about 10^5"
+    code, out, err = cli(
+        "family", "layer", "-p", "m=12", "-p", "length=65536", "--out", str(tmp_path / "f.json"), "--json"
+    )
     assert code == 0, err
     assert json.loads(out)["sequences"] == "about 10^124720"
     code, out, err = cli("certify", str(tmp_path / "f.json"), "--json")

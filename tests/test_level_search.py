@@ -50,7 +50,7 @@ def reference_level_pair_bounds(family: ProductFamily, delta: Fraction):
     for b in range(min_gap, levels):
         tails = b - min_gap + 1
         gaps = b - np.arange(tails)
-        ok = tight(dist[:, :tails], weight[gaps], dist[:, b:b + 1])
+        ok = tight(dist[:, :tails], weight[gaps], dist[:, b : b + 1])
         ok &= (present[:, b] & (source != b))[:, None]
         i, a = np.nonzero(ok)
         exact.relax(i * levels + a, i * levels + b, gaps[a])
@@ -83,16 +83,27 @@ def product_families(draw):
     queries = (rng.random((nq, m)) < 0.5).astype(np.uint8)
     goods = np.where(rng.random((nq, 1)) < 0.7, 1 - queries, (rng.random((nq, m)) < density))
     extra = (rng.random((draw(st.integers(0, 8)), m)) < density).astype(np.uint8)
-    tokens, inverse = np.unique(np.concatenate([queries, goods.astype(np.uint8), extra]),
-                                axis=0, return_inverse=True)
+    tokens, inverse = np.unique(np.concatenate([queries, goods.astype(np.uint8), extra]), axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    q_ids, g_ids = inverse[:nq], inverse[nq:2 * nq]
+    q_ids, g_ids = inverse[:nq], inverse[nq : 2 * nq]
     first = {}
     for q, g in zip(q_ids.tolist(), g_ids.tolist()):
         first.setdefault(q, g)  # one good candidate per query
     family = ProductFamily(tokens, q_ids, inverse[nq:], draw(st.integers(1, 3)), list(first.items()))
-    delta = draw(st.sampled_from([HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 7),
-                                  Fraction(1, 10**6), HALF - Fraction(1, 10**6), Fraction(49, 100)]))
+    delta = draw(
+        st.sampled_from(
+            [
+                HALF,
+                Fraction(2, 5),
+                Fraction(1, 3),
+                Fraction(1, 4),
+                Fraction(1, 7),
+                Fraction(1, 10**6),
+                HALF - Fraction(1, 10**6),
+                Fraction(49, 100),
+            ]
+        )
+    )
     return family, delta
 
 
@@ -105,10 +116,19 @@ def test_level_search_equals_the_search_over_every_level(case):
 
 def test_split_length():
     # the least integer t ≥ (4 + 2√2)δ
-    for delta in (HALF, Fraction(2, 5), Fraction(1, 3), Fraction(1, 4), Fraction(1, 7), Fraction(1, 10**9),
-                  HALF - Fraction(1, 10**30)):
+    for delta in (
+        HALF,
+        Fraction(2, 5),
+        Fraction(1, 3),
+        Fraction(1, 4),
+        Fraction(1, 7),
+        Fraction(1, 10**9),
+        HALF - Fraction(1, 10**30),
+    ):
         t = split_length(delta)
-        assert t >= (4 + 2 * math.sqrt(2)) * float(delta) - 1e-12 and (t == 1 or t - 1 < (4 + 2 * math.sqrt(2)) * float(delta))
+        assert t >= (4 + 2 * math.sqrt(2)) * float(delta) - 1e-12 and (
+            t == 1 or t - 1 < (4 + 2 * math.sqrt(2)) * float(delta)
+        )
         assert t >= math.floor(2 * delta) + 1  # every step the lemma keeps is a comparison
     assert split_length(HALF) == 4 and split_length(Fraction(1, 4)) == 2
 
@@ -142,7 +162,7 @@ def wide_family(m: int) -> ProductFamily:
     q1 = np.zeros(m, np.uint8)
     q1[: m // 2] = 1
     q2 = np.zeros(m, np.uint8)
-    q2[m // 4: 3 * m // 4] = 1
+    q2[m // 4 : 3 * m // 4] = 1
     extra = rng.integers(0, 2, (6, m), dtype=np.uint8)
     tokens = np.concatenate([[q1, q2, 1 - q1, 1 - q2], extra])
     return ProductFamily(tokens, [0, 1], np.arange(2, 10), 1, [(0, 2), (1, 3)])

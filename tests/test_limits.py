@@ -16,15 +16,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_bad_input import KERNELGAP, _check, tree_digest
 
 from kernelgap.errors import FamilyError, KernelgapError
 from kernelgap.limits import MAX_RANK, check_memory, format_bytes, memory_limit
 from kernelgap.models import ModelSpec
 from kernelgap.task import FAMILIES, build_family
-from kernelgap.task.codes import (check_constant_weight, greedy_constant_weight, johnson_bound,
-                                  random_constant_weight)
+from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.registry import MEMORY, OneOf, Range, _hints, check_params
+from test_bad_input import KERNELGAP, _check, tree_digest
 
 SWEEP = """
 name = "limits"
@@ -55,8 +54,9 @@ TOMLS = {
 def world(tmp_path_factory):
     w = tmp_path_factory.mktemp("limits")
     for name, (family, params, model, *ranks) in TOMLS.items():
-        (w / name).write_text(SWEEP.format(family=family, params=params, model=model,
-                                           ranks=ranks[0] if ranks else "[1, 2]"))
+        (w / name).write_text(
+            SWEEP.format(family=family, params=params, model=model, ranks=ranks[0] if ranks else "[1, 2]")
+        )
     (w / "empty").mkdir()
     return w
 
@@ -66,22 +66,40 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     ("family-seed", ["family", "ladder", "-p", "seed=-1", "--out", "{w}/x.json"], "seed must be ≥ 0, got -1"),
     ("certify-seed", ["certify", "--family", "ladder", "-p", "seed=-1"], "seed must be ≥ 0, got -1"),
     ("train-seed", ["train", "--family", "ladder", "-p", "seed=-1"], "seed must be ≥ 0, got -1"),
-    ("sweep-seed", ["sweep", "{w}/seed-negative.toml", "--out", "{w}/new"],
-     "family.params: family 'ladder': seed must be ≥ 0, got -1"),
+    (
+        "sweep-seed",
+        ["sweep", "{w}/seed-negative.toml", "--out", "{w}/new"],
+        "family.params: family 'ladder': seed must be ≥ 0, got -1",
+    ),
     ("sweep-seed-into-empty", ["sweep", "{w}/seed-negative.toml", "--out", "{w}/empty"], "seed must be ≥ 0"),
     ("sweep-seed-float", ["sweep", "{w}/seed-float.toml", "--out", "{w}/new"], "seed must be an integer, got 1.5"),
     ("family-cw-seed", ["family", "cw", "-p", "seed=-3", "--out", "{w}/x.json"], "seed must be ≥ 0"),
-    ("family-pool-fraction", ["family", "pool", "-p", "test_fraction=nan", "--out", "{w}/x.json"],
-     "test_fraction must be a finite number"),
-    ("family-ood-split", ["family", "ood", "-p", "split=dev", "--out", "{w}/x.json"],
-     "split must be one of train, test, got 'dev'"),
-    ("family-n-huge", ["family", "ladder", "-p", "n=1000000000000", "--out", "{w}/x.json"],
-     "(n=1,000,000,000,000) needs about"),
-    ("family-m-huge", ["family", "ladder", "-p", "m=1000000000", "--out", "{w}/x.json"],
-     "(m=1,000,000,000) needs about"),
+    (
+        "family-pool-fraction",
+        ["family", "pool", "-p", "test_fraction=nan", "--out", "{w}/x.json"],
+        "test_fraction must be a finite number",
+    ),
+    (
+        "family-ood-split",
+        ["family", "ood", "-p", "split=dev", "--out", "{w}/x.json"],
+        "split must be one of train, test, got 'dev'",
+    ),
+    (
+        "family-n-huge",
+        ["family", "ladder", "-p", "n=1000000000000", "--out", "{w}/x.json"],
+        "(n=1,000,000,000,000) needs about",
+    ),
+    (
+        "family-m-huge",
+        ["family", "ladder", "-p", "m=1000000000", "--out", "{w}/x.json"],
+        "(m=1,000,000,000) needs about",
+    ),
     ("family-hadamard-huge", ["family", "hadamard", "-p", "m=100000000", "--out", "{w}/x.json"], "needs about"),
-    ("family-exhaustive-huge", ["family", "exhaustive", "-p", "m=1000000000000", "--out", "{w}/x.json"],
-     "at most 2^24 are materialised"),
+    (
+        "family-exhaustive-huge",
+        ["family", "exhaustive", "-p", "m=1000000000000", "--out", "{w}/x.json"],
+        "at most 2^24 are materialised",
+    ),
     ("family-pool-huge", ["family", "pool", "-p", "m=1000000000000", "--out", "{w}/x.json"], "needs about"),
     ("family-ood-huge", ["family", "ood", "-p", "n=1000000000000", "--out", "{w}/x.json"], "needs about"),
     ("certify-n-huge", ["certify", "--family", "ladder", "-p", "n=1000000000000"], "needs about"),
@@ -91,15 +109,26 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     ("sweep-rank-huge", ["sweep", "{w}/rank-huge.toml", "--out", "{w}/new"], RANK_LIMIT),
     ("sweep-heads-huge", ["sweep", "{w}/heads-huge.toml", "--out", "{w}/new"], "parameters (4 bytes each) needs about"),
     ("sweep-hidden-huge", ["sweep", "{w}/hidden-huge.toml", "--out", "{w}/empty"], "parameters (4 bytes each)"),
-    ("family-impossible-code", ["family", "ladder", "-p", "m=16", "-p", "n=100000", "--out", "{w}/x.json"],
-     "the Johnson bound allows at most 1,396"),
-    ("certify-impossible-code", ["certify", "--family", "ladder", "-p", "m=16", "-p", "n=100000"],
-     "the Johnson bound allows at most 1,396"),
-    ("family-impossible-cw", ["family", "cw", "-p", "m=16", "-p", "max_overlap=3", "-p", "n=100",
-                              "--out", "{w}/x.json"],
-     "Johnson bound allows at most 16"),
-    ("family-rung-above-weight", ["family", "ladder", "-p", "m=16", "-p", "n=4", "-p", "rungs=5",
-                                  "--out", "{w}/x.json"], "a rung at overlap 20 needs weight > 20"),
+    (
+        "family-impossible-code",
+        ["family", "ladder", "-p", "m=16", "-p", "n=100000", "--out", "{w}/x.json"],
+        "the Johnson bound allows at most 1,396",
+    ),
+    (
+        "certify-impossible-code",
+        ["certify", "--family", "ladder", "-p", "m=16", "-p", "n=100000"],
+        "the Johnson bound allows at most 1,396",
+    ),
+    (
+        "family-impossible-cw",
+        ["family", "cw", "-p", "m=16", "-p", "max_overlap=3", "-p", "n=100", "--out", "{w}/x.json"],
+        "Johnson bound allows at most 16",
+    ),
+    (
+        "family-rung-above-weight",
+        ["family", "ladder", "-p", "m=16", "-p", "n=4", "-p", "rungs=5", "--out", "{w}/x.json"],
+        "a rung at overlap 20 needs weight > 20",
+    ),
 ]
 
 
@@ -113,11 +142,15 @@ def test_refused_in_one_line_before_allocating(world, cli, case, args, needle):
     assert tree_digest(world) == before, "files changed (or new ones appeared)"
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["family", "ladder", "-p", "seed=-1", "--out", "x.json"], "seed must be ≥ 0, got -1"),
-    (["family", "ladder", "-p", "m=16", "-p", "n=100000", "--out", "x.json"], "at most 1,396"),
-    (["train", "--family", "witness", "--rank", str(2**70)], RANK_LIMIT),
-], ids=["seed", "impossible-code", "rank-2-70"])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["family", "ladder", "-p", "seed=-1", "--out", "x.json"], "seed must be ≥ 0, got -1"),
+        (["family", "ladder", "-p", "m=16", "-p", "n=100000", "--out", "x.json"], "at most 1,396"),
+        (["train", "--family", "witness", "--rank", str(2**70)], RANK_LIMIT),
+    ],
+    ids=["seed", "impossible-code", "rank-2-70"],
+)
 def test_refused_through_the_console_script(tmp_path, args, needle):
     proc = subprocess.run([KERNELGAP, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     _check(proc.returncode, proc.stdout, proc.stderr, needle)
@@ -126,6 +159,7 @@ def test_refused_through_the_console_script(tmp_path, args, needle):
 
 # -- the registry: every family's parameters, in one place -------------------------------
 
+
 def _constrained():
     for name in sorted(FAMILIES):
         for key, (typ, constraints) in _hints(name).items():
@@ -133,8 +167,9 @@ def _constrained():
                 yield name, key, typ, c
 
 
-@pytest.mark.parametrize("name, key, typ, constraint", list(_constrained()),
-                         ids=[f"{n}.{k}" for n, k, _, _ in _constrained()])
+@pytest.mark.parametrize(
+    "name, key, typ, constraint", list(_constrained()), ids=[f"{n}.{k}" for n, k, _, _ in _constrained()]
+)
 def test_every_declared_range_and_choice_is_enforced(name, key, typ, constraint):
     if isinstance(constraint, OneOf):
         bad = "no-such-choice"
@@ -167,11 +202,17 @@ def test_types_are_checked_and_defaults_pass(name):
             check_params(name, {key: [1]})
 
 
-@pytest.mark.parametrize("name, params", [
-    ("ladder", {"m": 48, "n": 256}), ("hadamard", {"m": 64, "chain_step": 4}),
-    ("cw", {"m": 32, "weight": 16, "max_overlap": 12, "n": 40, "chain_step": 2}),
-    ("ood", {"n": 8}), ("exhaustive", {"m": 4, "length": 4}), ("pool", {"sequences": 50_000}),
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("ladder", {"m": 48, "n": 256}),
+        ("hadamard", {"m": 64, "chain_step": 4}),
+        ("cw", {"m": 32, "weight": 16, "max_overlap": 12, "n": 40, "chain_step": 2}),
+        ("ood", {"n": 8}),
+        ("exhaustive", {"m": 4, "length": 4}),
+        ("pool", {"sequences": 50_000}),
+    ],
+)
 def test_memory_estimates_cover_the_build(name, params):
     """The estimate is not below what the build allocates (numpy reports to tracemalloc)."""
     estimate = MEMORY[name](**check_params(name, params))
@@ -194,13 +235,19 @@ def test_the_memory_limit_is_stated():
 
 # -- models ----------------------------------------------------------------------------
 
+
 def test_rank_limit_and_parameter_estimate():
     ModelSpec(feature_map="table", rank=MAX_RANK).validate()
     for rank in (MAX_RANK + 1, 2**70):
         with pytest.raises(KernelgapError, match="model.rank must be ≤"):
             ModelSpec(rank=rank).validate()
-    for spec in (ModelSpec(heads=10**12), ModelSpec(hidden=10**13), ModelSpec(d_value=10**13),
-                 ModelSpec(kind="softmax", score_dim=10**13), ModelSpec(feature_map="favor", heads=10**9)):
+    for spec in (
+        ModelSpec(heads=10**12),
+        ModelSpec(hidden=10**13),
+        ModelSpec(d_value=10**13),
+        ModelSpec(kind="softmax", score_dim=10**13),
+        ModelSpec(feature_map="favor", heads=10**9),
+    ):
         with pytest.raises(KernelgapError, match="parameters .4 bytes each. needs about"):
             spec.validate()
     table = ModelSpec(feature_map="table", rank=MAX_RANK)
@@ -210,6 +257,7 @@ def test_rank_limit_and_parameter_estimate():
 
 
 # -- codes: the Johnson bound and the searches that stop early ----------------------------
+
 
 def _max_code(m: int, w: int, cap: int) -> int:
     """The largest code by exhaustive search (tiny m only)."""
@@ -236,6 +284,7 @@ def test_johnson_bound_exact_cases():
     assert johnson_bound(16, 8, 6) == 1396 and johnson_bound(16, 8, 0) == 2
     for m, w in [(10, 3), (12, 6), (9, 8)]:
         from math import comb
+
         assert johnson_bound(m, w, w - 1) == comb(m, w)  # any distinct words
     assert johnson_bound(128, 64, 48, stop_above=4096) > 4096
 
@@ -280,14 +329,17 @@ def test_batched_random_search_equals_the_word_by_word_one(m, data, seed):
     count = data.draw(st.integers(1, 80))
     want = _reference_random(m, w, cap, count, seed, 1024)
     got = random_constant_weight(m, w, cap, count, seed=seed, max_tries=1024, require_count=False)
-    assert np.array_equal(got, want[:len(got)]) and len(got) == len(want)
+    assert np.array_equal(got, want[: len(got)]) and len(got) == len(want)
     check_constant_weight(got, w, cap)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["train", "--family", "witness", "--max-steps", str(10**24)], "train.max_steps must be ≤ 10,000,000"),
-    (["train", "--family", "witness", "--mse-steps", "10000001"], "train.mse_steps must be ≤ 10,000,000"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train", "--family", "witness", "--max-steps", str(10**24)], "train.max_steps must be ≤ 10,000,000"),
+        (["train", "--family", "witness", "--mse-steps", "10000001"], "train.mse_steps must be ≤ 10,000,000"),
+    ],
+)
 def test_schedules_beyond_the_step_limit_are_refused(cli, args, message):
     code, out, err = cli(*args)
     assert code == 2 and err.count("\n") == 1 and message in err and out == ""

@@ -100,23 +100,29 @@ def test_table_maps_read_token_ids_of_a_larger_vocabulary():
     vocab = vocabulary(train, test)
     tok, idx = torch.from_numpy(train.tokens).double(), torch.from_numpy(train.index)
     for name in ("table", "signed_table"):
-        model = build_model(ModelSpec(feature_map=name, rank=3), train.m, train.length, seeds=[0, 1],
-                            vocabulary=vocab, dtype=torch.float64)
+        model = build_model(
+            ModelSpec(feature_map=name, rank=3),
+            train.m,
+            train.length,
+            seeds=[0, 1],
+            vocabulary=vocab,
+            dtype=torch.float64,
+        )
         ids = model.token_ids(tok)
         assert not torch.equal(ids, torch.arange(len(tok)))  # the rows of a larger vocabulary
         assert np.array_equal(vocab[ids.numpy()], train.tokens)
         dense = model.predict(tok, idx, train.scored_positions)
         assert torch.equal(model.predict(tok, idx, train.scored_positions, ids=ids), dense)
         planned = model.predict(tok, idx, plan=model.plan(tok, idx, train.scored_positions))
-        assert torch.equal(model.predict(tok, idx, plan=model.plan(tok, idx, train.scored_positions, ids=ids)),
-                           planned)
+        assert torch.equal(model.predict(tok, idx, plan=model.plan(tok, idx, train.scored_positions, ids=ids)), planned)
         assert torch.allclose(planned, dense, rtol=1e-12, atol=1e-12)
         for planned_path, ref in ((True, planned), (False, dense)):
             scored = Scored.of(train, torch.float64, planned=planned_path)
             assert torch.equal(scored.errors(model), ref - scored.target)
             assert torch.equal(scored.token_ids(model), ids)
-        small = build_model(ModelSpec(feature_map=name, rank=3), train.m, train.length, seeds=[0],
-                            vocabulary=train.tokens)
+        small = build_model(
+            ModelSpec(feature_map=name, rank=3), train.m, train.length, seeds=[0], vocabulary=train.tokens
+        )
         with pytest.raises(KernelgapError, match="outside its vocabulary") as info:
             small.predict(torch.from_numpy(test.tokens).float(), torch.from_numpy(test.index))
         assert "\n" not in str(info.value)
@@ -125,17 +131,24 @@ def test_table_maps_read_token_ids_of_a_larger_vocabulary():
 def test_a_checkpoint_with_the_maps_owning_their_projections_still_loads():
     """Weights saved when each map held its projections (``scorer.feature_map.q_proj`` …)
     load into the scorer that owns them now."""
-    old_names = {"scorer.q_proj.": "scorer.feature_map.q_proj.", "scorer.k_proj.": "scorer.feature_map.k_proj.",
-                 "scorer.q_table.": "scorer.feature_map.q_table.", "scorer.k_table.": "scorer.feature_map.k_table.",
-                 "scorer.vocabulary": "scorer.feature_map.vocabulary"}
+    old_names = {
+        "scorer.q_proj.": "scorer.feature_map.q_proj.",
+        "scorer.k_proj.": "scorer.feature_map.k_proj.",
+        "scorer.q_table.": "scorer.feature_map.q_table.",
+        "scorer.k_table.": "scorer.feature_map.k_table.",
+        "scorer.vocabulary": "scorer.feature_map.vocabulary",
+    }
     for name, mlp in (("elu1", False), ("favor", False), ("mlp_exp", True), ("table", False)):
-        trained, fresh = build(ModelSpec(feature_map=name, rank=4), [0]), build(ModelSpec(feature_map=name, rank=4), [7])
+        trained, fresh = (
+            build(ModelSpec(feature_map=name, rank=4), [0]),
+            build(ModelSpec(feature_map=name, rank=4), [7]),
+        )
         state = {}
         for key, value in trained.state_dict().items():
             for new, old in old_names.items():
                 if key.startswith(new):
                     old = old.replace("_proj.", "_mlp.") if mlp else old
-                    key = old + key[len(new):]
+                    key = old + key[len(new) :]
                     break
             state[key] = value
         assert any(".feature_map.q_" in k for k in state)

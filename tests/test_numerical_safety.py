@@ -81,8 +81,10 @@ def test_a_diverged_run_is_recorded_not_a_crash(tmp_path):
     def strict(text):  # NaN/Infinity are not JSON: refuse them
         return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-finite {c} in a result"))
 
-    records = {r["config"]["train"]["lr"]: r for r in
-               (strict(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*.json"))}
+    records = {
+        r["config"]["train"]["lr"]: r
+        for r in (strict(p.read_text()) for p in (tmp_path / "out" / "runs").glob("*.json"))
+    }
     assert records[1e-2]["status"] == "ok" and records[1e30]["status"] == "diverged"
     bad = records[1e30]
     assert 1 <= bad["steps"] < 10 and bad["test"] is None
@@ -93,8 +95,7 @@ def test_a_diverged_run_is_recorded_not_a_crash(tmp_path):
 def test_divergence_on_the_last_step_keeps_the_last_finite_metrics(witness):
     """A member the very last update makes non-finite is diverged with the previous metrics."""
     fam = build_family("exhaustive", m=2, length=3)
-    model = build_model(default_model(feature_map="table", rank=2), fam.m, fam.length, seeds=[0],
-                        vocabulary=fam.tokens)
+    model = build_model(default_model(feature_map="table", rank=2), fam.m, fam.length, seeds=[0], vocabulary=fam.tokens)
     scored = Scored.of(fam, torch.float32)
     trainer = StackTrainer(model, scored, TrainConfig(lr=1e-2, mse_steps=0, max_steps=1, stop_below=None))
     finite_err = scored.errors(model).detach()

@@ -95,8 +95,22 @@ def user_file(tmp_path):
 
 def test_the_example_through_the_cli_stands_alone(cli, tmp_path):
     out = tmp_path / "probe"
-    code, stdout, err = cli("probe", TARGET, "--ranks", "witness=2,4", "--ranks", "ood-n4=2", "--steps", "6",
-                            "--out", str(out), "--kwargs", '{"decay_init": 0.8}', "--executor", "inline")
+    code, stdout, err = cli(
+        "probe",
+        TARGET,
+        "--ranks",
+        "witness=2,4",
+        "--ranks",
+        "ood-n4=2",
+        "--steps",
+        "6",
+        "--out",
+        str(out),
+        "--kwargs",
+        '{"decay_init": 0.8}',
+        "--executor",
+        "inline",
+    )
     assert code == 0, err
     meta = json.loads((out / "probe.json").read_text())
     assert meta["interface"] == "layer" and meta["kwargs"] == {"decay_init": 0.8} and meta["reading"] == "first"
@@ -163,19 +177,34 @@ def test_a_diverging_module_leaves_strict_json(user_file, tmp_path):
 
 
 def test_a_library_class_through_an_argument_map(user_file, tmp_path):
-    meta = run_probe(f"{user_file}:LibraryLayer", ranks=[2], steps=3, out=tmp_path, interface="layer",
-                     args={"dim": "d_model", "nb_features": "rank", "heads": 1}, output=0, **QUIET)
+    meta = run_probe(
+        f"{user_file}:LibraryLayer",
+        ranks=[2],
+        steps=3,
+        out=tmp_path,
+        interface="layer",
+        args={"dim": "d_model", "nb_features": "rank", "heads": 1},
+        output=0,
+        **QUIET,
+    )
     assert meta["args"] == {"dim": "d_model", "nb_features": "rank", "heads": 1} and meta["output"] == 0
 
 
-@pytest.mark.parametrize("cls, kwargs, message", [
-    ("WrongShape", {}, "WrongShape at rank 16 (sequence interface) does not follow the interface"),
-    ("NoRank", {}, "NoRank(24, 16) failed at rank 16 (sequence interface)"),
-    ("EightsOnly", {}, "EightsOnly(24, 4) failed at rank 4 (sequence interface): ValueError: rank must be a multiple of 8"),
-    ("NotAModule", {}, "is not a torch.nn.Module subclass"),
-    ("Missing", {}, "has no attribute 'Missing'"),
-    ("MeanModel", {"bogus": 1}, "unexpected keyword argument 'bogus'"),
-])
+@pytest.mark.parametrize(
+    "cls, kwargs, message",
+    [
+        ("WrongShape", {}, "WrongShape at rank 16 (sequence interface) does not follow the interface"),
+        ("NoRank", {}, "NoRank(24, 16) failed at rank 16 (sequence interface)"),
+        (
+            "EightsOnly",
+            {},
+            "EightsOnly(24, 4) failed at rank 4 (sequence interface): ValueError: rank must be a multiple of 8",
+        ),
+        ("NotAModule", {}, "is not a torch.nn.Module subclass"),
+        ("Missing", {}, "has no attribute 'Missing'"),
+        ("MeanModel", {"bogus": 1}, "unexpected keyword argument 'bogus'"),
+    ],
+)
 def test_modules_off_the_interface_are_one_line_errors(user_file, tmp_path, cls, kwargs, message):
     ranks = {"witness": [4], "ood-n4": [8]} if cls == "EightsOnly" else None
     with pytest.raises(KernelgapError) as info:
@@ -198,6 +227,7 @@ def test_import_errors_say_how_to_name_a_local_file(cli, tmp_path, monkeypatch):
 def test_probe_workers_give_the_same_records(user_file, tmp_path):
     """A module trains alone, so a pool of two gives its records bit for bit; the baseline's
     ranks stack differently in a pool (other BLAS shapes), so they agree within tolerance."""
+
     def records(folder: Path) -> dict:
         return {p.name: json.loads(p.read_text()) for p in sorted(folder.rglob("runs/*.json"))}
 

@@ -14,11 +14,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_bad_input import KERNELGAP, _check, tree_digest
 
 from kernelgap.errors import KernelgapError
 from kernelgap.probe import run_probe
 from kernelgap.sweeps import run_sweep
+from test_bad_input import KERNELGAP, _check, tree_digest
 
 QUIET = {"log": lambda *_: None, "executor": "inline"}
 FAST = ["--steps", "3", "--executor", "inline"]
@@ -136,14 +136,22 @@ def strict(path: Path):
 
 # -- arguments ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flags, needle", [
-    (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=NaN"], "args.alpha must be a finite number, got nan"),
-    (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=Infinity"], "args.alpha must be a finite number, got inf"),
-    (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=-Infinity"], "got -inf"),
-    (["--kwargs", '{"alpha": NaN}'], "kwargs.alpha must be a finite number, got nan"),
-    (["--kwargs", '{"alpha": 1e999}'], "kwargs.alpha must be a finite number, got inf"),
-    (["--kwargs", '{"alpha": [1, {"beta": -Infinity}]}'], "kwargs.alpha[1].beta must be a finite number"),
-], ids=["arg-nan", "arg-inf", "arg-minus-inf", "kwargs-nan", "kwargs-overflow", "kwargs-nested"])
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=NaN"], "args.alpha must be a finite number, got nan"),
+        (
+            ["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=Infinity"],
+            "args.alpha must be a finite number, got inf",
+        ),
+        (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=-Infinity"], "got -inf"),
+        (["--kwargs", '{"alpha": NaN}'], "kwargs.alpha must be a finite number, got nan"),
+        (["--kwargs", '{"alpha": 1e999}'], "kwargs.alpha must be a finite number, got inf"),
+        (["--kwargs", '{"alpha": [1, {"beta": -Infinity}]}'], "kwargs.alpha[1].beta must be a finite number"),
+    ],
+    ids=["arg-nan", "arg-inf", "arg-minus-inf", "kwargs-nan", "kwargs-overflow", "kwargs-nested"],
+)
 def test_non_finite_arguments_are_refused_before_anything_is_written(world, cli, flags, needle):
     before = tree_digest(world)
     code, out, err = cli("probe", "mods.py:Mean", "--ranks", "2", *FAST, "--out", "p", *flags)
@@ -162,17 +170,42 @@ def test_non_finite_arguments_are_refused_in_a_sweep_file_and_through_python(wor
 
 def test_an_argument_map_must_bind_the_rank(world, cli):
     before = tree_digest(world)
-    code, out, err = cli("probe", "mods.py:Library", "--interface", "layer", "--arg", "dim=d_model",
-                         "--ranks", "2,4", *FAST, "--out", "p")
+    code, out, err = cli(
+        "probe",
+        "mods.py:Library",
+        "--interface",
+        "layer",
+        "--arg",
+        "dim=d_model",
+        "--ranks",
+        "2,4",
+        *FAST,
+        "--out",
+        "p",
+    )
     _check(code, out, err, "binds no constructor argument to rank")
     assert "--arg nb_features=rank" in err  # the argument to bind, named
-    code, out, err = cli("probe", "mods.py:Library", "--interface", "layer", "--arg", "dim=d_model",
-                         "--arg", "nb_features=rank", "--kwargs", '{"nb_features": 8}', *FAST, "--out", "p")
+    code, out, err = cli(
+        "probe",
+        "mods.py:Library",
+        "--interface",
+        "layer",
+        "--arg",
+        "dim=d_model",
+        "--arg",
+        "nb_features=rank",
+        "--kwargs",
+        '{"nb_features": 8}',
+        *FAST,
+        "--out",
+        "p",
+    )
     _check(code, out, err, "'nb_features' is given both in kwargs and in the argument map args")
     assert tree_digest(world) == before
 
 
 # -- what the module does ----------------------------------------------------------------
+
 
 def test_a_module_giving_nan_from_its_first_forward_is_a_diverged_result(world, cli):
     code, _, err = cli("probe", "mods.py:NaNFromTheStart", "--ranks", "2", *FAST, "--out", "p")
@@ -195,16 +228,34 @@ def test_checks_and_evaluation_run_with_gradients_enabled(world):
         assert strict(path)["status"] == "ok"
 
 
-@pytest.mark.parametrize("cls, needle", [
-    ("SmallBatchesOnly", ("module mods.py:SmallBatchesOnly failed while checking a training step at rank 2 "
-                          "on the witness family (736 sequences): RuntimeError: out of shared memory (a second line)")),
-    ("FailsOnTheCausalityBatch", ("module mods.py:FailsOnTheCausalityBatch failed while checking causality "
-                                  "on tokens [64, 3, 24]: RuntimeError: batch of 64")),
-    ("ExitsInTheCheck", ("module mods.py:ExitsInTheCheck failed while checking the interface at rank 2 "
-                         "on tokens [2, 3, 24]: SystemExit(4)")),
-    ("ExitsWhenBuilt", "ExitsWhenBuilt(24, 2) failed at rank 2 (sequence interface): SystemExit('no thanks')"),
-    ("Constant", "Constant at rank 2 (sequence interface): its predictions do not depend on its parameters"),
-])
+@pytest.mark.parametrize(
+    "cls, needle",
+    [
+        (
+            "SmallBatchesOnly",
+            (
+                "module mods.py:SmallBatchesOnly failed while checking a training step at rank 2 "
+                "on the witness family (736 sequences): RuntimeError: out of shared memory (a second line)"
+            ),
+        ),
+        (
+            "FailsOnTheCausalityBatch",
+            (
+                "module mods.py:FailsOnTheCausalityBatch failed while checking causality "
+                "on tokens [64, 3, 24]: RuntimeError: batch of 64"
+            ),
+        ),
+        (
+            "ExitsInTheCheck",
+            (
+                "module mods.py:ExitsInTheCheck failed while checking the interface at rank 2 "
+                "on tokens [2, 3, 24]: SystemExit(4)"
+            ),
+        ),
+        ("ExitsWhenBuilt", "ExitsWhenBuilt(24, 2) failed at rank 2 (sequence interface): SystemExit('no thanks')"),
+        ("Constant", "Constant at rank 2 (sequence interface): its predictions do not depend on its parameters"),
+    ],
+)
 def test_a_module_failing_in_a_check_is_one_line_naming_it_and_the_phase(world, cli, cls, needle):
     before = tree_digest(world)
     code, out, err = cli("probe", f"mods.py:{cls}", "--ranks", "2", *FAST, "--out", "p")
@@ -212,15 +263,19 @@ def test_a_module_failing_in_a_check_is_one_line_naming_it_and_the_phase(world, 
     assert tree_digest(world) == before
 
 
-@pytest.mark.parametrize("target, needle", [
-    ("exits.py:X", "module exits.py:X failed while importing: SystemExit(3)"),
-    ("raises.py:X", "module raises.py:X failed while importing: ValueError: broken at import"),
-])
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("exits.py:X", "module exits.py:X failed while importing: SystemExit(3)"),
+        ("raises.py:X", "module raises.py:X failed while importing: ValueError: broken at import"),
+    ],
+)
 def test_a_module_failing_at_import_is_one_line_not_its_exit_status(world, target, needle):
     """Through the console script: a module's ``sys.exit(3)`` must not become the exit status."""
     before = tree_digest(world)
-    proc = subprocess.run([KERNELGAP, "probe", target, "--out", "p"], capture_output=True, text=True,
-                          timeout=120, cwd=world, check=False)
+    proc = subprocess.run(
+        [KERNELGAP, "probe", target, "--out", "p"], capture_output=True, text=True, timeout=120, cwd=world, check=False
+    )
     _check(proc.returncode, proc.stdout, proc.stderr, needle)
     assert tree_digest(world) == before
 
@@ -229,11 +284,35 @@ def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(wo
     """Rank 2 passes every check and trains; rank 3 raises in its worker.  The error comes
     back through the process pool as one line naming module, phase and rank; rank 2's
     result is written and no probe.json claims a finished probe."""
-    proc = subprocess.run([KERNELGAP, "probe", "mods.py:FailsInTrainingAtRank3", "--ranks", "2,3", "--steps", "3",
-                           "--executor", "local", "--workers", "2", "--out", "p"],
-                          capture_output=True, text=True, timeout=300, cwd=world, check=False)
-    _check(proc.returncode, proc.stdout, proc.stderr, "module mods.py:FailsInTrainingAtRank3 failed while "
-           "training at rank 3, seed 0: RuntimeError: rank 3 breaks over two lines")
+    proc = subprocess.run(
+        [
+            KERNELGAP,
+            "probe",
+            "mods.py:FailsInTrainingAtRank3",
+            "--ranks",
+            "2,3",
+            "--steps",
+            "3",
+            "--executor",
+            "local",
+            "--workers",
+            "2",
+            "--out",
+            "p",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=world,
+        check=False,
+    )
+    _check(
+        proc.returncode,
+        proc.stdout,
+        proc.stderr,
+        "module mods.py:FailsInTrainingAtRank3 failed while "
+        "training at rank 3, seed 0: RuntimeError: rank 3 breaks over two lines",
+    )
     (runs,) = (world / "p").glob("runs-*")
     records = [strict(p) for p in (runs / "witness" / "runs").glob("*.json")]
     assert [r["config"]["model"]["rank"] for r in records] == [2] and records[0]["status"] == "ok"
@@ -242,18 +321,23 @@ def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(wo
 
 def test_a_module_exiting_in_training_is_one_line_and_finished_runs_stay(world, cli):
     code, out, err = cli("probe", "mods.py:ExitsInTrainingAtRank3", "--ranks", "2,3", *FAST, "--out", "p")
-    _check(code, out, err, "module mods.py:ExitsInTrainingAtRank3 failed while training at rank 3, seed 0: "
-                           "SystemExit(5)")
+    _check(
+        code, out, err, "module mods.py:ExitsInTrainingAtRank3 failed while training at rank 3, seed 0: SystemExit(5)"
+    )
     (runs,) = (world / "p").glob("runs-*")
     assert [strict(p)["config"]["model"]["rank"] for p in (runs / "witness" / "runs").glob("*.json")] == [2]
 
 
 # -- the results folder ------------------------------------------------------------------
 
-@pytest.mark.parametrize("out, needle", [
-    ("a-file", "probe folder a-file is a file, not a folder"),
-    ("a-file/p", "cannot write to probe folder a-file/p"),
-])
+
+@pytest.mark.parametrize(
+    "out, needle",
+    [
+        ("a-file", "probe folder a-file is a file, not a folder"),
+        ("a-file/p", "cannot write to probe folder a-file/p"),
+    ],
+)
 def test_out_on_a_file_is_refused_and_the_file_untouched(world, cli, out, needle):
     before = tree_digest(world)
     code, stdout, err = cli("probe", "mods.py:Mean", "--ranks", "2", *FAST, "--out", out)
@@ -315,8 +399,11 @@ def test_a_sweep_file_whose_module_exits_at_import_is_one_line(world, cli):
 
 
 def test_a_module_failing_in_a_sweep_is_one_line_and_finished_runs_stay(world):
-    (world / "fails.toml").write_text(SWEEP.replace("mods.py:Mean", "mods.py:FailsInTrainingAtRank3")
-                                      .replace("model.rank = [2]", "model.rank = [2, 3]"))
+    (world / "fails.toml").write_text(
+        SWEEP.replace("mods.py:Mean", "mods.py:FailsInTrainingAtRank3").replace(
+            "model.rank = [2]", "model.rank = [2, 3]"
+        )
+    )
     with pytest.raises(KernelgapError) as info:
         run_sweep(world / "fails.toml", world / "s", executor="inline", progress=False)
     assert "module mods.py:FailsInTrainingAtRank3 failed while training at rank 3, seed 0" in str(info.value)

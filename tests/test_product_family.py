@@ -18,6 +18,7 @@ from kernelgap.task import ProductFamily, build_family, load_family, save_family
 from kernelgap.task.family_file import family_from_json
 from kernelgap.theory.certificate import certify
 
+
 def comparable(cert) -> dict:
     """A certificate's JSON without timings and the sequence count (which a product states
     without materialising)."""
@@ -40,8 +41,13 @@ def product_dicts(draw):
     goods = [q ^ full if draw(st.integers(0, 3)) else draw(w) for q in queries]
     candidates = sorted(set(goods + draw(st.lists(w, max_size=4))))
     matching = [[a, b] for a, b in zip(words(m, queries), words(m, goods))]
-    return {"m": m, "query_position": draw(st.integers(1, 3)), "queries": words(m, queries),
-            "candidates": words(m, candidates), "matching": matching}
+    return {
+        "m": m,
+        "query_position": draw(st.integers(1, 3)),
+        "queries": words(m, queries),
+        "candidates": words(m, candidates),
+        "matching": matching,
+    }
 
 
 @settings(max_examples=150, deadline=None)
@@ -61,8 +67,9 @@ def test_product_certificate_equals_the_expanded_one(data, delta):
     assert product == comparable(certify(expanded, delta))
 
 
-@pytest.mark.parametrize("params", [{"m": 32, "n": 6, "rungs": 2, "step": 3},
-                                    {"m": 40, "n": 10}, {"m": 24, "n": 5, "rungs": 3, "step": 2}])
+@pytest.mark.parametrize(
+    "params", [{"m": 32, "n": 6, "rungs": 2, "step": 3}, {"m": 40, "n": 10}, {"m": 24, "n": 5, "rungs": 3, "step": 2}]
+)
 def test_small_ladders_certify_the_same_expanded(params):
     family = build_family("ladder", **params)
     assert comparable(certify(family)) == comparable(certify(family.expand()))
@@ -90,8 +97,7 @@ def test_file_round_trip_keeps_the_product(tmp_path):
     assert {"queries", "candidates"} <= set(data) and "sequences" not in data
     back = load_family(tmp_path / "f.json")
     assert isinstance(back, ProductFamily)
-    for a, b in ((back.tokens, family.tokens), (back.queries, family.queries),
-                 (back.candidates, family.candidates)):
+    for a, b in ((back.tokens, family.tokens), (back.queries, family.queries), (back.candidates, family.candidates)):
         assert np.array_equal(a, b)
     assert back.matching == family.matching and back.query_position == 1
 
@@ -110,7 +116,10 @@ BAD = [
     ({"queries": ["011"], "candidates": ["10"]}, "queries entry 0: '011' has length 3"),
     ({"queries": ["01"], "candidates": ["10"], "query_position": None}, "'query_position' must be an integer in 1..3"),
     ({"queries": ["01"], "candidates": ["10"], "matching": [["10", "10"]]}, "its query is not in 'queries'"),
-    ({"queries": ["01"], "candidates": ["10"], "matching": [["01", "01"]]}, "its good candidate is not in 'candidates'"),
+    (
+        {"queries": ["01"], "candidates": ["10"], "matching": [["01", "01"]]},
+        "its good candidate is not in 'candidates'",
+    ),
     ({"queries": ["01"], "candidates": [[1, 0]]}, "expected a string"),
 ]
 
@@ -131,16 +140,20 @@ def test_cli_ladder_family_then_certify(cli, tmp_path):
     code, out, _ = cli("certify", str(path), "--json")
     data = json.loads(out)
     assert code == 0 and data["certified_rank"] == 32 and data["method"] == "radon"
-    assert len(data["bounds"]["radon"]["queries"]) == 32 and data["sequences"] == 32**3  # no rung fits below the floor 6: 32 candidates
+    assert (
+        len(data["bounds"]["radon"]["queries"]) == 32 and data["sequences"] == 32**3
+    )  # no rung fits below the floor 6: 32 candidates
 
 
 def test_certify_does_not_import_torch(tmp_path):
     """The certificate path stays light: loading a family file and certifying it never import torch."""
     family = build_family("hadamard", m=12)
     save_family(family, tmp_path / "h.json")
-    code = ("import sys; from kernelgap.cli import main\n"
-            "try:\n    main(['certify', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'")
+    code = (
+        "import sys; from kernelgap.cli import main\n"
+        "try:\n    main(['certify', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "h.json")], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["certified_rank"] == 5

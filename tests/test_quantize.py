@@ -10,7 +10,7 @@ from kernelgap.experiments.precision.step import collapse_bits, family_transcrip
 from kernelgap.models import build_model, feature_map_class
 from kernelgap.models.sketch import float_half_step, quantize, sketch_numbers, sketch_predict, uniform_step
 from kernelgap.task import build_family
-from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
+from kernelgap.training import FamilySpec, RunConfig, default_model
 
 
 def _samples():
@@ -38,7 +38,7 @@ def test_float_round_trip_within_half_a_step(bits):
         q = quantize(u, bits, "float")
         nz = u != 0
         assert bool(((q - u).abs() <= float_half_step(u, bits))[nz].all())
-        assert bool(((q - u).abs()[nz] <= u.abs()[nz] * 2.0 ** -bits).all())
+        assert bool(((q - u).abs()[nz] <= u.abs()[nz] * 2.0**-bits).all())
         assert bool((q[~nz] == 0).all())
 
 
@@ -52,15 +52,23 @@ def test_quantizer_is_not_the_identity_and_rejects_bad_bits():
         quantize(u, 4, "posit")
 
 
-@pytest.mark.parametrize("fmap,heads,causal", [("table", 1, False), ("mlp_exp", 2, True),
-                                               ("elu1", 2, False), ("signed", 1, False),
-                                               ("taylor", 1, False)])
+@pytest.mark.parametrize(
+    "fmap,heads,causal",
+    [("table", 1, False), ("mlp_exp", 2, True), ("elu1", 2, False), ("signed", 1, False), ("taylor", 1, False)],
+)
 def test_sketch_equals_the_model_at_full_precision(fmap, heads, causal):
     fam = build_family("exhaustive", m=3, length=3)
     tok, idx = torch.from_numpy(fam.tokens).double(), torch.from_numpy(fam.index)
     ranks = [7, 7] if fmap == "taylor" else [3, 6]
-    model = build_model(default_model(feature_map=fmap, rank=max(ranks), heads=heads, causal=causal),
-                        3, 3, seeds=[0, 1], ranks=ranks, vocabulary=fam.tokens, dtype=torch.float64)
+    model = build_model(
+        default_model(feature_map=fmap, rank=max(ranks), heads=heads, causal=causal),
+        3,
+        3,
+        seeds=[0, 1],
+        ranks=ranks,
+        vocabulary=fam.tokens,
+        dtype=torch.float64,
+    )
     with torch.no_grad():
         ref = model.predict(tok, idx)
     assert torch.allclose(sketch_predict(model, tok, idx), ref, atol=1e-8)
@@ -111,7 +119,11 @@ def test_quantized_runs_end_to_end_small(tmp_path):
     assert [m["rank"] for m in out["models"]] == [2, 4]
     for m in out["models"]:
         assert {(q["quantizer"], q["bits"]) for q in m["quantized"]} == {
-            ("uniform", 2), ("uniform", 8), ("float", 2), ("float", 8)}
+            ("uniform", 2),
+            ("uniform", 8),
+            ("float", 2),
+            ("float", 8),
+        }
     fam = build_family("witness")
     assert family_transcript(fam)["bits_needed"] == pytest.approx(16.0)  # 16 queries, targets {0, 6}
 

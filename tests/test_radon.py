@@ -18,8 +18,8 @@ from kernelgap.theory.certificate import certify
 from kernelgap.theory.pair_bounds import NO_PATH, PairBounds
 from kernelgap.theory.radon import exact_level, radon_bound
 
-
 # -- the theorem ---------------------------------------------------------------------------
+
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 3), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.3, 0.6]))
@@ -56,8 +56,18 @@ def test_exact_level_strictness():
 
 # -- the clique search against brute force ----------------------------------------------------
 
-VALUES = [Fraction(1), Fraction(1, 2), Fraction(1, 3), Fraction(2, 5), Fraction(1, 4), Fraction(1, 5),
-          Fraction(1, 6), Fraction(2, 9), Fraction(1, 8), Fraction(0)]
+VALUES = [
+    Fraction(1),
+    Fraction(1, 2),
+    Fraction(1, 3),
+    Fraction(2, 5),
+    Fraction(1, 4),
+    Fraction(1, 5),
+    Fraction(1, 6),
+    Fraction(2, 9),
+    Fraction(1, 8),
+    Fraction(0),
+]
 
 
 @st.composite
@@ -105,10 +115,16 @@ def test_clique_search_matches_brute_force(bounds):
 
 # -- certified = constructed ------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, params, n", [
-    ("witness", {}, 16), ("hadamard", {"m": 24}, 23), ("hadamard", {"m": 48}, 47),
-    ("hadamard", {"m": 32, "n": 20}, 20),
-])
+
+@pytest.mark.parametrize(
+    "name, params, n",
+    [
+        ("witness", {}, 16),
+        ("hadamard", {"m": 24}, 23),
+        ("hadamard", {"m": 48}, 47),
+        ("hadamard", {"m": 32, "n": 20}, 20),
+    ],
+)
 def test_certified_equals_constructed(name, params, n):
     family = build_family(name, **params)
     cert = certify(family)
@@ -124,8 +140,10 @@ def test_certified_equals_constructed(name, params, n):
 
 def test_constant_weight_reference_values():
     """Mixed ε: Radon and trace side by side on seeded constant-weight families."""
-    for params, radon, trace in [({"m": 40, "weight": 12, "max_overlap": 5, "n": 60}, 37, 29),
-                                 ({"m": 64, "weight": 20, "max_overlap": 9, "n": 200}, 101, 88)]:
+    for params, radon, trace in [
+        ({"m": 40, "weight": 12, "max_overlap": 5, "n": 60}, 37, 29),
+        ({"m": 64, "weight": 20, "max_overlap": 9, "n": 200}, 101, 88),
+    ]:
         cert = certify(build_family("cw", **params))
         assert (cert.radon.rank, cert.trace.rank, cert.certified_rank) == (radon, trace, radon), params
         assert cert.radon.exact_search

@@ -17,8 +17,8 @@ SCHEMA = summary_schema()
 
 TINY = {
     "profile.toml": 'experiments = ["witness", "series", "ood", "length", "bound_curve"]\n[length]\nm = 2\n'
-                    '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
-    "series.toml": '''name = "series"
+    '[bound_curve]\ncode = "hadamard"\nm = "12..16..4"\nqueries = 8\n',
+    "series.toml": """name = "series"
 [family]
 name = "hadamard"
 [model]
@@ -35,8 +35,8 @@ grid.model.rank = [1, 2, 3, 6]
 [[variants]]
 family.params = {m = 12, n = 4}
 grid.model.rank = [2, 3, 4, 8]
-''',
-    "witness.toml": '''name = "witness"
+""",
+    "witness.toml": """name = "witness"
 [family]
 name = "witness"
 [model]
@@ -52,8 +52,8 @@ model.feature_map = "table"
 [[variants]]
 model.kind = "softmax"
 model.rank = 1
-''',
-    "ood.toml": '''name = "ood"
+""",
+    "ood.toml": """name = "ood"
 [family]
 name = "ood"
 params = {n = 4, split = "train", queries_per_class = 2, test_queries_per_class = 1}
@@ -72,8 +72,8 @@ model.kind = "kernel"
 [[variants]]
 model.kind = "softmax"
 model.rank = 1
-''',
-    "length.toml": '''name = "length"
+""",
+    "length.toml": """name = "length"
 [family]
 name = "exhaustive"
 params = {m = 2, length = 1}
@@ -85,7 +85,7 @@ mse_steps = 5
 max_steps = 5
 [grid]
 family.params = [{m = 2, length = 1}, {m = 2, length = 3}]
-''',
+""",
 }
 
 

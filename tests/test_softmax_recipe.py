@@ -14,8 +14,7 @@ from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
 
 @pytest.mark.slow
 def test_default_softmax_recipe_is_exact_on_witness():
-    runs = [RunConfig(FamilySpec("witness"), default_model(kind="softmax"), TrainConfig(), seed=s)
-            for s in range(3)]
+    runs = [RunConfig(FamilySpec("witness"), default_model(kind="softmax"), TrainConfig(), seed=s) for s in range(3)]
     results = train_runs(runs)
     errors = [r.train["max_error"] for r in results]
     assert all(r.status == "ok" for r in results)

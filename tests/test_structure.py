@@ -57,8 +57,11 @@ GRAPH["kernelgap.experiments.pipeline"] |= step_modules()  # lazy by name, but i
 
 #: The torch-free part of the experiments: what the report may import.
 REPORT_PARTS = {"kernelgap.experiments", "kernelgap.experiments.base", "kernelgap.experiments.registry"} | {
-    m for m in MODULES if re.fullmatch(r"kernelgap\.experiments\.\w+(\.experiment)?", m)
-    and (m.endswith(".experiment") or MODULES[m].name == "__init__.py")}
+    m
+    for m in MODULES
+    if re.fullmatch(r"kernelgap\.experiments\.\w+(\.experiment)?", m)
+    and (m.endswith(".experiment") or MODULES[m].name == "__init__.py")
+}
 
 
 def closure(name: str) -> set[str]:
@@ -114,19 +117,54 @@ def test_nothing_imports_the_cli():
     assert [m for m, deps in GRAPH.items() if "kernelgap.cli" in deps] == []
 
 
-@pytest.mark.parametrize("layer, forbidden", [
-    ("kernelgap.task", {"torch", "kernelgap.models", "kernelgap.theory", "kernelgap.training",
-                        "kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report"}),
-    ("kernelgap.models", {"kernelgap.theory", "kernelgap.training", "kernelgap.sweeps",
-                          "kernelgap.experiments", "kernelgap.report", "kernelgap.probe"}),
-    ("kernelgap.theory", {"kernelgap.training", "kernelgap.sweeps", "kernelgap.experiments",
-                          "kernelgap.report", "kernelgap.probe"}),
-    ("kernelgap.training", {"kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report",
-                            "kernelgap.probe", "kernelgap.theory"}),
-    ("kernelgap.sweeps", {"kernelgap.experiments", "kernelgap.report", "kernelgap.probe"}),
-    ("kernelgap.report", {"torch", "kernelgap.models", "kernelgap.training", "kernelgap.sweeps",
-                          "kernelgap.probe", "kernelgap.theory"}),
-])
+@pytest.mark.parametrize(
+    "layer, forbidden",
+    [
+        (
+            "kernelgap.task",
+            {
+                "torch",
+                "kernelgap.models",
+                "kernelgap.theory",
+                "kernelgap.training",
+                "kernelgap.sweeps",
+                "kernelgap.experiments",
+                "kernelgap.report",
+            },
+        ),
+        (
+            "kernelgap.models",
+            {
+                "kernelgap.theory",
+                "kernelgap.training",
+                "kernelgap.sweeps",
+                "kernelgap.experiments",
+                "kernelgap.report",
+                "kernelgap.probe",
+            },
+        ),
+        (
+            "kernelgap.theory",
+            {"kernelgap.training", "kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report", "kernelgap.probe"},
+        ),
+        (
+            "kernelgap.training",
+            {"kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report", "kernelgap.probe", "kernelgap.theory"},
+        ),
+        ("kernelgap.sweeps", {"kernelgap.experiments", "kernelgap.report", "kernelgap.probe"}),
+        (
+            "kernelgap.report",
+            {
+                "torch",
+                "kernelgap.models",
+                "kernelgap.training",
+                "kernelgap.sweeps",
+                "kernelgap.probe",
+                "kernelgap.theory",
+            },
+        ),
+    ],
+)
 def test_layers_import_one_way(layer, forbidden):
     """A layer's modules, and everything they import in turn, stay out of the layers above."""
     for name in (m for m in GRAPH if m == layer or m.startswith(layer + ".")):
@@ -140,8 +178,14 @@ def test_the_report_reaches_only_the_torch_free_part_of_the_experiments():
     them, nothing that trains); the steps, the profiles and the pipeline stay out of reach."""
     assert {"kernelgap.experiments.witness.experiment", "kernelgap.experiments.registry"} <= REPORT_PARTS
     assert "kernelgap.experiments.witness.step" not in REPORT_PARTS
-    forbidden = {"torch", "kernelgap.models", "kernelgap.training", "kernelgap.sweeps", "kernelgap.probe",
-                 "kernelgap.theory"}
+    forbidden = {
+        "torch",
+        "kernelgap.models",
+        "kernelgap.training",
+        "kernelgap.sweeps",
+        "kernelgap.probe",
+        "kernelgap.theory",
+    }
     for name in (m for m in GRAPH if m.startswith("kernelgap.report") or m in REPORT_PARTS):
         reached = closure(name)
         bad = {r for r in reached if r.startswith("kernelgap.experiments") and r not in REPORT_PARTS}
@@ -166,17 +210,25 @@ def test_no_reference_leads_outside_the_repository():
     for folder in ("src", "tests", "examples", "benchmarks", "docs"):
         for path in (ROOT / folder).rglob("*"):
             if path.is_file() and path.suffix in {".py", ".md", ".toml", ".json"} and path != Path(__file__):
-                hits += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
-                         if pattern.search(line)]
-    hits += [f"README.md:{n}" for n, line in enumerate((ROOT / "README.md").read_text().splitlines(), 1)
-             if pattern.search(line)]
+                hits += [
+                    f"{path.relative_to(ROOT)}:{n}"
+                    for n, line in enumerate(path.read_text().splitlines(), 1)
+                    if pattern.search(line)
+                ]
+    hits += [
+        f"README.md:{n}"
+        for n, line in enumerate((ROOT / "README.md").read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert hits == []
 
 
 def test_report_rendering_never_loads_torch(tmp_path):
     """Rebuilding a report is file work: importing the report layer pulls in no torch."""
-    code = ("import sys, kernelgap.report, kernelgap.report.render, kernelgap.report.summary, "
-            "kernelgap.report.schema, kernelgap.experiments.registry; "
-            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]")
+    code = (
+        "import sys, kernelgap.report, kernelgap.report.render, kernelgap.report.summary, "
+        "kernelgap.report.schema, kernelgap.experiments.registry; "
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

@@ -4,8 +4,6 @@ import csv
 import fcntl
 import json
 import os
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +16,11 @@ from sweep_helpers import write_sweep as write
 
 
 def test_grid_and_variants_expand(tmp_path):
-    cfg = write(tmp_path, TINY + '\n[[variants]]\nmodel.feature_map = "table"\n'
-                '[[variants]]\nmodel.feature_map = "mlp_exp"\ntrain.lr = 1e-3\n')
+    cfg = write(
+        tmp_path,
+        TINY + '\n[[variants]]\nmodel.feature_map = "table"\n'
+        '[[variants]]\nmodel.feature_map = "mlp_exp"\ntrain.lr = 1e-3\n',
+    )
     runs = load_sweep(cfg).runs()
     assert len(runs) == 8
     assert {r.model.feature_map for r in runs} == {"table", "mlp_exp"}
@@ -27,18 +28,21 @@ def test_grid_and_variants_expand(tmp_path):
     assert len({r.run_id() for r in runs}) == 8
 
 
-@pytest.mark.parametrize("edit, key", [
-    (("[train]", "[train]\nlearning_rate = 0.1"), "learning_rate"),
-    (("name = \"tiny\"", "name = \"tiny\"\nbogus = 1"), "bogus"),
-    (("model.rank = [1, 2]", "model.rnak = [1, 2]"), "rnak"),
-    (("model.rank = [1, 2]", "model.rank = []"), "model.rank"),
-    (("model.rank = [1, 2]", "model.rank = [0, 2]"), "model.rank"),
-    (("mse_steps = 4", "mse_steps = \"four\""), "train.mse_steps"),
-    (("mse_steps = 4", "mse_steps = 4.5"), "train.mse_steps"),
-    (("seed = [0, 1]", "seed = 3"), "grid.seed"),
-    (("params = {m = 2, length = 2}", "params = {m = 2, size = 2}"), "size"),
-    (("name = \"exhaustive\"", "name = \"nonesuch\""), "family.name"),
-])
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (("[train]", "[train]\nlearning_rate = 0.1"), "learning_rate"),
+        (('name = "tiny"', 'name = "tiny"\nbogus = 1'), "bogus"),
+        (("model.rank = [1, 2]", "model.rnak = [1, 2]"), "rnak"),
+        (("model.rank = [1, 2]", "model.rank = []"), "model.rank"),
+        (("model.rank = [1, 2]", "model.rank = [0, 2]"), "model.rank"),
+        (("mse_steps = 4", 'mse_steps = "four"'), "train.mse_steps"),
+        (("mse_steps = 4", "mse_steps = 4.5"), "train.mse_steps"),
+        (("seed = [0, 1]", "seed = 3"), "grid.seed"),
+        (("params = {m = 2, length = 2}", "params = {m = 2, size = 2}"), "size"),
+        (('name = "exhaustive"', 'name = "nonesuch"'), "family.name"),
+    ],
+)
 def test_config_errors_name_the_key(tmp_path, capsys, edit, key):
     cfg = write(tmp_path, TINY.replace(*edit))
     with pytest.raises(ConfigError, match=key):
@@ -52,7 +56,7 @@ def test_config_errors_name_the_key(tmp_path, capsys, edit, key):
 
 
 def test_plan_groups_stackable_runs(tmp_path):
-    runs = load_sweep(write(tmp_path, TINY + '\n[[variants]]\ntrain.lr = 0.01\n[[variants]]\ntrain.lr = 0.02\n')).runs()
+    runs = load_sweep(write(tmp_path, TINY + "\n[[variants]]\ntrain.lr = 0.01\n[[variants]]\ntrain.lr = 0.02\n")).runs()
     tasks = plan_tasks(runs, workers=1)
     assert len(tasks) == 2 and all(len(t) == 4 for t in tasks)
     assert all(len({r.stack_key() for r in t}) == 1 for t in tasks)
@@ -79,7 +83,9 @@ def test_longest_tasks_are_submitted_first(tmp_path):
     """Work = steps × the stack's estimated step cost (:class:`StackCosts`): 44 steps on
     m = 2 before 8 steps on the larger family of m = 3 before 8 steps on m = 2; nothing is
     lost or repeated."""
-    text = TINY + '\n[[variants]]\n[[variants]]\nfamily.params = {m = 3, length = 2}\n[[variants]]\ntrain.max_steps = 40\n'
+    text = (
+        TINY + "\n[[variants]]\n[[variants]]\nfamily.params = {m = 3, length = 2}\n[[variants]]\ntrain.max_steps = 40\n"
+    )
     tasks = plan_tasks(load_sweep(write(tmp_path, text)).runs(), workers=1)
     ordered = longest_first(tasks)
     assert [(t[0].family.params["m"], t[0].train.max_steps) for t in ordered] == [(2, 40), (3, 4), (2, 4)]

@@ -26,8 +26,7 @@ def test_targets_match_brute_force(seq):
     assert got == brute_targets(seq)
 
 
-@given(st.lists(sequences(), min_size=1, max_size=6).filter(
-    lambda seqs: len({(len(s), len(s[0])) for s in seqs}) == 1))
+@given(st.lists(sequences(), min_size=1, max_size=6).filter(lambda seqs: len({(len(s), len(s[0])) for s in seqs}) == 1))
 def test_family_targets_match_brute_force(seqs):
     fam = Family.from_sequences(np.array(seqs, dtype=np.uint8))
     assert fam.targets().tolist() == [brute_targets(s) for s in seqs]
@@ -59,7 +58,7 @@ def test_accumulator_equals_one_shot():
     pred, tgt = torch.rand(50, 3, generator=g) * 2, torch.zeros(50, 3)
     acc = MetricsAccumulator()
     for lo in range(0, 50, 7):
-        acc.update(pred[lo:lo + 7], tgt[lo:lo + 7])
+        acc.update(pred[lo : lo + 7], tgt[lo : lo + 7])
     assert acc.result() == error_metrics(pred, tgt)
 
 

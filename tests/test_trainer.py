@@ -11,7 +11,12 @@ from kernelgap.cli import main
 from kernelgap.models import build_model
 from kernelgap.task import build_family, pool_split
 from kernelgap.training import (
-    FamilySpec, RunConfig, TrainConfig, default_model, train_records, train_stack,
+    FamilySpec,
+    RunConfig,
+    TrainConfig,
+    default_model,
+    train_records,
+    train_stack,
 )
 from kernelgap.training.trainer import cosine_lr, integer_power, power_mean_loss
 
@@ -22,8 +27,14 @@ def family():
 
 
 def train(family, fmap, seeds, ranks, cfg, **spec):
-    model = build_model(default_model(feature_map=fmap, rank=max(ranks), **spec), family.m,
-                        family.length, seeds=seeds, ranks=ranks, vocabulary=family.tokens)
+    model = build_model(
+        default_model(feature_map=fmap, rank=max(ranks), **spec),
+        family.m,
+        family.length,
+        seeds=seeds,
+        ranks=ranks,
+        vocabulary=family.tokens,
+    )
     return train_stack(model, family, cfg)
 
 
@@ -78,8 +89,10 @@ def test_power_mean_loss_value_gradient_and_limit():
     assert math.isfinite(float(power_mean_loss(big, 8.0)))
 
 
-@given(st.lists(st.floats(0.0, 1.0, allow_subnormal=False), min_size=1, max_size=8),
-       st.one_of(st.integers(1, 20).map(float), st.floats(1.0, 20.0, allow_subnormal=False)))
+@given(
+    st.lists(st.floats(0.0, 1.0, allow_subnormal=False), min_size=1, max_size=8),
+    st.one_of(st.integers(1, 20).map(float), st.floats(1.0, 20.0, allow_subnormal=False)),
+)
 def test_integer_power_equals_pow_in_value_and_gradient(values, power):
     x = torch.tensor(values, dtype=torch.float64, requires_grad=True)
     ours, ref = integer_power(x, power), x.pow(power)
@@ -109,10 +122,12 @@ def test_run_ids_and_stack_keys():
 
 
 def test_records_score_a_test_family():
-    run = RunConfig(FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64}),
-                    default_model(feature_map="mlp_exp", rank=4),
-                    TrainConfig(mse_steps=3, max_steps=3),
-                    test_family=FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64, "split": "test"}))
+    run = RunConfig(
+        FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64}),
+        default_model(feature_map="mlp_exp", rank=4),
+        TrainConfig(mse_steps=3, max_steps=3),
+        test_family=FamilySpec("pool", {"m": 6, "pool_size": 16, "sequences": 64, "split": "test"}),
+    )
     (record,) = train_records([run])
     train_fam, test_fam = pool_split(m=6, pool_size=16, sequences=64)
     assert record["test"]["sequences"] == len(test_fam)
@@ -121,8 +136,26 @@ def test_records_score_a_test_family():
 
 
 def test_cli_train_json(capsys):
-    main(["train", "--family", "exhaustive", "-p", "m=2", "-p", "length=2", "--feature-map", "table",
-          "--rank", "1", "--mse-steps", "3", "--max-steps", "3", "--json"])
+    main(
+        [
+            "train",
+            "--family",
+            "exhaustive",
+            "-p",
+            "m=2",
+            "-p",
+            "length=2",
+            "--feature-map",
+            "table",
+            "--rank",
+            "1",
+            "--mse-steps",
+            "3",
+            "--max-steps",
+            "3",
+            "--json",
+        ]
+    )
     import json
 
     record = json.loads(capsys.readouterr().out)
@@ -177,8 +210,11 @@ def test_training_leaves_the_process_as_it_was():
 
 def test_a_run_id_hashes_only_what_applies():
     witness = FamilySpec("witness")
-    soft = [RunConfig(witness, default_model(kind="softmax", feature_map=fm, rank=r)) for fm in ("table", "elu1")
-            for r in (1, 16)]
+    soft = [
+        RunConfig(witness, default_model(kind="softmax", feature_map=fm, rank=r))
+        for fm in ("table", "elu1")
+        for r in (1, 16)
+    ]
     assert len({r.run_id() for r in soft}) == 1
     assert len({r.stack_key() for r in soft}) == 1
     kernel = [RunConfig(witness, default_model(feature_map="table", rank=r)) for r in (1, 16)]

@@ -7,7 +7,10 @@ import pytest
 
 from kernelgap.errors import KernelgapError
 from kernelgap.theory.transcript import (
-    sketch_capacity, transcript_bits, transcript_bits_ceil, transcript_bound,
+    sketch_capacity,
+    transcript_bits,
+    transcript_bits_ceil,
+    transcript_bound,
 )
 
 
@@ -33,8 +36,21 @@ def test_bad_inputs(args):
 
 
 def test_cli(cli):
-    code, out, _ = cli("bound", "transcript", "--answers", "16", "--values", "7", "--features", "8",
-                       "--value-dim", "2", "--bits", "2", "--json")
+    code, out, _ = cli(
+        "bound",
+        "transcript",
+        "--answers",
+        "16",
+        "--values",
+        "7",
+        "--features",
+        "8",
+        "--value-dim",
+        "2",
+        "--bits",
+        "2",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["bits_needed_ceil"] == 45 and data["capacity_bits"] == 32
     assert data["can_carry"] is False

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from kernelgap.errors import FamilyError
-from kernelgap.task import build_family, load_family, save_family
-from kernelgap.task import family_names
+from kernelgap.task import build_family, family_names, load_family, save_family
 from kernelgap.task.witness import chain_candidate, witness_from_code
 
 
@@ -18,8 +17,11 @@ def _needed(queries, goods):
         out.add((words(x), words(gx), words(gx)))
         for j, gy in enumerate(goods):
             if j != i:
-                out |= {(words(x), words(gy), words(gy)), (words(x), words(gx), words(gy)),
-                        (words(x), words(gy), words(gx))}
+                out |= {
+                    (words(x), words(gy), words(gy)),
+                    (words(x), words(gx), words(gy)),
+                    (words(x), words(gy), words(gx)),
+                }
     return out
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import click
 import typer
@@ -49,8 +48,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """kernelgap: Min-IP, kernel attention, certificates and sweeps."""
 
@@ -68,6 +68,7 @@ def emit(payload: dict, as_json: bool, render) -> None:
 
 
 # -- verify -------------------------------------------------------------------------
+
 
 @app.command()
 def verify(
@@ -89,12 +90,18 @@ def _render_verify(payload: dict) -> None:
     for col in ("construction", "N", "sequences", "max error", "exact"):
         table.add_column(col, justify="left" if col == "construction" else "right")
     for c in payload["checks"]:
-        table.add_row(c["construction"], str(c["N"]), f"{c['sequences']:,}",
-                      f"{c['max_error']:.6f}", "yes" if c["exact"] else "no")
+        table.add_row(
+            c["construction"],
+            str(c["N"]),
+            f"{c['sequences']:,}",
+            f"{c['max_error']:.6f}",
+            "yes" if c["exact"] else "no",
+        )
     Console().print(table)
 
 
 # -- certificate commands (family, certify, bound-curve, bound …) ----------------------
+
 
 def _key_values(pairs: list[str]) -> dict[str, str]:
     """``["k=v", …]`` → ``{"k": "v"}`` (family parameters)."""
@@ -122,16 +129,26 @@ def family_cmd(
 
     family = build_family(name, **parse_params(name, _key_values(param)))
     path = save_family(family, out, overwrite=force)
-    emit({"family": family.name, "sequences": count_json(sequence_count(family)), "tokens": len(family.tokens),
-          "m": family.m, "matching": len(family.matching), "out": str(path)}, as_json,
-         lambda p: typer.echo(f"wrote {p['out']}: {count_text(p['sequences'])} sequences, "
-                              f"{p['matching']} matched queries"))
+    emit(
+        {
+            "family": family.name,
+            "sequences": count_json(sequence_count(family)),
+            "tokens": len(family.tokens),
+            "m": family.m,
+            "matching": len(family.matching),
+            "out": str(path),
+        },
+        as_json,
+        lambda p: typer.echo(
+            f"wrote {p['out']}: {count_text(p['sequences'])} sequences, {p['matching']} matched queries"
+        ),
+    )
 
 
 @app.command("certify")
 def certify_cmd(
-    path: Optional[str] = typer.Argument(None, help="Family JSON file (or use --family)."),
-    family: Optional[str] = typer.Option(None, "--family", help="Registered family name instead of a file."),
+    path: str | None = typer.Argument(None, help="Family JSON file (or use --family)."),
+    family: str | None = typer.Option(None, "--family", help="Registered family name instead of a file."),
     param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
     budget: float = typer.Option(10.0, "--budget", help="Seconds for the exact clique search of the Radon bound."),
@@ -156,17 +173,16 @@ def certify_cmd(
 def bound_curve_cmd(
     code: str = typer.Option("hadamard", "--code", help="hadamard, cw or ladder."),
     m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
-    queries: Optional[int] = typer.Option(None, "--queries", help="Most queries per family (default 128; ladder 8192)."),
+    queries: int | None = typer.Option(None, "--queries", help="Most queries per family (default 128; ladder 8192)."),
     chain_step: int = typer.Option(4, "--chain-step", help="Overlap step of the amplification chains (hadamard, cw)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the ladder families' codes."),
-    out: Optional[str] = typer.Option(None, "--out", help="Folder for bound-curve-<code>.json/.png/.svg."),
+    out: str | None = typer.Option(None, "--out", help="Folder for bound-curve-<code>.json/.png/.svg."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON)."""
     from .theory.bound_curve import bound_curve, parse_m_range
 
-    payload = bound_curve(code, parse_m_range(m), queries, chain_step, seed,
-                          log=None if as_json else typer.echo)
+    payload = bound_curve(code, parse_m_range(m), queries, chain_step, seed, log=None if as_json else typer.echo)
     if out is not None:
         payload["files"] = _write_curve(payload, Path(out))
     emit(payload, as_json, _render_curve)
@@ -188,19 +204,25 @@ def _render_curve(payload: dict) -> None:
     if payload["code"] == "ladder":
         typer.echo(f"{'m':>4} {'queries n':>10} {'certified':>10} {'trace':>7} {'softmax max err':>16} {'2^m':>22}")
         for p in payload["points"]:
-            typer.echo(f"{p['m']:>4} {p['queries']:>10} {p['certified']:>10} {p['trace']:>7} "
-                       f"{p['softmax']['max_error']:>16.3f} {p['positive_construction']:>22}")
+            typer.echo(
+                f"{p['m']:>4} {p['queries']:>10} {p['certified']:>10} {p['trace']:>7} "
+                f"{p['softmax']['max_error']:>16.3f} {p['positive_construction']:>22}"
+            )
         if payload.get("growth"):
             g = payload["growth"]
-            typer.echo(f"growth: log2(certified) ≈ {g['log2_per_m']:.4f}·m {g['intercept']:+.3f} "
-                       f"(least squares over {g['points']} points); dense softmax's construction was "
-                       f"exact on every sampled sequence: "
-                       f"{all(p['softmax']['exact'] for p in payload['points'])}")
+            typer.echo(
+                f"growth: log2(certified) ≈ {g['log2_per_m']:.4f}·m {g['intercept']:+.3f} "
+                f"(least squares over {g['points']} points); dense softmax's construction was "
+                f"exact on every sampled sequence: "
+                f"{all(p['softmax']['exact'] for p in payload['points'])}"
+            )
     else:
         typer.echo(f"{'m':>4} {'n':>5} {'direct':>7} {'chained':>8} {'trace':>6} {'softmax d':>10} {'2^m':>22}")
         for p in payload["points"]:
-            typer.echo(f"{p['m']:>4} {p['queries']:>5} {p['certified_direct']:>7} {p['certified_chained']:>8}"
-                       f" {p['trace_chained']:>6} {p['softmax_score_dim']:>10} {p['positive_construction']:>22}")
+            typer.echo(
+                f"{p['m']:>4} {p['queries']:>5} {p['certified_direct']:>7} {p['certified_chained']:>8}"
+                f" {p['trace_chained']:>6} {p['softmax_score_dim']:>10} {p['positive_construction']:>22}"
+            )
     if payload["skipped_m"]:
         typer.echo(f"no {payload['code']} family at m = {', '.join(map(str, payload['skipped_m']))}")
     for path in payload.get("files", []):
@@ -215,7 +237,7 @@ app.add_typer(bound_app, name="bound")
 def bound_transcript_cmd(
     answers: int = typer.Option(..., "--answers", help="q: number of independent answers."),
     values: int = typer.Option(..., "--values", help="s + 1: values each answer can take."),
-    features: Optional[int] = typer.Option(None, "--features", help="Sketch features r."),
+    features: int | None = typer.Option(None, "--features", help="Sketch features r."),
     value_dim: int = typer.Option(1, "--value-dim", help="Sketch value dimension d."),
     heads: int = typer.Option(1, "--heads", help="Sketch heads h."),
     bits: int = typer.Option(32, "--bits", help="Bits per number."),
@@ -228,17 +250,21 @@ def bound_transcript_cmd(
 
 
 def _render_transcript(payload: dict) -> None:
-    typer.echo(f"{payload['answers']} answers × log2({payload['values']}) = "
-               f"{payload['bits_needed']:.4g} bits (at least {payload['bits_needed_ceil']} whole bits)")
+    typer.echo(
+        f"{payload['answers']} answers × log2({payload['values']}) = "
+        f"{payload['bits_needed']:.4g} bits (at least {payload['bits_needed_ceil']} whole bits)"
+    )
     if "capacity_bits" in payload:
         verdict = "can" if payload["can_carry"] else "cannot"
-        typer.echo(f"sketch: {payload['features']} features × {payload['value_dim']} value dim × "
-                   f"{payload['heads']} heads × {payload['bits']} bits = {payload['capacity_bits']} bits: "
-                   f"it {verdict} carry the answers")
-
+        typer.echo(
+            f"sketch: {payload['features']} features × {payload['value_dim']} value dim × "
+            f"{payload['heads']} heads × {payload['bits']} bits = {payload['capacity_bits']} bits: "
+            f"it {verdict} carry the answers"
+        )
 
 
 # -- training commands (train, sweep) ---------------------------------------------------
+
 
 @app.command()
 def train(
@@ -249,9 +275,10 @@ def train(
     rank: int = typer.Option(16, "--rank", help="Feature rank r."),
     readout: str = typer.Option("mlp", "--readout", help="mlp or linear value/readout."),
     seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
-    temperature: Optional[float] = typer.Option(
-        None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."),
+    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
+    temperature: float | None = typer.Option(
+        None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."
+    ),
     mse_steps: int = typer.Option(1000, "--mse-steps", help="Steps of the MSE phase."),
     max_steps: int = typer.Option(2000, "--max-steps", help="Steps of the max-error (power-mean) phase."),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
@@ -261,14 +288,26 @@ def train(
     """Train one model (the calibrated schedule) and print its metrics."""
     from .training import RunConfig, train_records
 
-    run = RunConfig.parse({  # the same models, defaults and checks as a sweep file's run
-        "family": _family_spec(family, params),
-        "model": {"kind": kind, "feature_map": feature_map, "rank": rank, "readout": readout,
-                  **({} if temperature is None else {"temperature": temperature})},
-        "train": {"lr": lr, "mse_steps": mse_steps, "max_steps": max_steps,
-                  "stop_below": None if no_early_stop else 0.5, "device": device},
-        "seed": seed,
-    })
+    run = RunConfig.parse(
+        {  # the same models, defaults and checks as a sweep file's run
+            "family": _family_spec(family, params),
+            "model": {
+                "kind": kind,
+                "feature_map": feature_map,
+                "rank": rank,
+                "readout": readout,
+                **({} if temperature is None else {"temperature": temperature}),
+            },
+            "train": {
+                "lr": lr,
+                "mse_steps": mse_steps,
+                "max_steps": max_steps,
+                "stop_below": None if no_early_stop else 0.5,
+                "device": device,
+            },
+            "seed": seed,
+        }
+    )
     emit(train_records([run.validate()])[0], as_json, _render_run)
 
 
@@ -288,20 +327,23 @@ def _family_spec(family: str, params: list[str]):
 
 def _render_run(record: dict) -> None:
     m = record["train"]
-    typer.echo(f"run {record['id']}  status={record['status']}  steps={record['steps']}  "
-               f"wall={record['wall_time_s']:.1f}s")
-    typer.echo(f"train: max_error={m['max_error']:.4f} exact={m['exact']} "
-               f"exact_seq_acc={m['exact_seq_acc']:.4f} mean_abs_error={m['mean_abs_error']:.4f}")
+    typer.echo(
+        f"run {record['id']}  status={record['status']}  steps={record['steps']}  wall={record['wall_time_s']:.1f}s"
+    )
+    typer.echo(
+        f"train: max_error={m['max_error']:.4f} exact={m['exact']} "
+        f"exact_seq_acc={m['exact_seq_acc']:.4f} mean_abs_error={m['mean_abs_error']:.4f}"
+    )
 
 
 @app.command()
 def sweep(
     target: str = typer.Argument(..., help="Sweep config (TOML), or a results folder to resume / inspect."),
-    out: Optional[str] = typer.Option(None, "--out", help="Results folder (required with a config file)."),
+    out: str | None = typer.Option(None, "--out", help="Results folder (required with a config file)."),
     status: bool = typer.Option(False, "--status", help="Report done/left for a results folder and exit."),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Tasks in flight (default: cores)."),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
+    workers: int | None = typer.Option(None, "--workers", help="Tasks in flight (default: cores)."),
     cpus: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs per task (fractions allowed)."),
     gpus: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs per task (fractions allowed)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
@@ -312,56 +354,81 @@ def sweep(
     if status:
         emit(sweep_status(target), as_json, _render_status)
         return
-    summary = run_sweep(target, out, executor=executor, workers=workers, address=address,
-                        cpus=cpus, gpus=gpus, progress=not as_json)
+    summary = run_sweep(
+        target, out, executor=executor, workers=workers, address=address, cpus=cpus, gpus=gpus, progress=not as_json
+    )
     emit({**summary.__dict__, "left": summary.left}, as_json, _render_summary)
 
 
 def _render_status(s: dict) -> None:
-    typer.echo(f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
-               f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
-               f"{s['lock_files']} lock files")
+    typer.echo(
+        f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
+        f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
+        f"{s['lock_files']} lock files"
+    )
 
 
 def _render_summary(s: dict) -> None:
-    typer.echo(f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
-               f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written")
+    typer.echo(
+        f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
+        f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written"
+    )
     if s["skipped_locked"]:
         typer.echo(f"{len(s['skipped_locked'])} runs are claimed by another sweep process")
     if s["set_aside"]:
         typer.echo(f"{len(s['set_aside'])} corrupted result files renamed aside and redone")
 
 
-
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
+
 
 @app.command()
 def probe(
     target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class."),
-    kwargs: Optional[str] = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/probe-CLASS)."),
+    kwargs: str | None = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
+    out: Path | None = typer.Option(None, "--out", help="Results folder (default results/probe-CLASS)."),
     profile: str = typer.Option("quick", "--profile", help="quick or paper: the suites' ranks and seeds."),
     ranks: list[str] = typer.Option([], "--ranks", help="Ranks for every suite (8,16,32) or one suite (witness=8,16)."),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Adam learning rate (default 3e-3)."),
-    interface: Optional[str] = typer.Option(None, "--interface", help="sequence or layer (default: the class's kernelgap_interface)."),
-    arg: list[str] = typer.Option([], "--arg", help="Constructor argument NAME=m|rank|d_model|JSON value (an argument map; repeatable)."),
-    output: Optional[int] = typer.Option(None, "--output", help="Index of the prediction in a tuple the module returns."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
+    steps: int | None = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
+    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default 3e-3)."),
+    interface: str | None = typer.Option(
+        None, "--interface", help="sequence or layer (default: the class's kernelgap_interface)."
+    ),
+    arg: list[str] = typer.Option(
+        [], "--arg", help="Constructor argument NAME=m|rank|d_model|JSON value (an argument map; repeatable)."
+    ),
+    output: int | None = typer.Option(None, "--output", help="Index of the prediction in a tuple the module returns."),
     d_model: int = typer.Option(32, "--d-model", help="Embedding width given to a 'layer' module."),
     executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Runs trained at once (default: cores)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
+    workers: int | None = typer.Option(None, "--workers", help="Runs trained at once (default: cores)."),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
 ) -> None:
     """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
     from .probe import run_probe
 
-    run_probe(target, _json_object(kwargs, "--kwargs"), out, profile, _ranks(ranks), _int_list(seeds, "--seeds"),
-              steps, lr, d_model, interface, _arg_map(arg), output, executor=executor, workers=workers,
-              address=address, report=True, log=typer.echo)
+    run_probe(
+        target,
+        _json_object(kwargs, "--kwargs"),
+        out,
+        profile,
+        _ranks(ranks),
+        _int_list(seeds, "--seeds"),
+        steps,
+        lr,
+        d_model,
+        interface,
+        _arg_map(arg),
+        output,
+        executor=executor,
+        workers=workers,
+        address=address,
+        report=True,
+        log=typer.echo,
+    )
 
 
-def _json_object(text: Optional[str], flag: str) -> dict:
+def _json_object(text: str | None, flag: str) -> dict:
     if text is None:
         return {}
     try:
@@ -396,7 +463,7 @@ def _ranks(values: list[str]):
     return {name: _int_list(text, f"--ranks {name}") for name, text in _key_values(values).items()}
 
 
-def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
+def _int_list(text: str | None, flag: str) -> list[int] | None:
     if text is None:
         return None
     try:
@@ -411,10 +478,10 @@ def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
 @app.command()
 def reproduce(
     profile: str = typer.Option("quick", "--profile", help="quick, paper, or a folder holding profile.toml."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
+    out: Path | None = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
     executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+    workers: int | None = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),
+    address: str | None = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
     from .experiments.pipeline import reproduce as run
@@ -438,7 +505,7 @@ def report(
 @app.command()
 def results(
     folders: list[Path] = typer.Argument(..., help="Reproduction folders, each holding summary.json."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the page here (e.g. docs/results.md)."),
+    out: Path | None = typer.Option(None, "--out", help="Write the page here (e.g. docs/results.md)."),
 ) -> None:
     """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
     from .io import atomic_write_text
@@ -455,7 +522,7 @@ def results(
     typer.echo(f"results: {out}")
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """Console entry point with one-line errors and exit status 2."""
     try:
         args = sys.argv[1:] if argv is None else list(argv)

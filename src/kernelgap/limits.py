@@ -79,7 +79,8 @@ def check_memory(what: str, needed: int, error: type[KernelgapError] = Kernelgap
     if needed > limit:
         raise error(
             f"{what} needs about {format_bytes(needed)} of memory; the limit is {format_bytes(limit)} "
-            f"({MEMORY_FRACTION:.0%} of this machine's {format_bytes(machine_memory())})")
+            f"({MEMORY_FRACTION:.0%} of this machine's {format_bytes(machine_memory())})"
+        )
 
 
 def check_rank(rank: int, where: str = "model.rank", error: type[KernelgapError] = KernelgapError) -> None:

@@ -49,6 +49,7 @@ def invalid(text: str, path: str | None = None, whole: bool = False) -> Pydantic
 def checked(base: type, test, text: str, schema: dict):
     """``base`` whose values must pass ``test``; ``text`` (with ``{value}``, ``{shown}``: the
     value and its repr) follows the field's name when one does not; ``schema`` is its JSON schema."""
+
     def check(value):
         if not test(value):
             raise invalid(text.format(value=value, shown=repr(value)))
@@ -64,6 +65,7 @@ def at_least(low: int):
 
 def between(low: int, high: int):
     """An int in ``low..high`` (the message names the side it crossed)."""
+
     def check(value: int) -> int:
         if value < low:
             raise invalid(f" must be ≥ {low}, got {value}")
@@ -77,8 +79,12 @@ def between(low: int, high: int):
 PositiveInt = at_least(1)
 NonNegativeInt = at_least(0)
 #: A float that is finite and > 0 (learning rates, scales, temperatures).
-FinitePositive = checked(float, lambda v: math.isfinite(v) and v > 0, " must be a finite number > 0, got {value}",
-                         {"type": "number", "exclusiveMinimum": 0})
+FinitePositive = checked(
+    float,
+    lambda v: math.isfinite(v) and v > 0,
+    " must be a finite number > 0, got {value}",
+    {"type": "number", "exclusiveMinimum": 0},
+)
 
 
 def one_of(choices, text: str | None = None):

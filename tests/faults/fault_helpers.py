@@ -91,8 +91,7 @@ def sweep_processes(driver: int) -> dict[int, str]:
     ``driver``, ``forkserver``, ``worker`` (a child of the forkserver), ``resource tracker``."""
     members = group_members(driver)
     parent = {p: (proc_stat(p) or ("", 0, 0))[1] for p in members}
-    servers = {p for p in members if parent[p] == driver
-               and "multiprocessing.forkserver import main" in cmdline(p)}
+    servers = {p for p in members if parent[p] == driver and "multiprocessing.forkserver import main" in cmdline(p)}
     roles = {}
     for pid in members:
         if pid == driver:

@@ -33,9 +33,12 @@ seed = [0, 1]
 def test_killing_the_driver_leaves_no_process(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(SWEEP)
-    driver = subprocess.Popen([KERNELGAP, "sweep", str(cfg), "--out", str(tmp_path / "out"), "--workers", "2",
-                               "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    driver = subprocess.Popen(
+        [KERNELGAP, "sweep", str(cfg), "--out", str(tmp_path / "out"), "--workers", "2", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while len(group_members(driver.pid)) < 4 and time.monotonic() < deadline:  # driver, forkserver, workers
         time.sleep(0.2)
@@ -70,15 +73,29 @@ def test_a_killed_driver_left_a_zombie_leaves_no_process(tmp_path):
     """The driver's parent never reaps it; a zombie still answers ``kill(pid, 0)``."""
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(SWEEP)
-    parent = subprocess.Popen([sys.executable, "-c", UNREAPING_PARENT, KERNELGAP, "sweep", str(cfg),
-                               "--out", str(tmp_path / "out"), "--workers", "2", "--json"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            UNREAPING_PARENT,
+            KERNELGAP,
+            "sweep",
+            str(cfg),
+            "--out",
+            str(tmp_path / "out"),
+            "--workers",
+            "2",
+            "--json",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     driver = int(parent.stdout.readline())
     try:
         deadline = time.monotonic() + 60
         wanted = ["driver", "forkserver", "resource tracker", "worker", "worker"]
-        while sorted(roles := sweep_processes(driver).values()) != sorted(wanted) \
-                and time.monotonic() < deadline:
+        while sorted(roles := sweep_processes(driver).values()) != sorted(wanted) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sorted(roles) == sorted(wanted), f"the sweep never started its workers: {list(roles)}"
         time.sleep(1.0)  # the workers are training (the whole sweep takes tens of seconds)

@@ -23,8 +23,9 @@ def test_a_family_file_changed_mid_sweep(tmp_path):
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(FILE_SWEEP)
     out = tmp_path / "out"
-    proc = subprocess.Popen(sweep_cmd(cfg, out), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        sweep_cmd(cfg, out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         deadline = time.time() + 120
         while not results(out):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_helpers import SWEEP, TOTAL, KERNELGAP, kill_group, results, stable, sweep_cmd
+from fault_helpers import KERNELGAP, SWEEP, TOTAL, kill_group, results, stable, sweep_cmd
 
 from kernelgap.cli import main
 
@@ -49,8 +49,9 @@ def test_five_random_sigkills_end_with_the_uninterrupted_results(tmp_path, refer
     seen: dict[str, dict] = {}
     interrupted, stale_locks = 0, 0
     for target in targets:
-        proc = subprocess.Popen(sweep_cmd(cfg, out), start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            sweep_cmd(cfg, out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             deadline = time.time() + 60
             while len(results(out)) < 2 * target and proc.poll() is None and time.time() < deadline:
@@ -99,8 +100,9 @@ def test_corrupted_results_are_kept_aside_and_redone(tmp_path, reference):
         path = out / "runs" / f"{run_id}.json"
         damaged[run_id] = damage(path.read_bytes())
         path.write_bytes(damaged[run_id])
-    status = subprocess.run([KERNELGAP, "sweep", str(out), "--status", "--json"],
-                            capture_output=True, text=True, timeout=60)
+    status = subprocess.run(
+        [KERNELGAP, "sweep", str(out), "--status", "--json"], capture_output=True, text=True, timeout=60
+    )
     assert json.loads(status.stdout)["corrupt"] == len(CORRUPTIONS)
     proc = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
@@ -125,8 +127,10 @@ def test_corrupted_results_are_kept_aside_and_redone(tmp_path, reference):
 def test_two_sweeps_on_one_folder_never_run_a_run_twice(tmp_path, reference):
     cfg, ref = reference
     out = tmp_path / "shared"
-    procs = [subprocess.Popen(sweep_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(sweep_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     summaries = []
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=180)
@@ -141,8 +145,9 @@ def test_two_sweeps_on_one_folder_never_run_a_run_twice(tmp_path, reference):
 
 def _no_executor(monkeypatch):
     made = []
-    monkeypatch.setattr("kernelgap.sweeps.runner.make_executor",
-                        lambda *a, **k: made.append(a) or pytest.fail("training started"))
+    monkeypatch.setattr(
+        "kernelgap.sweeps.runner.make_executor", lambda *a, **k: made.append(a) or pytest.fail("training started")
+    )
     return made
 
 
@@ -154,8 +159,7 @@ def test_unwritable_results_folder_fails_before_training(tmp_path, monkeypatch, 
     cfg.write_text(SWEEP)
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, not a folder\n")
-    out = {"under-a-file": blocker / "results", "is-a-file": blocker,
-           "name-too-long": tmp_path / ("x" * 300)}[where]
+    out = {"under-a-file": blocker / "results", "is-a-file": blocker, "name-too-long": tmp_path / ("x" * 300)}[where]
     made = _no_executor(monkeypatch)
     with pytest.raises(SystemExit) as exc:
         main(["sweep", str(cfg), "--out", str(out), "--workers", "1"])

@@ -28,8 +28,7 @@ train.lr = [0.03, 0.02, 0.015, 0.01]
 
 
 def sweep_cmd(cfg: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "kernelgap.cli", "sweep", str(cfg), "--out", str(out),
-            "--workers", "1", "--json"]
+    return [sys.executable, "-m", "kernelgap.cli", "sweep", str(cfg), "--out", str(out), "--workers", "1", "--json"]
 
 
 def results(out: Path) -> dict[str, dict]:
@@ -41,8 +40,9 @@ def test_sigkill_mid_sweep_then_resume(tmp_path):
     cfg = tmp_path / "kill.toml"
     cfg.write_text(SWEEP)
     killed, clean = tmp_path / "killed", tmp_path / "clean"
-    proc = subprocess.Popen(sweep_cmd(cfg, killed), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        sweep_cmd(cfg, killed), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not (killed / "runs").is_dir() or not list((killed / "runs").glob("*.json")):

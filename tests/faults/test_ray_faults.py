@@ -39,12 +39,33 @@ def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_he
     cfg = tmp_path / "faults.toml"
     cfg.write_text(SWEEP)
     local = tmp_path / "local"
-    subprocess.run([KERNELGAP, "sweep", str(cfg), "--out", str(local), "--workers", "2", "--json"],
-                   check=True, capture_output=True, timeout=180)
+    subprocess.run(
+        [KERNELGAP, "sweep", str(cfg), "--out", str(local), "--workers", "2", "--json"],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
     out = tmp_path / "ray"
-    proc = subprocess.Popen([KERNELGAP, "sweep", str(cfg), "--out", str(out), "--executor", "ray",
-                             "--address", address, "--workers", "2", "--json"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            KERNELGAP,
+            "sweep",
+            str(cfg),
+            "--out",
+            str(out),
+            "--executor",
+            "ray",
+            "--address",
+            address,
+            "--workers",
+            "2",
+            "--json",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     killed = None
     deadline = time.time() + 120
     while killed is None and time.time() < deadline and proc.poll() is None:
@@ -60,7 +81,7 @@ def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_he
     stdout, stderr = proc.communicate(timeout=240)
     assert killed is not None, "no Ray worker was caught mid-task: the test has no teeth"
     assert proc.returncode == 0, stderr
-    summary = json.loads(stdout[stdout.index("{"):])
+    summary = json.loads(stdout[stdout.index("{") :])
     assert summary["ran"] == TOTAL and summary["left"] == 0  # the killed task was retried
     ref, got = results(local), results(out)
     assert sorted(ref) == sorted(got)

@@ -51,8 +51,14 @@ def claim_output(out: Path, profile: str) -> dict:
     return meta
 
 
-def reproduce(profile: str | Path = "quick", out: str | Path | None = None, executor: str = "local",
-              workers: int | None = None, address: str | None = None, log=print) -> Path:
+def reproduce(
+    profile: str | Path = "quick",
+    out: str | Path | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    log=print,
+) -> Path:
     """Run every experiment of a profile (resumable), then write summary and report."""
     prof = load_profile(profile)
     out = Path(out or f"results/reproduce-{prof.name}")

@@ -28,9 +28,14 @@ def builtin_profiles() -> Path:
 
 def default_settings(registry: dict[str, Experiment]) -> dict[str, dict]:
     """Every experiment's settings at their defaults (``profile_keys`` parsed from nothing)."""
-    return {name: {**copy.deepcopy(dict(e.settings)),
-                   **{key: parse(None, Path("profile.toml")) for key, parse in e.profile_keys.items()}}
-            for name, e in registry.items() if e.settings or e.profile_keys}
+    return {
+        name: {
+            **copy.deepcopy(dict(e.settings)),
+            **{key: parse(None, Path("profile.toml")) for key, parse in e.profile_keys.items()},
+        }
+        for name, e in registry.items()
+        if e.settings or e.profile_keys
+    }
 
 
 @dataclass
@@ -58,8 +63,11 @@ class Profile:
     def user_experiments(self) -> dict[str, str]:
         """The experiments this profile's folder brings: ``{name: folder}``."""
         builtins = builtin()
-        return {name: str(self.registry[name].folder) for name in self.experiments
-                if name not in builtins and self.registry[name].folder is not None}
+        return {
+            name: str(self.registry[name].folder)
+            for name in self.experiments
+            if name not in builtins and self.registry[name].folder is not None
+        }
 
 
 def profile_names() -> list[str]:
@@ -71,8 +79,10 @@ def load_profile(name: str | Path) -> Profile:
     folder = Path(name) if Path(name).is_dir() else builtin_profiles() / str(name)
     path = folder / "profile.toml"
     if not path.is_file():
-        raise ConfigError(f"unknown profile {str(name)!r}; choose from {', '.join(profile_names())} "
-                          "or give a folder holding profile.toml")
+        raise ConfigError(
+            f"unknown profile {str(name)!r}; choose from {', '.join(profile_names())} "
+            "or give a folder holding profile.toml"
+        )
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -89,14 +99,18 @@ def load_profile(name: str | Path) -> Profile:
         elif (folder / f"{exp}.toml").is_file():  # a sweep and nothing else: no report of its own
             registry[exp] = Experiment(name=exp, title=exp)
         else:
-            raise ConfigError(f"{path}: unknown experiment {exp!r} (built in: {', '.join(registry)}; or a "
-                              f"folder {exp}/ beside profile.toml holding experiment.py, or a sweep file {exp}.toml)")
+            raise ConfigError(
+                f"{path}: unknown experiment {exp!r} (built in: {', '.join(registry)}; or a "
+                f"folder {exp}/ beside profile.toml holding experiment.py, or a sweep file {exp}.toml)"
+            )
     settings = _settings(data, registry, path)
     profile = Profile(folder.name, folder, experiments, settings, registry)
     for exp in experiments:
         if profile.sweep_file(exp) is None and not registry[exp].step:
-            raise ConfigError(f"{path}: experiment {exp!r} has no sweep file ({exp}.toml beside profile.toml, "
-                              f"or {profile.name}.toml or sweep.toml in its folder) and no step of its own")
+            raise ConfigError(
+                f"{path}: experiment {exp!r} has no sweep file ({exp}.toml beside profile.toml, "
+                f"or {profile.name}.toml or sweep.toml in its folder) and no step of its own"
+            )
     return profile
 
 

@@ -51,8 +51,9 @@ def _registered(module: types.ModuleType, where: str) -> Experiment:
 
 #: The built-in experiments, in summary order (which is also the order their pools are read in).
 BUILTIN: tuple[Experiment, ...] = tuple(
-    _registered(m, m.__name__) for m in (witness, series, ood, length, bound_curve, signed, signed_ood,
-                                         heads, zoo, zoo_ood, precision, probe))
+    _registered(m, m.__name__)
+    for m in (witness, series, ood, length, bound_curve, signed, signed_ood, heads, zoo, zoo_ood, precision, probe)
+)
 
 
 def builtin() -> dict[str, Experiment]:
@@ -84,8 +85,7 @@ def load_folder(folder: str | Path) -> Experiment:
 
 def experiments(user: Mapping[str, str | Path] | None = None) -> list[Experiment]:
     """The built-in experiments, then those of profile folders (``{name: folder}``)."""
-    if user is not None and not (isinstance(user, Mapping)
-                                 and all(isinstance(f, (str, Path)) for f in user.values())):
+    if user is not None and not (isinstance(user, Mapping) and all(isinstance(f, (str, Path)) for f in user.values())):
         raise ConfigError(f"user experiments must be an object of experiment folders, got {user!r}")
     extra = [load_folder(folder) for folder in (user or {}).values()]
     return [*BUILTIN, *extra]

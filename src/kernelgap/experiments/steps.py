@@ -41,8 +41,7 @@ def constructed(family) -> dict:
     with torch.no_grad():
         pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
     met = error_metrics(pred, family.targets()[:, [qpos]])
-    return {"rank": model.scorer.features, "sequences": met.sequences,
-            "max_error": met.max_error, "exact": met.exact}
+    return {"rank": model.scorer.features, "sequences": met.sequences, "max_error": met.max_error, "exact": met.exact}
 
 
 def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
@@ -51,9 +50,13 @@ def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
     certs = {}
     for run, family in distinct_families(sweep_runs(profile, out.name)):
         key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        certs[key] = {"family": run.family.name, "params": run.family.params, "m": family.m,
-                      "sequences": len(family),
-                      "certified_rank": certify(family).certified_rank if family.matching else None}
+        certs[key] = {
+            "family": run.family.name,
+            "params": run.family.params,
+            "m": family.m,
+            "sequences": len(family),
+            "certified_rank": certify(family).certified_rank if family.matching else None,
+        }
     return certs
 
 

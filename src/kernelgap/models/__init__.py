@@ -5,6 +5,14 @@ from .devices import resolve_device
 from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
 
 __all__ = [
-    "FEATURE_MAPS", "AttentionModel", "FeatureMap", "ModelSpec", "Tables",
-    "build_model", "feature_count", "feature_map_class", "resolve_device", "signed_kernel",
+    "FEATURE_MAPS",
+    "AttentionModel",
+    "FeatureMap",
+    "ModelSpec",
+    "Tables",
+    "build_model",
+    "feature_count",
+    "feature_map_class",
+    "resolve_device",
+    "signed_kernel",
 ]

@@ -100,13 +100,15 @@ class Scorer(nn.Module):
             ids = self.token_ids(tokens)
         return self.combine(self.query_features(tokens, ids), self.key_features(tokens, ids))
 
-    def block_scores(self, plan: "PairPlan"):
+    def block_scores(self, plan: PairPlan):
         """Scores of ``rows × cols`` ``[E, H, P, R, C]`` and of each row with itself ``[E, H, P, R]``
         (features only for the tokens that need them)."""
         q = self.query_features(plan.row_tokens, plan.row_ids)
         k = self.key_features(plan.key_tokens, plan.key_ids)
-        return (self.combine(q, k.index_select(-2, plan.cols_in_keys)),
-                self.combine_diagonal(q, k.index_select(-2, plan.rows_in_keys)))
+        return (
+            self.combine(q, k.index_select(-2, plan.cols_in_keys)),
+            self.combine_diagonal(q, k.index_select(-2, plan.rows_in_keys)),
+        )
 
 
 class KernelScorer(Scorer):
@@ -126,9 +128,19 @@ class KernelScorer(Scorer):
     space are invariant to it: normalized attention ignores a per-query scale).
     """
 
-    def __init__(self, feature_map: FeatureMap, members: int, ranks: list[int], m: int, heads: int = 1,
-                 key_positions: int = 1, hidden: int = 64, init_scale: float = 1.0,
-                 vocabulary: np.ndarray | None = None, temperature: float = 1.0) -> None:
+    def __init__(
+        self,
+        feature_map: FeatureMap,
+        members: int,
+        ranks: list[int],
+        m: int,
+        heads: int = 1,
+        key_positions: int = 1,
+        hidden: int = 64,
+        init_scale: float = 1.0,
+        vocabulary: np.ndarray | None = None,
+        temperature: float = 1.0,
+    ) -> None:
         super().__init__()
         cls = type(feature_map)
         if min(ranks) < 1:
@@ -148,17 +160,20 @@ class KernelScorer(Scorer):
             vocab = np.ascontiguousarray(vocabulary, dtype=np.uint8)
             self.vocabulary = torch.from_numpy(vocab.copy())
             self.q_table = StackedTable(slots, len(vocab), rank, heads, init_scale, cls.exp_init)
-            self.k_table = StackedTable(slots * key_positions, len(vocab), rank, heads * key_positions,
-                                        init_scale, cls.exp_init)
+            self.k_table = StackedTable(
+                slots * key_positions, len(vocab), rank, heads * key_positions, init_scale, cls.exp_init
+            )
         elif cls.projection == "mlp":
             self.q_proj = StackedMLP(slots, m, hidden, rank, heads, feature_out=True, init_scale=init_scale)
-            self.k_proj = StackedMLP(slots * key_positions, m, hidden, rank, heads * key_positions,
-                                     feature_out=True, init_scale=init_scale)
+            self.k_proj = StackedMLP(
+                slots * key_positions, m, hidden, rank, heads * key_positions, feature_out=True, init_scale=init_scale
+            )
         else:
             d, feat = cls.projection_dim(rank, m), cls.projection_is_feature_axis
             self.q_proj = StackedLinear(slots, m, d, heads, feature_out=feat, init_scale=init_scale)
-            self.k_proj = StackedLinear(slots * key_positions, m, d, heads * key_positions,
-                                        feature_out=feat, init_scale=init_scale)
+            self.k_proj = StackedLinear(
+                slots * key_positions, m, d, heads * key_positions, feature_out=feat, init_scale=init_scale
+            )
         self.feature_map = feature_map
         mask = torch.zeros(members, self.features)
         for e, r in enumerate(ranks):
@@ -210,17 +225,22 @@ class KernelScorer(Scorer):
 
     #: Where the parameters of a checkpoint written before the projections moved into the
     #: scorer lie now (old prefix under the scorer → new prefix).
-    MOVED = {"feature_map.q_proj.": "q_proj.", "feature_map.k_proj.": "k_proj.",
-             "feature_map.q_mlp.": "q_proj.", "feature_map.k_mlp.": "k_proj.",
-             "feature_map.q_table.": "q_table.", "feature_map.k_table.": "k_table.",
-             "feature_map.vocabulary": "vocabulary"}
+    MOVED = {
+        "feature_map.q_proj.": "q_proj.",
+        "feature_map.k_proj.": "k_proj.",
+        "feature_map.q_mlp.": "q_proj.",
+        "feature_map.k_mlp.": "k_proj.",
+        "feature_map.q_table.": "q_table.",
+        "feature_map.k_table.": "k_table.",
+        "feature_map.vocabulary": "vocabulary",
+    }
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for key in [k for k in state_dict if k.startswith(prefix + "feature_map.")]:
-            rest = key[len(prefix):]
+            rest = key[len(prefix) :]
             for old, new in self.MOVED.items():
                 if rest.startswith(old):
-                    state_dict[prefix + new + rest[len(old):]] = state_dict.pop(key)
+                    state_dict[prefix + new + rest[len(old) :]] = state_dict.pop(key)
                     break
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
@@ -263,13 +283,20 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
 class SoftmaxScorer(Scorer):
     """Dense softmax: ``log α(x, z) = <q(x), k^(p)(z)> / τ`` with ``q, k ∈ R^d``."""
 
-    def __init__(self, m: int, d: int, members: int, heads: int = 1, key_positions: int = 1,
-                 temperature: float = 1.0, init_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        m: int,
+        d: int,
+        members: int,
+        heads: int = 1,
+        key_positions: int = 1,
+        temperature: float = 1.0,
+        init_scale: float = 1.0,
+    ) -> None:
         super().__init__()
         self.members, self.heads, self.key_positions, self.temperature = members, heads, key_positions, temperature
         self.q = StackedLinear(members * heads, m, d, heads, init_scale=init_scale)
-        self.k = StackedLinear(members * heads * key_positions, m, d, heads * key_positions,
-                               init_scale=init_scale)
+        self.k = StackedLinear(members * heads * key_positions, m, d, heads * key_positions, init_scale=init_scale)
 
     def query_features(self, tokens, ids=None):
         return self.q(tokens).reshape(self.members, self.heads, 1, tokens.shape[0], -1)
@@ -291,8 +318,17 @@ class Readout(nn.Module):
     constructions); ``kind='mlp'``: two-layer MLPs.
     """
 
-    def __init__(self, m: int, d_value: int, members: int, heads: int = 1, key_positions: int = 1,
-                 kind: str = "mlp", hidden: int = 64, init_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        m: int,
+        d_value: int,
+        members: int,
+        heads: int = 1,
+        key_positions: int = 1,
+        kind: str = "mlp",
+        hidden: int = 64,
+        init_scale: float = 1.0,
+    ) -> None:
         super().__init__()
         self.members, self.heads, self.key_positions = members, heads, key_positions
 
@@ -320,12 +356,15 @@ class Readout(nn.Module):
     def tables(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.read_vectors(tokens) @ self.values(tokens).transpose(-1, -2), self.biases(tokens)
 
-    def block_tables(self, plan: "PairPlan"):
+    def block_tables(self, plan: PairPlan):
         """``<a(x), v(z)>`` on ``rows × cols`` and on each row with itself, and the rows' bias."""
         a = self.read_vectors(plan.row_tokens)
         v = self.values(plan.key_tokens)
-        return (a @ v.index_select(-2, plan.cols_in_keys).transpose(-1, -2),
-                (a * v.index_select(-2, plan.rows_in_keys)).sum(-1), self.biases(plan.row_tokens))
+        return (
+            a @ v.index_select(-2, plan.cols_in_keys).transpose(-1, -2),
+            (a * v.index_select(-2, plan.rows_in_keys)).sum(-1),
+            self.biases(plan.row_tokens),
+        )
 
 
 @dataclass
@@ -354,13 +393,17 @@ class PairPlan:
     row_ids: torch.Tensor | None = None
     key_ids: torch.Tensor | None = None
 
-    def bind(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> "PairPlan":
+    def bind(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> PairPlan:
         """The plan with the vectors of its row and key tokens, and their vocabulary ids
         when ``ids [T]`` (the ids of ``tokens``) is given."""
-        picked = {} if ids is None else {"row_ids": ids.index_select(0, self.rows),
-                                         "key_ids": ids.index_select(0, self.keys)}
-        return replace(self, row_tokens=tokens.index_select(0, self.rows),
-                       key_tokens=tokens.index_select(0, self.keys), **picked)
+        picked = (
+            {}
+            if ids is None
+            else {"row_ids": ids.index_select(0, self.rows), "key_ids": ids.index_select(0, self.keys)}
+        )
+        return replace(
+            self, row_tokens=tokens.index_select(0, self.rows), key_tokens=tokens.index_select(0, self.keys), **picked
+        )
 
     @property
     def size(self) -> int:
@@ -378,7 +421,7 @@ def plan_pairs(index: torch.Tensor, positions: list[int], key_positions: int, ca
     rows, row_of = torch.unique(q_ids, return_inverse=True)
     cols, col_of = torch.unique(keys[~own], return_inverse=True)
     r, c = len(rows), len(cols)
-    key_pos = (torch.arange(n, device=dev) if key_positions > 1 else torch.zeros(n, dtype=torch.long, device=dev))
+    key_pos = torch.arange(n, device=dev) if key_positions > 1 else torch.zeros(n, dtype=torch.long, device=dev)
     key_pos = key_pos[:, None, None].expand_as(queries)
     row = row_of[None].expand_as(queries)
     flat = key_positions * r * c + key_pos * r + row  # self pairs after the block
@@ -420,8 +463,9 @@ class AttentionModel(nn.Module):
     attends to positions ``1..i`` only (the causal final query scores ``N``).
     """
 
-    def __init__(self, scorer: Scorer, readout: Readout, causal: bool = False,
-                 position_dependent: bool = False) -> None:
+    def __init__(
+        self, scorer: Scorer, readout: Readout, causal: bool = False, position_dependent: bool = False
+    ) -> None:
         super().__init__()
         self.scorer, self.readout = scorer, readout
         self.causal = causal
@@ -451,9 +495,15 @@ class AttentionModel(nn.Module):
         values, bias = self.readout.tables(tokens)
         return Tables(scores, values, bias, self.scorer.log_space)
 
-    def predict(self, tokens: torch.Tensor, index: torch.Tensor,
-                positions: list[int] | None = None, tables: Tables | None = None,
-                plan: PairPlan | None = None, ids: torch.Tensor | None = None) -> torch.Tensor:
+    def predict(
+        self,
+        tokens: torch.Tensor,
+        index: torch.Tensor,
+        positions: list[int] | None = None,
+        tables: Tables | None = None,
+        plan: PairPlan | None = None,
+        ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``; with a
         ``plan`` (:meth:`plan`) only the block of pairs the sequences use is computed;
         ``ids``: the tokens' vocabulary ids (:meth:`token_ids`)."""
@@ -461,17 +511,27 @@ class AttentionModel(nn.Module):
             return self._predict_planned(plan)
         tables = tables or self.tables(tokens, ids)
         flat, q_ids, allowed = self._pairs(tables, index, positions)
-        return self._combine(gather_pairs(tables.scores, flat), gather_pairs(tables.values, flat),
-                             tables.log_space, allowed) + tables.bias[:, q_ids]
+        return (
+            self._combine(
+                gather_pairs(tables.scores, flat), gather_pairs(tables.values, flat), tables.log_space, allowed
+            )
+            + tables.bias[:, q_ids]
+        )
 
-    def plan(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None,
-             ids: torch.Tensor | None = None) -> PairPlan:
+    def plan(
+        self,
+        tokens: torch.Tensor,
+        index: torch.Tensor,
+        positions: list[int] | None = None,
+        ids: torch.Tensor | None = None,
+    ) -> PairPlan:
         """The pair block of sequences ``index [S, N]`` for this model (see :func:`plan_pairs`),
         bound to the tokens and their ids (``ids``, or found here)."""
         n = index.shape[1]
         p_count = n if self.position_dependent else 1
-        return plan_pairs(index, list(range(n)) if positions is None else positions, p_count,
-                          self.causal).bind(tokens, self.token_ids(tokens) if ids is None else ids)
+        return plan_pairs(index, list(range(n)) if positions is None else positions, p_count, self.causal).bind(
+            tokens, self.token_ids(tokens) if ids is None else ids
+        )
 
     def _predict_planned(self, plan: PairPlan) -> torch.Tensor:
         block, diag = self.scorer.block_scores(plan)
@@ -496,7 +556,11 @@ class AttentionModel(nn.Module):
         p_count = tables.scores.shape[2]
         if self.position_dependent and p_count != n:
             raise KernelgapError(f"model has {p_count} key positions, sequences have length {n}")
-        key_pos = torch.arange(n, device=index.device) if p_count > 1 else torch.zeros(n, dtype=torch.long, device=index.device)
+        key_pos = (
+            torch.arange(n, device=index.device)
+            if p_count > 1
+            else torch.zeros(n, dtype=torch.long, device=index.device)
+        )
         qpos = torch.tensor(positions, device=index.device)
         q_ids = index[:, qpos]  # [S, Q]
         # Key axis first ([N, S, Q]): the normalisation then reduces over a strided
@@ -509,8 +573,13 @@ class AttentionModel(nn.Module):
         return flat, q_ids, allowed
 
     @torch.no_grad()
-    def kernel_stats(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None,
-                     ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def kernel_stats(
+        self,
+        tokens: torch.Tensor,
+        index: torch.Tensor,
+        positions: list[int] | None = None,
+        ids: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
         """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (docs/theory.md, "The models").
 
         Over every scored query of every head: the share of weights
@@ -527,10 +596,12 @@ class AttentionModel(nn.Module):
             alpha = alpha * allowed
         e = alpha.shape[0]
         weights, denom = alpha.reshape(e, -1), alpha.sum(KEY_AXIS).reshape(e, -1)
-        return {"negative_weight_share": (weights < 0).double().mean(1),
-                "negative_denominator_share": (denom < 0).double().mean(1),
-                "guarded_share": (denom.abs() < DENOMINATOR_GUARD).double().mean(1),
-                "min_abs_denominator": denom.abs().amin(1).double()}
+        return {
+            "negative_weight_share": (weights < 0).double().mean(1),
+            "negative_denominator_share": (denom < 0).double().mean(1),
+            "guarded_share": (denom.abs() < DENOMINATOR_GUARD).double().mean(1),
+            "min_abs_denominator": denom.abs().amin(1).double(),
+        }
 
     def _normalize(self, scores, log_space: bool, allowed) -> torch.Tensor:
         if log_space:
@@ -585,7 +656,7 @@ class ModelSpec(Config):
     module: ModuleSpec | None = Field(None, description="kind = module: which module, with which arguments")
 
     @model_validator(mode="after")
-    def _kind(self) -> "ModelSpec":
+    def _kind(self) -> ModelSpec:
         if (self.kind == "module") != (self.module is not None):
             raise invalid(" is given exactly when {where}.kind = 'module'", path="module")
         if self.kind == "kernel":
@@ -599,8 +670,9 @@ class ModelSpec(Config):
         """The fields its kind's model is built from (:func:`model_identity`)."""
         return model_identity(self.model_dump())
 
-    def validate(self, where: str = "model", *, m: int | None = None,
-                 tokens: int | None = None, members: int = 1) -> "ModelSpec":
+    def validate(
+        self, where: str = "model", *, m: int | None = None, tokens: int | None = None, members: int = 1
+    ) -> ModelSpec:
         """The limits of :mod:`kernelgap.limits` (its fields were checked when it was made).
 
         The rank is at most :data:`kernelgap.limits.MAX_RANK`, and the parameters, counted
@@ -648,10 +720,32 @@ class ModelSpec(Config):
 #: The :class:`ModelSpec` fields each kind of model is built from (:func:`build_model`); a
 #: run id hashes only these, so equal models have one id whatever the other fields say.
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    "kernel": ("kind", "feature_map", "rank", "heads", "d_value", "readout", "hidden", "position_dependent",
-               "causal", "temperature", "init_scale"),
-    "softmax": ("kind", "heads", "d_value", "readout", "hidden", "position_dependent", "causal", "score_dim",
-                "temperature", "scaled_scores", "init_scale"),
+    "kernel": (
+        "kind",
+        "feature_map",
+        "rank",
+        "heads",
+        "d_value",
+        "readout",
+        "hidden",
+        "position_dependent",
+        "causal",
+        "temperature",
+        "init_scale",
+    ),
+    "softmax": (
+        "kind",
+        "heads",
+        "d_value",
+        "readout",
+        "hidden",
+        "position_dependent",
+        "causal",
+        "score_dim",
+        "temperature",
+        "scaled_scores",
+        "init_scale",
+    ),
     "module": ("kind", "rank", "module"),
 }
 #: Fields a kind does not use that a sweep file may still set: a softmax variant's
@@ -664,16 +758,25 @@ def model_identity(model: dict) -> dict:
     """The fields of a spec (as a dict) that its kind's model is built from; a kernel map in
     linear space ignores ``temperature`` (normalized attention is invariant to it)."""
     keep = KIND_FIELDS.get(model.get("kind"), tuple(model))
-    if model.get("kind") == "kernel" and model.get("feature_map") in FEATURE_MAPS \
-            and not feature_map_class(model["feature_map"]).log_space:
+    if (
+        model.get("kind") == "kernel"
+        and model.get("feature_map") in FEATURE_MAPS
+        and not feature_map_class(model["feature_map"]).log_space
+    ):
         keep = tuple(k for k in keep if k != "temperature")
     return {k: model[k] for k in keep if k in model}
 
 
-def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
-                ranks: list[int] | None = None, vocabulary: np.ndarray | None = None,
-                dtype: torch.dtype = torch.float32,
-                device: str | torch.device = "cpu") -> AttentionModel | ModuleModel:
+def build_model(
+    spec: ModelSpec,
+    m: int,
+    length: int,
+    seeds: list[int],
+    ranks: list[int] | None = None,
+    vocabulary: np.ndarray | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> AttentionModel | ModuleModel:
     """A stack of ``len(seeds)`` models of one spec; ``ranks`` pads to the largest.
     A module (``kind = "module"``) trains alone: one seed, one rank."""
     spec.validate()
@@ -687,14 +790,14 @@ def build_model(spec: ModelSpec, m: int, length: int, seeds: list[int],
     if spec.kind == "kernel":
         fm_cls = feature_map_class(spec.feature_map)
         fm = fm_cls.build(m, max(ranks), members * spec.heads, spec.heads)
-        scorer: Scorer = KernelScorer(fm, members, ranks, m, spec.heads, key_positions, spec.hidden,
-                                      spec.init_scale, vocabulary, spec.temperature)
+        scorer: Scorer = KernelScorer(
+            fm, members, ranks, m, spec.heads, key_positions, spec.hidden, spec.init_scale, vocabulary, spec.temperature
+        )
     else:
         d = spec.score_dim or m
         tau = spec.temperature * (math.sqrt(d) if spec.scaled_scores else 1.0)
         scorer = SoftmaxScorer(m, d, members, spec.heads, key_positions, tau, spec.init_scale)
-    readout = Readout(m, spec.d_value, members, spec.heads, key_positions, spec.readout,
-                      spec.hidden, spec.init_scale)
+    readout = Readout(m, spec.d_value, members, spec.heads, key_positions, spec.readout, spec.hidden, spec.init_scale)
     model = AttentionModel(scorer, readout, spec.causal, spec.position_dependent)
     init_members(model, seeds, ranks)
     return model.to(device=device, dtype=dtype)

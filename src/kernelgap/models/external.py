@@ -40,7 +40,7 @@ from torch import nn
 from ..errors import KernelgapError
 from ..io import read_input
 from ..limits import MAX_WIDTH
-from ..validation import Config, PositiveInt, between, invalid, one_of
+from ..validation import Config, between, invalid, one_of
 
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
@@ -136,8 +136,10 @@ def argument_problem(kwargs: dict, args: dict) -> tuple[str | None, str] | None:
             return name, f" must be a table of constructor arguments, got {table!r}"
         found = non_finite(table, name)
         if found:
-            return found[0], (f" must be a finite number, got {found[1]} (constructor arguments "
-                              "are stored in strict JSON: no NaN or infinity)")
+            return found[0], (
+                f" must be a finite number, got {found[1]} (constructor arguments "
+                "are stored in strict JSON: no NaN or infinity)"
+            )
     both = sorted(set(kwargs) & set(args))
     if both:
         return None, f"{both[0]!r} is given both in {{where}}kwargs and in the argument map {{where}}args"
@@ -168,13 +170,14 @@ class ModuleSpec(Config):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor keyword arguments")
     interface: Interface = "sequence"
     d_model: between(1, MAX_WIDTH) = Field(32, description="embedding width given to a 'layer' module")
-    args: dict[str, Any] = Field(default_factory=dict, description="argument map: constructor argument → "
-                                 "'m', 'rank', 'd_model' or a constant")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="argument map: constructor argument → 'm', 'rank', 'd_model' or a constant"
+    )
     output: int | None = Field(None, description="index of the prediction in a tuple the module returns")
     source_hash: str = Field("", description="computed from the source; a given one must match it")
 
     @model_validator(mode="after")
-    def _module(self) -> "ModuleSpec":
+    def _module(self) -> ModuleSpec:
         problem = argument_problem(self.kwargs, self.args)
         if problem:
             path, text = problem
@@ -182,13 +185,18 @@ class ModuleSpec(Config):
         cls = load_target(self.target)  # a one-line ModuleError of its own
         actual = source_hash(cls)
         if self.source_hash and self.source_hash != actual:
-            raise ModuleError(f"source_hash {self.source_hash[:12]}… does not match the source of "
-                              f"{target_label(self.target)} (sha256 {actual[:12]}…): the module changed since "
-                              "the hash was written; leave source_hash out, it is computed from the source")
+            raise ModuleError(
+                f"source_hash {self.source_hash[:12]}… does not match the source of "
+                f"{target_label(self.target)} (sha256 {actual[:12]}…): the module changed since "
+                "the hash was written; leave source_hash out, it is computed from the source"
+            )
         object.__setattr__(self, "source_hash", actual)
         if self.args and "rank" not in [v for v in self.args.values() if isinstance(v, str)]:
-            raise invalid(f" binds no constructor argument to rank, so every rank would train the same "
-                          f"module: {rank_hint(cls, self)}", path="args")
+            raise invalid(
+                f" binds no constructor argument to rank, so every rank would train the same "
+                f"module: {rank_hint(cls, self)}",
+                path="args",
+            )
         return self
 
 
@@ -202,8 +210,11 @@ def rank_hint(cls: type, spec: ModuleSpec) -> str:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
         params = {}
-    free = [n for n, p in params.items() if n not in {*spec.args, *spec.kwargs, "self"}
-            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    free = [
+        n
+        for n, p in params.items()
+        if n not in {*spec.args, *spec.kwargs, "self"} and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     for part in STATE_SIZE:
         likely = [n for n in free if part in n.lower()]
         if likely:
@@ -238,8 +249,10 @@ def load_target(target: str) -> type:
         except ModuleNotFoundError as exc:
             hint = ""
             if Path(module_name.replace(".", "/") + ".py").is_file():
-                hint = (f" (the file {module_name.replace('.', '/')}.py is here: give it as "
-                        f"{module_name.replace('.', '/')}.py:{attr}, or run with PYTHONPATH=.)")
+                hint = (
+                    f" (the file {module_name.replace('.', '/')}.py is here: give it as "
+                    f"{module_name.replace('.', '/')}.py:{attr}, or run with PYTHONPATH=.)"
+                )
             raise ModuleImportError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the module's
             raise failure(target, "importing", exc) from None
@@ -325,8 +338,10 @@ def pick_output(out, index: int | None):
     if index is None:
         return out
     if not isinstance(out, (tuple, list)) or not -len(out) <= index < len(out):
-        raise ModuleError(f"output {index} was asked for, but the module returned "
-                          f"{type(out).__name__}{f' of {len(out)}' if isinstance(out, (tuple, list)) else ''}")
+        raise ModuleError(
+            f"output {index} was asked for, but the module returned "
+            f"{type(out).__name__}{f' of {len(out)}' if isinstance(out, (tuple, list)) else ''}"
+        )
     return out[index]
 
 
@@ -348,8 +363,9 @@ def build_module(cls: type, spec: ModuleSpec, m: int, rank: int, seed: int) -> n
         module = cls(*args, **kwargs)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's constructor
         shown = ", ".join([*map(str, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-        raise ModuleFailure(f"{cls.__name__}({shown}) failed at rank {rank} ({spec.interface} interface): "
-                            f"{describe(exc)}") from None
+        raise ModuleFailure(
+            f"{cls.__name__}({shown}) failed at rank {rank} ({spec.interface} interface): {describe(exc)}"
+        ) from None
     if spec.interface == "layer":
         return LayerWrapper(module, m, spec.d_model, spec.output)
     return SequenceWrapper(module, spec.output)
@@ -366,8 +382,7 @@ class ModuleModel(nn.Module):
         super().__init__()
         self.module, self.target = module, target  # the target names the module in messages
 
-    def predict(self, tokens: torch.Tensor, index: torch.Tensor,
-                positions: list[int] | None = None) -> torch.Tensor:
+    def predict(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> torch.Tensor:
         """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.
 
         The module always runs with gradients enabled, as in a training step (some
@@ -389,11 +404,14 @@ class ModuleModel(nn.Module):
         return {"module": own, "wrapper": sum(p.numel() for p in self.parameters()) - own}
 
 
-def build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype,
-                   device: str | torch.device = "cpu") -> ModuleModel:
+def build_external(
+    spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype, device: str | torch.device = "cpu"
+) -> ModuleModel:
     """The module of a run, refused when its source is no longer the one the run names."""
     cls = load_target(spec.target)
     if spec.source_hash and source_hash(cls) != spec.source_hash:
-        raise ModuleFailure(f"the source of {target_label(spec.target)} changed after the run was configured "
-                            f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again")
+        raise ModuleFailure(
+            f"the source of {target_label(spec.target)} changed after the run was configured "
+            f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again"
+        )
     return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)

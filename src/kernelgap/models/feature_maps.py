@@ -47,19 +47,17 @@ from torch import nn
 from ..errors import KernelgapError
 from .stacked import StackedModule, normal_
 
-FEATURE_MAPS: dict[str, type["FeatureMap"]] = {}
+FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
 
 
-def register_feature_map(cls: type["FeatureMap"]) -> type["FeatureMap"]:
+def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
     FEATURE_MAPS[cls.name] = cls
     return cls
 
 
-def feature_map_class(name: str) -> type["FeatureMap"]:
+def feature_map_class(name: str) -> type[FeatureMap]:
     if name not in FEATURE_MAPS:
-        raise KernelgapError(
-            f"unknown feature map {name!r}; choose from {', '.join(sorted(FEATURE_MAPS))}"
-        )
+        raise KernelgapError(f"unknown feature map {name!r}; choose from {', '.join(sorted(FEATURE_MAPS))}")
     return FEATURE_MAPS[name]
 
 
@@ -112,8 +110,14 @@ class FeatureMap(nn.Module):
     @classmethod
     def facts(cls) -> dict:
         """What a report needs to know of the map, as plain values."""
-        return {"name": cls.name, "color": cls.color, "citation": cls.citation, "default_lr": cls.default_lr,
-                "nonnegative": cls.nonnegative, "log_space": cls.log_space}
+        return {
+            "name": cls.name,
+            "color": cls.color,
+            "citation": cls.citation,
+            "default_lr": cls.default_lr,
+            "nonnegative": cls.nonnegative,
+            "log_space": cls.log_space,
+        }
 
     def phi(self, u: torch.Tensor) -> torch.Tensor:
         """Features (or log-features) of projected inputs ``u [S, …, T, d]``."""
@@ -396,7 +400,7 @@ def vocabulary_ids(vocabulary: torch.Tensor, tokens: torch.Tensor, name: str = "
     _, inverse = torch.unique(torch.cat([vocab, bits]), dim=0, return_inverse=True)
     row_of = torch.full((len(vocab) + len(bits),), -1, dtype=torch.long)
     row_of[inverse[: len(vocab)]] = torch.arange(len(vocab))
-    ids = row_of[inverse[len(vocab):]]
+    ids = row_of[inverse[len(vocab) :]]
     if bool((ids < 0).any()):
         raise KernelgapError(f"the '{name}' map met a token outside its vocabulary")
     return ids.to(tokens.device)

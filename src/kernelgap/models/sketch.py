@@ -51,8 +51,7 @@ def uniform_step(u: torch.Tensor, bits: int, dims: tuple[int, ...]) -> torch.Ten
     return scale / levels
 
 
-def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform",
-             dims: tuple[int, ...] = ()) -> torch.Tensor:
+def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tuple[int, ...] = ()) -> torch.Tensor:
     """Round ``u`` to ``bits`` bits per number (see the module docstring).
 
     ``dims``: the axes one uniform scale is shared over (one sketch tensor);
@@ -119,8 +118,9 @@ class Sketch:
 
 
 @torch.no_grad()
-def build_sketch(model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor,
-                 positions: list[int] | None = None) -> Sketch:
+def build_sketch(
+    model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None
+) -> Sketch:
     """The sums every head's queries read, before quantization."""
     n = index.shape[1]
     positions = list(range(n)) if positions is None else positions
@@ -154,9 +154,14 @@ def read_sketch(sketch: Sketch, bits: int | None = None, mode: str = "uniform") 
     return (sketch.aq * y).sum(-1).sum(1) + sketch.bias
 
 
-def sketch_predict(model: AttentionModel, tokens: torch.Tensor, index: torch.Tensor,
-                   positions: list[int] | None = None, bits: int | None = None,
-                   mode: str = "uniform") -> torch.Tensor:
+def sketch_predict(
+    model: AttentionModel,
+    tokens: torch.Tensor,
+    index: torch.Tensor,
+    positions: list[int] | None = None,
+    bits: int | None = None,
+    mode: str = "uniform",
+) -> torch.Tensor:
     """Predictions ``[E, S, Q]`` through the (quantized) sketch of every head."""
     return read_sketch(build_sketch(model, tokens, index, positions), bits, mode)
 

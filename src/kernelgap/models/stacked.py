@@ -53,8 +53,16 @@ class StackedLinear(StackedModule):
     member of rank r initialises only its first r output columns.
     """
 
-    def __init__(self, slots: int, d_in: int, d_out: int, heads: int = 1,
-                 bias: bool = True, feature_out: bool = False, init_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        slots: int,
+        d_in: int,
+        d_out: int,
+        heads: int = 1,
+        bias: bool = True,
+        feature_out: bool = False,
+        init_scale: float = 1.0,
+    ) -> None:
         super().__init__(slots, heads)
         self.weight = nn.Parameter(torch.zeros(slots, d_in, d_out))
         self.bias = nn.Parameter(torch.zeros(slots, 1, d_out)) if bias else None
@@ -84,12 +92,19 @@ class StackedLinear(StackedModule):
 class StackedMLP(nn.Module):
     """Two stacked linear layers with a GELU between them."""
 
-    def __init__(self, slots: int, d_in: int, hidden: int, d_out: int, heads: int = 1,
-                 feature_out: bool = False, init_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        slots: int,
+        d_in: int,
+        hidden: int,
+        d_out: int,
+        heads: int = 1,
+        feature_out: bool = False,
+        init_scale: float = 1.0,
+    ) -> None:
         super().__init__()
         self.inp = StackedLinear(slots, d_in, hidden, heads, init_scale=init_scale)
-        self.out = StackedLinear(slots, hidden, d_out, heads, feature_out=feature_out,
-                                 init_scale=init_scale)
+        self.out = StackedLinear(slots, hidden, d_out, heads, feature_out=feature_out, init_scale=init_scale)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(torch.nn.functional.gelu(self.inp(x)))
@@ -103,8 +118,9 @@ class StackedTable(StackedModule):
     ``exp`` of that draw with ``exp_init``.
     """
 
-    def __init__(self, slots: int, rows: int, width: int, heads: int = 1, init_scale: float = 1.0,
-                 exp_init: bool = False) -> None:
+    def __init__(
+        self, slots: int, rows: int, width: int, heads: int = 1, init_scale: float = 1.0, exp_init: bool = False
+    ) -> None:
         super().__init__(slots, heads)
         self.theta = nn.Parameter(torch.zeros(slots, rows, width))
         self.init_scale, self.exp_init = init_scale, exp_init

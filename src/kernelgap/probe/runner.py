@@ -50,8 +50,14 @@ META = "probe.json"
 IDENTITY = ("target", "kwargs", "interface", "args", "output", "d_model", "profile", "suites")
 
 
-def module_spec(target: str, kwargs: dict | None = None, interface: str | None = None,
-                d_model: int = 32, args: dict | None = None, output: int | None = None) -> tuple[type, ModuleSpec]:
+def module_spec(
+    target: str,
+    kwargs: dict | None = None,
+    interface: str | None = None,
+    d_model: int = 32,
+    args: dict | None = None,
+    output: int | None = None,
+) -> tuple[type, ModuleSpec]:
     """The class and its spec; a file target is made absolute so any worker can import it.
     The arguments are checked before the module is imported."""
     check_arguments(kwargs if kwargs is not None else {}, args if args is not None else {}, "")
@@ -61,8 +67,17 @@ def module_spec(target: str, kwargs: dict | None = None, interface: str | None =
         target = f"{Path(module).resolve()}:{attr}"
     if interface is None:  # unset: the class's own (an empty string is a value, and refused)
         interface = getattr(cls, "kernelgap_interface", "sequence")
-    spec = ModuleSpec.parse({"target": target, "kwargs": dict(kwargs or {}), "interface": interface,
-                             "d_model": d_model, "args": dict(args or {}), "output": output}, where="module")
+    spec = ModuleSpec.parse(
+        {
+            "target": target,
+            "kwargs": dict(kwargs or {}),
+            "interface": interface,
+            "d_model": d_model,
+            "args": dict(args or {}),
+            "output": output,
+        },
+        where="module",
+    )
     return cls, spec
 
 
@@ -76,27 +91,38 @@ def check_module(cls: type, spec: ModuleSpec, m: int, rank: int, family=None) ->
         raise KernelgapError(f"{cls.__name__} has no trainable parameters")
     tokens = torch.randint(0, 2, (2, 3, m)).float()
     where = f"{cls.__name__} at rank {rank} ({spec.interface} interface)"
-    with module_failures(spec.target, "checking the interface", f" at rank {rank} on tokens [2, 3, {m}]"), \
-            torch.enable_grad():
+    with (
+        module_failures(spec.target, "checking the interface", f" at rank {rank} on tokens [2, 3, {m}]"),
+        torch.enable_grad(),
+    ):
         out = model.module(tokens)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, 3):
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise KernelgapError(f"{where} does not follow the interface: tokens [2, 3, {m}] must give "
-                             f"predictions [2, 3], got {got}")
+        raise KernelgapError(
+            f"{where} does not follow the interface: tokens [2, 3, {m}] must give predictions [2, 3], got {got}"
+        )
     if family is not None:
         index = torch.as_tensor(family.index)
         shape = (len(family), family.length)
-        with module_failures(spec.target, "checking a training step",
-                             f" at rank {rank} on the {family.name} family ({shape[0]} sequences)"), \
-                torch.enable_grad():
+        with (
+            module_failures(
+                spec.target,
+                "checking a training step",
+                f" at rank {rank} on the {family.name} family ({shape[0]} sequences)",
+            ),
+            torch.enable_grad(),
+        ):
             pred = model.predict(torch.as_tensor(family.tokens).float(), index)
             if tuple(pred.shape) != (1, *shape):
-                raise KernelgapError(f"{where} does not follow the interface: tokens [{shape[0]}, {shape[1]}, "
-                                     f"{m}] must give predictions [{shape[0]}, {shape[1]}], "
-                                     f"got {tuple(pred.shape[1:])}")
+                raise KernelgapError(
+                    f"{where} does not follow the interface: tokens [{shape[0]}, {shape[1]}, "
+                    f"{m}] must give predictions [{shape[0]}, {shape[1]}], "
+                    f"got {tuple(pred.shape[1:])}"
+                )
             if not pred.requires_grad:
-                raise KernelgapError(f"{where}: its predictions do not depend on its parameters "
-                                     "(no gradient reaches them)")
+                raise KernelgapError(
+                    f"{where}: its predictions do not depend on its parameters (no gradient reaches them)"
+                )
             pred.sum().backward()
         model.zero_grad(set_to_none=True)
     return model
@@ -111,8 +137,7 @@ def reading_of(model: ModuleModel, m: int, trials: int = 64) -> str:
     tokens = torch.randint(0, 2, (trials, 3, m), generator=gen).float()
     moved = tokens.clone()
     moved[:, 1:] = torch.randint(0, 2, (trials, 2, m), generator=gen).float()
-    with module_failures(model.target, "checking causality", f" on tokens [{trials}, 3, {m}]"), \
-            torch.enable_grad():
+    with module_failures(model.target, "checking causality", f" on tokens [{trials}, 3, {m}]"), torch.enable_grad():
         before, after = model.module(tokens)[:, 0].detach(), model.module(moved)[:, 0].detach()
     finite = torch.isfinite(before)
     if not finite.any() or not torch.equal(finite, torch.isfinite(after)):
@@ -123,9 +148,13 @@ def reading_of(model: ModuleModel, m: int, trials: int = 64) -> str:
 
 
 def _sweep_text(name: str, suite: Suite, model: dict) -> str:
-    data = {"name": name, "family": {"name": suite.family, "params": suite.params},
-            "model": model, "train": suite.train,
-            "grid": {"model": {"rank": suite.ranks}, "seed": suite.seeds}}
+    data = {
+        "name": name,
+        "family": {"name": suite.family, "params": suite.params},
+        "model": model,
+        "train": suite.train,
+        "grid": {"model": {"rank": suite.ranks}, "seed": suite.seeds},
+    }
     if suite.test_params is not None:
         data["test_family"] = {"params": suite.test_params}
     return tomli_w.dumps(data)
@@ -141,12 +170,26 @@ def _identity(meta: dict) -> dict:
     return ident
 
 
-def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = None,
-              profile: str = "quick", ranks=None, seeds: list[int] | None = None,
-              steps: int | None = None, lr: float | None = None, d_model: int = 32,
-              interface: str | None = None, args: dict | None = None, output: int | None = None,
-              executor: str = "local", workers: int | None = None, address: str | None = None,
-              report: bool = False, baseline: str | Path | None = None, log=print) -> dict:
+def run_probe(
+    target: str,
+    kwargs: dict | None = None,
+    out: str | Path | None = None,
+    profile: str = "quick",
+    ranks=None,
+    seeds: list[int] | None = None,
+    steps: int | None = None,
+    lr: float | None = None,
+    d_model: int = 32,
+    interface: str | None = None,
+    args: dict | None = None,
+    output: int | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    report: bool = False,
+    baseline: str | Path | None = None,
+    log=print,
+) -> dict:
     """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content.
     ``baseline`` is the folder of the ``elu1`` runs (default ``out/baseline``; probes of
     one reproduction share theirs).  Every option is checked before anything is written:
@@ -177,21 +220,40 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         family = build_family(suite.family, **suite.params)
         certified = certify(family).certified_rank if family.matching else None
         sub = _folder(suite, reading)
-        suite_rows.append({**asdict(suite), "certified_rank": certified, "folder": sub,
-                           "baseline_folder": _baseline_folder(suite, sub, baseline_model)})
-    meta = {"target": f"{Path(split_target(spec.target)[0]).name}:{split_target(spec.target)[1]}",
-            "class": cls.__name__, "kwargs": spec.kwargs, "interface": spec.interface,
-            "args": spec.args, "output": spec.output, "d_model": spec.d_model if spec.interface == "layer" else None,
-            "profile": profile, "suites": suite_rows, "source_hash": spec.source_hash,
-            "reading": reading, "parameters": counts, "baseline": BASELINE, "version": __version__,
-            "runs": f"runs-{spec.source_hash[:12] or 'nosource'}",
-            "baseline_dir": os.path.relpath(baseline, out)}
+        suite_rows.append(
+            {
+                **asdict(suite),
+                "certified_rank": certified,
+                "folder": sub,
+                "baseline_folder": _baseline_folder(suite, sub, baseline_model),
+            }
+        )
+    meta = {
+        "target": f"{Path(split_target(spec.target)[0]).name}:{split_target(spec.target)[1]}",
+        "class": cls.__name__,
+        "kwargs": spec.kwargs,
+        "interface": spec.interface,
+        "args": spec.args,
+        "output": spec.output,
+        "d_model": spec.d_model if spec.interface == "layer" else None,
+        "profile": profile,
+        "suites": suite_rows,
+        "source_hash": spec.source_hash,
+        "reading": reading,
+        "parameters": counts,
+        "baseline": BASELINE,
+        "version": __version__,
+        "runs": f"runs-{spec.source_hash[:12] or 'nosource'}",
+        "baseline_dir": os.path.relpath(baseline, out),
+    }
     stored = read_json(out / META)
     if (out / META).exists() and stored is None:
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
     if stored is not None and not isinstance(stored, dict):
-        raise KernelgapError(f"{out / META} is not a probe record (a JSON {type(stored).__name__}); move it aside "
-                             "or choose another --out")
+        raise KernelgapError(
+            f"{out / META} is not a probe record (a JSON {type(stored).__name__}); move it aside "
+            "or choose another --out"
+        )
     if stored is not None and _identity(stored) != _identity(meta):
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
     configs = _sweep_configs(out, baseline, meta, chosen, suite_rows, module_model, baseline_model)
@@ -201,8 +263,9 @@ def run_probe(target: str, kwargs: dict | None = None, out: str | Path | None = 
         _train(configs, {"executor": executor, "workers": workers, "address": address}, log)
         atomic_write_json(out / META, meta)
     except OSError as exc:
-        raise KernelgapError(f"cannot write to probe folder {out}: {exc.strerror or exc} "
-                             f"({exc.filename or out})") from None
+        raise KernelgapError(
+            f"cannot write to probe folder {out}: {exc.strerror or exc} ({exc.filename or out})"
+        ) from None
     if report:
         from ..report import build_probe_report
 
@@ -223,8 +286,15 @@ def _check_folder(folder: Path) -> None:
         raise KernelgapError(f"cannot write to probe folder {folder}: {above} is not writable")
 
 
-def _sweep_configs(out: Path, baseline: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict],
-                   module_model: dict, baseline_model: dict) -> list[tuple[str, Path, str, Path]]:
+def _sweep_configs(
+    out: Path,
+    baseline: Path,
+    meta: dict,
+    chosen: list[Suite],
+    suite_rows: list[dict],
+    module_model: dict,
+    baseline_model: dict,
+) -> list[tuple[str, Path, str, Path]]:
     """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's
     then the baseline's, each parsed and every run resolved as the sweep runner will
     (:func:`~kernelgap.sweeps.config.parse_sweep`): nothing is written for a probe that a
@@ -232,8 +302,10 @@ def _sweep_configs(out: Path, baseline: Path, meta: dict, chosen: list[Suite], s
     configs = []
     for suite, row in zip(chosen, suite_rows):
         sub = row["folder"]
-        for folder, name, model in ((out / meta["runs"] / sub, f"probe-{sub}", module_model),
-                                    (baseline / row["baseline_folder"], f"{BASELINE}-{sub}", baseline_model)):
+        for folder, name, model in (
+            (out / meta["runs"] / sub, f"probe-{sub}", module_model),
+            (baseline / row["baseline_folder"], f"{BASELINE}-{sub}", baseline_model),
+        ):
             text = _sweep_text(name, suite, _model_table(model))
             try:
                 parse_sweep(tomllib.loads(text)).runs()
@@ -249,8 +321,7 @@ def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log) -> No
         cfg = atomic_write_text(path, text)
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         res = run_sweep(cfg, folder, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
-        log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained "
-            f"({res.wall_time_s:.0f} s)")
+        log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
 
 
 def _folder(suite: Suite, reading: str) -> str:
@@ -268,6 +339,7 @@ def _baseline_folder(suite: Suite, sub: str, baseline_model: dict) -> str:
 
 def _model_table(model: dict) -> dict:
     """A model spec as a sweep-file table (None values left out: TOML has no null)."""
+
     def clean(d):
         return {k: clean(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
 

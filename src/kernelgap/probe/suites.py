@@ -36,27 +36,46 @@ class Suite:
 
 
 def _witness(ranks, seeds) -> Suite:
-    return Suite("witness", "witness", {}, ranks, seeds,
-                 {"lr": FALLBACK_LR, "mse_steps": 1000, "max_steps": 2000, "stop_below": 0.25})
+    return Suite(
+        "witness",
+        "witness",
+        {},
+        ranks,
+        seeds,
+        {"lr": FALLBACK_LR, "mse_steps": 1000, "max_steps": 2000, "stop_below": 0.25},
+    )
 
 
 def _ood(n, ranks, seeds, q=8) -> Suite:
-    return Suite(f"ood-n{n}", "ood", {"n": n, "queries_per_class": q, "split": "train"}, ranks, seeds,
-                 {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0},
-                 test_params={"split": "test"})
+    return Suite(
+        f"ood-n{n}",
+        "ood",
+        {"n": n, "queries_per_class": q, "split": "train"},
+        ranks,
+        seeds,
+        {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0},
+        test_params={"split": "test"},
+    )
 
 
 #: The suites per profile (``quick``: a few minutes for a small module on 2 cores).
 PROFILES: dict[str, list[Suite]] = {
     "quick": [_witness([16, 32], [0]), _ood(4, [4, 8], [0])],
-    "paper": [_witness([1, 2, 4, 8, 12, 16, 24, 32, 64, 128, 256], [0, 1, 2]),
-              _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1])],
+    "paper": [
+        _witness([1, 2, 4, 8, 12, 16, 24, 32, 64, 128, 256], [0, 1, 2]),
+        _ood(8, [2, 4, 8, 16, 32, 64, 128], [0, 1]),
+    ],
 }
 
 
-def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
-           seeds: list[int] | None = None, steps: int | None = None, lr: float | None = None,
-           reading: str = "first") -> list[Suite]:
+def suites(
+    profile: str,
+    ranks: dict[str, list[int]] | list[int] | None = None,
+    seeds: list[int] | None = None,
+    steps: int | None = None,
+    lr: float | None = None,
+    reading: str = "first",
+) -> list[Suite]:
     """The profile's suites with the user's overrides (``ranks`` for every suite, or per
     suite name as ``{"witness": [8, 16], …}``), every override checked: ranks in
     ``1..MAX_RANK`` (:func:`~kernelgap.limits.check_rank`), seeds ≥ 0, and each suite's
@@ -71,8 +90,9 @@ def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
     if isinstance(ranks, dict):
         unknown = set(ranks) - set(names)
         if unknown:
-            raise KernelgapError(f"--ranks names no suite {sorted(unknown)[0]!r}; the {profile} profile has "
-                                 f"{', '.join(names)}")
+            raise KernelgapError(
+                f"--ranks names no suite {sorted(unknown)[0]!r}; the {profile} profile has {', '.join(names)}"
+            )
     out = []
     for suite in PROFILES[profile]:
         chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
@@ -82,8 +102,11 @@ def suites(profile: str, ranks: dict[str, list[int]] | list[int] | None = None,
         if lr is not None:
             train["lr"] = lr
         params = {**suite.params, "reading": reading}
-        out.append(replace(suite, params=params, ranks=list(chosen or suite.ranks),
-                           seeds=list(seeds or suite.seeds), train=train))
+        out.append(
+            replace(
+                suite, params=params, ranks=list(chosen or suite.ranks), seeds=list(seeds or suite.seeds), train=train
+            )
+        )
     for suite in out:
         for rank in suite.ranks:
             if rank < 1:

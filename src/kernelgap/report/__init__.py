@@ -53,8 +53,12 @@ def build_probe_report(out: str | Path, log=print) -> Path:
         raise KernelgapError(f"{out} holds no probe (no probe.json); run `kernelgap probe … --out {out}`")
     if not any(s["runs"] or s["baseline"] for s in probe["suites"]):
         raise KernelgapError(f"{out} holds no probe results (probe.json names no suite with runs)")
-    summary = {"version": __version__, "profile": probe.get("profile"), "probes": [probe],
-               "feature_maps": feature_maps(out)}
+    summary = {
+        "version": __version__,
+        "profile": probe.get("profile"),
+        "probes": [probe],
+        "feature_maps": feature_maps(out),
+    }
     atomic_write_json(out / "summary.json", summary)
     report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")

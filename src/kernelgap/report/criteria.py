@@ -54,14 +54,24 @@ def run_row(rec: dict) -> dict:
     kind = model["kind"]
     fm = {"kernel": model["feature_map"], "softmax": "softmax"}.get(kind, "module")
     train = rec["train"]
-    row = {"id": rec["id"], "feature_map": fm, "kind": kind, "rank": model["rank"], "heads": model["heads"],
-           "features": rec.get("features", model["rank"] * model["heads"] if kind != "softmax" else None),
-           "signed": bool(rec.get("signed_kernel", "kernel" in train)),  # older records: sign use recorded
-           "seed": rec["seed"], "status": rec["status"],
-           "steps": rec["steps"], "wall_time_s": rec["wall_time_s"],
-           "family": rec["config"]["family"]["name"], "params": rec["config"]["family"]["params"],
-           "max_error": train["max_error"], "exact_seq_acc": train["exact_seq_acc"],
-           "mean_abs_error": train["mean_abs_error"]}
+    row = {
+        "id": rec["id"],
+        "feature_map": fm,
+        "kind": kind,
+        "rank": model["rank"],
+        "heads": model["heads"],
+        "features": rec.get("features", model["rank"] * model["heads"] if kind != "softmax" else None),
+        "signed": bool(rec.get("signed_kernel", "kernel" in train)),  # older records: sign use recorded
+        "seed": rec["seed"],
+        "status": rec["status"],
+        "steps": rec["steps"],
+        "wall_time_s": rec["wall_time_s"],
+        "family": rec["config"]["family"]["name"],
+        "params": rec["config"]["family"]["params"],
+        "max_error": train["max_error"],
+        "exact_seq_acc": train["exact_seq_acc"],
+        "mean_abs_error": train["mean_abs_error"],
+    }
     row["exact"] = exact(row)
     if rec.get("test"):
         row.update(test_max_error=rec["test"]["max_error"], test_exact_seq_acc=rec["test"]["exact_seq_acc"])

@@ -46,7 +46,7 @@ def log2_axis(ax, values) -> None:
         return
     ax.set_xscale("log", base=2)
     if len(ticks) > 12:
-        ticks = [2 ** k for k in range(ticks[0].bit_length() - 1, ticks[-1].bit_length())]
+        ticks = [2**k for k in range(ticks[0].bit_length() - 1, ticks[-1].bit_length())]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xticklabels([str(t) for t in ticks])
@@ -91,8 +91,9 @@ def legend(ax, **kw) -> None:
         ax.legend(fontsize=7, **kw)
 
 
-def error_axes(ax, xs, certified, xlabel: str, ylabel: str, title: str,
-               certificate_label: str = "certificate", **legend_kw) -> None:
+def error_axes(
+    ax, xs, certified, xlabel: str, ylabel: str, title: str, certificate_label: str = "certificate", **legend_kw
+) -> None:
     """Finish a max-error-against-features panel: the 1/2 line, the certificate, log axes."""
     exact_line(ax)
     certificate_line(ax, certified, certificate_label)
@@ -109,28 +110,52 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if payload["code"] == "ladder":
-        ax.plot(ms, [p["certified"] for p in pts], "o-", color="#d62728",
-                label="certified rank (every query of the largest ladder family)")
+        ax.plot(
+            ms,
+            [p["certified"] for p in pts],
+            "o-",
+            color="#d62728",
+            label="certified rank (every query of the largest ladder family)",
+        )
         ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
         growth = payload.get("growth")
         if growth:
             fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
-            ax.plot(ms, fit, "-", color="grey", lw=0.8,
-                    label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})")
+            ax.plot(
+                ms,
+                fit,
+                "-",
+                color="grey",
+                lw=0.8,
+                label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})",
+            )
         capped = [p for p in pts if p.get("limit_reached")]
         if capped:
-            ax.scatter([p["m"] for p in capped], [p["certified"] for p in capped], marker="^", s=60,
-                       color="#d62728", label="search limit reached (certified ≥)")
+            ax.scatter(
+                [p["m"] for p in capped],
+                [p["certified"] for p in capped],
+                marker="^",
+                s=60,
+                color="#d62728",
+                label="search limit reached (certified ≥)",
+            )
     else:
         ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
-        ax.plot(ms, [p["certified_chained"] for p in pts], "s-",
-                label=f"certified rank (chains, step {payload.get('chain_step')})")
+        ax.plot(
+            ms,
+            [p["certified_chained"] for p in pts],
+            "s-",
+            label=f"certified rank (chains, step {payload.get('chain_step')})",
+        )
         ax.plot(ms, [p["trace_chained"] for p in pts], "x:", label="trace bound (chains)")
         ax.plot(ms, [p["queries"] for p in pts], ":", color="grey", label="queries n (the ceiling)")
-    ax.plot(ms, [2.0 ** m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
+    ax.plot(ms, [2.0**m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
     ax.plot(ms, ms, "-.", color="#17becf", label="dense softmax: score dimension m")
     ax.set_yscale("log", base=2)
-    ax.set(xlabel="token dimension m", ylabel="features (log2)",
-           title=f"Certified feature rank against m ({payload['code']} families)")
+    ax.set(
+        xlabel="token dimension m",
+        ylabel="features (log2)",
+        title=f"Certified feature rank against m ({payload['code']} families)",
+    )
     legend(ax)
     return save(fig, out_dir, stem)

@@ -25,8 +25,9 @@ def table(rows: list[dict], cols: list[str] | None = None, spec: str = ".3g") ->
     """An HTML table of ``rows`` (dicts) over ``cols`` (default: the first row's keys)."""
     cols = cols or (list(rows[0]) if rows else [])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c), spec))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(fmt(r.get(c), spec))}</td>" for c in cols) + "</tr>" for r in rows
+    )
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -42,16 +43,19 @@ def paragraph(text: str) -> str:
 
 
 def page(title: str, parts: list[str]) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>" + "\n".join(p for p in parts if p) + "</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{CSS}</style></head><body>" + "\n".join(p for p in parts if p) + "</body></html>"
+    )
 
 
 class Page:
     """What an experiment's ``html(summary, page)`` is given: the figures drawn
     (``drawn``: figure name → files, in ``fig_dir``) and their captions."""
 
-    def __init__(self, summary: dict, drawn: Mapping[str, list[str]], fig_dir: Path,
-                 figures: Mapping[str, object] | None = None):
+    def __init__(
+        self, summary: dict, drawn: Mapping[str, list[str]], fig_dir: Path, figures: Mapping[str, object] | None = None
+    ):
         self.summary, self.drawn, self.fig_dir = summary, drawn, fig_dir
         self._figures = figures or {}
 
@@ -72,7 +76,9 @@ def provenance(summary: dict) -> list[str]:
     runs = summary.get("invocations") or [{"command": c} for c in summary.get("commands") or []]
     if not runs:
         return []
-    lines = [f"{i['command']}" + (f"    # {i['wall_time_s']:.0f} s" if i.get("wall_time_s") is not None else "")
-             for i in runs]
+    lines = [
+        f"{i['command']}" + (f"    # {i['wall_time_s']:.0f} s" if i.get("wall_time_s") is not None else "")
+        for i in runs
+    ]
     total = f"<p>Total wall time: {summary['wall_time_s']:.0f} s.</p>" if summary.get("wall_time_s") else ""
     return ["<h2>How this was produced</h2><pre>" + html.escape("\n".join(lines)) + "</pre>" + total]

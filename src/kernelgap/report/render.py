@@ -31,8 +31,12 @@ def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[s
 
 def comparison_rows(summary: dict, experiments=None) -> list[dict]:
     """The rows of "The paper beside ours", experiment after experiment."""
-    return [row for exp in (registered() if experiments is None else experiments) if exp.paper_rows
-            for row in exp.paper_rows(summary)]
+    return [
+        row
+        for exp in (registered() if experiments is None else experiments)
+        if exp.paper_rows
+        for row in exp.paper_rows(summary)
+    ]
 
 
 def sentences(summary: dict, experiments=None) -> dict[str, str]:
@@ -48,8 +52,13 @@ def sentences(summary: dict, experiments=None) -> dict[str, str]:
 def _default_html(exp, summary: dict, pg: Page) -> dict[str, list[str]]:
     """An experiment without HTML of its own: its title, its sentence, its figures."""
     text = exp.sentence(summary) if exp.sentence else None
-    return {exp.region: [f"<h3>{html.escape(exp.title)}</h3>", paragraph(text) if text else "",
-                         pg.figures(*(f.name for f in exp.figures))]}
+    return {
+        exp.region: [
+            f"<h3>{html.escape(exp.title)}</h3>",
+            paragraph(text) if text else "",
+            pg.figures(*(f.name for f in exp.figures)),
+        ]
+    }
 
 
 def blocks(summary: dict, pg: Page, experiments) -> dict[str, list[str]]:
@@ -93,10 +102,15 @@ def render_report(summary: dict, out_dir: Path, experiments=None) -> str:
     regions = blocks(summary, pg, exps)
     rows = comparison_rows(summary, exps)
     comparison = ["<h2>The paper beside ours</h2>", table(rows, ["quantity", "paper", "ours", "note"])] if rows else []
-    parts = [f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
-             f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from the run "
-             "files under this folder; <code>summary.json</code> holds them all.</p>",
-             *comparison, *(p for name in REGIONS for p in _region(name, regions[name])), *provenance(summary),
-             "<h2>summary.json</h2><details><summary>show</summary><pre>"
-             + html.escape(json.dumps(summary, indent=1)[:200_000]) + "</pre></details>"]
+    parts = [
+        f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
+        f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from the run "
+        "files under this folder; <code>summary.json</code> holds them all.</p>",
+        *comparison,
+        *(p for name in REGIONS for p in _region(name, regions[name])),
+        *provenance(summary),
+        "<h2>summary.json</h2><details><summary>show</summary><pre>"
+        + html.escape(json.dumps(summary, indent=1)[:200_000])
+        + "</pre></details>",
+    ]
     return page("kernelgap report", parts)

@@ -55,8 +55,11 @@ def _wall(summary: dict) -> str:
 
 def folder_section(folder: Path, summary: dict) -> list[str]:
     """The section of one reproduction folder."""
-    lines = [f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
-             "", f"From `{folder}/summary.json`: {_wall(summary)}."]
+    lines = [
+        f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
+        "",
+        f"From `{folder}/summary.json`: {_wall(summary)}.",
+    ]
     commands = summary.get("commands") or []
     if commands:
         lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(commands)) + "."]
@@ -82,7 +85,9 @@ def results_markdown(folders: list[str | Path]) -> str:
             raise KernelgapError(f"{folder} holds no readable summary.json; run `kernelgap report {folder}` first")
         why = schema_problem(summary, summary_schema())
         if why is not None:
-            raise KernelgapError(f"{folder / 'summary.json'} is not a reproduction summary ({why}); "
-                                 f"run `kernelgap report {folder}` to rebuild it")
+            raise KernelgapError(
+                f"{folder / 'summary.json'} is not a reproduction summary ({why}); "
+                f"run `kernelgap report {folder}` to rebuild it"
+            )
         parts.append("\n".join(folder_section(folder, summary)))
     return "\n\n".join(parts) + "\n"

@@ -27,8 +27,11 @@ def summary_schema(experiments=None) -> dict:
             continue
         key, fragment = exp.summary_key, copy.deepcopy(exp.schema or {})
         if key in props:
-            fragment = {**props[key], **fragment,
-                        "properties": {**props[key].get("properties", {}), **fragment.get("properties", {})}}
+            fragment = {
+                **props[key],
+                **fragment,
+                "properties": {**props[key].get("properties", {}), **fragment.get("properties", {})},
+            }
         props[key] = fragment
         if key not in required:
             required.append(key)

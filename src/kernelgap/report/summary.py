@@ -98,8 +98,9 @@ def reproduction_experiments(meta: dict) -> list:
     try:
         return registered(meta.get("user_experiments"))
     except KernelgapError as exc:
-        raise KernelgapError(f"{exc} (recorded in {META}: rerun `kernelgap reproduce` with the profile "
-                             "where it is now)") from None
+        raise KernelgapError(
+            f"{exc} (recorded in {META}: rerun `kernelgap reproduce` with the profile where it is now)"
+        ) from None
 
 
 def build_summary(root: str | Path, profile: str | None = None) -> dict:

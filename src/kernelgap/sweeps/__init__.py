@@ -6,6 +6,14 @@ from .runner import SweepSummary, plan_tasks, run_sweep, sweep_status
 from .store import ResultsDir
 
 __all__ = [
-    "EXECUTORS", "ResultsDir", "SweepConfig", "SweepSummary", "load_sweep", "make_executor",
-    "parse_sweep", "plan_tasks", "run_sweep", "sweep_status",
+    "EXECUTORS",
+    "ResultsDir",
+    "SweepConfig",
+    "SweepSummary",
+    "load_sweep",
+    "make_executor",
+    "parse_sweep",
+    "plan_tasks",
+    "run_sweep",
+    "sweep_status",
 ]

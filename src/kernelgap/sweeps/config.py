@@ -48,8 +48,7 @@ from ..training import FamilySpec, RunConfig, TrainConfig
 from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
 
 #: Top-level sections and the config model each one fills.
-SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec,
-                             "model": ModelSpec, "train": TrainConfig}
+SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec, "model": ModelSpec, "train": TrainConfig}
 TOP_KEYS = {"name", "seed", "grid", "variants", *SECTIONS}
 #: The JSON schema of sweep files (:func:`sweep_schema`), shipped with the package.
 SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")
@@ -78,8 +77,10 @@ class FamilyFiles:
             elif written in self.pinned:
                 path = Path(self.pinned[written])
             else:
-                raise ConfigError(f"{where}.file: {written!r} is not one of the family files this "
-                                  f"results folder holds ({', '.join(map(repr, self.pinned)) or 'none'})")
+                raise ConfigError(
+                    f"{where}.file: {written!r} is not one of the family files this "
+                    f"results folder holds ({', '.join(map(repr, self.pinned)) or 'none'})"
+                )
             self.seen[written] = FamilySpec.from_file(path, name=Path(written).stem)
         return self.seen[written]
 
@@ -99,7 +100,7 @@ class SweepConfig:
         own ``grid.*`` axes replace or extend the sweep's grid for that variant)."""
         out: dict[str, RunConfig] = {}
         for variant in self.variants:
-            grid = {**self.grid, **{k[len("grid."):]: v for k, v in variant.items() if k.startswith("grid.")}}
+            grid = {**self.grid, **{k[len("grid.") :]: v for k, v in variant.items() if k.startswith("grid.")}}
             fixed = [(k, v) for k, v in variant.items() if not k.startswith("grid.")]
             explicit = self._explicit_model_keys(variant, grid)
             axes = list(grid)
@@ -238,8 +239,10 @@ def _test_family_follows(raw: dict) -> dict:
     if not isinstance(test, dict) or "name" in test or "file" in test or not isinstance(raw.get("family"), dict):
         return raw
     family = raw["family"]
-    params = {**_table(family.get("params", {}), "family.params"),
-              **_table(test.get("params", {}), "test_family.params")}
+    params = {
+        **_table(family.get("params", {}), "family.params"),
+        **_table(test.get("params", {}), "test_family.params"),
+    }
     return {**raw, "test_family": {**family, **test, "params": params}}
 
 
@@ -267,8 +270,9 @@ def _set(raw: dict, dotted: str, value) -> None:
     parts = dotted.split(".")
     head = parts[0]
     if head not in (*SECTIONS, "seed"):
-        raise ConfigError(f"unknown key {dotted!r} (grid and variant keys start with one of "
-                          f"{', '.join((*SECTIONS, 'seed'))})")
+        raise ConfigError(
+            f"unknown key {dotted!r} (grid and variant keys start with one of {', '.join((*SECTIONS, 'seed'))})"
+        )
     node = raw
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -282,6 +286,7 @@ def _nested_copy(d):
 
 
 # -- the JSON schema of sweep files ----------------------------------------------------------
+
 
 def sweep_schema() -> dict:
     """The JSON schema (draft 2020-12) of a sweep file as :func:`tomllib.loads` reads it,
@@ -302,18 +307,26 @@ def sweep_schema() -> dict:
     del family["properties"]["sha256"]  # computed from the file, never given
     defs["FamilySection"] = family
     defs.update(
-        Grid=_axes({"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
-                   defs, "grid axes: each key a non-empty list of values (the runs are their product)"),
-        Variant={"type": "object", "additionalProperties": False,
-                 "description": "overrides paired with every grid point; its own grid replaces or extends the sweep's",
-                 "properties": {"seed": {"type": "integer"},
-                                **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
-                                "grid": {"$ref": "#/$defs/Grid"}}},
+        Grid=_axes(
+            {"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
+            defs,
+            "grid axes: each key a non-empty list of values (the runs are their product)",
+        ),
+        Variant={
+            "type": "object",
+            "additionalProperties": False,
+            "description": "overrides paired with every grid point; its own grid replaces or extends the sweep's",
+            "properties": {
+                "seed": {"type": "integer"},
+                **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
+                "grid": {"$ref": "#/$defs/Grid"},
+            },
+        },
     )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kernelgap sweep file",
-        "description": "docs/formats.md, \"Sweep files\"; regenerate with `make schema`",
+        "description": 'docs/formats.md, "Sweep files"; regenerate with `make schema`',
         "type": "object",
         "additionalProperties": False,
         "required": ["family"],
@@ -361,8 +374,11 @@ def _plain(node):
 def _axes(properties: dict, defs: dict, description: str | None = None) -> dict:
     """A table of grid axes over ``properties``: each one a non-empty list of its values, or,
     for a table (a section, ``params``, a module), a table of axes below it."""
-    out = {"type": "object", "additionalProperties": False,
-           "properties": {k: _axis(v, defs) for k, v in properties.items()}}
+    out = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {k: _axis(v, defs) for k, v in properties.items()},
+    }
     if description:
         out["description"] = description
     return out

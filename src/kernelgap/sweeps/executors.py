@@ -54,8 +54,12 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
             ctx.set_forkserver_preload(preload)
     else:
         ctx.set_forkserver_preload(preload)
-    return ProcessPoolExecutor(max_workers=workers or available_cores(), mp_context=ctx,
-                               initializer=watch_driver, initargs=(os.getpid(), process_start(os.getpid())))
+    return ProcessPoolExecutor(
+        max_workers=workers or available_cores(),
+        mp_context=ctx,
+        initializer=watch_driver,
+        initargs=(os.getpid(), process_start(os.getpid())),
+    )
 
 
 #: Seconds between a worker's checks that its driver is alive.
@@ -79,8 +83,16 @@ def set_parent_death_signal(sig: int | None = None) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         sig = signal.SIGKILL if sig is None else sig
-        ok = libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(int(sig)),
-                        ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+        ok = (
+            libc.prctl(
+                ctypes.c_int(_PR_SET_PDEATHSIG),
+                ctypes.c_ulong(int(sig)),
+                ctypes.c_ulong(0),
+                ctypes.c_ulong(0),
+                ctypes.c_ulong(0),
+            )
+            == 0
+        )
     except (OSError, AttributeError):
         return False
     return ok
@@ -180,8 +192,12 @@ def _arm_forkserver() -> None:
     whole driver; the forkserver imports it from its command line's preload list.
     """
     argv = getattr(sys, "orig_argv", [])
-    if len(argv) < 2 or argv[-2] != "-c" or not argv[-1].startswith(_FORKSERVER_COMMAND) \
-            or repr(__name__) not in argv[-1]:
+    if (
+        len(argv) < 2
+        or argv[-2] != "-c"
+        or not argv[-1].startswith(_FORKSERVER_COMMAND)
+        or repr(__name__) not in argv[-1]
+    ):
         return
     parent = os.getppid()
     if set_parent_death_signal() and os.getppid() != parent:
@@ -209,19 +225,23 @@ def inline_executor(**_: object) -> Executor:
 class RayExecutor(Executor):
     """Ray tasks of ``cpus``/``gpus`` (fractions allowed) each; ``address=None`` starts Ray locally."""
 
-    def __init__(self, workers: int | None = None, address: str | None = None,
-                 cpus: float = 1.0, gpus: float = 0.0) -> None:
+    def __init__(
+        self, workers: int | None = None, address: str | None = None, cpus: float = 1.0, gpus: float = 0.0
+    ) -> None:
         try:
             import ray
         except ImportError:
-            raise KernelgapError(
-                "the ray executor needs Ray: pip install 'kernelgap[ray]' (ray==2.58.0)"
-            ) from None
+            raise KernelgapError("the ray executor needs Ray: pip install 'kernelgap[ray]' (ray==2.58.0)") from None
         self._ray = ray
         try:
             with stdout_to_stderr():  # Ray's start-up lines never mix with --json output
-                ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                         logging_level="WARNING", ignore_reinit_error=True)
+                ray.init(
+                    address=address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level="WARNING",
+                    ignore_reinit_error=True,
+                )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KernelgapError(f"cannot connect to Ray at {address or 'a new local instance'}: {first}") from None
@@ -253,14 +273,17 @@ def _call(fn: Callable, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-def ray_executor(workers: int | None = None, address: str | None = None,
-                 cpus: float = 1.0, gpus: float = 0.0, **_: object) -> Executor:
+def ray_executor(
+    workers: int | None = None, address: str | None = None, cpus: float = 1.0, gpus: float = 0.0, **_: object
+) -> Executor:
     return RayExecutor(workers, address, cpus, gpus)
 
 
 #: Executor factories by name: ``factory(workers=…, address=…, cpus=…, gpus=…)``.
 EXECUTORS: dict[str, Callable[..., Executor]] = {
-    "local": local_executor, "ray": ray_executor, "inline": inline_executor,
+    "local": local_executor,
+    "ray": ray_executor,
+    "inline": inline_executor,
 }
 
 
@@ -276,7 +299,9 @@ def make_executor(name: str, **options) -> Executor:
 
 def executor_width(executor: Executor, requested: int | None) -> int:
     """How many tasks to keep in flight."""
-    return requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", None) or available_cores()
+    return (
+        requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", None) or available_cores()
+    )
 
 
 _arm_forkserver()

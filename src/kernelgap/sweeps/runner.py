@@ -19,7 +19,12 @@ from pathlib import Path
 import torch
 from rich.console import Console
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from ..errors import ConfigError, KernelgapError
@@ -57,7 +62,7 @@ class FamilyCost:
     block: int
 
     @classmethod
-    def of(cls, run: RunConfig) -> "FamilyCost":
+    def of(cls, run: RunConfig) -> FamilyCost:
         family = run.family.build()
         positions = family.scored_positions
         key_positions = family.length if run.model.position_dependent else 1
@@ -117,8 +122,9 @@ class SweepSummary:
         return self.total - self.done_before - self.ran
 
 
-def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK,
-               costs: StackCosts | None = None) -> list[list[RunConfig]]:
+def plan_tasks(
+    runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK, costs: StackCosts | None = None
+) -> list[list[RunConfig]]:
     """Split runs into stacks: one stack key each, similar ranks together.
 
     The chunk size ``⌈pending / workers⌉`` (at most ``max_stack``) keeps every
@@ -141,7 +147,7 @@ def plan_tasks(runs: list[RunConfig], workers: int, max_stack: int = MAX_STACK,
         chunks = math.ceil(len(members) / size)
         step = math.ceil(len(members) / chunks)
         for i in range(0, len(members), step):
-            tasks += _padding_limited(members[i:i + step], costs)
+            tasks += _padding_limited(members[i : i + step], costs)
     return tasks
 
 
@@ -176,9 +182,17 @@ def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path
     return target, Path(out)
 
 
-def run_sweep(target: str | Path, out: str | Path | None = None, executor: str = "local",
-              workers: int | None = None, address: str | None = None, cpus: float = 1.0,
-              gpus: float = 0.0, progress: bool = True, max_stack: int = MAX_STACK) -> SweepSummary:
+def run_sweep(
+    target: str | Path,
+    out: str | Path | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    cpus: float = 1.0,
+    gpus: float = 0.0,
+    progress: bool = True,
+    max_stack: int = MAX_STACK,
+) -> SweepSummary:
     """Run every run of a sweep whose result is missing; aggregate ``results.csv``."""
     start = time.perf_counter()
     check_executor(executor)
@@ -194,9 +208,22 @@ def run_sweep(target: str | Path, out: str | Path | None = None, executor: str =
     ids = run_ids(runs)
     created = not _exists(out_dir)
     try:
-        return _run_in(store, sweep, config_path, runs, ids, start, executor=executor,
-                       workers=workers, address=address, cpus=cpus, gpus=gpus, progress=progress,
-                       max_stack=max_stack, resuming=resuming)
+        return _run_in(
+            store,
+            sweep,
+            config_path,
+            runs,
+            ids,
+            start,
+            executor=executor,
+            workers=workers,
+            address=address,
+            cpus=cpus,
+            gpus=gpus,
+            progress=progress,
+            max_stack=max_stack,
+            resuming=resuming,
+        )
     except BaseException:
         if created:
             store.remove_if_unused()  # a refused sweep leaves no folder behind
@@ -212,9 +239,23 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], ids: list[str],
-            start: float, *, executor: str, workers: int | None, address: str | None, cpus: float,
-            gpus: float, progress: bool, max_stack: int, resuming: bool) -> SweepSummary:
+def _run_in(
+    store: ResultsDir,
+    sweep,
+    config_path: Path,
+    runs: list[RunConfig],
+    ids: list[str],
+    start: float,
+    *,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    cpus: float,
+    gpus: float,
+    progress: bool,
+    max_stack: int,
+    resuming: bool,
+) -> SweepSummary:
     """:func:`run_sweep` once its runs are known: open the folder, train what is missing."""
     out_dir = store.root
     store.open_for(sweep.name, config_path.read_text(), ids, sweep.files.seen)
@@ -222,8 +263,9 @@ def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], 
         sweep = load_sweep(config_path, store.family_copies())
         runs = sweep.runs()
         if run_ids(runs) != ids:
-            raise ConfigError(f"the family files of {config_path} changed while the sweep was being "
-                              "set up; run it again")
+            raise ConfigError(
+                f"the family files of {config_path} changed while the sweep was being set up; run it again"
+            )
     set_aside = [i for i in ids if store.is_corrupt(i)]
     for run_id in set_aside:
         store.set_aside(run_id)
@@ -239,10 +281,12 @@ def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], 
             # uninterrupted one would, so its numbers are bitwise equal;
             # finished results are never rewritten.
             todo, costs = {id(r) for r in pending}, StackCosts()
-            tasks = longest_first([task for task in plan_tasks(runs, width, max_stack, costs)
-                                   if any(id(r) in todo for r in task)], costs)
-            summary.ran, summary.skipped_locked = _drive(pool, width, store, tasks,
-                                                         summary.done_before, len(runs), progress)
+            tasks = longest_first(
+                [task for task in plan_tasks(runs, width, max_stack, costs) if any(id(r) in todo for r in task)], costs
+            )
+            summary.ran, summary.skipped_locked = _drive(
+                pool, width, store, tasks, summary.done_before, len(runs), progress
+            )
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             store.write_csv(ids)
@@ -252,8 +296,9 @@ def _run_in(store: ResultsDir, sweep, config_path: Path, runs: list[RunConfig], 
     return summary
 
 
-def _drive(pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], done: int,
-           total: int, show: bool) -> tuple[int, list[str]]:
+def _drive(
+    pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], done: int, total: int, show: bool
+) -> tuple[int, list[str]]:
     """Keep ``width`` tasks in flight; write each result as it returns."""
     queue = list(reversed(tasks))
     in_flight: dict[Future, list] = {}
@@ -317,9 +362,15 @@ def _failure_line(exc: BaseException) -> str:
 
 def _progress(show: bool) -> Progress:
     return Progress(
-        TextColumn("[bold]sweep"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("runs · {task.fields[left]} left"), TimeElapsedColumn(), TextColumn("ETA"),
-        TimeRemainingColumn(), disable=not show, console=Console(stderr=True),
+        TextColumn("[bold]sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("runs · {task.fields[left]} left"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        disable=not show,
+        console=Console(stderr=True),
     )
 
 
@@ -331,8 +382,12 @@ def sweep_status(target: str | Path) -> dict:
     done = store.records(ids)
     corrupt = [i for i in ids if store.is_corrupt(i)]
     return {
-        "out": str(target), "name": meta.get("name"), "total": len(ids), "done": len(done),
-        "left": len(ids) - len(done), "corrupt": len(corrupt),
+        "out": str(target),
+        "name": meta.get("name"),
+        "total": len(ids),
+        "done": len(done),
+        "left": len(ids) - len(done),
+        "corrupt": len(corrupt),
         "exact": sum(1 for r in done if r["train"].get("exact")),
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
         "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,

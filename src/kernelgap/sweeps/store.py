@@ -61,8 +61,9 @@ class ResultsDir:
         self.families_dir = self.root / "families"
 
     # -- creation and identity ------------------------------------------------
-    def open_for(self, name: str, config_text: str, run_ids: list[str],
-                 family_files: dict[str, FamilySpec] | None = None) -> None:
+    def open_for(
+        self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec] | None = None
+    ) -> None:
         """Create the folder for this sweep, or check that it already is its folder, and
         copy in the family files it names (``family_files``: name as written → spec of the
         source's content; :meth:`pin_families`).
@@ -79,17 +80,19 @@ class ResultsDir:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise ConfigError(f"cannot write to results folder {self.root}: "
-                              f"{exc.strerror or exc} ({exc.filename or self.root})") from None
+            raise ConfigError(
+                f"cannot write to results folder {self.root}: {exc.strerror or exc} ({exc.filename or self.root})"
+            ) from None
 
-    def _open_for(self, name: str, config_text: str, run_ids: list[str],
-                  family_files: dict[str, FamilySpec]) -> None:
+    def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
-        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids),
-                "family_files": shas}
+        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
         meta_path = self.root / "sweep.json"
-        if self.root.exists() and not meta_path.exists() and any(
-                not _opening_file(p.name) for p in self.root.iterdir()):
+        if (
+            self.root.exists()
+            and not meta_path.exists()
+            and any(not _opening_file(p.name) for p in self.root.iterdir())
+        ):
             raise ConfigError(f"{self.root} exists and is not a kernelgap sweep folder; choose another --out")
         if meta_path.exists():
             self._check_family_files(self.meta(), family_files)
@@ -114,8 +117,10 @@ class ResultsDir:
         for written, spec in family_files.items():
             before = stored.get("family_files", {}).get(written)
             if before is not None and before != spec.sha256:
-                raise ConfigError(f"family file {spec.file} changed since the sweep in {self.root} began: "
-                                  f"sha256 {before[:12]}… → {spec.sha256[:12]}…; use a new --out")
+                raise ConfigError(
+                    f"family file {spec.file} changed since the sweep in {self.root} began: "
+                    f"sha256 {before[:12]}… → {spec.sha256[:12]}…; use a new --out"
+                )
 
     def pin_families(self, family_files: dict[str, FamilySpec]) -> None:
         """Copy each source file's bytes to ``families/<sha256>.json`` (atomically; bytes whose
@@ -126,8 +131,7 @@ class ResultsDir:
                 continue
             raw = Path(spec.file).read_bytes()
             if hashlib.sha256(raw).hexdigest() != spec.sha256:
-                raise ConfigError(f"family file {spec.file} changed while the sweep was being set up; "
-                                  "run it again")
+                raise ConfigError(f"family file {spec.file} changed while the sweep was being set up; run it again")
             atomic_write_bytes(copy, raw)
 
     def family_copies(self) -> dict[str, str]:
@@ -136,8 +140,10 @@ class ResultsDir:
         for written, sha in self.meta().get("family_files", {}).items():
             copy = self.families_dir / f"{sha}.json"
             if not copy.is_file():
-                raise ConfigError(f"{copy} is missing: the family file {written!r} of this sweep cannot "
-                                  "be read back; restore it or use a new --out folder")
+                raise ConfigError(
+                    f"{copy} is missing: the family file {written!r} of this sweep cannot "
+                    "be read back; restore it or use a new --out folder"
+                )
             copies[written] = str(copy)
         return copies
 
@@ -158,8 +164,9 @@ class ResultsDir:
             meta = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             raise ConfigError(f"{path} is corrupted (not valid JSON); restore it or use a new --out folder") from None
-        if not (isinstance(meta, dict) and isinstance(meta.get("runs"), list)
-                and isinstance(meta.get("fingerprint"), str)):
+        if not (
+            isinstance(meta, dict) and isinstance(meta.get("runs"), list) and isinstance(meta.get("fingerprint"), str)
+        ):
             raise ConfigError(f"{path} is corrupted (not a sweep description); restore it or use a new --out folder")
         return meta
 
@@ -219,8 +226,7 @@ class ResultsDir:
             os.close(fd)
             return None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "since": time.time()}).encode())
+        os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode())
         return Claim(run_id, path, fd)
 
     def release(self, claim: Claim, finished: bool) -> None:
@@ -254,10 +260,15 @@ class ResultsDir:
 
 def is_valid_record(record, run_id: str) -> bool:
     """A result file is valid when complete and its config hashes to its id."""
-    return (isinstance(record, dict) and all(k in record for k in RECORD_KEYS)
-            and record["id"] == run_id and isinstance(record["config"], dict)
-            and config_hash(run_identity(record["config"])) == run_id
-            and isinstance(record["train"], dict) and "max_error" in record["train"])
+    return (
+        isinstance(record, dict)
+        and all(k in record for k in RECORD_KEYS)
+        and record["id"] == run_id
+        and isinstance(record["config"], dict)
+        and config_hash(run_identity(record["config"])) == run_id
+        and isinstance(record["train"], dict)
+        and "max_error" in record["train"]
+    )
 
 
 def flatten(record: dict, prefix: str = "") -> dict:

@@ -93,8 +93,11 @@ def hadamard_matrix(order: int) -> np.ndarray:
             f" are built (e.g. {', '.join(map(str, hadamard_orders(max(1, order - 8), order + 8)))})"
         )
     base, doublings = recipe
-    h = np.ones((1, 1), dtype=np.int64) if base == 1 else (
-        np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
+    h = (
+        np.ones((1, 1), dtype=np.int64)
+        if base == 1
+        else (np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
+    )
     for _ in range(doublings):
         h = sylvester_double(h)
     h = normalize_hadamard(h)
@@ -116,8 +119,7 @@ def hadamard_code(order: int) -> np.ndarray:
     return code
 
 
-def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int,
-                          exact_overlap: bool = False) -> None:
+def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact_overlap: bool = False) -> None:
     """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
     (``== cap`` with ``exact_overlap``)."""
     c = code.astype(np.float64)  # 0/1 entries: sums ≤ m < 2^53 are exact (and BLAS is fast)
@@ -174,7 +176,8 @@ def check_code_exists(m: int, weight: int, max_overlap: int, count: int) -> None
     if count > bound:
         raise FamilyError(
             f"no constant-weight code of length m={m}, weight {weight} and overlaps ≤ {max_overlap} "
-            f"has {count:,} words: the Johnson bound allows at most {bound:,}")
+            f"has {count:,} words: the Johnson bound allows at most {bound:,}"
+        )
 
 
 def random_code_bytes(m: int, count: int, batch: int = 256) -> int:
@@ -191,8 +194,10 @@ def greedy_constant_weight(m: int, weight: int, max_overlap: int, count: int) ->
     _check_cw_params(m, weight, max_overlap, count)
     bound = johnson_bound(m, weight, max_overlap, stop_above=count)
     if count > bound:
-        raise FamilyError(f"greedy code (m={m}, w={weight}, overlap ≤ {max_overlap}) cannot have {count} "
-                          f"words: such a code has only {bound} at most (Johnson bound)")
+        raise FamilyError(
+            f"greedy code (m={m}, w={weight}, overlap ≤ {max_overlap}) cannot have {count} "
+            f"words: such a code has only {bound} at most (Johnson bound)"
+        )
     # C(m, w) takes seconds past m ≈ 10^5; beyond m = 4096 no scan gets near its end anyway
     total = comb(m, weight) if m <= 4096 else None
     kept = np.zeros((count, m), dtype=np.int64)
@@ -214,8 +219,15 @@ def greedy_constant_weight(m: int, weight: int, max_overlap: int, count: int) ->
     return code
 
 
-def random_constant_weight(m: int, weight: int, max_overlap: int, count: int, seed: int = 0,
-                           max_tries: int = 200_000, require_count: bool = True) -> np.ndarray:
+def random_constant_weight(
+    m: int,
+    weight: int,
+    max_overlap: int,
+    count: int,
+    seed: int = 0,
+    max_tries: int = 200_000,
+    require_count: bool = True,
+) -> np.ndarray:
     """A seeded random code: draw weight-``w`` words, keep those whose overlap with
     every kept word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries``
     draws give up (an error, or the words found if not ``require_count``).
@@ -230,8 +242,10 @@ def random_constant_weight(m: int, weight: int, max_overlap: int, count: int, se
     bound = johnson_bound(m, weight, max_overlap, stop_above=count)
     what = f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed})"
     if require_count and count > bound:
-        raise FamilyError(f"{what} found only 0 of {count} words: no such code has more than {bound} "
-                          f"(Johnson bound), so none was drawn")
+        raise FamilyError(
+            f"{what} found only 0 of {count} words: no such code has more than {bound} "
+            f"(Johnson bound), so none was drawn"
+        )
     rng = np.random.default_rng(seed)
     target, batch = min(count, bound), 256
     total = -(-max_tries // batch) * batch
@@ -254,7 +268,7 @@ def random_constant_weight(m: int, weight: int, max_overlap: int, count: int, se
                 chosen.append(i)
                 if n + len(chosen) == target:
                     break
-        kept[n:n + len(chosen)] = words[chosen]
+        kept[n : n + len(chosen)] = words[chosen]
         n += len(chosen)
     if n == count or not require_count:
         code = kept[:n].astype(np.uint8)

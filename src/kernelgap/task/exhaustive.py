@@ -22,6 +22,7 @@ MAX_MATERIALISED = 1 << 24
 
 # -- exhaustive ------------------------------------------------------------------
 
+
 def all_tokens(m: int) -> np.ndarray:
     """Every token of ``{0,1}^m``; token id ``k`` has the bits of ``k`` (MSB first)."""
     ids = np.arange(1 << m, dtype=np.int64)
@@ -67,19 +68,17 @@ def _exhaustive_memory(m, length, query_position) -> int:
 
 
 @register_family("exhaustive", memory=_exhaustive_memory, check=_exhaustive_check)
-def exhaustive(m: Size = 3, length: Size = 3,
-               query_position: Annotated[int | None, Range(1)] = None) -> Family:
+def exhaustive(m: Size = 3, length: Size = 3, query_position: Annotated[int | None, Range(1)] = None) -> Family:
     """All ``length``-sequences over ``{0,1}^m`` (small m; use chunks beyond).  Parameters are
     checked by the registry (:func:`~kernelgap.task.registry.check_params`)."""
     index = next(iter_exhaustive_index(m, length, exhaustive_count(m, length)))
-    return Family(all_tokens(m), index, query_position, [], f"exhaustive-m{m}-N{length}",
-                  {"m": m, "length": length})
+    return Family(all_tokens(m), index, query_position, [], f"exhaustive-m{m}-N{length}", {"m": m, "length": length})
 
 
 # -- random pools (OOD) ----------------------------------------------------------
 
-def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator,
-                           weight: int | None = None) -> np.ndarray:
+
+def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator, weight: int | None = None) -> np.ndarray:
     """``count`` distinct random tokens of ``{0,1}^m`` (optionally of fixed weight)."""
     if weight is None and m >= count.bit_length():  # 2^m ≥ count: never form a huge 2^m
         space = count
@@ -102,9 +101,15 @@ def _binom(n: int, k: int) -> int:
     return comb(n, k) if 0 <= k <= n else 0
 
 
-def pool_split(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5,
-               sequences: int = 2048, length: int = 3, seed: int = 0,
-               query_position: int | None = None) -> tuple[Family, Family]:
+def pool_split(
+    m: int = 12,
+    pool_size: int = 64,
+    test_fraction: float = 0.5,
+    sequences: int = 2048,
+    length: int = 3,
+    seed: int = 0,
+    query_position: int | None = None,
+) -> tuple[Family, Family]:
     """Disjoint train/test token pools and sequences drawn from each.
 
     No test sequence shares a token with any training sequence.
@@ -120,8 +125,16 @@ def pool_split(m: int = 12, pool_size: int = 64, test_fraction: float = 0.5,
     out = []
     for split, tokens in parts.items():
         index = rng.integers(0, len(tokens), size=(sequences, length))
-        out.append(Family(tokens, index, query_position, [], f"pool-{split}-m{m}",
-                          {"m": m, "pool_size": pool_size, "seed": seed, "split": split}))
+        out.append(
+            Family(
+                tokens,
+                index,
+                query_position,
+                [],
+                f"pool-{split}-m{m}",
+                {"m": m, "pool_size": pool_size, "seed": seed, "split": split},
+            )
+        )
     return out[0], out[1]
 
 
@@ -139,10 +152,16 @@ def _pool_check(m, pool_size, test_fraction, sequences, length, seed, split, que
 
 
 @register_family("pool", memory=_pool_memory, check=_pool_check)
-def pool(m: Size = 12, pool_size: Annotated[int, Range(2)] = 64, test_fraction: Fraction = 0.5,
-         sequences: Size = 2048, length: Size = 3, seed: Seed = 0,
-         split: Annotated[str, OneOf("train", "test")] = "train",
-         query_position: Annotated[int | None, Range(1)] = None) -> Family:
+def pool(
+    m: Size = 12,
+    pool_size: Annotated[int, Range(2)] = 64,
+    test_fraction: Fraction = 0.5,
+    sequences: Size = 2048,
+    length: Size = 3,
+    seed: Seed = 0,
+    split: Annotated[str, OneOf("train", "test")] = "train",
+    query_position: Annotated[int | None, Range(1)] = None,
+) -> Family:
     """One side (``split='train'|'test'``) of :func:`pool_split`."""
     train, test = pool_split(m, pool_size, test_fraction, sequences, length, seed, query_position)
     return train if split == "train" else test

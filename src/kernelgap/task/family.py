@@ -58,6 +58,7 @@ def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # -- validation (module docstring) ------------------------------------------------------
 
+
 def _token_table(tokens) -> np.ndarray:
     """``tokens`` as a ``uint8 [T, m]`` array, m ≥ 1, every value 0 or 1 (checked before the
     cast, so a 2 or 256 or 0.5 is refused, not wrapped or truncated)."""
@@ -72,8 +73,9 @@ def _token_table(tokens) -> np.ndarray:
         bad = (raw != 0) & (raw != 1)  # NaN is neither
         if bad.any():
             t, k = np.argwhere(bad)[0].tolist()
-            raise FamilyError(f"non-binary tokens: token {t} has the value {raw[t, k].item()!r} at bit {k} "
-                              f"(values are 0/1 only)")
+            raise FamilyError(
+                f"non-binary tokens: token {t} has the value {raw[t, k].item()!r} at bit {k} (values are 0/1 only)"
+            )
     return np.ascontiguousarray(raw, dtype=np.uint8)
 
 
@@ -113,9 +115,8 @@ def _distinct(tokens: np.ndarray) -> None:
     if len(uniq) < len(tokens):
         order = np.argsort(inverse, kind="stable")
         same = np.flatnonzero(inverse[order][1:] == inverse[order][:-1])
-        first, second = sorted(order[same[0]:same[0] + 2].tolist())
-        raise FamilyError(f"tokens {first} and {second} are the same bit vector: a family's tokens "
-                          f"must be distinct")
+        first, second = sorted(order[same[0] : same[0] + 2].tolist())
+        raise FamilyError(f"tokens {first} and {second} are the same bit vector: a family's tokens must be distinct")
 
 
 def _matching(matching, count: int) -> list[tuple[int, int]]:
@@ -130,14 +131,17 @@ def _matching(matching, count: int) -> list[tuple[int, int]]:
             q, g = entry
             q, g = operator.index(q), operator.index(g)
         except (TypeError, ValueError):
-            raise FamilyError(f"matching entry {k}: expected a (query id, good id) pair of integers, "
-                              f"got {entry!r:.60}") from None
+            raise FamilyError(
+                f"matching entry {k}: expected a (query id, good id) pair of integers, got {entry!r:.60}"
+            ) from None
         for role, token in (("query", q), ("good candidate", g)):
             if not 0 <= token < count:
                 raise FamilyError(f"matching entry {k}: its {role} id {token} is outside 0..{count - 1}")
         if q in first_of:
-            raise FamilyError(f"matching entries {first_of[q]} and {k} have the same query (token {q}): "
-                              f"each query has one good candidate")
+            raise FamilyError(
+                f"matching entries {first_of[q]} and {k} have the same query (token {q}): "
+                f"each query has one good candidate"
+            )
         first_of[q] = k
         out.append((q, g))
     return out
@@ -203,8 +207,7 @@ class Family(_SelfValidating):
         position = _position(self.query_position, index.shape[1], allow_none=True)
         _distinct(tokens)
         matching = _matching(self.matching, len(tokens))
-        for name, value in (("tokens", tokens), ("index", index), ("query_position", position),
-                            ("matching", matching)):
+        for name, value in (("tokens", tokens), ("index", index), ("query_position", position), ("matching", matching)):
             object.__setattr__(self, name, value)
         self._check_matching_meets()
 
@@ -226,7 +229,8 @@ class Family(_SelfValidating):
             where = "any position" if self.query_position is None else f"position {self.query_position}"
             raise FamilyError(
                 f"matching entry {k}: no sequence holds its query (token {pairs[k, 0]}) at {where} "
-                f"and its good candidate (token {pairs[k, 1]}) at another position")
+                f"and its good candidate (token {pairs[k, 1]}) at another position"
+            )
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -266,12 +270,16 @@ class Family(_SelfValidating):
         hits = np.nonzero((self.tokens == np.asarray(bits, dtype=np.uint8)).all(axis=1))[0]
         return int(hits[0]) if len(hits) else None
 
-    def subset(self, rows: np.ndarray, name: str | None = None) -> "Family":
+    def subset(self, rows: np.ndarray, name: str | None = None) -> Family:
         """The family restricted to some sequences (tokens and matching kept: refused when a
         matching pair no longer meets in any of them)."""
         return Family(
-            self.tokens, self.index[rows], self.query_position, list(self.matching),
-            name or self.name, dict(self.meta),
+            self.tokens,
+            self.index[rows],
+            self.query_position,
+            list(self.matching),
+            name or self.name,
+            dict(self.meta),
         )
 
     # -- construction ----------------------------------------------------------
@@ -283,7 +291,7 @@ class Family(_SelfValidating):
         matching_bits: list[tuple[np.ndarray, np.ndarray]] = (),
         name: str = "family",
         meta: dict | None = None,
-    ) -> "Family":
+    ) -> Family:
         """Build from dense ``[S, N, m]`` bits; matching given as bit vectors."""
         raw = np.asarray(sequences)
         if raw.ndim != 3:
@@ -299,7 +307,6 @@ class Family(_SelfValidating):
                 raise FamilyError(f"matching entry {k} names a token that is in no sequence")
             matching.append(tuple(pair))
         return cls(tokens, inverse.reshape(s, n), query_position, matching, name, meta or {})
-
 
 
 #: Most sequences a product family is expanded to (training and other per-sequence work).
@@ -351,10 +358,14 @@ class ProductFamily(_SelfValidating):
         if not len(queries) or not len(candidates):
             raise FamilyError("a product family needs at least one query and one candidate")
         length = self.length
-        if isinstance(length, (bool, np.bool_)) or not isinstance(length, (int, np.integer)) or \
-                not 3 <= length <= MAX_PRODUCT_LENGTH:
-            raise FamilyError(f"a product family's length must be an integer N in 3..{MAX_PRODUCT_LENGTH:,}, "
-                              f"got {length!r:.60}")
+        if (
+            isinstance(length, (bool, np.bool_))
+            or not isinstance(length, (int, np.integer))
+            or not 3 <= length <= MAX_PRODUCT_LENGTH
+        ):
+            raise FamilyError(
+                f"a product family's length must be an integer N in 3..{MAX_PRODUCT_LENGTH:,}, got {length!r:.60}"
+            )
         length = int(length)
         position = _position(self.query_position, length, allow_none=False)
         _distinct(tokens)
@@ -364,10 +375,15 @@ class ProductFamily(_SelfValidating):
             if q not in query_set:
                 raise FamilyError(f"matching entry {k}: its query (token {q}) is not one of the queries")
             if g not in cand_set:
-                raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of "
-                                  f"the candidates")
-        for name, value in (("tokens", tokens), ("queries", queries), ("candidates", candidates),
-                            ("length", length), ("query_position", position), ("matching", matching)):
+                raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of the candidates")
+        for name, value in (
+            ("tokens", tokens),
+            ("queries", queries),
+            ("candidates", candidates),
+            ("length", length),
+            ("query_position", position),
+            ("matching", matching),
+        ):
             object.__setattr__(self, name, value)
 
     @property
@@ -382,8 +398,10 @@ class ProductFamily(_SelfValidating):
     def __len__(self) -> int:
         count = self.sequence_count
         if count > sys.maxsize:
-            raise FamilyError(f"product family {self.name!r} has {_count_str(count)} sequences, more than "
-                              f"len() can hold (read sequence_count)")
+            raise FamilyError(
+                f"product family {self.name!r} has {_count_str(count)} sequences, more than "
+                f"len() can hold (read sequence_count)"
+            )
         return count
 
     def _tuples(self) -> str:
@@ -397,7 +415,8 @@ class ProductFamily(_SelfValidating):
         if count > limit:
             raise FamilyError(
                 f"product family {self.name!r} has {_count_str(count)} sequences ({len(self.queries):,} "
-                f"queries × {self._tuples()}); at most {limit:,} are expanded")
+                f"queries × {self._tuples()}); at most {limit:,} are expanded"
+            )
         n = self.length
         grids = np.meshgrid(self.queries, *([self.candidates] * (n - 1)), indexing="ij")
         others = [p for p in range(n) if p != self.query_position - 1]
@@ -405,8 +424,7 @@ class ProductFamily(_SelfValidating):
         index[:, self.query_position - 1] = grids[0].ravel()
         for p, grid in zip(others, grids[1:]):
             index[:, p] = grid.ravel()
-        return Family(self.tokens, index, self.query_position, list(self.matching), self.name,
-                      dict(self.meta))
+        return Family(self.tokens, index, self.query_position, list(self.matching), self.name, dict(self.meta))
 
 
 AnyFamily = Family | ProductFamily

@@ -154,8 +154,10 @@ def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFami
     vocab = _Vocabulary(qs + cs, m, where)
     length = data.get("length", 3)
     if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= MAX_PRODUCT_LENGTH:
-        raise FamilyError(f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
-                          f"N − 1 candidates), got {length!r:.60}")
+        raise FamilyError(
+            f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
+            f"N − 1 candidates), got {length!r:.60}"
+        )
     qp = _query_position(data, length, allow_null=False)
     query_set, cand_set = set(qs), set(cs)
     matching = []
@@ -212,8 +214,9 @@ def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FamilyError(f"family file {path} is not valid JSON ({exc.__class__.__name__}: line "
-                          f"{getattr(exc, 'lineno', '?')})") from None
+        raise FamilyError(
+            f"family file {path} is not valid JSON ({exc.__class__.__name__}: line {getattr(exc, 'lineno', '?')})"
+        ) from None
     except RecursionError:
         raise FamilyError(f"family file {path} is nested too deeply to be a family file") from None
     try:

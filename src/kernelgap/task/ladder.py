@@ -63,10 +63,16 @@ def _ladder_check(m, n, seed, weight, max_overlap, step, rungs, query_position) 
 
 
 @register_family("ladder", memory=_ladder_memory, check=_ladder_check)
-def ladder(m: Size = 128, n: Annotated[int, Range(2)] = 4096, seed: Seed = 0,
-           weight: Annotated[int, Range(0)] = 0, max_overlap: Annotated[int, Range(-1)] = -1,
-           step: Size = 4, rungs: Annotated[int, Range(-1)] = -1,
-           query_position: Annotated[int, Range(1, 3)] = 1) -> ProductFamily:
+def ladder(
+    m: Size = 128,
+    n: Annotated[int, Range(2)] = 4096,
+    seed: Seed = 0,
+    weight: Annotated[int, Range(0)] = 0,
+    max_overlap: Annotated[int, Range(-1)] = -1,
+    step: Size = 4,
+    rungs: Annotated[int, Range(-1)] = -1,
+    query_position: Annotated[int, Range(1, 3)] = 1,
+) -> ProductFamily:
     """The ladder product family (module docstring); ``weight = 0`` means m/2 and
     ``max_overlap = −1`` means 3m/8.  Parameters are checked by the registry
     (:func:`~kernelgap.task.registry.check_params`)."""
@@ -74,14 +80,26 @@ def ladder(m: Size = 128, n: Annotated[int, Range(2)] = 4096, seed: Seed = 0,
     code = random_constant_weight(m, weight, cap, n, seed=seed, max_tries=max(200_000, 64 * n))
     levels = ladder_levels(step, weight - cap, rungs)
     goods = 1 - code
-    rung_rows = np.array([[chain_candidate(x, s) for s in levels] for x in code],
-                         dtype=np.uint8).reshape(-1, m)
+    rung_rows = np.array([[chain_candidate(x, s) for s in levels] for x in code], dtype=np.uint8).reshape(-1, m)
     tokens, inverse = unique_rows(np.concatenate([code, goods, rung_rows]))
-    queries, good_ids = inverse[:n], inverse[n:2 * n]
-    family = ProductFamily(tokens, queries, inverse[n:], query_position,
-                           list(zip(queries.tolist(), good_ids.tolist())),
-                           f"ladder-m{m}-n{n}-s{seed}",
-                           {"code": "random constant weight", "m": m, "queries": n, "seed": seed,
-                            "weight": weight, "max_overlap": cap, "step": step, "ladder": levels,
-                            "candidates": len(np.unique(inverse[n:]))})
+    queries, good_ids = inverse[:n], inverse[n : 2 * n]
+    family = ProductFamily(
+        tokens,
+        queries,
+        inverse[n:],
+        query_position,
+        list(zip(queries.tolist(), good_ids.tolist())),
+        f"ladder-m{m}-n{n}-s{seed}",
+        {
+            "code": "random constant weight",
+            "m": m,
+            "queries": n,
+            "seed": seed,
+            "weight": weight,
+            "max_overlap": cap,
+            "step": step,
+            "ladder": levels,
+            "candidates": len(np.unique(inverse[n:])),
+        },
+    )
     return family

@@ -81,8 +81,10 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
     if not 1 <= query_position <= length:
         raise FamilyError(f"query_position must lie in 1..length = {length}, got {query_position}")
     if comb(m, weight) > MAX_SCAN and n is None:
-        raise FamilyError(f"the layer of weight {weight} in m = {m} has {comb(m, weight):,} words; "
-                          f"at most {MAX_SCAN:,} are scanned (give n to keep the first n words)")
+        raise FamilyError(
+            f"the layer of weight {weight} in m = {m} has {comb(m, weight):,} words; "
+            f"at most {MAX_SCAN:,} are scanned (give n to keep the first n words)"
+        )
     _, a, words = _resolved(m, weight, distance, residue)
     if n is not None and n > words:
         what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
@@ -118,11 +120,15 @@ def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None
 
 
 @register_family("layer", memory=_layer_memory, check=_layer_check)
-def layer(m: Annotated[int, Range(2, 64)] = 12, w: Annotated[int, Range(0)] = 0,
-          length: Annotated[int, Range(3, MAX_PRODUCT_LENGTH)] = 3,
-          distance: Annotated[int, Range(2, 4)] = 4, residue: Annotated[int | None, Range(0)] = None,
-          n: Annotated[int | None, Range(1)] = None,
-          query_position: Annotated[int, Range(1, MAX_PRODUCT_LENGTH)] = 1) -> ProductFamily:
+def layer(
+    m: Annotated[int, Range(2, 64)] = 12,
+    w: Annotated[int, Range(0)] = 0,
+    length: Annotated[int, Range(3, MAX_PRODUCT_LENGTH)] = 3,
+    distance: Annotated[int, Range(2, 4)] = 4,
+    residue: Annotated[int | None, Range(0)] = None,
+    n: Annotated[int | None, Range(1)] = None,
+    query_position: Annotated[int, Range(1, MAX_PRODUCT_LENGTH)] = 1,
+) -> ProductFamily:
     """The layer product family (module docstring); ``w = 0`` means m/2, ``residue`` None the
     largest class, ``n`` None every word.  Parameters are checked by the registry."""
     weight = w or m // 2
@@ -132,7 +138,15 @@ def layer(m: Annotated[int, Range(2, 64)] = 12, w: Annotated[int, Range(0)] = 0,
     queries, goods = inverse[:count], inverse[count:]
     label = "layer" if distance == 2 else f"class{a}"
     name = f"layer-m{m}-w{weight}-{label}-N{length}" + (f"-n{n}" if n is not None else "")
-    meta = {"code": "weight-w layer" if distance == 2 else "Graham–Sloane class", "m": m, "weight": weight,
-            "distance": distance, "residue": a, "words": count, "length": length}
-    return ProductFamily(tokens, queries, goods, query_position,
-                         list(zip(queries.tolist(), goods.tolist())), name, meta, length)
+    meta = {
+        "code": "weight-w layer" if distance == 2 else "Graham–Sloane class",
+        "m": m,
+        "weight": weight,
+        "distance": distance,
+        "residue": a,
+        "words": count,
+        "length": length,
+    }
+    return ProductFamily(
+        tokens, queries, goods, query_position, list(zip(queries.tolist(), goods.tolist())), name, meta, length
+    )

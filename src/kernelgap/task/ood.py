@@ -44,8 +44,7 @@ def weight_patterns(bits: int, weight: int) -> np.ndarray:
 
 def class_code(n: int) -> np.ndarray:
     """The first ``n`` codewords of the smallest Hadamard code with at least ``n``."""
-    order = next((h for h in range(max(4, n + 1), 4 * n + 9)
-                  if h % 4 == 0 and _hadamard_recipe(h) is not None), None)
+    order = next((h for h in range(max(4, n + 1), 4 * n + 9) if h % 4 == 0 and _hadamard_recipe(h) is not None), None)
     if order is None:
         raise FamilyError(f"no Hadamard code with {n} codewords")
     return hadamard_code(order)[:n]
@@ -59,10 +58,18 @@ def _split_patterns(patterns: np.ndarray, test_fraction: float, rng) -> dict[str
     return {"test": patterns[order[:n_test]], "train": patterns[order[n_test:]]}
 
 
-def ood_split(n: int = 8, queries_per_class: int = 16, test_queries_per_class: int = 4,
-              partners: int = 0, query_bits: int = 8, query_weight: int = 4,
-              cand_bits: int = 6, cand_weight: int = 2, test_fraction: float = 0.4,
-              seed: int = 0) -> tuple[Family, Family]:
+def ood_split(
+    n: int = 8,
+    queries_per_class: int = 16,
+    test_queries_per_class: int = 4,
+    partners: int = 0,
+    query_bits: int = 8,
+    query_weight: int = 4,
+    cand_bits: int = 6,
+    cand_weight: int = 2,
+    test_fraction: float = 0.4,
+    seed: int = 0,
+) -> tuple[Family, Family]:
     """Train and test families with disjoint tokens (see the module docstring).
 
     ``partners = 0`` pairs each query with every other class (its full witness
@@ -81,17 +88,22 @@ def ood_split(n: int = 8, queries_per_class: int = 16, test_queries_per_class: i
     for split in ("train", "test"):
         if per_class[split] > len(q_pat[split]):
             raise FamilyError(
-                f"{per_class[split]} {split} queries per class but only {len(q_pat[split])} "
-                f"{split} nuisance patterns")
+                f"{per_class[split]} {split} queries per class but only {len(q_pat[split])} {split} nuisance patterns"
+            )
         seqs = []
         for i in range(n):
             for nu in q_pat[split][rng.choice(len(q_pat[split]), per_class[split], replace=False)]:
                 x = np.concatenate([code[i], nu, np.zeros(cand_bits, np.uint8)])
                 seqs.extend(_witness_sequences(x, i, code, c_pat[split], partners, query_bits, rng))
-        meta = {"n": n, "code_order": h, "split": split, "seed": seed,
-                "queries_per_class": per_class[split], "partners": partners or n - 1}
-        out.append(Family.from_sequences(np.array(seqs), query_position=1,
-                                         name=f"ood-n{n}-{split}", meta=meta))
+        meta = {
+            "n": n,
+            "code_order": h,
+            "split": split,
+            "seed": seed,
+            "queries_per_class": per_class[split],
+            "partners": partners or n - 1,
+        }
+        out.append(Family.from_sequences(np.array(seqs), query_position=1, name=f"ood-n{n}-{split}", meta=meta))
     return out[0], out[1]
 
 
@@ -112,8 +124,7 @@ def _witness_sequences(x, i, code, cand_patterns, partners, query_bits, rng):
     return seqs
 
 
-def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fraction, seed,
-                split, reading) -> int:
+def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fraction, seed, split, reading) -> int:
     """Both sides are built.  With the class code's order ``h ≥ n + 1`` (its Hadamard matrix
     ``≈ 50·h²`` bytes) and tokens of ``W = h + 14`` bits, a side of ``q`` queries per class
     holds ``S = n·q·(1 + 3p)`` sequences (``p`` partners), each first a list of three numpy
@@ -127,14 +138,28 @@ def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fra
 
 
 @register_family("ood", memory=_ood_memory)
-def ood(n: Annotated[int, Range(2)] = 8, queries_per_class: Size = 16, test_queries_per_class: Size = 4,
-        partners: Annotated[int, Range(0)] = 0, test_fraction: Fraction = 0.4, seed: Seed = 0,
-        split: Annotated[str, OneOf("train", "test")] = "train", reading: Reading = "first") -> Family:
+def ood(
+    n: Annotated[int, Range(2)] = 8,
+    queries_per_class: Size = 16,
+    test_queries_per_class: Size = 4,
+    partners: Annotated[int, Range(0)] = 0,
+    test_fraction: Fraction = 0.4,
+    seed: Seed = 0,
+    split: Annotated[str, OneOf("train", "test")] = "train",
+    reading: Reading = "first",
+) -> Family:
     """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the
     query last (the causal final-query reading, scored at position 3)."""
-    train, test = ood_split(n, queries_per_class, test_queries_per_class, partners,
-                            test_fraction=test_fraction, seed=seed)
+    train, test = ood_split(
+        n, queries_per_class, test_queries_per_class, partners, test_fraction=test_fraction, seed=seed
+    )
     family = train if split == "train" else test
     position, order = READINGS[reading]
-    return Family(family.tokens, family.index[:, list(order)], position, family.matching,
-                  family.name, {**family.meta, "reading": reading})
+    return Family(
+        family.tokens,
+        family.index[:, list(order)],
+        position,
+        family.matching,
+        family.name,
+        {**family.meta, "reading": reading},
+    )

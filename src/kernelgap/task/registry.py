@@ -80,8 +80,9 @@ Size = Annotated[int, Range(1)]
 Fraction = Annotated[float, Range(0, 1, exclusive=True)]
 
 
-def register_family(name: str, memory: Callable[..., int] | None = None,
-                    check: Callable[..., None] | None = None) -> Callable[[FamilyBuilder], FamilyBuilder]:
+def register_family(
+    name: str, memory: Callable[..., int] | None = None, check: Callable[..., None] | None = None
+) -> Callable[[FamilyBuilder], FamilyBuilder]:
     """Decorator: make a builder available as ``build_family(name, ...)``; ``check`` and
     ``memory`` (module docstring) run on the complete parameters before the builder."""
 
@@ -133,9 +134,7 @@ def parse_params(name: str, raw: dict[str, str]) -> dict:
     out = {}
     for key, text in raw.items():
         if key not in params:
-            raise FamilyError(
-                f"family {name!r} has no parameter {key!r}; it takes {', '.join(params)}"
-            )
+            raise FamilyError(f"family {name!r} has no parameter {key!r}; it takes {', '.join(params)}")
         out[key] = _convert(text, hints.get(key, (str, ()))[0], key)
     return out
 
@@ -212,8 +211,9 @@ def check_params(name: str, params: dict) -> dict:
         except FamilyError as exc:
             raise FamilyError(f"family {name!r}: {exc}") from None
     if name in MEMORY:
-        asked = ", ".join(f"{k}={v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k}={v}"
-                          for k, v in params.items())
+        asked = ", ".join(
+            f"{k}={v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k}={v}" for k, v in params.items()
+        )
         check_memory(f"family {name!r}" + (f" ({asked})" if asked else ""), MEMORY[name](**full), FamilyError)
     return full
 

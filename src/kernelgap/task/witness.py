@@ -43,7 +43,6 @@ Reading = Annotated[str, OneOf(*READINGS)]
 ChainStep = Annotated[int, Range(0)]
 
 
-
 def chain_candidate(x: np.ndarray, overlap: int) -> np.ndarray:
     """``1 − x`` with the first ``overlap`` bits of x's support switched on: ``<x, c> = overlap``."""
     c = 1 - x
@@ -58,8 +57,9 @@ def chain_levels(step: int, below: int) -> list[int]:
     return list(range(step, below, step)) if step else []
 
 
-def witness_from_code(code: np.ndarray, reading: str = "first", chain_step: int = 0,
-                      name: str = "witness", meta: dict | None = None) -> Family:
+def witness_from_code(
+    code: np.ndarray, reading: str = "first", chain_step: int = 0, name: str = "witness", meta: dict | None = None
+) -> Family:
     """The witness family of a code (module docstring): complements as good candidates."""
     if reading not in READINGS:
         raise FamilyError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
@@ -71,17 +71,27 @@ def witness_from_code(code: np.ndarray, reading: str = "first", chain_step: int 
     overlaps = queries.astype(np.int64) @ goods.T.astype(np.int64)  # s(x_i, g_j)
     top = int(overlaps.max()) if n > 1 else 0
     levels = chain_levels(chain_step, top)
-    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries],
-                      dtype=np.uint8).reshape(n, len(levels), m)
+    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries], dtype=np.uint8).reshape(
+        n, len(levels), m
+    )
     tokens = np.concatenate([queries, goods, chains.reshape(-1, m)])
     q_id = np.arange(n)
-    chain_ids = np.concatenate([(n + q_id)[:, None],
-                                2 * n + q_id[:, None] * len(levels) + np.arange(len(levels))], axis=1)
+    chain_ids = np.concatenate(
+        [(n + q_id)[:, None], 2 * n + q_id[:, None] * len(levels) + np.arange(len(levels))], axis=1
+    )
     rows = _witness_rows(q_id, chain_ids, n + q_id)
     position, order = READINGS[reading]
     family = _assemble(tokens, rows[:, order], position, name, meta or {})
-    family.meta.update({"m": m, "queries": n, "good": "complement", "reading": reading,
-                        "chain_levels": levels, "sequences": len(family)})
+    family.meta.update(
+        {
+            "m": m,
+            "queries": n,
+            "good": "complement",
+            "reading": reading,
+            "chain_levels": levels,
+            "sequences": len(family),
+        }
+    )
     family.matching = _matching(family, queries, goods)
     return family
 
@@ -155,8 +165,9 @@ def _hadamard_check(m, n, reading, chain_step) -> None:
 
 
 @register_family("hadamard", memory=_hadamard_memory, check=_hadamard_check)
-def hadamard(m: Size = 24, n: Annotated[int, Range(0)] = 0, reading: Reading = "first",
-             chain_step: ChainStep = 0) -> Family:
+def hadamard(
+    m: Size = 24, n: Annotated[int, Range(0)] = 0, reading: Reading = "first", chain_step: ChainStep = 0
+) -> Family:
     """Witness family of the first ``n`` codewords (0 = all ``m − 1``) of a Hadamard code."""
     code = hadamard_code(m)
     n = n or len(code)
@@ -177,9 +188,16 @@ def _cw_check(m, weight, max_overlap, n, method, seed, reading, chain_step) -> N
 
 
 @register_family("cw", memory=_cw_memory, check=_cw_check)
-def cw(m: Size = 16, weight: Size = 8, max_overlap: Annotated[int, Range(0)] = 5, n: Size = 16,
-       method: Annotated[str, OneOf(*CW_METHODS)] = "random", seed: Seed = 0,
-       reading: Reading = "first", chain_step: ChainStep = 0) -> Family:
+def cw(
+    m: Size = 16,
+    weight: Size = 8,
+    max_overlap: Annotated[int, Range(0)] = 5,
+    n: Size = 16,
+    method: Annotated[str, OneOf(*CW_METHODS)] = "random",
+    seed: Seed = 0,
+    reading: Reading = "first",
+    chain_step: ChainStep = 0,
+) -> Family:
     """Witness family of a constant-weight code (``method`` greedy or random).  The defaults
     build at once: the Johnson bound allows 226 words of length 16, weight 8 and overlaps
     ≤ 5, and both searches find the 16 asked for (a cap of 3 allows 16 in theory, but
@@ -197,5 +215,6 @@ def witness(reading: Reading = "first", chain_step: ChainStep = 0) -> Family:
     family.meta["calibration"] = (
         f"the calibration family (first 16 rows of a normalized Hadamard matrix of order 24, "
         f"chain step {chain_step}, {len(family)} sequences); the paper's own witness suite had "
-        "1,272 inputs and bound 8")
+        "1,272 inputs and bound 8"
+    )
     return family

@@ -48,8 +48,7 @@ def _hadamard_code(m: int, queries: int) -> np.ndarray | None:
 
 
 def _cw_code(m: int, queries: int) -> np.ndarray | None:
-    code = random_constant_weight(m, m // 2, (3 * m) // 8, queries, seed=0, max_tries=20_000,
-                                  require_count=False)
+    code = random_constant_weight(m, m // 2, (3 * m) // 8, queries, seed=0, max_tries=20_000, require_count=False)
     return code if len(code) >= 2 else None
 
 
@@ -70,8 +69,7 @@ def parse_m_range(text: str) -> list[int]:
         raise KernelgapError(f"--m must look like 12..96, 12..96..4 or 12,24,48; got {text!r}") from None
     count = len(values) if isinstance(values, list) else _range_length(values)
     if count > MAX_CURVE_POINTS:
-        raise KernelgapError(f"--m {text!r} gives {count:,} values of m; a curve has at most "
-                             f"{MAX_CURVE_POINTS:,}")
+        raise KernelgapError(f"--m {text!r} gives {count:,} values of m; a curve has at most {MAX_CURVE_POINTS:,}")
     if not values or min(values) < 2:
         raise KernelgapError(f"--m {text!r} gives no valid m (each m ≥ 2)")
     return list(values)
@@ -92,12 +90,19 @@ def code_point(code: str, m: int, queries: int, chain_step: int) -> dict | None:
     words = (_hadamard_code if code == "hadamard" else _cw_code)(m, queries)
     if words is None:
         return None
-    direct, chained = (certify(witness_from_code(words, chain_step=chain_step * k, name=f"{code}-m{m}"))
-                       for k in (0, 1))
-    return {**_common(m), "queries": direct.queries_total,
-            "sequences_direct": direct.sequences, "sequences_chained": chained.sequences,
-            "certified_direct": direct.certified_rank, "trace_direct": direct.trace.rank,
-            "certified_chained": chained.certified_rank, "trace_chained": chained.trace.rank}
+    direct, chained = (
+        certify(witness_from_code(words, chain_step=chain_step * k, name=f"{code}-m{m}")) for k in (0, 1)
+    )
+    return {
+        **_common(m),
+        "queries": direct.queries_total,
+        "sequences_direct": direct.sequences,
+        "sequences_chained": chained.sequences,
+        "certified_direct": direct.certified_rank,
+        "trace_direct": direct.trace.rank,
+        "certified_chained": chained.certified_rank,
+        "trace_chained": chained.trace.rank,
+    }
 
 
 def softmax_check(family: ProductFamily, samples: int = SOFTMAX_SAMPLES, seed: int = 0) -> dict:
@@ -141,8 +146,9 @@ def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
             tried.append({"n": n, "certified": None, "why": cert})
             return False
         full = cert.certified_rank >= n
-        tried.append({"n": n, "certified": cert.certified_rank, "trace": cert.trace.rank,
-                      "seconds": round(cert.seconds, 2)})
+        tried.append(
+            {"n": n, "certified": cert.certified_rank, "trace": cert.trace.rank, "seconds": round(cert.seconds, 2)}
+        )
         if log:
             log(f"ladder m = {m}, n = {n}: certified {cert.certified_rank} ({cert.seconds:.1f} s)")
         if full and (best is None or n > best[0]):
@@ -162,10 +168,18 @@ def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
     if best is None:
         return {**point, "queries": None, "certified": None}
     n, family, cert = best
-    return {**point, "queries": n, "certified": cert.certified_rank, "trace": cert.trace.rank,
-            "radon": cert.radon.rank, "max_product": str(cert.radon.max_product),
-            "candidates": len(family.candidates), "sequences": len(family),
-            "ladder": family.meta["ladder"], "softmax": softmax_check(family)}
+    return {
+        **point,
+        "queries": n,
+        "certified": cert.certified_rank,
+        "trace": cert.trace.rank,
+        "radon": cert.radon.rank,
+        "max_product": str(cert.radon.max_product),
+        "candidates": len(family.candidates),
+        "sequences": len(family),
+        "ladder": family.meta["ladder"],
+        "softmax": softmax_check(family),
+    }
 
 
 def growth_rate(points: list[dict]) -> dict | None:
@@ -183,8 +197,7 @@ def _series_family(code: str, m: int, queries: int, chain_step: int, seed: int) 
     if code == "hadamard":
         return "hadamard", {"m": m, "n": min(queries, m - 1), "chain_step": chain_step}
     if code == "cw":
-        return "cw", {"m": m, "weight": m // 2, "max_overlap": (3 * m) // 8, "n": queries,
-                      "chain_step": chain_step}
+        return "cw", {"m": m, "weight": m // 2, "max_overlap": (3 * m) // 8, "n": queries, "chain_step": chain_step}
     return "ladder", {"m": m, "n": queries, "seed": seed}
 
 
@@ -200,8 +213,9 @@ def check_series(code: str, ms: list[int], queries: int, chain_step: int, seed: 
         check_memory(f"the {code} family at m = {m:,} with {queries:,} queries", MEMORY[name](**full))
 
 
-def bound_curve(code: str, ms: list[int], queries: int | None = None, chain_step: int = 4,
-                seed: int = 0, log=None) -> dict:
+def bound_curve(
+    code: str, ms: list[int], queries: int | None = None, chain_step: int = 4, seed: int = 0, log=None
+) -> dict:
     """The curve's numbers for every m that has a family (the rest listed as skipped)."""
     if code not in DEFAULT_QUERIES:
         raise KernelgapError(f"--code must be one of {', '.join(DEFAULT_QUERIES)}, got {code!r}")

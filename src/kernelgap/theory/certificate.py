@@ -47,6 +47,7 @@ MAX_TOKENS = 1 << 21
 
 # -- the trace bound --------------------------------------------------------------------
 
+
 def trace_bound(n: int, sum_eps2: Fraction) -> Fraction:
     """``n² / (n + Σ ε²)`` (Schur: ``|tr B|² ≤ rank B · ‖B‖_F²``)."""
     return Fraction(n * n) / (n + sum_eps2) if n else Fraction(0)
@@ -91,8 +92,7 @@ def select_queries(bounds: PairBounds) -> tuple[np.ndarray, list[tuple[int, str]
         k = int(alive[np.argmax((nk - 1) ** 2 / (nk - 1 + total - loads[alive]))])
         trial = kept.copy()
         trial[k] = False
-        if trace_bound(nk - 1, sum_eps2(bounds, np.flatnonzero(trial))) <= \
-                trace_bound(nk, sum_eps2(bounds, alive)):
+        if trace_bound(nk - 1, sum_eps2(bounds, np.flatnonzero(trial))) <= trace_bound(nk, sum_eps2(bounds, alive)):
             break
         drop(k, "dropping it raises the bound")
     return np.flatnonzero(kept), dropped
@@ -117,6 +117,7 @@ def trace_certificate(bounds: PairBounds) -> TraceBound:
 
 
 # -- the certificate ------------------------------------------------------------------------
+
 
 @dataclass
 class Certificate:
@@ -158,21 +159,39 @@ class Certificate:
         """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``."""
         t, r = self.trace, self.radon
         return {
-            "family": self.family, "m": self.m, "sequences": count_json(self.sequences), "length": self.length,
-            "query_position": self.query_position, "delta": frac_str(self.delta),
-            "queries_total": self.queries_total, "queries": self.queries,
-            "sum_eps2": frac_str(t.sum_eps2), "bound": frac_str(t.bound),
-            "bound_float": float(t.bound), "strict": t.strict,
-            "certified_rank": self.certified_rank, "method": self.method,
+            "family": self.family,
+            "m": self.m,
+            "sequences": count_json(self.sequences),
+            "length": self.length,
+            "query_position": self.query_position,
+            "delta": frac_str(self.delta),
+            "queries_total": self.queries_total,
+            "queries": self.queries,
+            "sum_eps2": frac_str(t.sum_eps2),
+            "bound": frac_str(t.bound),
+            "bound_float": float(t.bound),
+            "strict": t.strict,
+            "certified_rank": self.certified_rank,
+            "method": self.method,
             "bounds": {
-                "trace": {"rank": t.rank, "bound": frac_str(t.bound), "sum_eps2": frac_str(t.sum_eps2),
-                          "queries": len(t.kept)},
-                "radon": {"rank": r.rank, "level": r.level, "queries": self.radon_queries,
-                          "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-                          "exact_search": r.exact_search, "whole_set": r.whole_set,
-                          "seconds": round(r.seconds, 4)},
+                "trace": {
+                    "rank": t.rank,
+                    "bound": frac_str(t.bound),
+                    "sum_eps2": frac_str(t.sum_eps2),
+                    "queries": len(t.kept),
+                },
+                "radon": {
+                    "rank": r.rank,
+                    "level": r.level,
+                    "queries": self.radon_queries,
+                    "max_product": frac_str(r.max_product) if r.max_product is not None else None,
+                    "exact_search": r.exact_search,
+                    "whole_set": r.whole_set,
+                    "seconds": round(r.seconds, 4),
+                },
             },
-            "comparisons": self.comparisons, "weakest_pair": self.weakest_pair,
+            "comparisons": self.comparisons,
+            "weakest_pair": self.weakest_pair,
             "unbounded_count": len(self.unbounded_pairs),
             "unbounded_pairs": self.unbounded_pairs[:limit],
             "dropped_count": len(self.dropped_queries),
@@ -189,30 +208,36 @@ def check_family(family: AnyFamily) -> None:
     or array changed in place since."""
     family.validate()
     if family.length < 3:
-        raise FamilyError(f"the certificate needs length-3 or longer sequences, family {family.name!r} "
-                          f"has length {family.length}")
+        raise FamilyError(
+            f"the certificate needs length-3 or longer sequences, family {family.name!r} has length {family.length}"
+        )
     if not family.matching:
         raise FamilyError(f"family {family.name!r} has no matching (query, good candidate) pairs")
     if isinstance(family, Family) and len(family.tokens) >= MAX_TOKENS:
-        raise FamilyError(f"family {family.name!r} has {len(family.tokens)} distinct tokens; at most 2^21 are supported")
+        raise FamilyError(
+            f"family {family.name!r} has {len(family.tokens)} distinct tokens; at most 2^21 are supported"
+        )
 
 
 def _nothing_to_compare(family: AnyFamily, positions: list[int]) -> FamilyError:
     shown = positions if len(positions) <= 4 else positions[:3] + ["…"]
     if family.length == 3:
-        need = ("all four sequences (x; c, c), (x; c', c'), (x; c, c') and (x; c', c) "
-                "(are the mixed orders missing?)")
+        need = "all four sequences (x; c, c), (x; c', c'), (x; c, c') and (x; c', c) (are the mixed orders missing?)"
     else:
-        need = (f"the all-c and all-c' sequences and, for each of the {family.length - 1} candidate slots, "
-                f"c in that slot and c' in all the others")
+        need = (
+            f"the all-c and all-c' sequences and, for each of the {family.length - 1} candidate slots, "
+            f"c in that slot and c' in all the others"
+        )
     return FamilyError(
         f"family {family.name!r} has nothing to compare at query position "
         f"{' or '.join(map(str, shown))}: the certificate needs, for a query x and two "
-        f"candidates c ≠ c', {need}")
+        f"candidates c ≠ c', {need}"
+    )
 
 
-def certify(family: AnyFamily, delta: Fraction | str = Fraction(1, 2),
-            budget_s: float = DEFAULT_BUDGET_S) -> Certificate:
+def certify(
+    family: AnyFamily, delta: Fraction | str = Fraction(1, 2), budget_s: float = DEFAULT_BUDGET_S
+) -> Certificate:
     """The certificate at the family's query position; with every position scored
     (``query_position`` None) each position gives a valid certificate: the best is kept.
     ``budget_s`` bounds the exact clique search of the Radon bound."""
@@ -227,8 +252,9 @@ def certify(family: AnyFamily, delta: Fraction | str = Fraction(1, 2),
         positions = [family.query_position] if family.query_position else list(range(1, family.length + 1))
         if not any(len(complete_quads(family, p - 1)[0]) for p in positions):
             raise _nothing_to_compare(family, positions)
-        best = max((certify_at(family, p - 1, delta, budget_s) for p in positions),
-                   key=lambda c: (c.certified_rank, c.bound))
+        best = max(
+            (certify_at(family, p - 1, delta, budget_s) for p in positions), key=lambda c: (c.certified_rank, c.bound)
+        )
     best.seconds = time.perf_counter() - start
     return best
 
@@ -238,20 +264,27 @@ def certify_at(family: Family, qpos: int, delta: Fraction, budget_s: float = DEF
     return _certificate(family, qpos + 1, chain_pair_bounds(family, qpos, delta), delta, budget_s)
 
 
-def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fraction,
-                 budget_s: float) -> Certificate:
+def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fraction, budget_s: float) -> Certificate:
     trace = trace_certificate(bounds)
     radon = radon_bound(bounds, budget_s)
     word = _words(family)
     match = family.matching
     bad = np.argwhere(bounds.reason != 0)
     return Certificate(
-        family=family.name, m=family.m, sequences=sequence_count(family), query_position=position,
-        delta=delta, queries_total=len(match), comparisons=bounds.comparisons,
-        trace=trace, radon=radon,
+        family=family.name,
+        m=family.m,
+        sequences=sequence_count(family),
+        query_position=position,
+        delta=delta,
+        queries_total=len(match),
+        comparisons=bounds.comparisons,
+        trace=trace,
+        radon=radon,
         weakest_pair=_weakest(bounds, trace.kept, family, word),
-        unbounded_pairs=[{"query": word(match[i][0]), "bad": word(match[j][1]),
-                          "reason": REASONS[int(bounds.reason[i, j])]} for i, j in bad[:1000].tolist()],
+        unbounded_pairs=[
+            {"query": word(match[i][0]), "bad": word(match[j][1]), "reason": REASONS[int(bounds.reason[i, j])]}
+            for i, j in bad[:1000].tolist()
+        ],
         dropped_queries=[{"query": word(match[k][0]), "why": why} for k, why in trace.dropped],
         radon_queries=[word(match[k][0]) for k in radon.members],
         length=family.length,
@@ -277,8 +310,14 @@ def _weakest(bounds: PairBounds, kept: np.ndarray, family: AnyFamily, word) -> d
     i, j = (kept[k] for k in np.unravel_index(np.argmax(eps2), eps2.shape))
     (q, g), (_, b) = family.matching[i], family.matching[j]
     tok = family.tokens.astype(np.int64)
-    return {"query": word(q), "good": word(g), "bad": word(b), "s_good": int(tok[q] @ tok[g]),
-            "s_bad": int(tok[q] @ tok[b]), "eps": frac_str(bounds.values[bounds.eps_id[i, j]])}
+    return {
+        "query": word(q),
+        "good": word(g),
+        "bad": word(b),
+        "s_good": int(tok[q] @ tok[g]),
+        "s_bad": int(tok[q] @ tok[b]),
+        "eps": frac_str(bounds.values[bounds.eps_id[i, j]]),
+    }
 
 
 def describe_certificate(payload: dict) -> list[str]:
@@ -294,18 +333,29 @@ def describe_certificate(payload: dict) -> list[str]:
         f"n²/(n + Σε²) = {trace['bound']} (≈ {payload['bound_float']:.4f}), so r {rel} that: r ≥ {trace['rank']}",
     ]
     if radon["max_product"] is not None:
-        search = ("every pair of all the queries qualifies: no clique search" if radon.get("whole_set")
-                  else "exact search" if radon["exact_search"] else "budget ran out: greedy, may be improvable")
+        search = (
+            "every pair of all the queries qualifies: no clique search"
+            if radon.get("whole_set")
+            else "exact search"
+            if radon["exact_search"]
+            else "budget ran out: greedy, may be improvable"
+        )
         level = radon["level"]
         lines.append(
             f"Radon bound: {len(radon['queries'])} queries whose every pair has ε_ij·ε_ji ≤ "
-            f"{radon['max_product']} (≤ 1/{level}), so r ≥ {radon['rank']} ({search})")
+            f"{radon['max_product']} (≤ 1/{level}), so r ≥ {radon['rank']} ({search})"
+        )
     else:
         lines.append("Radon bound: no pair of queries qualifies, r ≥ 1")
-    why = ("it uses that the features are nonnegative" if payload["method"] == "radon"
-           else "ε is uneven enough that the sum of squares wins")
-    lines.append(f"certified: every exact nonnegative kernel model needs r ≥ {payload['certified_rank']} "
-                 f"({payload['method']} bound: {why})")
+    why = (
+        "it uses that the features are nonnegative"
+        if payload["method"] == "radon"
+        else "ε is uneven enough that the sum of squares wins"
+    )
+    lines.append(
+        f"certified: every exact nonnegative kernel model needs r ≥ {payload['certified_rank']} "
+        f"({payload['method']} bound: {why})"
+    )
     if payload["weakest_pair"]:
         w = payload["weakest_pair"]
         lines.append(f"weakest pair: ε = {w['eps']} (s_good = {w['s_good']}, s_bad = {w['s_bad']})")

@@ -100,7 +100,7 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
     key = (rq * t + lo) * t + hi  # < 2^63 for T < 2^21
-    if t ** 3 * (n - 1) < 1 << 63:  # one int64 per record: a plain sort
+    if t**3 * (n - 1) < 1 << 63:  # one int64 per record: a plain sort
         records = _sorted_unique(key * (n - 1) + slot) // (n - 1)
     else:
         records = np.unique(np.stack([key, slot], 1), axis=0)[:, 0]
@@ -108,8 +108,11 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
     keys = keys[counts == n - 1]
     q, rest = np.divmod(keys, t * t)
     lo, hi = np.divmod(rest, t)
-    ok = _contains(uniform_keys, q * t + lo) & _contains(uniform_keys, q * t + hi) if len(uniform_keys) \
+    ok = (
+        _contains(uniform_keys, q * t + lo) & _contains(uniform_keys, q * t + hi)
+        if len(uniform_keys)
         else np.zeros(len(q), dtype=bool)
+    )
     return q[ok], lo[ok], hi[ok]
 
 

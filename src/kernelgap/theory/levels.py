@@ -90,8 +90,7 @@ def _compact(s: np.ndarray, m: int, pad: int) -> tuple[np.ndarray, np.ndarray]:
     their counts: by counting over ``0..m`` when m is small against C, else by sorting."""
     r, c = s.shape
     if m + 1 <= 2 * c:  # linear: a histogram per row, then its non-empty levels
-        hist = np.bincount((np.arange(r)[:, None] * (m + 1) + s).ravel(),
-                           minlength=r * (m + 1)).reshape(r, m + 1)
+        hist = np.bincount((np.arange(r)[:, None] * (m + 1) + s).ravel(), minlength=r * (m + 1)).reshape(r, m + 1)
         present = hist > 0
         values = np.broadcast_to(np.arange(m + 1), (r, m + 1))
         weights = hist
@@ -123,16 +122,16 @@ def query_levels(family: ProductFamily, queries: np.ndarray, goods: np.ndarray) 
     step = max(1, CHUNK_CELLS // max(len(cands), m, len(goods), 1))
     blocks, at_goods = [], np.zeros((len(queries), len(goods)), dtype=np.int64)
     for start in range(0, len(queries), step):
-        rows = family.tokens[queries[start:start + step]].astype(dtype)
+        rows = family.tokens[queries[start : start + step]].astype(dtype)
         blocks.append(_compact(np.rint(rows @ cands.T).astype(np.int64), m, pad))
-        at_goods[start:start + len(rows)] = np.rint(rows @ good_rows.T).astype(np.int64)
+        at_goods[start : start + len(rows)] = np.rint(rows @ good_rows.T).astype(np.int64)
     width = max((b[0].shape[1] for b in blocks), default=0)
     levels = np.full((len(queries), width), pad, dtype=np.int64)
     counts = np.zeros((len(queries), width), dtype=np.int64)
     start = 0
     for lv, cnt in blocks:
-        levels[start:start + len(lv), :lv.shape[1]] = lv
-        counts[start:start + len(lv), :cnt.shape[1]] = cnt
+        levels[start : start + len(lv), : lv.shape[1]] = lv
+        counts[start : start + len(lv), : cnt.shape[1]] = cnt
         start += len(lv)
     return QueryLevels(levels, counts, (counts > 0).sum(1), at_goods, pad)
 
@@ -213,14 +212,28 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
     else:
         vid = np.zeros((0, 0), dtype=np.int64)
     vid[target == source[:, None]] = -1  # another candidate at the good one's level: no chain
-    return finish_pair_bounds(vid, goods[:, None] == goods[None, :],
-                              exact.values if exact is not None else [Fraction(1)], delta,
-                              comparison_count(table, gap0))
+    return finish_pair_bounds(
+        vid,
+        goods[:, None] == goods[None, :],
+        exact.values if exact is not None else [Fraction(1)],
+        delta,
+        comparison_count(table, gap0),
+    )
 
 
-def _search(table: QueryLevels, query: np.ndarray, entries: np.ndarray, src: np.ndarray, width: int,
-            gap0: int, split: int, back: int, delta: Fraction, exact: ExactValues,
-            length: int = 3) -> None:
+def _search(
+    table: QueryLevels,
+    query: np.ndarray,
+    entries: np.ndarray,
+    src: np.ndarray,
+    width: int,
+    gap0: int,
+    split: int,
+    back: int,
+    delta: Fraction,
+    exact: ExactValues,
+    length: int = 3,
+) -> None:
     """The level search of some entries (global ids ``entries``, their good candidates at
     level index ``src``, −1: none), its exact values written into ``exact`` at node
     ``entry·width + level index``."""
@@ -254,6 +267,6 @@ def _search(table: QueryLevels, query: np.ndarray, entries: np.ndarray, src: np.
     exact.vid[node[start, 0] + src[start]] = 0
     for b in range(width):  # exact pass over the tight edges only
         d_lo = np.take_along_axis(dist, tail[:, b], 1)
-        ok = valid[:, b] & tight(d_lo, weight[:, b], dist[:, b:b + 1])
+        ok = valid[:, b] & tight(d_lo, weight[:, b], dist[:, b : b + 1])
         i, k = np.nonzero(ok)
         exact.relax(node[i, 0] + tail[i, b, k], node[i, 0] + b, gaps[i, b, k])

@@ -39,8 +39,13 @@ class ModelMatrix:
     violations: int  # bounded pairs with B[i, j] > ε_ij
 
     def to_json(self) -> dict:
-        return {"member": self.member, "head": self.head, "offdiag_max": self.offdiag_max,
-                "numerical_rank": self.numerical_rank, "violations": self.violations}
+        return {
+            "member": self.member,
+            "head": self.head,
+            "offdiag_max": self.offdiag_max,
+            "numerical_rank": self.numerical_rank,
+            "violations": self.violations,
+        }
 
 
 def log_mass(model, family: Family, qpos: int) -> torch.Tensor:
@@ -57,8 +62,9 @@ def log_mass(model, family: Family, qpos: int) -> torch.Tensor:
     return torch.stack(parts).sum(0)
 
 
-def model_matrices(model, family: Family, delta: Fraction = Fraction(1, 2),
-                   rtol: float = RANK_RTOL) -> list[ModelMatrix]:
+def model_matrices(
+    model, family: Family, delta: Fraction = Fraction(1, 2), rtol: float = RANK_RTOL
+) -> list[ModelMatrix]:
     """B for every member and head of ``model`` on ``family`` (module docstring)."""
     check_family(family)
     qpos = (family.query_position or 1) - 1
@@ -77,8 +83,7 @@ def model_matrices(model, family: Family, delta: Fraction = Fraction(1, 2),
             off = mat[~np.eye(len(mat), dtype=bool)]
             sv = np.linalg.svd(mat, compute_uv=False)
             rank = int((sv > rtol * sv.max()).sum()) if np.isfinite(sv).all() and sv.max() > 0 else 0
-            out.append(ModelMatrix(e, h, mat, float(off.max()) if off.size else 0.0, rank,
-                                   int((mat > eps).sum())))
+            out.append(ModelMatrix(e, h, mat, float(off.max()) if off.size else 0.0, rank, int((mat > eps).sum())))
     return out
 
 

@@ -55,10 +55,13 @@ _DIGITS = 600
 #: Largest decimal exponent accepted in δ (``1e-1000000``): a bigger one would take the
 #: machine's memory before any certificate.
 MAX_EXPONENT = 10**6
-_RATIONAL = re.compile(r"""\s*(?P<sign>[-+]?)(?:
+_RATIONAL = re.compile(
+    r"""\s*(?P<sign>[-+]?)(?:
     (?P<num>\d+)\s*/\s*(?P<den>\d+)                       # p/q
   | (?P<int>\d*)(?:\.(?P<frac>\d*))?(?:[eE](?P<exp>[-+]?\d+))?  # decimal, optional exponent
-)\s*\Z""", re.VERBOSE)
+)\s*\Z""",
+    re.VERBOSE,
+)
 
 
 def int_from_digits(digits: str) -> int:
@@ -83,8 +86,7 @@ def int_str(value: int) -> str:
 
 def _shown(text) -> str:
     """A user's δ for an error message: its repr, cut to a readable length."""
-    shown = repr(text) if isinstance(text, str) else (
-        frac_str(text) if isinstance(text, Fraction) else repr(text))
+    shown = repr(text) if isinstance(text, str) else (frac_str(text) if isinstance(text, Fraction) else repr(text))
     return shown if len(shown) <= 60 else shown[:40] + f"… ({len(shown)} characters)"
 
 
@@ -251,8 +253,9 @@ class PairBounds:
         return sq
 
 
-def finish_pair_bounds(vid: np.ndarray, empty: np.ndarray, values: list[Fraction],
-                       delta: Fraction, comparisons: int) -> PairBounds:
+def finish_pair_bounds(
+    vid: np.ndarray, empty: np.ndarray, values: list[Fraction], delta: Fraction, comparisons: int
+) -> PairBounds:
     """Pair bounds from the chain value id of every entry pair (−1: no chain).
 
     ``empty[i, j]``: entries i and j share their good candidate, so

@@ -93,13 +93,18 @@ def pair_levels(bounds: PairBounds) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = 1.0 / (vals[np.maximum(eid, 0)] * vals[np.maximum(eid_t, 0)])
             level = np.where(np.isinf(inv), n, np.floor(np.minimum(inv, n)))
-            near = usable & np.isfinite(inv) & (inv <= n + 1) & (
-                np.abs(inv - np.rint(inv)) <= NEAR_INTEGER * np.maximum(inv, 1.0))
+            near = (
+                usable
+                & np.isfinite(inv)
+                & (inv <= n + 1)
+                & (np.abs(inv - np.rint(inv)) <= NEAR_INTEGER * np.maximum(inv, 1.0))
+            )
         if near.any():
             keys = np.stack([eid[near], eid_t[near], strict[near]], 1)
             combos, inverse = np.unique(keys, axis=0, return_inverse=True)
-            exact = np.array([exact_level(bounds.values[a] * bounds.values[b], bool(s), n)
-                              for a, b, s in combos.tolist()])
+            exact = np.array(
+                [exact_level(bounds.values[a] * bounds.values[b], bool(s), n) for a, b, s in combos.tolist()]
+            )
             level[near] = exact[inverse.reshape(-1)]
         out[sl] = np.where(usable, level, -1)
     np.fill_diagonal(out, n)
@@ -107,6 +112,7 @@ def pair_levels(bounds: PairBounds) -> np.ndarray:
 
 
 # -- the clique search -----------------------------------------------------------------------
+
 
 def _core(adj: np.ndarray, k: int, alive: np.ndarray | None = None) -> np.ndarray:
     """Vertices of the k-core of the graph ``adj`` (those left after peeling degrees < k)."""
@@ -233,8 +239,7 @@ def whole_set_qualifies(bounds: PairBounds) -> bool:
         return True
     strict = bounds.strict[i, j] | bounds.strict[j, i]
     combos = np.unique(np.stack([bounds.eps_id[i, j], bounds.eps_id[j, i], strict], 1), axis=0)
-    return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1
-               for a, b, st in combos.tolist())
+    return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1 for a, b, st in combos.tolist())
 
 
 def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> RadonBound:
@@ -244,10 +249,16 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> Radon
     n = bounds.n
     if whole_set_qualifies(bounds):
         members = list(range(n))
-        return RadonBound(rank=n, members=members, level=n - 1, max_product=_max_product(bounds, members),
-                          exact_search=True, seconds=time.monotonic() - start,
-                          steps=[{"level": n - 1, "answer": True, "how": "whole set", "clique": n}],
-                          whole_set=True)
+        return RadonBound(
+            rank=n,
+            members=members,
+            level=n - 1,
+            max_product=_max_product(bounds, members),
+            exact_search=True,
+            seconds=time.monotonic() - start,
+            steps=[{"level": n - 1, "answer": True, "how": "whole set", "clique": n}],
+            whole_set=True,
+        )
     deadline = start + budget_s
     levels = pair_levels(bounds)
     best = [0] if n else []
@@ -264,9 +275,15 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> Radon
         elif answer is None:
             hi, exact = r, False
     members = sorted(best)
-    return RadonBound(rank=lo + 1, members=members, level=lo,
-                      max_product=_max_product(bounds, members), exact_search=exact,
-                      seconds=time.monotonic() - start, steps=steps)
+    return RadonBound(
+        rank=lo + 1,
+        members=members,
+        level=lo,
+        max_product=_max_product(bounds, members),
+        exact_search=exact,
+        seconds=time.monotonic() - start,
+        steps=steps,
+    )
 
 
 def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
@@ -282,7 +299,7 @@ def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
 
     def chunks():
         for start in range(0, len(idx), ROW_CHUNK):
-            rows = idx[start:start + ROW_CHUNK]
+            rows = idx[start : start + ROW_CHUNK]
             eid = bounds.eps_id[np.ix_(rows, idx)].astype(np.int64)
             eid_t = bounds.eps_id[np.ix_(idx, rows)].T.astype(np.int64)
             upper = np.arange(len(idx))[None, :] > (start + np.arange(len(rows)))[:, None]
@@ -290,6 +307,12 @@ def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
 
     best = max(prod.max(initial=-1.0) for *_, prod in chunks())
     floor = best * (1 - NEAR_INTEGER) if best >= 1e-290 else -0.5
-    keys = np.unique(np.concatenate([eid[upper & (prod >= floor)] * width + eid_t[upper & (prod >= floor)]
-                                     for eid, eid_t, upper, prod in chunks()]))
+    keys = np.unique(
+        np.concatenate(
+            [
+                eid[upper & (prod >= floor)] * width + eid_t[upper & (prod >= floor)]
+                for eid, eid_t, upper, prod in chunks()
+            ]
+        )
+    )
     return max(bounds.values[k // width] * bounds.values[k % width] for k in keys.tolist())

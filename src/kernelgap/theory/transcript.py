@@ -34,8 +34,9 @@ def transcript_bits(answers: int, values: int) -> float:
     except OverflowError:
         bits = math.inf
     if not math.isfinite(bits):
-        raise KernelgapError(f"answers × log2(values) is beyond a float's range "
-                             f"(answers has {len(str(answers)):,} digits)")
+        raise KernelgapError(
+            f"answers × log2(values) is beyond a float's range (answers has {len(str(answers)):,} digits)"
+        )
     return bits
 
 
@@ -80,19 +81,37 @@ def sketch_capacity(features: int, value_dim: int, heads: int, bits: int) -> int
     return features * value_dim * heads * bits
 
 
-def transcript_bound(answers: int, values: int, features: int | None = None,
-                     value_dim: int = 1, heads: int = 1, bits: int = 32) -> dict:
+def transcript_bound(
+    answers: int, values: int, features: int | None = None, value_dim: int = 1, heads: int = 1, bits: int = 32
+) -> dict:
     """The bound, and (given ``features``) whether a sketch can possibly carry the answers.
     Every sketch option is checked whether or not ``features`` is given."""
-    _positive(answers=answers, values=values, value_dim=value_dim, heads=heads, bits=bits,
-              **({} if features is None else {"features": features}))
-    out = {"answers": answers, "values": values,
-           "bits_needed": transcript_bits(answers, values),
-           "bits_needed_ceil": transcript_bits_ceil(answers, values)}
+    _positive(
+        answers=answers,
+        values=values,
+        value_dim=value_dim,
+        heads=heads,
+        bits=bits,
+        **({} if features is None else {"features": features}),
+    )
+    out = {
+        "answers": answers,
+        "values": values,
+        "bits_needed": transcript_bits(answers, values),
+        "bits_needed_ceil": transcript_bits_ceil(answers, values),
+    }
     if features is not None:
         cap = sketch_capacity(features, value_dim, heads, bits)
-        out.update({"features": features, "value_dim": value_dim, "heads": heads, "bits": bits,
-                    "capacity_bits": cap, "can_carry": cap >= out["bits_needed_ceil"]})
+        out.update(
+            {
+                "features": features,
+                "value_dim": value_dim,
+                "heads": heads,
+                "bits": bits,
+                "capacity_bits": cap,
+                "can_carry": cap >= out["bits_needed_ceil"],
+            }
+        )
     return out
 
 

@@ -27,12 +27,12 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
+from ..limits import MAX_STEPS
 from ..models import ModelSpec, feature_map_class, resolve_device
 from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
 from ..models.feature_maps import FeatureMap
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
-from ..limits import MAX_STEPS
-from ..validation import Config, FinitePositive, NonNegativeInt, between, checked, invalid, one_of
+from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -77,10 +77,15 @@ def default_lr(model: ModelSpec) -> float:
     return FALLBACK_LR
 
 
-Power = checked(float, lambda v: math.isfinite(v) and v >= 1, " must be a finite number ≥ 1, got {value}",
-                {"type": "number", "minimum": 1})
-StopBelow = checked(float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}",
-                    {"type": "number", "minimum": 0})
+Power = checked(
+    float,
+    lambda v: math.isfinite(v) and v >= 1,
+    " must be a finite number ≥ 1, got {value}",
+    {"type": "number", "minimum": 1},
+)
+StopBelow = checked(
+    float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
+)
 DType = one_of(tuple(DTYPES))
 
 
@@ -113,7 +118,7 @@ class TrainConfig(Config):
         if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
             self.stop_below = None
 
-    def validate(self, where: str = "train") -> "TrainConfig":
+    def validate(self, where: str = "train") -> TrainConfig:
         """That the device exists here (its fields were checked when it was made)."""
         try:
             resolve_device(self.device)
@@ -149,13 +154,13 @@ class FamilySpec(Config):
     sha256: str | None = Field(None, description="the file's SHA-256 (computed from the file)")
 
     @classmethod
-    def from_file(cls, path: str | Path, name: str | None = None) -> "FamilySpec":
+    def from_file(cls, path: str | Path, name: str | None = None) -> FamilySpec:
         """The spec of the file's present content (``name`` defaults to the file's stem)."""
         p = Path(path).resolve()
         return cls(name=name or p.stem, file=str(p), sha256=file_sha256(p))
 
     @model_validator(mode="after")
-    def _registered(self, info: ValidationInfo) -> "FamilySpec":
+    def _registered(self, info: ValidationInfo) -> FamilySpec:
         if self.file is not None or (info.context or {}).get(TYPES_ONLY):
             return self
         try:
@@ -164,13 +169,15 @@ class FamilySpec(Config):
             raise invalid(f": {exc}", path="name") from None
         for key, value in self.params.items():
             if key not in allowed:
-                raise invalid(f"unknown key {{where}}.params.{key!r} (family {self.name!r} takes "
-                              f"{', '.join(allowed)})", whole=True)
+                raise invalid(
+                    f"unknown key {{where}}.params.{key!r} (family {self.name!r} takes {', '.join(allowed)})",
+                    whole=True,
+                )
             if not isinstance(value, (int, float, str, bool, list)):
                 raise invalid(f": unsupported value {value!r}", path=f"params.{key}")
         return self
 
-    def validate(self, where: str = "family") -> "FamilySpec":
+    def validate(self, where: str = "family") -> FamilySpec:
         """The parameters' types, ranges and sizes (``task.registry.check_params``, before any
         build), or the file loaded: one line naming the problem."""
         if self.file is not None:
@@ -195,8 +202,10 @@ class FamilySpec(Config):
         raw = read_file_bytes(self.file)
         digest = hashlib.sha256(raw).hexdigest()
         if self.sha256 is not None and digest != self.sha256:
-            raise FamilyError(f"family file {self.file} changed since the run was configured: "
-                              f"sha256 {self.sha256[:12]}… → {digest[:12]}…; use a new --out")
+            raise FamilyError(
+                f"family file {self.file} changed since the run was configured: "
+                f"sha256 {self.sha256[:12]}… → {digest[:12]}…; use a new --out"
+            )
         return parse_family_bytes(raw, self.file)
 
 
@@ -264,12 +273,14 @@ class RunConfig(Config):
         defaults.update(model_defaults(model.kind))
         for key in ModelSpec.model_fields:
             if key in explicit and key not in used and getattr(model, key) != defaults[key]:
-                raise invalid(f" does not apply to {{where}}.kind = {model.kind!r}, got {getattr(model, key)!r} "
-                              f"(a {model.kind} model is built from {', '.join(KIND_FIELDS[model.kind][1:])})",
-                              path=key)
+                raise invalid(
+                    f" does not apply to {{where}}.kind = {model.kind!r}, got {getattr(model, key)!r} "
+                    f"(a {model.kind} model is built from {', '.join(KIND_FIELDS[model.kind][1:])})",
+                    path=key,
+                )
         return model
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         """What depends on the machine and the family, before any training (its fields were
         checked when it was made): family files and parameters, devices, rank and memory limits."""
         self.family.validate("family")
@@ -283,11 +294,11 @@ class RunConfig(Config):
         return self
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RunConfig":
+    def from_dict(cls, d: dict) -> RunConfig:
         """The run of :meth:`as_dict`'s output (a record's ``config``, a checkpoint's runs)."""
         return cls.parse(d)
 
-    def resolved(self) -> "RunConfig":
+    def resolved(self) -> RunConfig:
         """The same run with every derived default filled in."""
         if self.train.lr is not None:
             return self

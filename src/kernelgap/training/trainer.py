@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..errors import KernelgapError
 from ..models import AttentionModel, build_model, feature_count, feature_map_class, signed_kernel
 from ..models.attention import PairPlan
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, error_metrics
-from ..errors import KernelgapError
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
-
 
 #: Steps between the host's readings of the stop marks (results do not depend on it).
 CHECK_EVERY = 16
@@ -67,9 +66,16 @@ def training_settings(threads: int = 1, seed: int | None = None):
     """:func:`configure_worker` for the duration of a ``with`` block, then every process-wide
     setting it touched as it was: thread count, denormal flushing, deterministic mode, the
     cuBLAS workspace variable and the python, numpy and torch global generators."""
-    saved = (torch.get_num_threads(), flush_denormal_enabled(), torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-             random.getstate(), np.random.get_state(), torch.get_rng_state())
+    saved = (
+        torch.get_num_threads(),
+        flush_denormal_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        random.getstate(),
+        np.random.get_state(),
+        torch.get_rng_state(),
+    )
     try:
         configure_worker(threads, seed)
         yield
@@ -143,12 +149,16 @@ class Scored:
     found_ids: tuple | None = field(default=None, repr=False)  # (vocabulary, ids of the tokens in it)
 
     @classmethod
-    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu",
-           planned: bool = True) -> "Scored":
+    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu", planned: bool = True) -> Scored:
         positions = family.scored_positions
         target = torch.as_tensor(family.targets()[:, positions], dtype=dtype, device=device)
-        return cls(torch.as_tensor(family.tokens, dtype=dtype, device=device),
-                   torch.as_tensor(family.index, device=device), positions, target, planned)
+        return cls(
+            torch.as_tensor(family.tokens, dtype=dtype, device=device),
+            torch.as_tensor(family.index, device=device),
+            positions,
+            target,
+            planned,
+        )
 
     def token_ids(self, model) -> torch.Tensor | None:
         """Rows of the family's tokens in ``model``'s vocabulary (found once per vocabulary),
@@ -214,8 +224,14 @@ class StackTrainer:
     same numbers a per-step reading would give.
     """
 
-    def __init__(self, model: AttentionModel, train: Scored, cfg: TrainConfig,
-                 test: Scored | None = None, check_every: int = CHECK_EVERY) -> None:
+    def __init__(
+        self,
+        model: AttentionModel,
+        train: Scored,
+        cfg: TrainConfig,
+        test: Scored | None = None,
+        check_every: int = CHECK_EVERY,
+    ) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
         self.check_every = check_every
         e, device = model.members, train.target.device
@@ -228,8 +244,7 @@ class StackTrainer:
 
     def phases(self):
         power = self.cfg.power
-        return [(mse_loss, self.cfg.mse_steps),
-                (lambda err: power_mean_loss(err, power), self.cfg.max_steps)]
+        return [(mse_loss, self.cfg.mse_steps), (lambda err: power_mean_loss(err, power), self.cfg.max_steps)]
 
     def run(self) -> list[MemberResult]:
         params = list(self.model.parameters())
@@ -315,8 +330,9 @@ class StackTrainer:
         """Sign use of a kernel that may be negative, on the training family (else ``None``)."""
         if not self.model.signed_kernel:
             return None
-        return self.model.kernel_stats(self.train.tokens, self.train.index, self.train.positions,
-                                       ids=self.train.token_ids(self.model))
+        return self.model.kernel_stats(
+            self.train.tokens, self.train.index, self.train.positions, ids=self.train.token_ids(self.model)
+        )
 
     def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
         """Freeze member ``e``'s outcome (test metrics only for finite members; for signed
@@ -341,8 +357,9 @@ class StackTrainer:
                 self.record(e, "diverged", step, (last_err if last_err is not None else err)[e], None)
 
 
-def train_stack(model: AttentionModel, family: Family, cfg: TrainConfig,
-                test_family: Family | None = None) -> list[MemberResult]:
+def train_stack(
+    model: AttentionModel, family: Family, cfg: TrainConfig, test_family: Family | None = None
+) -> list[MemberResult]:
     """Train every member of ``model`` on ``family``; one result per member."""
     if cfg.lr is None:
         raise ValueError("train_stack needs TrainConfig.lr; RunConfig.resolved() fills in the calibrated one")
@@ -379,10 +396,16 @@ def build_stack(runs: list[RunConfig]):
     first = runs[0]
     family = first.family.build()
     test_family = first.test_family.build() if first.test_family else None
-    model = build_model(first.model, family.m, family.length, seeds=[r.seed for r in runs],
-                        ranks=[r.model.rank for r in runs],
-                        vocabulary=vocabulary(family, test_family), dtype=DTYPES[first.train.dtype],
-                        device=first.train.device)
+    model = build_model(
+        first.model,
+        family.m,
+        family.length,
+        seeds=[r.seed for r in runs],
+        ranks=[r.model.rank for r in runs],
+        vocabulary=vocabulary(family, test_family),
+        dtype=DTYPES[first.train.dtype],
+        device=first.train.device,
+    )
     return model, family, test_family
 
 
@@ -396,8 +419,11 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
     """
     from .. import __version__
 
-    fit = {} if run.test_family is None else {
-        "fit": result.train["max_error"] is not None and result.train["max_error"] < EXACT_THRESHOLD}
+    fit = (
+        {}
+        if run.test_family is None
+        else {"fit": result.train["max_error"] is not None and result.train["max_error"] < EXACT_THRESHOLD}
+    )
     return {
         "id": run.run_id(),
         "config": run.as_dict(),
@@ -443,8 +469,10 @@ def train_task(runs: list[RunConfig]) -> TaskOutput:
     with module_failures(module and module.target, "training", f" at rank {first.model.rank}, seed {first.seed}"):
         model, results = _train(runs)
     where = checkpoint_file(runs)
-    records = [{**run_record(r.resolved(), res, len(runs)), "checkpoint": {"file": where, "member": e}}
-               for e, (r, res) in enumerate(zip(runs, results))]
+    records = [
+        {**run_record(r.resolved(), res, len(runs)), "checkpoint": {"file": where, "member": e}}
+        for e, (r, res) in enumerate(zip(runs, results))
+    ]
     return TaskOutput(records, checkpoint_bytes(runs, model))
 
 

@@ -21,20 +21,40 @@ def section(results) -> dict | None:
         return None
     per_map = {}
     for fm in sorted({r["feature_map"] for r in heads}):
-        per_map[fm] = {str(h): {"transition_total": first_rank(sub, exact, "features"),
-                                "max_total": max(r["features"] for r in sub)}
-                       for h in sorted({r["heads"] for r in heads if r["feature_map"] == fm})
-                       for sub in [[r for r in heads if r["feature_map"] == fm and r["heads"] == h]]}
-    return {"certified_rank": results.witness_certified_rank(),
-            "heads": {"per_map": per_map, "runs": sorted_by(heads, "feature_map", "heads", "rank", "seed")}}
+        per_map[fm] = {
+            str(h): {
+                "transition_total": first_rank(sub, exact, "features"),
+                "max_total": max(r["features"] for r in sub),
+            }
+            for h in sorted({r["heads"] for r in heads if r["feature_map"] == fm})
+            for sub in [[r for r in heads if r["feature_map"] == fm and r["heads"] == h]]
+        }
+    return {
+        "certified_rank": results.witness_certified_rank(),
+        "heads": {"per_map": per_map, "runs": sorted_by(heads, "feature_map", "heads", "rank", "seed")},
+    }
 
 
-SCHEMA = {"type": ["object", "null"], "properties": {
-    "certified_rank": {"type": ["integer", "null"]},
-    "heads": {"type": "object", "required": ["per_map", "runs"], "properties": {
-        "per_map": {"type": "object", "additionalProperties": {"type": "object", "additionalProperties": {
-            "type": "object", "required": ["transition_total", "max_total"]}}},
-        "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}}}}}}
+SCHEMA = {
+    "type": ["object", "null"],
+    "properties": {
+        "certified_rank": {"type": ["integer", "null"]},
+        "heads": {
+            "type": "object",
+            "required": ["per_map", "runs"],
+            "properties": {
+                "per_map": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {"type": "object", "required": ["transition_total", "max_total"]},
+                    },
+                },
+                "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
+            },
+        },
+    },
+}
 
 
 def sentence(summary: dict) -> str | None:
@@ -42,16 +62,30 @@ def sentence(summary: dict) -> str | None:
     if not lo.get("heads"):
         return None
     per_map, cert = lo["heads"]["per_map"], lo.get("certified_rank")
-    parts = "; ".join(f"{fm} — " + ", ".join(f"H = {h}: {exact_from(v['transition_total'], v['max_total'], 'H·r')}"
-                                            for h, v in ph.items()) for fm, ph in per_map.items())
-    one = [v["transition_total"] for ph in per_map.values() for h, v in ph.items()
-           if h == "1" and v["transition_total"] is not None]
-    multi = [v["transition_total"] for ph in per_map.values() for h, v in ph.items()
-             if h != "1" and v["transition_total"] is not None]
+    parts = "; ".join(
+        f"{fm} — "
+        + ", ".join(f"H = {h}: {exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())
+        for fm, ph in per_map.items()
+    )
+    one = [
+        v["transition_total"]
+        for ph in per_map.values()
+        for h, v in ph.items()
+        if h == "1" and v["transition_total"] is not None
+    ]
+    multi = [
+        v["transition_total"]
+        for ph in per_map.values()
+        for h, v in ph.items()
+        if h != "1" and v["transition_total"] is not None
+    ]
     verdict = ""
     if multi and (not one or min(multi) < min(one)):
-        verdict = (f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
-                   + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "") + ").")
+        verdict = (
+            f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
+            + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "")
+            + ")."
+        )
     elif one:
         verdict = " Splitting the budget across heads does not lower the total needed."
     return f"Several heads at a fixed total on the witness family: {parts}.{verdict}"
@@ -63,8 +97,11 @@ def draw(summary: dict, out_dir) -> list[str]:
     if not heads:
         return []
     maps = list(heads["per_map"])
-    series = [[r for r in heads["runs"] if r["feature_map"] == fm and r["heads"] == h]
-              for fm in maps for h in {r["heads"] for r in heads["runs"]}]
+    series = [
+        [r for r in heads["runs"] if r["feature_map"] == fm and r["heads"] == h]
+        for fm in maps
+        for h in {r["heads"] for r in heads["runs"]}
+    ]
     if max(points(s, "features") for s in series) < 2:
         return []  # one total per head count: the table says it all
     fig, axes = plt.subplots(1, len(maps), figsize=(5.4 * len(maps), 4.2), squeeze=False)
@@ -74,10 +111,18 @@ def draw(summary: dict, out_dir) -> list[str]:
         hs = sorted({r["heads"] for r in runs})
         xs = []
         for k, h in enumerate(hs):
-            xs += band(ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}",
-                       tone(cmap, k, len(hs)))
-        error_axes(ax, xs, sec.get("certified_rank"), "total features H·r (log2)", "train max |error|",
-                   f"Several heads at fixed total ({fm}, witness)", "1-head certificate")
+            xs += band(
+                ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}", tone(cmap, k, len(hs))
+            )
+        error_axes(
+            ax,
+            xs,
+            sec.get("certified_rank"),
+            "total features H·r (log2)",
+            "train max |error|",
+            f"Several heads at fixed total ({fm}, witness)",
+            "1-head certificate",
+        )
     return save(fig, out_dir, "beyond_heads")
 
 
@@ -87,15 +132,37 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         return {}
     per_map = lo["heads"]["per_map"]
     hs = sorted({int(h) for ph in per_map.values() for h in ph})
-    rows = [{"heads H": h, **{f"{fm}: exact from total H·r": reached(ph[str(h)]["transition_total"],
-                                                                      ph[str(h)]["max_total"])
-                              for fm, ph in per_map.items() if str(h) in ph}} for h in hs]
-    return {"beyond": [f"<h3>{html.escape(EXPERIMENT.title)}</h3>", paragraph(sentence(summary)), table(rows),
-                       page.figures("heads")]}
+    rows = [
+        {
+            "heads H": h,
+            **{
+                f"{fm}: exact from total H·r": reached(ph[str(h)]["transition_total"], ph[str(h)]["max_total"])
+                for fm, ph in per_map.items()
+                if str(h) in ph
+            },
+        }
+        for h in hs
+    ]
+    return {
+        "beyond": [
+            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
+            paragraph(sentence(summary)),
+            table(rows),
+            page.figures("heads"),
+        ]
+    }
 
 
 EXPERIMENT = Experiment(
-    name="heads", title="Several heads at a fixed total", key="loopholes", section=section, schema=SCHEMA,
-    sentence=sentence, html=section_html, figures=(Figure("heads", draw),), pools=("witness",),
-    step="..steps:family_certificates", writes="certificates.json",
+    name="heads",
+    title="Several heads at a fixed total",
+    key="loopholes",
+    section=section,
+    schema=SCHEMA,
+    sentence=sentence,
+    html=section_html,
+    figures=(Figure("heads", draw),),
+    pools=("witness",),
+    step="..steps:family_certificates",
+    writes="certificates.json",
 )

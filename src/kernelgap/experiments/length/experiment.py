@@ -16,22 +16,33 @@ PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}
 def section(results) -> list[dict]:
     rows = [dict(r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
     for row in results.rows("length"):
-        rows.append({"N": row["params"]["length"], "rank": row["rank"], "seed": row["seed"],
-                     "source": "trained", "max_error": row["max_error"], "exact": row["exact"]})
+        rows.append(
+            {
+                "N": row["params"]["length"],
+                "rank": row["rank"],
+                "seed": row["seed"],
+                "source": "trained",
+                "max_error": row["max_error"],
+                "exact": row["exact"],
+            }
+        )
     return sorted(rows, key=lambda r: (r["source"], r["N"], r.get("seed", 0)))
 
 
-SCHEMA = {"type": "array", "items": {
-    "type": "object",
-    "required": ["N", "rank", "source", "max_error", "exact"],
-    "properties": {
-        "N": {"type": "integer", "minimum": 1},
-        "rank": {"type": "integer", "minimum": 1},
-        "source": {"enum": ["constructed", "trained"]},
-        "max_error": {"type": "number"},
-        "exact": {"type": "boolean"},
+SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["N", "rank", "source", "max_error", "exact"],
+        "properties": {
+            "N": {"type": "integer", "minimum": 1},
+            "rank": {"type": "integer", "minimum": 1},
+            "source": {"enum": ["constructed", "trained"]},
+            "max_error": {"type": "number"},
+            "exact": {"type": "boolean"},
+        },
     },
-}}
+}
 
 
 def paper_rows(s: dict) -> list[dict]:
@@ -45,14 +56,20 @@ def paper_rows(s: dict) -> list[dict]:
 
     parts = []
     for source in ("constructed", "trained"):
-        cells = [f"N={n}: {'exact' if exact(n, source) else 'not exact'}" for n in (1, 2, 3)
-                 if exact(n, source) is not None]
+        cells = [
+            f"N={n}: {'exact' if exact(n, source) else 'not exact'}" for n in (1, 2, 3) if exact(n, source) is not None
+        ]
         if cells:
             parts.append(f"{source}: " + ", ".join(cells))
     agree = exact(1, "constructed") and exact(2, "constructed") and exact(3, "constructed") is False
-    return [{"quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
-             "paper": "N ≤ 2 exact, N = 3 not", "ours": "; ".join(parts),
-             "note": "Agrees." if agree else "Differs: see the length figure."}]
+    return [
+        {
+            "quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
+            "paper": "N ≤ 2 exact, N = 3 not",
+            "ours": "; ".join(parts),
+            "note": "Agrees." if agree else "Differs: see the length figure.",
+        }
+    ]
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -71,10 +88,18 @@ def draw(summary: dict, out_dir) -> list[str]:
 
 
 EXPERIMENT = Experiment(
-    name="length", title="Length", section=section, schema=SCHEMA, region="figures",
-    paper={"length": PAPER}, paper_rows=paper_rows, settings={"m": 4},
+    name="length",
+    title="Length",
+    section=section,
+    schema=SCHEMA,
+    region="figures",
+    paper={"length": PAPER},
+    paper_rows=paper_rows,
+    settings={"m": 4},
     html=lambda summary, page: {"figures": [page.figures("length")]},
-    figures=(Figure("length", draw, "Rank-1 kernel attention: max error by sequence length N, constructed and "
-                    "trained."),),
-    step=".step:construction", writes="constructed.json",
+    figures=(
+        Figure("length", draw, "Rank-1 kernel attention: max error by sequence length N, constructed and trained."),
+    ),
+    step=".step:construction",
+    writes="constructed.json",
 )

@@ -17,6 +17,14 @@ def construction(profile, out: Path, sweep_options: dict) -> list:
     rows = []
     for n in (1, 2, 3):
         res = check_exhaustive(build_construction("rank1", m, n), m, n, torch.device("cpu"))
-        rows.append({"N": n, "rank": 1, "m": m, "sequences": res["sequences"],
-                     "max_error": res["max_error"], "exact": res["exact"]})
+        rows.append(
+            {
+                "N": n,
+                "rank": 1,
+                "m": m,
+                "sequences": res["sequences"],
+                "max_error": res["max_error"],
+                "exact": res["exact"],
+            }
+        )
     return rows

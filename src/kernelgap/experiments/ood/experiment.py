@@ -40,23 +40,38 @@ def section(results) -> dict | None:
         softmax = sorted((r for r in rows if r["kind"] == "softmax"), key=lambda r: r["seed"])
         params = json.loads(key)
         fitted = [r for r in kernel if r["exact"]]
-        scales.append({
-            "label": info.get("label", f"n={params.get('n')}"), "n": params.get("n"),
-            "m": info.get("m"), "train_sequences": info.get("train_sequences"),
-            "test_sequences": info.get("test_sequences"), "test_gap_share": info.get("test_gap_share"),
-            "transition_rank": first_rank(kernel, solves_test_pool),
-            "transition_rank_max_error": first_rank(kernel, test_exact),
-            "transition_rank_fitted": first_rank(fitted, solves_test_pool),
-            "unfitted_runs": [{"rank": r["rank"], "seed": r["seed"], "train_max_error": r["max_error"]}
-                              for r in kernel if not r["exact"]],
-            "runs": kernel,
-            "softmax": [{"seed": r["seed"], "max_error": r["max_error"],
-                         "test_max_error": r.get("test_max_error"),
-                         "test_exact_seq_acc": r.get("test_exact_seq_acc"),
-                         "exact": bool(r["exact"] and r.get("test_exact", True)),
-                         "train_exact": r["exact"], "solved": solves_test_pool(r)} for r in softmax],
-        })
-    scales.sort(key=lambda s: (s["n"] or 0))
+        scales.append(
+            {
+                "label": info.get("label", f"n={params.get('n')}"),
+                "n": params.get("n"),
+                "m": info.get("m"),
+                "train_sequences": info.get("train_sequences"),
+                "test_sequences": info.get("test_sequences"),
+                "test_gap_share": info.get("test_gap_share"),
+                "transition_rank": first_rank(kernel, solves_test_pool),
+                "transition_rank_max_error": first_rank(kernel, test_exact),
+                "transition_rank_fitted": first_rank(fitted, solves_test_pool),
+                "unfitted_runs": [
+                    {"rank": r["rank"], "seed": r["seed"], "train_max_error": r["max_error"]}
+                    for r in kernel
+                    if not r["exact"]
+                ],
+                "runs": kernel,
+                "softmax": [
+                    {
+                        "seed": r["seed"],
+                        "max_error": r["max_error"],
+                        "test_max_error": r.get("test_max_error"),
+                        "test_exact_seq_acc": r.get("test_exact_seq_acc"),
+                        "exact": bool(r["exact"] and r.get("test_exact", True)),
+                        "train_exact": r["exact"],
+                        "solved": solves_test_pool(r),
+                    }
+                    for r in softmax
+                ],
+            }
+        )
+    scales.sort(key=lambda s: s["n"] or 0)
     return {"scales": scales}
 
 
@@ -64,23 +79,26 @@ SCHEMA = {
     "type": ["object", "null"],
     "required": ["scales"],
     "properties": {
-        "scales": {"type": "array", "items": {
-            "type": "object",
-            "required": ["label", "m", "train_sequences", "test_sequences", "transition_rank", "runs", "softmax"],
-            "properties": {
-                "label": {"type": "string"},
-                "n": {"type": ["integer", "null"]},
-                "m": {"type": ["integer", "null"]},
-                "train_sequences": {"type": ["integer", "null"]},
-                "test_sequences": {"type": ["integer", "null"]},
-                "test_gap_share": {"type": ["number", "null"]},
-                "transition_rank": {"type": ["integer", "null"]},
-                "transition_rank_fitted": {"type": ["integer", "null"]},
-                "unfitted_runs": {"type": "array"},
-                "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-                "softmax": {"type": "array", "items": {"$ref": "#/$defs/softmax"}},
+        "scales": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["label", "m", "train_sequences", "test_sequences", "transition_rank", "runs", "softmax"],
+                "properties": {
+                    "label": {"type": "string"},
+                    "n": {"type": ["integer", "null"]},
+                    "m": {"type": ["integer", "null"]},
+                    "train_sequences": {"type": ["integer", "null"]},
+                    "test_sequences": {"type": ["integer", "null"]},
+                    "test_gap_share": {"type": ["number", "null"]},
+                    "transition_rank": {"type": ["integer", "null"]},
+                    "transition_rank_fitted": {"type": ["integer", "null"]},
+                    "unfitted_runs": {"type": "array"},
+                    "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
+                    "softmax": {"type": "array", "items": {"$ref": "#/$defs/softmax"}},
+                },
             },
-        }},
+        },
     },
 }
 
@@ -92,12 +110,17 @@ def _transition(scale: dict) -> str:
 
 def _unfitted(scales: list[dict]) -> str:
     """Which runs did not fit their training family: an optimisation failure, not a wall."""
-    parts = [f"{sc['label']}: " + ", ".join(f"r = {u['rank']} seed {u['seed']}" for u in sc["unfitted_runs"])
-             for sc in scales if sc.get("unfitted_runs")]
+    parts = [
+        f"{sc['label']}: " + ", ".join(f"r = {u['rank']} seed {u['seed']}" for u in sc["unfitted_runs"])
+        for sc in scales
+        if sc.get("unfitted_runs")
+    ]
     if not parts:
         return " Every kernel run fits its training family."
-    return (" Runs that do not fit even their training family (train max error ≥ 1/2; an optimisation "
-            "failure, not a capacity wall): " + "; ".join(parts) + ".")
+    return (
+        " Runs that do not fit even their training family (train max error ≥ 1/2; an optimisation "
+        "failure, not a capacity wall): " + "; ".join(parts) + "."
+    )
 
 
 def paper_rows(s: dict) -> list[dict]:
@@ -112,22 +135,34 @@ def paper_rows(s: dict) -> list[dict]:
     sm_solved = sum(1 for r in softmax if r["solved"])
     sm_ok = sum(1 for r in softmax if r["exact"])
     return [
-        {"quantity": f"OOD: transition rank per size (majority of seeds with test exact-sequence accuracy "
-                     f"≥ {OOD_SOLVED_ACC})",
-         "paper": " → ".join(map(str, PAPER["ood"]["transition_ranks"])),
-         "ours": " → ".join(f"{sc['label']}: {_transition(sc)}" for sc in scales),
-         "note": ("The transition moves up with the problem size, as in the paper." if monotone else
-                  "The transition does not grow monotonically here; see the OOD figure.")
-                 + " The paper gives no construction for its pools; ours are Hadamard classes with "
-                   "nuisance bits (every test token unseen), so absolute ranks differ." + _unfitted(scales)},
-        {"quantity": "OOD: dense softmax exact on every size and seed", "paper": "yes",
-         "ours": f"train exact {sm_train}/{sm_all}; unseen test pool solved {sm_solved}/{sm_all}, "
-                 f"test max error < 1/2 {sm_ok}/{sm_all}",
-         "note": ("Agrees, also on the unseen tokens' max error." if sm_ok == sm_all else
-                  "Agrees on the training families and on test accuracy; on unseen tokens the MLP "
-                  "readout leaves a max error above 1/2 on a few sequences, so the strict reading is "
-                  "not met on every seed." if sm_train == sm_solved == sm_all
-                  else "Not on every seed: see the OOD runs.")},
+        {
+            "quantity": f"OOD: transition rank per size (majority of seeds with test exact-sequence accuracy "
+            f"≥ {OOD_SOLVED_ACC})",
+            "paper": " → ".join(map(str, PAPER["ood"]["transition_ranks"])),
+            "ours": " → ".join(f"{sc['label']}: {_transition(sc)}" for sc in scales),
+            "note": (
+                "The transition moves up with the problem size, as in the paper."
+                if monotone
+                else "The transition does not grow monotonically here; see the OOD figure."
+            )
+            + " The paper gives no construction for its pools; ours are Hadamard classes with "
+            "nuisance bits (every test token unseen), so absolute ranks differ." + _unfitted(scales),
+        },
+        {
+            "quantity": "OOD: dense softmax exact on every size and seed",
+            "paper": "yes",
+            "ours": f"train exact {sm_train}/{sm_all}; unseen test pool solved {sm_solved}/{sm_all}, "
+            f"test max error < 1/2 {sm_ok}/{sm_all}",
+            "note": (
+                "Agrees, also on the unseen tokens' max error."
+                if sm_ok == sm_all
+                else "Agrees on the training families and on test accuracy; on unseen tokens the MLP "
+                "readout leaves a max error above 1/2 on a few sequences, so the strict reading is "
+                "not met on every seed."
+                if sm_train == sm_solved == sm_all
+                else "Not on every seed: see the OOD runs."
+            ),
+        },
     ]
 
 
@@ -144,16 +179,25 @@ def draw(summary: dict, out_dir) -> list[str]:
     for k, sc in enumerate(scales):
         accs = [s["test_exact_seq_acc"] for s in sc.get("softmax", []) if s["test_exact_seq_acc"] is not None]
         if accs:
-            ax.scatter([top] * len(accs), accs, marker="*", s=70, color=tone(cmap, k, len(scales)),
-                       label=f"{sc['label']} softmax")
+            ax.scatter(
+                [top] * len(accs),
+                accs,
+                marker="*",
+                s=70,
+                color=tone(cmap, k, len(scales)),
+                label=f"{sc['label']} softmax",
+            )
     ax.axhline(OOD_SOLVED_ACC, color="black", ls="--", lw=1, label=f"solved: accuracy ≥ {OOD_SOLVED_ACC}")
     log2_axis(ax, xs + [top])
     labels = [t.get_text() for t in ax.get_xticklabels()]
     labels[-1] = "softmax"
     ax.set_xticklabels(labels)
     ax.set_ylim(-0.02, 1.02)
-    ax.set(xlabel="feature rank r (log2)", ylabel="exact-sequence accuracy on unseen test tokens",
-           title="OOD scaling: disjoint train/test token pools")
+    ax.set(
+        xlabel="feature rank r (log2)",
+        ylabel="exact-sequence accuracy on unseen test tokens",
+        title="OOD scaling: disjoint train/test token pools",
+    )
     legend(ax, loc="lower right")
     return save(fig, out_dir, "ood_accuracy_vs_rank")
 
@@ -161,25 +205,46 @@ def draw(summary: dict, out_dir) -> list[str]:
 def sections_html(summary: dict, page) -> dict[str, list[str]]:
     """The OOD figure, and the problem sizes as a table."""
     scales = summary["ood"].get("scales") or []
-    rows = [{"size": sc["label"], "train seqs": sc["train_sequences"], "test seqs": sc["test_sequences"],
-             "gap ≥ 2 share": sc.get("test_gap_share"),
-             f"transition (acc ≥ {OOD_SOLVED_ACC})": sc.get("transition_rank"),
-             "transition over fitted runs": sc.get("transition_rank_fitted"),
-             "transition (max err < 1/2)": sc.get("transition_rank_max_error"),
-             "runs not fitting train": len(sc.get("unfitted_runs", [])),
-             "softmax test acc": ", ".join(fmt(s.get("test_exact_seq_acc"), ".3f") for s in sc["softmax"]),
-             "softmax test max err": ", ".join(fmt(s.get("test_max_error"), ".2f") for s in sc["softmax"])}
-            for sc in scales]
-    details = ["<h2>OOD problem sizes</h2><p>Every test token (query and candidate) is unseen in "
-               "training; 'gap ≥ 2 share' is the share of test sequences whose answer needs a choice "
-               "between overlaps at least 2 apart.</p>" + table(rows)] if rows else []
+    rows = [
+        {
+            "size": sc["label"],
+            "train seqs": sc["train_sequences"],
+            "test seqs": sc["test_sequences"],
+            "gap ≥ 2 share": sc.get("test_gap_share"),
+            f"transition (acc ≥ {OOD_SOLVED_ACC})": sc.get("transition_rank"),
+            "transition over fitted runs": sc.get("transition_rank_fitted"),
+            "transition (max err < 1/2)": sc.get("transition_rank_max_error"),
+            "runs not fitting train": len(sc.get("unfitted_runs", [])),
+            "softmax test acc": ", ".join(fmt(s.get("test_exact_seq_acc"), ".3f") for s in sc["softmax"]),
+            "softmax test max err": ", ".join(fmt(s.get("test_max_error"), ".2f") for s in sc["softmax"]),
+        }
+        for sc in scales
+    ]
+    details = (
+        [
+            "<h2>OOD problem sizes</h2><p>Every test token (query and candidate) is unseen in "
+            "training; 'gap ≥ 2 share' is the share of test sequences whose answer needs a choice "
+            "between overlaps at least 2 apart.</p>" + table(rows)
+        ]
+        if rows
+        else []
+    )
     return {"figures": [page.figures("ood")], "details": details}
 
 
 EXPERIMENT = Experiment(
-    name="ood", title="OOD scaling", section=section, schema=SCHEMA, region="figures",
-    paper=PAPER, paper_rows=paper_rows, html=sections_html, pools=("ood",),
-    figures=(Figure("ood", draw, "Exact-sequence accuracy on test sequences whose every token is unseen in "
-                    "training."),),
-    step=".step:sizes", writes="sizes.json",
+    name="ood",
+    title="OOD scaling",
+    section=section,
+    schema=SCHEMA,
+    region="figures",
+    paper=PAPER,
+    paper_rows=paper_rows,
+    html=sections_html,
+    pools=("ood",),
+    figures=(
+        Figure("ood", draw, "Exact-sequence accuracy on test sequences whose every token is unseen in training."),
+    ),
+    step=".step:sizes",
+    writes="sizes.json",
 )

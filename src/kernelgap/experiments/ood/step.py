@@ -15,7 +15,11 @@ def sizes(profile, out: Path, sweep_options: dict) -> dict:
     sizes = {}
     for run, train in distinct_families(r for r in sweep_runs(profile, "ood") if r.test_family is not None):
         test = run.test_family.build()
-        sizes[json.dumps(run.family.params, sort_keys=True)] = {"label": f"n={run.family.params.get('n')}, m={train.m}", "m": train.m,
-                      "train_sequences": len(train), "test_sequences": len(test),
-                      "test_gap_share": choice_gap_share(test.gram(), test.index, test.scored_positions)}
+        sizes[json.dumps(run.family.params, sort_keys=True)] = {
+            "label": f"n={run.family.params.get('n')}, m={train.m}",
+            "m": train.m,
+            "train_sequences": len(train),
+            "test_sequences": len(test),
+            "test_gap_share": choice_gap_share(test.gram(), test.index, test.scored_positions),
+        }
     return sizes

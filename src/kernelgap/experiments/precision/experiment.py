@@ -27,25 +27,54 @@ def section(results) -> dict | None:
             continue
         for mode, b in mdl["collapse_bits"].items():
             collapse[(mdl["feature_map"], mdl["rank"], mode)].append(
-                {"seed": mdl["seed"], "bits": b, "sketch_numbers": mdl["sketch_numbers"],
-                 "sketch_bits": b * mdl["sketch_numbers"] if b else None})
-    rows = [{"feature_map": fm, "rank": r, "quantizer": mode,
-             "collapse_bits": [c["bits"] for c in cs], "sketch_bits_at_collapse": [c["sketch_bits"] for c in cs],
-             "sketch_numbers": cs[0]["sketch_numbers"]}
-            for (fm, r, mode), cs in sorted(collapse.items())]
-    return {"bits": data.get("bits"), "quantizers": data.get("quantizers"),
-            "transcript": data.get("transcript"), "collapse": rows, "models": models,
-            "record_mismatches": [{"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"]}
-                                  for m in models if m.get("matches_record") is False],
-            "not_exact_at_full_precision": [{"feature_map": m["feature_map"], "rank": m["rank"],
-                                             "seed": m["seed"], "max_error": m["max_error"]}
-                                            for m in models if not m["exact"]]}
+                {
+                    "seed": mdl["seed"],
+                    "bits": b,
+                    "sketch_numbers": mdl["sketch_numbers"],
+                    "sketch_bits": b * mdl["sketch_numbers"] if b else None,
+                }
+            )
+    rows = [
+        {
+            "feature_map": fm,
+            "rank": r,
+            "quantizer": mode,
+            "collapse_bits": [c["bits"] for c in cs],
+            "sketch_bits_at_collapse": [c["sketch_bits"] for c in cs],
+            "sketch_numbers": cs[0]["sketch_numbers"],
+        }
+        for (fm, r, mode), cs in sorted(collapse.items())
+    ]
+    return {
+        "bits": data.get("bits"),
+        "quantizers": data.get("quantizers"),
+        "transcript": data.get("transcript"),
+        "collapse": rows,
+        "models": models,
+        "record_mismatches": [
+            {"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"]}
+            for m in models
+            if m.get("matches_record") is False
+        ],
+        "not_exact_at_full_precision": [
+            {"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"], "max_error": m["max_error"]}
+            for m in models
+            if not m["exact"]
+        ],
+    }
 
 
-SCHEMA = {"type": ["object", "null"], "required": ["bits", "quantizers", "collapse", "models"], "properties": {
-    "collapse": {"type": "array", "items": {"type": "object",
-                                            "required": ["feature_map", "rank", "quantizer", "collapse_bits"]}},
-    "models": {"type": "array", "items": {"type": "object", "required": ["feature_map", "rank", "seed", "exact"]}}}}
+SCHEMA = {
+    "type": ["object", "null"],
+    "required": ["bits", "quantizers", "collapse", "models"],
+    "properties": {
+        "collapse": {
+            "type": "array",
+            "items": {"type": "object", "required": ["feature_map", "rank", "quantizer", "collapse_bits"]},
+        },
+        "models": {"type": "array", "items": {"type": "object", "required": ["feature_map", "rank", "seed", "exact"]}},
+    },
+}
 
 
 def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:
@@ -72,13 +101,17 @@ def sentence(summary: dict) -> str | None:
     need = tr.get("bits_needed")
     cmp = ""
     if sizes and need:
-        cmp = (f" The smallest exact sketch carries {min(sizes)} bits, {min(sizes) / need:.0f}× the transcript "
-               f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')}).")
+        cmp = (
+            f" The smallest exact sketch carries {min(sizes)} bits, {min(sizes) / need:.0f}× the transcript "
+            f"bound q·log2(s+1) = {need:.3g} bits (q = {tr.get('answers')}, s + 1 = {tr.get('values')})."
+        )
     check = ""
     if p.get("record_mismatches"):
         check = f" {len(p['record_mismatches'])} loaded model(s) did not reproduce their sweep record."
-    return (f"Smallest bits per sketch number that keep a trained exact model exact, over its ranks and "
-            f"seeds — {col or 'no exact model'}.{cmp}{check}")
+    return (
+        f"Smallest bits per sketch number that keep a trained exact model exact, over its ranks and "
+        f"seeds — {col or 'no exact model'}.{cmp}{check}"
+    )
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -88,30 +121,51 @@ def draw(summary: dict, out_dir) -> list[str]:
     keys = sorted({(m["feature_map"], m["rank"]) for m in p["models"]})
     for k, (fm, r) in enumerate(keys):
         for mode, ls in (("uniform", "-"), ("float", "--")):
-            rows = [q for m in p["models"] if (m["feature_map"], m["rank"]) == (fm, r)
-                    for q in m["quantized"] if q["quantizer"] == mode]
+            rows = [
+                q
+                for m in p["models"]
+                if (m["feature_map"], m["rank"]) == (fm, r)
+                for q in m["quantized"]
+                if q["quantizer"] == mode
+            ]
             band(ax, rows, "bits", "max_error", f"{fm} r={r} ({mode})", tone(cmap, k, len(keys)), ls)
     exact_line(ax)
     ax.set_yscale("log")
-    ax.set(xlabel="bits per sketch number b", ylabel="max |error| (median over seeds)",
-           title="Finite-precision sketch on the witness family")
+    ax.set(
+        xlabel="bits per sketch number b",
+        ylabel="max |error| (median over seeds)",
+        title="Finite-precision sketch on the witness family",
+    )
     legend(ax)
     return save(fig, out_dir, "beyond_precision")
 
 
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     p = summary["precision"]
-    return {"beyond": [f"<h3>{html.escape(EXPERIMENT.title)}</h3>", paragraph(sentence(summary)),
-                       "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
-                       "or a float with a b-bit significand.</p>",
-                       table(p["collapse"], ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers",
-                                             "sketch_bits_at_collapse"]),
-                       page.figures("precision")]}
+    return {
+        "beyond": [
+            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
+            paragraph(sentence(summary)),
+            "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
+            "or a float with a b-bit significand.</p>",
+            table(
+                p["collapse"],
+                ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers", "sketch_bits_at_collapse"],
+            ),
+            page.figures("precision"),
+        ]
+    }
 
 
 EXPERIMENT = Experiment(
-    name="precision", title="Finite precision", section=section, schema=SCHEMA, sentence=sentence,
-    html=section_html, figures=(Figure("precision", draw),),
+    name="precision",
+    title="Finite precision",
+    section=section,
+    schema=SCHEMA,
+    sentence=sentence,
+    html=section_html,
+    figures=(Figure("precision", draw),),
     settings={"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
-    step=".step:sketches", writes="quantized.json",
+    step=".step:sketches",
+    writes="quantized.json",
 )

@@ -66,9 +66,12 @@ def quantized_runs(folder: Path, runs: list[RunConfig], bits: list[int], quantiz
             raise KernelgapError(f"{folder}: run {run.run_id()} has no record with a checkpoint; run its sweep first")
         stacks[rec["checkpoint"]["file"]].append((rec["checkpoint"]["member"], rec))
     scored = [_score_stack(folder / file, members, bits, quantizers) for file, members in stacks.items()]
-    return {"bits": sorted(bits), "quantizers": list(quantizers),
-            "transcript": family_transcript(scored[0][1]) if scored else None,
-            "models": [row for rows, _ in scored for row in rows]}
+    return {
+        "bits": sorted(bits),
+        "quantizers": list(quantizers),
+        "transcript": family_transcript(scored[0][1]) if scored else None,
+        "models": [row for rows, _ in scored for row in rows],
+    }
 
 
 def _score_stack(path: Path, members: list[tuple[int, dict]], bits, quantizers) -> tuple[list[dict], Family]:
@@ -86,17 +89,35 @@ def _score_stack(path: Path, members: list[tuple[int, dict]], bits, quantizers) 
     for e, rec in members:
         run = stack[e]
         ref = error_metrics(full[e], scored.target)
-        row = {"id": run.run_id(), "feature_map": run.model.feature_map, "rank": run.model.rank,
-               "heads": run.model.heads, "seed": run.seed, "sketch_numbers": numbers[e],
-               "steps": rec["steps"], "max_error": ref.max_error, "exact": ref.exact,
-               "exact_seq_acc": ref.exact_seq_acc, "record_max_error": rec["train"]["max_error"],
-               "matches_record": _matches(rec, float(own[e])), "quantized": []}
+        row = {
+            "id": run.run_id(),
+            "feature_map": run.model.feature_map,
+            "rank": run.model.rank,
+            "heads": run.model.heads,
+            "seed": run.seed,
+            "sketch_numbers": numbers[e],
+            "steps": rec["steps"],
+            "max_error": ref.max_error,
+            "exact": ref.exact,
+            "exact_seq_acc": ref.exact_seq_acc,
+            "record_max_error": rec["train"]["max_error"],
+            "matches_record": _matches(rec, float(own[e])),
+            "quantized": [],
+        }
         for (mode, b), pred in grid.items():
             met = error_metrics(pred[e], scored.target)
-            row["quantized"].append({"quantizer": mode, "bits": b, "max_error": _finite(met.max_error),
-                                     "exact": met.exact, "exact_seq_acc": met.exact_seq_acc})
-        row["collapse_bits"] = {mode: collapse_bits([q for q in row["quantized"] if q["quantizer"] == mode])
-                                for mode in quantizers}
+            row["quantized"].append(
+                {
+                    "quantizer": mode,
+                    "bits": b,
+                    "max_error": _finite(met.max_error),
+                    "exact": met.exact,
+                    "exact_seq_acc": met.exact_seq_acc,
+                }
+            )
+        row["collapse_bits"] = {
+            mode: collapse_bits([q for q in row["quantized"] if q["quantizer"] == mode]) for mode in quantizers
+        }
         out.append(row)
     return out, family
 

@@ -39,8 +39,20 @@ from ...report.text import reached
 from ..base import Experiment, Figure
 
 #: One entry of ``[[probes]]``: a module the probe experiment runs, with its defaults.
-PROBE: dict = {"name": "", "target": "", "kwargs": {}, "interface": None, "args": {}, "output": None,
-               "profile": "quick", "ranks": {}, "seeds": [], "steps": None, "lr": None, "requires": None}
+PROBE: dict = {
+    "name": "",
+    "target": "",
+    "kwargs": {},
+    "interface": None,
+    "args": {},
+    "output": None,
+    "profile": "quick",
+    "ranks": {},
+    "seeds": [],
+    "steps": None,
+    "lr": None,
+    "requires": None,
+}
 DEFAULT_PROBES = [{**PROBE, "name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"}]
 
 
@@ -66,14 +78,32 @@ def parse_probes(entries, path: Path) -> list[dict]:
 #: ``probe.json``'s fields a report reads, with their JSON types (``None``: may be null);
 #: the first three are required.
 PROBE_FIELDS: dict[str, tuple] = {
-    "target": (str,), "runs": (str,), "suites": (list,), "class": (str, None), "kwargs": (dict, None),
-    "interface": (str, None), "args": (dict, None), "output": (int, None), "d_model": (int, None),
-    "profile": (str, None), "source_hash": (str, None), "reading": (str, None), "parameters": (dict, None),
-    "baseline": (str, None), "baseline_dir": (str, None)}
+    "target": (str,),
+    "runs": (str,),
+    "suites": (list,),
+    "class": (str, None),
+    "kwargs": (dict, None),
+    "interface": (str, None),
+    "args": (dict, None),
+    "output": (int, None),
+    "d_model": (int, None),
+    "profile": (str, None),
+    "source_hash": (str, None),
+    "reading": (str, None),
+    "parameters": (dict, None),
+    "baseline": (str, None),
+    "baseline_dir": (str, None),
+}
 #: The fields of one of its ``suites``; the first three are required.
 SUITE_FIELDS: dict[str, tuple] = {
-    "name": (str,), "family": (str,), "params": (dict,), "folder": (str, None),
-    "baseline_folder": (str, None), "test_params": (dict, None), "certified_rank": (int, None)}
+    "name": (str,),
+    "family": (str,),
+    "params": (dict,),
+    "folder": (str, None),
+    "baseline_folder": (str, None),
+    "test_params": (dict, None),
+    "certified_rank": (int, None),
+}
 
 
 def _field_problem(table: dict, fields: dict[str, tuple], required: int, where: str) -> str | None:
@@ -84,10 +114,13 @@ def _field_problem(table: dict, fields: dict[str, tuple], required: int, where: 
             continue
         value = table[key]
         ok = (value is None and None in types) or (
-            not isinstance(value, bool) and isinstance(value, tuple(t for t in types if t is not None)))
+            not isinstance(value, bool) and isinstance(value, tuple(t for t in types if t is not None))
+        )
         if not ok:
-            kinds = " or ".join("null" if t is None else {str: "a string", list: "a list", dict: "an object",
-                                                          int: "an integer"}[t] for t in types)
+            kinds = " or ".join(
+                "null" if t is None else {str: "a string", list: "a list", dict: "an object", int: "an integer"}[t]
+                for t in types
+            )
             return f"{where}{key!r} must be {kinds}, got {value!r}"
     return None
 
@@ -109,8 +142,11 @@ def read_probe_meta(folder: Path) -> dict | None:
     else:
         why = _field_problem(meta, PROBE_FIELDS, 3, "")
         for k, suite in enumerate(meta.get("suites") if why is None else []):
-            why = (f"suites[{k}] must be an object" if not isinstance(suite, dict)
-                   else _field_problem(suite, SUITE_FIELDS, 3, f"suites[{k}] "))
+            why = (
+                f"suites[{k}] must be an object"
+                if not isinstance(suite, dict)
+                else _field_problem(suite, SUITE_FIELDS, 3, f"suites[{k}] ")
+            )
             if why:
                 break
     if why:
@@ -132,22 +168,51 @@ def probe_section(folder: Path) -> dict | None:
         base = sorted_by(rows_of(baseline / (suite.get("baseline_folder") or sub)), "rank", "seed")
         is_ood = suite.get("test_params") is not None
         ok = solves_test_pool if is_ood else exact
-        suites.append({
-            "name": suite["name"], "family": suite["family"], "params": suite["params"], "ood": is_ood,
-            "certified_rank": suite.get("certified_rank"),
-            "criterion": f"test exact-sequence accuracy ≥ {OOD_SOLVED_ACC}" if is_ood else "train max error < 1/2",
-            "transition_rank": first_rank(runs, ok), "max_rank": max((r["rank"] for r in runs), default=None),
-            "baseline_transition": first_rank(base, ok),
-            "baseline_max_rank": max((r["rank"] for r in base), default=None),
-            "fitted_runs": sum(1 for r in runs if r["exact"]),
-            "diverged": [{"rank": r["rank"], "seed": r["seed"], "step": r["steps"]} for r in runs
-                         if r["status"] == "diverged"],
-            "steps": sum(r["steps"] for r in runs), "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
-            "runs": runs, "baseline": base})
-    return {"name": folder.name,
-            **{k: meta.get(k) for k in ("target", "class", "kwargs", "interface", "args", "output", "d_model",
-                                        "profile", "source_hash", "reading", "parameters", "baseline")},
-            "suites": suites}
+        suites.append(
+            {
+                "name": suite["name"],
+                "family": suite["family"],
+                "params": suite["params"],
+                "ood": is_ood,
+                "certified_rank": suite.get("certified_rank"),
+                "criterion": f"test exact-sequence accuracy ≥ {OOD_SOLVED_ACC}" if is_ood else "train max error < 1/2",
+                "transition_rank": first_rank(runs, ok),
+                "max_rank": max((r["rank"] for r in runs), default=None),
+                "baseline_transition": first_rank(base, ok),
+                "baseline_max_rank": max((r["rank"] for r in base), default=None),
+                "fitted_runs": sum(1 for r in runs if r["exact"]),
+                "diverged": [
+                    {"rank": r["rank"], "seed": r["seed"], "step": r["steps"]}
+                    for r in runs
+                    if r["status"] == "diverged"
+                ],
+                "steps": sum(r["steps"] for r in runs),
+                "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
+                "runs": runs,
+                "baseline": base,
+            }
+        )
+    return {
+        "name": folder.name,
+        **{
+            k: meta.get(k)
+            for k in (
+                "target",
+                "class",
+                "kwargs",
+                "interface",
+                "args",
+                "output",
+                "d_model",
+                "profile",
+                "source_hash",
+                "reading",
+                "parameters",
+                "baseline",
+            )
+        },
+        "suites": suites,
+    }
 
 
 def probes_section(folder: Path) -> list[dict] | None:
@@ -177,15 +242,21 @@ def probe_sentence(pr: dict) -> str:
     parts = []
     for s in pr["suites"]:
         unit = f"test accuracy ≥ {OOD_SOLVED_ACC}" if s["ood"] else "exact"
-        ours = (f"from rank {s['transition_rank']}" if s["transition_rank"] is not None
-                else f"at no rank up to {s['max_rank']} ({s['fitted_runs']} of {len(s['runs'])} runs fit "
-                     "the training family)")
+        ours = (
+            f"from rank {s['transition_rank']}"
+            if s["transition_rank"] is not None
+            else f"at no rank up to {s['max_rank']} ({s['fitted_runs']} of {len(s['runs'])} runs fit "
+            "the training family)"
+        )
         base = reached(s["baseline_transition"], s["baseline_max_rank"])
         cert = f"; certified r ≥ {s['certified_rank']}" if s.get("certified_rank") else ""
         div = "".join(f"; diverged at step {d['step']} (rank {d['rank']}, seed {d['seed']})" for d in s["diverged"])
         parts.append(f"{s['name']}: {unit} {ours} (built-in {pr.get('baseline')}: {base}{cert}){div}")
-    reading = ("the causal final-query reading (position 1 sees only itself)" if pr.get("reading") == "final"
-               else "the first-query reading")
+    reading = (
+        "the causal final-query reading (position 1 sees only itself)"
+        if pr.get("reading") == "final"
+        else "the first-query reading"
+    )
     label = pr.get("class") if pr.get("name") in (None, "", pr.get("class")) else f"{pr['name']} ({pr.get('class')})"
     return f"Probe of {label} ({pr.get('interface')} interface, {reading}): {'; '.join(parts)}."
 
@@ -206,8 +277,9 @@ def draw(summary: dict, out_dir) -> list[str]:
         for ax, s in zip(axes[0], suites):
             key = "test_exact_seq_acc" if s["ood"] else "max_error"
             xs = band(ax, s["runs"], "rank", key, p.get("class") or "probe", MODULE_COLOR)
-            xs += band(ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)",
-                       map_color(summary, p.get("baseline")))
+            xs += band(
+                ax, s["baseline"], "rank", key, f"{p.get('baseline')} (built-in)", map_color(summary, p.get("baseline"))
+            )
             title = f"{p['name']}: {s['name']}"
             if s["ood"]:
                 log2_axis(ax, xs)
@@ -230,29 +302,58 @@ def probes_html(summary: dict, pg: Page, level: int = 3) -> list[str]:
     zoo = []
     for pr in probes:
         for s in pr.get("suites", []):
-            zoo.append({"module": pr["name"], "suite": s["name"], "criterion": s["criterion"],
-                        "certified rank": s.get("certified_rank"),
-                        "from rank": reached(s["transition_rank"], s["max_rank"]),
-                        f"{pr.get('baseline')} (built-in) from": reached(s["baseline_transition"], s["baseline_max_rank"]),
-                        "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}",
-                        "steps": s["steps"], "time s": s["wall_time_s"]})
+            zoo.append(
+                {
+                    "module": pr["name"],
+                    "suite": s["name"],
+                    "criterion": s["criterion"],
+                    "certified rank": s.get("certified_rank"),
+                    "from rank": reached(s["transition_rank"], s["max_rank"]),
+                    f"{pr.get('baseline')} (built-in) from": reached(s["baseline_transition"], s["baseline_max_rank"]),
+                    "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}",
+                    "steps": s["steps"],
+                    "time s": s["wall_time_s"],
+                }
+            )
     parts = [table(zoo)] if zoo else []
     for pr in probes:
-        parts += [f"<{h}>{html.escape(pr['name'])}: <code>{html.escape(str(pr.get('target')))}</code></{h}>",
-                  paragraph(probe_sentence(pr))]
+        parts += [
+            f"<{h}>{html.escape(pr['name'])}: <code>{html.escape(str(pr.get('target')))}</code></{h}>",
+            paragraph(probe_sentence(pr)),
+        ]
         if pr.get("skipped"):
             continue
         counts = pr.get("parameters") or {}
-        facts = [{"kwargs": json.dumps(pr.get("kwargs") or {}),
-                  "argument map": json.dumps(pr.get("args") or {}) if pr.get("args") else "–",
-                  "interface": pr.get("interface"), "reading": pr.get("reading"),
-                  "source sha256": (pr.get("source_hash") or "")[:16],
-                  "parameters (module / kernelgap wrapper)": f"{counts.get('module', '?')} / {counts.get('wrapper', '?')}"}]
-        runs = [{"suite": s["name"], "model": r["feature_map"], "rank": r["rank"], "seed": r["seed"],
-                 "status": r["status"], "steps": r["steps"], "wall s": r["wall_time_s"], "train max err": r["max_error"],
-                 "test acc": r.get("test_exact_seq_acc")} for s in pr["suites"] for r in s["runs"] + s["baseline"]]
-        parts += [table(facts), pg.file("probe", f"probe-{pr['name']}.png"),
-                  "<details><summary>every run (steps and time)</summary>" + table(runs) + "</details>"]
+        facts = [
+            {
+                "kwargs": json.dumps(pr.get("kwargs") or {}),
+                "argument map": json.dumps(pr.get("args") or {}) if pr.get("args") else "–",
+                "interface": pr.get("interface"),
+                "reading": pr.get("reading"),
+                "source sha256": (pr.get("source_hash") or "")[:16],
+                "parameters (module / kernelgap wrapper)": f"{counts.get('module', '?')} / {counts.get('wrapper', '?')}",
+            }
+        ]
+        runs = [
+            {
+                "suite": s["name"],
+                "model": r["feature_map"],
+                "rank": r["rank"],
+                "seed": r["seed"],
+                "status": r["status"],
+                "steps": r["steps"],
+                "wall s": r["wall_time_s"],
+                "train max err": r["max_error"],
+                "test acc": r.get("test_exact_seq_acc"),
+            }
+            for s in pr["suites"]
+            for r in s["runs"] + s["baseline"]
+        ]
+        parts += [
+            table(facts),
+            pg.file("probe", f"probe-{pr['name']}.png"),
+            "<details><summary>every run (steps and time)</summary>" + table(runs) + "</details>",
+        ]
     return [f"<h{level - 1}>Probes</h{level - 1}>", *parts]
 
 
@@ -267,12 +368,25 @@ def render_probe_report(summary: dict, out_dir: Path) -> str:
         files = PROBE_FIGURE.draw(summary, fig_dir)
         if files:
             drawn["probe"] = files
-    return page("kernelgap probe", [f"<h1>kernelgap probe ({html.escape(str(summary.get('profile')))} suites)</h1>",
-                                    *probes_html(summary, Page(summary, drawn, fig_dir))])
+    return page(
+        "kernelgap probe",
+        [
+            f"<h1>kernelgap probe ({html.escape(str(summary.get('profile')))} suites)</h1>",
+            *probes_html(summary, Page(summary, drawn, fig_dir)),
+        ],
+    )
 
 
 EXPERIMENT = Experiment(
-    name="probe", title="Probes", key="probes", section=section, schema=SCHEMA, sentence=sentence,
-    html=lambda summary, pg: {"probes": probes_html(summary, pg)}, region="probes", figures=(PROBE_FIGURE,),
-    profile_keys={"probes": parse_probes}, step=".step:probe_modules",
+    name="probe",
+    title="Probes",
+    key="probes",
+    section=section,
+    schema=SCHEMA,
+    sentence=sentence,
+    html=lambda summary, pg: {"probes": probes_html(summary, pg)},
+    region="probes",
+    figures=(PROBE_FIGURE,),
+    profile_keys={"probes": parse_probes},
+    step=".step:probe_modules",
 )

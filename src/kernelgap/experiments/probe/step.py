@@ -30,12 +30,28 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
 
     folder = out / entry["name"]
     try:
-        run_probe(entry["target"], entry["kwargs"], folder, entry["profile"], entry["ranks"] or None,
-                  entry["seeds"] or None, entry["steps"], entry["lr"], interface=entry["interface"],
-                  args=entry["args"], output=entry["output"],
-                  baseline=out / "baseline", **sweep_options)
+        run_probe(
+            entry["target"],
+            entry["kwargs"],
+            folder,
+            entry["profile"],
+            entry["ranks"] or None,
+            entry["seeds"] or None,
+            entry["steps"],
+            entry["lr"],
+            interface=entry["interface"],
+            args=entry["args"],
+            output=entry["output"],
+            baseline=out / "baseline",
+            **sweep_options,
+        )
     except ModuleImportError as exc:
         need = entry["requires"] or "its library"
-        atomic_write_json(folder / "skipped.json", {
-            "name": entry["name"], "target": entry["target"],
-            "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}"})
+        atomic_write_json(
+            folder / "skipped.json",
+            {
+                "name": entry["name"],
+                "target": entry["target"],
+                "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
+            },
+        )

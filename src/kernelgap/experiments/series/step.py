@@ -13,8 +13,17 @@ def certificates(profile, out: Path, sweep_options: dict) -> list:
     rows = []
     for run, family in distinct_families(sweep_runs(profile, "series")):
         cert = certify(family)
-        rows.append({"family": family.name, "params": run.family.params, "n": len(family.matching),
-                     "m": family.m, "sequences": len(family), "certified_rank": cert.certified_rank,
-                     "radon_rank": cert.radon.rank, "trace_rank": cert.trace.rank,
-                     "constructed": constructed(family)})
+        rows.append(
+            {
+                "family": family.name,
+                "params": run.family.params,
+                "n": len(family.matching),
+                "m": family.m,
+                "sequences": len(family),
+                "certified_rank": cert.certified_rank,
+                "radon_rank": cert.radon.rank,
+                "trace_rank": cert.trace.rank,
+                "constructed": constructed(family),
+            }
+        )
     return sorted(rows, key=lambda r: r["n"])

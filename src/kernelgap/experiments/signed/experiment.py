@@ -17,11 +17,11 @@ from ...report.criteria import (
     sorted_by,
 )
 from ...report.figures import (
-    map_color,
     band,
     error_axes,
     legend,
     log2_axis,
+    map_color,
     plt,
     save,
     tone,
@@ -40,9 +40,13 @@ def _size(row: dict) -> int:
 
 def per_map(rows: list[dict], ok, key: str = "features") -> dict:
     """Per feature map: the smallest ``key`` at which most seeds satisfy ``ok``, and the largest tried."""
-    return {fm: {"transition": first_rank([r for r in rows if r["feature_map"] == fm], ok, key),
-                 "max_tried": max((r[key] or 0) for r in rows if r["feature_map"] == fm)}
-            for fm in sorted({r["feature_map"] for r in rows})}
+    return {
+        fm: {
+            "transition": first_rank([r for r in rows if r["feature_map"] == fm], ok, key),
+            "max_tried": max((r[key] or 0) for r in rows if r["feature_map"] == fm),
+        }
+        for fm in sorted({r["feature_map"] for r in rows})
+    }
 
 
 def section(results) -> dict | None:
@@ -55,24 +59,47 @@ def section(results) -> dict | None:
     if signed or signed_ood:
         nonneg_ood = [r for r in pooled_ood if not r["signed"]]
         out["signed"] = {
-            "witness": {"transition": per_map(pooled, exact),
-                        "runs": sorted_by(signed, "feature_map", "rank", "seed"),
-                        "nonnegative_runs": [{k: r[k] for k in ("feature_map", "rank", "features", "seed", "max_error")}
-                                             for r in pooled if not r["signed"]]},
-            "ood": [{"n": n, "transition_solved": per_map([r for r in signed_ood + nonneg_ood if _size(r) == n],
-                                                           solves_test_pool),
-                     "runs": sorted_by([r for r in signed_ood if _size(r) == n], "feature_map", "rank", "seed")}
-                    for n in sorted({_size(r) for r in signed_ood})],
+            "witness": {
+                "transition": per_map(pooled, exact),
+                "runs": sorted_by(signed, "feature_map", "rank", "seed"),
+                "nonnegative_runs": [
+                    {k: r[k] for k in ("feature_map", "rank", "features", "seed", "max_error")}
+                    for r in pooled
+                    if not r["signed"]
+                ],
+            },
+            "ood": [
+                {
+                    "n": n,
+                    "transition_solved": per_map(
+                        [r for r in signed_ood + nonneg_ood if _size(r) == n], solves_test_pool
+                    ),
+                    "runs": sorted_by([r for r in signed_ood if _size(r) == n], "feature_map", "rank", "seed"),
+                }
+                for n in sorted({_size(r) for r in signed_ood})
+            ],
         }
     return out
 
 
-SCHEMA = {"type": ["object", "null"], "properties": {
-    "certified_rank": {"type": ["integer", "null"]},
-    "signed": {"type": "object", "required": ["witness", "ood"], "properties": {
-        "witness": {"type": "object", "required": ["transition", "runs"],
-                    "properties": {"runs": {"type": "array", "items": {"$ref": "#/$defs/run"}}}},
-        "ood": {"type": "array"}}}}}
+SCHEMA = {
+    "type": ["object", "null"],
+    "properties": {
+        "certified_rank": {"type": ["integer", "null"]},
+        "signed": {
+            "type": "object",
+            "required": ["witness", "ood"],
+            "properties": {
+                "witness": {
+                    "type": "object",
+                    "required": ["transition", "runs"],
+                    "properties": {"runs": {"type": "array", "items": {"$ref": "#/$defs/run"}}},
+                },
+                "ood": {"type": "array"},
+            },
+        },
+    },
+}
 
 
 def _sign_use(runs: list[dict]) -> str:
@@ -83,12 +110,17 @@ def _sign_use(runs: list[dict]) -> str:
         if not rows:
             continue
         exact_rows = [r for r in rows if r["exact"]]
-        use = (f"its exact models give {share([r['negative_weight_share'] for r in exact_rows])} of the weights a "
-               f"negative sign" if exact_rows else
-               f"{share([r['negative_weight_share'] for r in rows])} of its weights are negative")
-        parts.append(f"{fm}: {use}, {share([r['negative_denominator_share'] for r in rows])} of its "
-                     f"denominators, smallest |Σα| {min(r['min_abs_denominator'] for r in rows):.2g}, "
-                     f"guarded {share([r['guarded_share'] for r in rows])}")
+        use = (
+            f"its exact models give {share([r['negative_weight_share'] for r in exact_rows])} of the weights a "
+            f"negative sign"
+            if exact_rows
+            else f"{share([r['negative_weight_share'] for r in rows])} of its weights are negative"
+        )
+        parts.append(
+            f"{fm}: {use}, {share([r['negative_denominator_share'] for r in rows])} of its "
+            f"denominators, smallest |Σα| {min(r['min_abs_denominator'] for r in rows):.2g}, "
+            f"guarded {share([r['guarded_share'] for r in rows])}"
+        )
     return f" At the end of training — {'; '.join(parts)}." if parts else ""
 
 
@@ -98,11 +130,17 @@ def sentence(summary: dict) -> str | None:
         return None
     t = lo["signed"]["witness"]["transition"]
     signed = {r["feature_map"] for r in lo["signed"]["witness"]["runs"]}
-    part = lambda keep: ", ".join(f"{fm}: {exact_from(v['transition'], v['max_tried'])}"  # noqa: E731
-                                  for fm, v in t.items() if (fm in signed) == keep)
-    return (f"Signed kernels on the witness family — {part(True) or 'not run'} (features); nonnegative maps "
-            f"— {part(False) or 'not run'}; the certificate (r ≥ {lo.get('certified_rank')}) binds "
-            "nonnegative kernels only." + _sign_use(lo["signed"]["witness"]["runs"]))
+
+    def part(keep: bool) -> str:
+        return ", ".join(
+            f"{fm}: {exact_from(v['transition'], v['max_tried'])}" for fm, v in t.items() if (fm in signed) == keep
+        )
+
+    return (
+        f"Signed kernels on the witness family — {part(True) or 'not run'} (features); nonnegative maps "
+        f"— {part(False) or 'not run'}; the certificate (r ≥ {lo.get('certified_rank')}) binds "
+        "nonnegative kernels only." + _sign_use(lo["signed"]["witness"]["runs"])
+    )
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -114,10 +152,22 @@ def draw(summary: dict, out_dir) -> list[str]:
     runs = sec["signed"]["witness"]["runs"] + sec["signed"]["witness"].get("nonnegative_runs", [])
     signed = {r["feature_map"] for r in sec["signed"]["witness"]["runs"]}
     for fm in sorted({r["feature_map"] for r in runs}):
-        xs += band(ax1, [r for r in runs if r["feature_map"] == fm], "features", "max_error",
-                   f"{fm} (signed)" if fm in signed else fm, map_color(summary, fm))
-    error_axes(ax1, xs, sec.get("certified_rank"), "features (log2)", "train max |error|",
-               "Witness family: signed vs nonnegative")
+        xs += band(
+            ax1,
+            [r for r in runs if r["feature_map"] == fm],
+            "features",
+            "max_error",
+            f"{fm} (signed)" if fm in signed else fm,
+            map_color(summary, fm),
+        )
+    error_axes(
+        ax1,
+        xs,
+        sec.get("certified_rank"),
+        "features (log2)",
+        "train max |error|",
+        "Witness family: signed vs nonnegative",
+    )
     xs = []
     ood_runs = {s["n"]: s["runs"] for s in ((summary.get("ood") or {}).get("scales") or [])}
     cmap = plt.get_cmap("viridis")
@@ -125,14 +175,24 @@ def draw(summary: dict, out_dir) -> list[str]:
     for k, size in enumerate(sizes):
         color = tone(cmap, k, len(sizes))
         for fm in sorted({r["feature_map"] for r in size["runs"]}):
-            xs += band(ax2, [r for r in size["runs"] if r["feature_map"] == fm], "rank", "test_exact_seq_acc",
-                       f"{fm} n={size['n']}", color)
-        xs += band(ax2, ood_runs.get(size["n"], []), "rank", "test_exact_seq_acc", f"mlp_exp n={size['n']}",
-                   color, ls="--")
+            xs += band(
+                ax2,
+                [r for r in size["runs"] if r["feature_map"] == fm],
+                "rank",
+                "test_exact_seq_acc",
+                f"{fm} n={size['n']}",
+                color,
+            )
+        xs += band(
+            ax2, ood_runs.get(size["n"], []), "rank", "test_exact_seq_acc", f"mlp_exp n={size['n']}", color, ls="--"
+        )
     log2_axis(ax2, xs)
     ax2.set_ylim(-0.02, 1.02)
-    ax2.set(xlabel="feature rank r (log2)", ylabel="test exact-sequence accuracy",
-            title="OOD: signed (solid) vs mlp_exp (dashed)")
+    ax2.set(
+        xlabel="feature rank r (log2)",
+        ylabel="test exact-sequence accuracy",
+        title="OOD: signed (solid) vs mlp_exp (dashed)",
+    )
     legend(ax2)
     return save(fig, out_dir, "beyond_signed")
 
@@ -144,14 +204,32 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
     t = lo["signed"]["witness"]["transition"]
     rows = [{"map": fm, "exact from (features)": reached(v["transition"], v["max_tried"])} for fm, v in t.items()]
     rows.append({"map": "certificate (nonnegative)", "exact from (features)": lo.get("certified_rank")})
-    ood = [{"n": s["n"], "map": fm, f"test acc ≥ {OOD_SOLVED_ACC} from": reached(v["transition"], v["max_tried"])}
-           for s in lo["signed"]["ood"] for fm, v in s["transition_solved"].items()]
-    return {"beyond": [f"<h3>{html.escape(EXPERIMENT.title)}</h3>", paragraph(sentence(summary)), table(rows),
-                       table(ood) if ood else "", page.figures("signed")]}
+    ood = [
+        {"n": s["n"], "map": fm, f"test acc ≥ {OOD_SOLVED_ACC} from": reached(v["transition"], v["max_tried"])}
+        for s in lo["signed"]["ood"]
+        for fm, v in s["transition_solved"].items()
+    ]
+    return {
+        "beyond": [
+            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
+            paragraph(sentence(summary)),
+            table(rows),
+            table(ood) if ood else "",
+            page.figures("signed"),
+        ]
+    }
 
 
 EXPERIMENT = Experiment(
-    name="signed", title="Signed kernels", key="loopholes", section=section, schema=SCHEMA,
-    sentence=sentence, html=section_html, figures=(Figure("signed", draw),), pools=("witness",),
-    step="..steps:family_certificates", writes="certificates.json",
+    name="signed",
+    title="Signed kernels",
+    key="loopholes",
+    section=section,
+    schema=SCHEMA,
+    sentence=sentence,
+    html=section_html,
+    figures=(Figure("signed", draw),),
+    pools=("witness",),
+    step="..steps:family_certificates",
+    writes="certificates.json",
 )

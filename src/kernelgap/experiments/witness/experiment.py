@@ -8,7 +8,7 @@ sequence); the section pools every single-head kernel run on the witness family.
 from __future__ import annotations
 
 from ...report.criteria import every, exact, first_rank
-from ...report.figures import map_color, band, error_axes, plt, save
+from ...report.figures import band, error_axes, map_color, plt, save
 from ...report.html import table
 from ...report.text import fmt
 from ..base import Experiment, Figure
@@ -27,17 +27,25 @@ def section(results) -> dict | None:
     softmax = sorted((r for r in rows if r["kind"] == "softmax"), key=lambda r: r["seed"])
     maps = sorted({r["feature_map"] for r in kernel})
     certified = cert.get("certified_rank")
-    below = [r["max_error"] for r in pooled if certified and (r["features"] or 0) < certified
-             and not r["signed"] and r["max_error"] is not None]
+    below = [
+        r["max_error"]
+        for r in pooled
+        if certified and (r["features"] or 0) < certified and not r["signed"] and r["max_error"] is not None
+    ]
     return {
-        "m": cert.get("m"), "sequences": cert.get("sequences"),
-        "certified_rank": certified, "certificate": cert, "constructed": cert.get("constructed"),
+        "m": cert.get("m"),
+        "sequences": cert.get("sequences"),
+        "certified_rank": certified,
+        "certificate": cert,
+        "constructed": cert.get("constructed"),
         "runs": kernel,
         "softmax": [{"seed": r["seed"], "max_error": r["max_error"], "exact": r["exact"]} for r in softmax],
-        "transition_rank": {fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features")
-                            for fm in maps},
-        "exact_all_seeds_rank": {fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact,
-                                                "features", every) for fm in maps},
+        "transition_rank": {
+            fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features") for fm in maps
+        },
+        "exact_all_seeds_rank": {
+            fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features", every) for fm in maps
+        },
         "below_certificate_min_error": min(below, default=None),
     }
 
@@ -61,14 +69,19 @@ def agreement(cert, built: dict, trained: list[int]) -> str:
     """Whether proved, constructed and trained exact ranks coincide."""
     parts = [f"certified r ≥ {cert}"]
     if built:
-        parts.append(f"the one-hot construction is {'exact' if built.get('exact') else 'NOT exact'} "
-                     f"at r = {built.get('rank')} on all {built.get('sequences')} sequences "
-                     f"(max error {fmt(built.get('max_error'), '.2g')})")
+        parts.append(
+            f"the one-hot construction is {'exact' if built.get('exact') else 'NOT exact'} "
+            f"at r = {built.get('rank')} on all {built.get('sequences')} sequences "
+            f"(max error {fmt(built.get('max_error'), '.2g')})"
+        )
     if trained:
         parts.append(f"training is first exact (most seeds) at r = {min(trained)}")
     same = built.get("exact") and cert == built.get("rank") and trained and min(trained) == cert
-    return "; ".join(parts) + ". " + ("Proved = constructed = trained." if same else
-                                      "They do not all coincide; see the witness runs.")
+    return (
+        "; ".join(parts)
+        + ". "
+        + ("Proved = constructed = trained." if same else "They do not all coincide; see the witness runs.")
+    )
 
 
 def paper_rows(s: dict) -> list[dict]:
@@ -82,30 +95,44 @@ def paper_rows(s: dict) -> list[dict]:
     min_below = w.get("below_certificate_min_error")
     exact_rank = w.get("transition_rank") or {}
     rows = [
-        {"quantity": "Witness family: certified rank bound",
-         "paper": f"r ≥ {PAPER['certified_rank']} ({PAPER['inputs']} inputs)",
-         "ours": f"r ≥ {cert} ({w['sequences']} sequences, m = {w['m']})",
-         "note": "The paper's witness suite is not published; ours is 16 Hadamard-24 codewords with "
-                 "their complements as good candidates and every other query's good candidate as a bad "
-                 f"one. Radon bound {fmt(radon.get('rank'))} (every pair of queries has ε_ij·ε_ji ≤ "
-                 f"{radon.get('max_product', '?')}); trace bound {fmt(trace.get('rank'))} "
-                 f"(Σε² = {certificate.get('sum_eps2', '?')}); both in exact rationals."},
-        {"quantity": "Witness: smallest max error below the bound",
-         "paper": PAPER["error_below_bound"], "ours": fmt(min_below),
-         "note": ("Agrees: every run below the certified rank keeps max error ≥ 1/2, as the theorem "
-                  "demands." if min_below is None or min_below >= 0.5 else
-                  "A run below the certified rank is exact: that contradicts the theorem and is a bug.")},
-        {"quantity": "Witness: rank where training becomes exact",
-         "paper": f"r = {PAPER['exact_rank']}",
-         "ours": ", ".join(f"{k}: r = {fmt(v)}" for k, v in sorted(exact_rank.items())) or "–",
-         "note": agreement(cert, w.get("constructed") or {}, [v for v in exact_rank.values() if v is not None])},
+        {
+            "quantity": "Witness family: certified rank bound",
+            "paper": f"r ≥ {PAPER['certified_rank']} ({PAPER['inputs']} inputs)",
+            "ours": f"r ≥ {cert} ({w['sequences']} sequences, m = {w['m']})",
+            "note": "The paper's witness suite is not published; ours is 16 Hadamard-24 codewords with "
+            "their complements as good candidates and every other query's good candidate as a bad "
+            f"one. Radon bound {fmt(radon.get('rank'))} (every pair of queries has ε_ij·ε_ji ≤ "
+            f"{radon.get('max_product', '?')}); trace bound {fmt(trace.get('rank'))} "
+            f"(Σε² = {certificate.get('sum_eps2', '?')}); both in exact rationals.",
+        },
+        {
+            "quantity": "Witness: smallest max error below the bound",
+            "paper": PAPER["error_below_bound"],
+            "ours": fmt(min_below),
+            "note": (
+                "Agrees: every run below the certified rank keeps max error ≥ 1/2, as the theorem demands."
+                if min_below is None or min_below >= 0.5
+                else "A run below the certified rank is exact: that contradicts the theorem and is a bug."
+            ),
+        },
+        {
+            "quantity": "Witness: rank where training becomes exact",
+            "paper": f"r = {PAPER['exact_rank']}",
+            "ours": ", ".join(f"{k}: r = {fmt(v)}" for k, v in sorted(exact_rank.items())) or "–",
+            "note": agreement(cert, w.get("constructed") or {}, [v for v in exact_rank.values() if v is not None]),
+        },
     ]
     sm = w.get("softmax") or []
     if sm:
         ok = sum(1 for r in sm if r["exact"])
-        rows.append({"quantity": "Witness: dense softmax exact on all seeds", "paper": "yes",
-                     "ours": f"{ok}/{len(sm)} seeds",
-                     "note": "Agrees." if ok == len(sm) else "Some softmax seeds failed to fit: see the runs table."})
+        rows.append(
+            {
+                "quantity": "Witness: dense softmax exact on all seeds",
+                "paper": "yes",
+                "ours": f"{ok}/{len(sm)} seeds",
+                "note": "Agrees." if ok == len(sm) else "Some softmax seeds failed to fit: see the runs table.",
+            }
+        )
     return rows
 
 
@@ -115,29 +142,64 @@ def draw(summary: dict, out_dir) -> list[str]:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     xs = []
     for fm in sorted({r["feature_map"] for r in w["runs"]}):
-        xs += band(ax, [r for r in w["runs"] if r["feature_map"] == fm], "rank", "max_error", fm,
-                   map_color(summary, fm))
+        xs += band(
+            ax, [r for r in w["runs"] if r["feature_map"] == fm], "rank", "max_error", fm, map_color(summary, fm)
+        )
     if w.get("softmax"):
         worst = max(s["max_error"] for s in w["softmax"])
         ax.axhline(worst, color="#17becf", ls="-.", lw=1, label=f"dense softmax (worst seed {worst:.2f})")
-    error_axes(ax, xs, w.get("certified_rank"), "feature rank r (log2)", "max |error| on the witness family",
-               f"Witness family: m = {w['m']}, {w['sequences']} sequences", "certified bound", loc="lower left")
+    error_axes(
+        ax,
+        xs,
+        w.get("certified_rank"),
+        "feature rank r (log2)",
+        "max |error| on the witness family",
+        f"Witness family: m = {w['m']}, {w['sequences']} sequences",
+        "certified bound",
+        loc="lower left",
+    )
     return save(fig, out_dir, "witness_error_vs_rank")
 
 
 def sections_html(summary: dict, page) -> dict[str, list[str]]:
     w = summary["witness"]
-    rows = [{"map": r["feature_map"], "rank": r["rank"], "seed": r["seed"], "max error": r["max_error"],
-             "exact": "yes" if r["exact"] else "no", "exact-seq acc": r["exact_seq_acc"],
-             "steps": r["steps"], "status": r["status"]} for r in w.get("runs") or []]
-    details = ["<h2>Witness runs</h2><details><summary>show all runs</summary>" + table(rows) + "</details>"] if rows else []
+    rows = [
+        {
+            "map": r["feature_map"],
+            "rank": r["rank"],
+            "seed": r["seed"],
+            "max error": r["max_error"],
+            "exact": "yes" if r["exact"] else "no",
+            "exact-seq acc": r["exact_seq_acc"],
+            "steps": r["steps"],
+            "status": r["status"],
+        }
+        for r in w.get("runs") or []
+    ]
+    details = (
+        ["<h2>Witness runs</h2><details><summary>show all runs</summary>" + table(rows) + "</details>"] if rows else []
+    )
     return {"figures": [page.figures("witness")], "details": details}
 
 
 EXPERIMENT = Experiment(
-    name="witness", title="The witness family", section=section, schema=SCHEMA, region="figures",
-    paper={"witness": PAPER}, paper_rows=paper_rows, html=sections_html, pools=("witness",),
-    figures=(Figure("witness", draw, "Max error on the witness family against feature rank (median and seed "
-                    "range). Below the certified bound no nonnegative kernel model can be exact; dashed: 1/2."),),
-    step=".step:certificate", writes="certificate.json",
+    name="witness",
+    title="The witness family",
+    section=section,
+    schema=SCHEMA,
+    region="figures",
+    paper={"witness": PAPER},
+    paper_rows=paper_rows,
+    html=sections_html,
+    pools=("witness",),
+    figures=(
+        Figure(
+            "witness",
+            draw,
+            "Max error on the witness family against feature rank (median and seed "
+            "range). Below the certified bound no nonnegative kernel model can be exact; dashed: 1/2.",
+        ),
+    ),
+    step=".step:certificate",
+    writes="certificate.json",
 )

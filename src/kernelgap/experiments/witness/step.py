@@ -12,5 +12,4 @@ def certificate(profile, out: Path, sweep_options: dict) -> dict:
     """The witness family's certificate (exact rationals) and the one-hot construction at the
     certified rank, checked on every sequence."""
     family = sweep_runs(profile, "witness")[0].family.build()
-    return {**certify(family).to_json(), "m": family.m, "sequences": len(family),
-            "constructed": constructed(family)}
+    return {**certify(family).to_json(), "m": family.m, "sequences": len(family), "constructed": constructed(family)}

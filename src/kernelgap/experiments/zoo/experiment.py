@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
-from ...report.figures import map_color, band, error_axes, legend, log2_axis, plt, save
+from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import reached
 from ..base import Experiment, Figure
@@ -35,24 +35,36 @@ def section(results) -> dict | None:
     for fm in maps:
         w = [r for r in pooled if r["feature_map"] == fm]
         o = [r for r in ood if r["feature_map"] == fm]
-        row = {"feature_map": fm, "witness_transition": first_rank(w, exact, "features"),
-               "witness_max_features": max((r["features"] for r in w), default=None)}
+        row = {
+            "feature_map": fm,
+            "witness_transition": first_rank(w, exact, "features"),
+            "witness_max_features": max((r["features"] for r in w), default=None),
+        }
         if ood:
-            row.update(ood_transition_solved=first_rank(o, solves_test_pool, "features"),
-                       ood_max_features=max((r["features"] for r in o), default=None),
-                       ood_best_test_acc=max((r.get("test_exact_seq_acc") or 0.0 for r in o), default=None))
+            row.update(
+                ood_transition_solved=first_rank(o, solves_test_pool, "features"),
+                ood_max_features=max((r["features"] for r in o), default=None),
+                ood_best_test_acc=max((r.get("test_exact_seq_acc") or 0.0 for r in o), default=None),
+            )
         rows.append(row)
-    return {"certified_rank": results.witness_certified_rank(), "ood_label": f"n={size}" if size else None,
-            "table": rows, "witness_runs": [r for r in pooled if r["feature_map"] in maps],
-            "ood_runs": [r for r in ood if r["feature_map"] in maps]}
+    return {
+        "certified_rank": results.witness_certified_rank(),
+        "ood_label": f"n={size}" if size else None,
+        "table": rows,
+        "witness_runs": [r for r in pooled if r["feature_map"] in maps],
+        "ood_runs": [r for r in ood if r["feature_map"] in maps],
+    }
 
 
-SCHEMA = {"type": ["object", "null"],
-          "required": ["certified_rank", "ood_label", "table", "witness_runs", "ood_runs"],
-          "properties": {
-              "table": {"type": "array", "items": {"type": "object", "required": ["feature_map", "witness_transition"]}},
-              "witness_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-              "ood_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}}}}
+SCHEMA = {
+    "type": ["object", "null"],
+    "required": ["certified_rank", "ood_label", "table", "witness_runs", "ood_runs"],
+    "properties": {
+        "table": {"type": "array", "items": {"type": "object", "required": ["feature_map", "witness_transition"]}},
+        "witness_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
+        "ood_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
+    },
+}
 
 
 def sentence(summary: dict) -> str | None:
@@ -60,10 +72,12 @@ def sentence(summary: dict) -> str | None:
     if not z:
         return None
     crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
-    return (f"On the witness family {len(crossed)} of {len(z['table'])} maps become exact within the ranks "
-            f"tried ({', '.join(crossed) or 'none'}), pooled over every sweep that trained them; the table "
-            "gives the state size (features) each needs"
-            + (", and the OOD column whether it carries over to unseen tokens." if z.get("ood_label") else "."))
+    return (
+        f"On the witness family {len(crossed)} of {len(z['table'])} maps become exact within the ranks "
+        f"tried ({', '.join(crossed) or 'none'}), pooled over every sweep that trained them; the table "
+        "gives the state size (features) each needs"
+        + (", and the OOD column whether it carries over to unseen tokens." if z.get("ood_label") else ".")
+    )
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -76,15 +90,24 @@ def draw(summary: dict, out_dir) -> list[str]:
         color = map_color(summary, fm)
         xs1 += band(ax1, [r for r in z["witness_runs"] if r["feature_map"] == fm], "features", "max_error", fm, color)
         if has_ood:
-            xs2 += band(axes[0][1], [r for r in z["ood_runs"] if r["feature_map"] == fm], "features",
-                        "test_exact_seq_acc", fm, color)
-    error_axes(ax1, xs1, z.get("certified_rank"), "features (log2)", "train max |error|",
-               "The zoo on the witness family")
+            xs2 += band(
+                axes[0][1],
+                [r for r in z["ood_runs"] if r["feature_map"] == fm],
+                "features",
+                "test_exact_seq_acc",
+                fm,
+                color,
+            )
+    error_axes(
+        ax1, xs1, z.get("certified_rank"), "features (log2)", "train max |error|", "The zoo on the witness family"
+    )
     if has_ood:
         ax2 = axes[0][1]
         log2_axis(ax2, xs2)
         ax2.set_ylim(-0.02, 1.02)
-        ax2.set(xlabel="features (log2)", ylabel="test exact-sequence accuracy", title=f"The zoo on OOD {z['ood_label']}")
+        ax2.set(
+            xlabel="features (log2)", ylabel="test exact-sequence accuracy", title=f"The zoo on OOD {z['ood_label']}"
+        )
         legend(ax2)
     return save(fig, out_dir, "beyond_zoo")
 
@@ -93,19 +116,35 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
     z = summary["zoo"]
     rows = []
     for r in z["table"]:
-        row = {"map": r["feature_map"],
-               "witness: exact from (features)": reached(r["witness_transition"], r["witness_max_features"])}
+        row = {
+            "map": r["feature_map"],
+            "witness: exact from (features)": reached(r["witness_transition"], r["witness_max_features"]),
+        }
         if "ood_transition_solved" in r:
-            row[f"OOD {z['ood_label']}: acc ≥ {OOD_SOLVED_ACC} from"] = reached(r["ood_transition_solved"],
-                                                                              r["ood_max_features"])
+            row[f"OOD {z['ood_label']}: acc ≥ {OOD_SOLVED_ACC} from"] = reached(
+                r["ood_transition_solved"], r["ood_max_features"]
+            )
             row["OOD best test acc"] = r["ood_best_test_acc"]
         rows.append(row)
-    return {"beyond": [f"<h3>{html.escape(EXPERIMENT.title)}</h3>", paragraph(sentence(summary)), table(rows),
-                       page.figures("zoo")]}
+    return {
+        "beyond": [
+            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
+            paragraph(sentence(summary)),
+            table(rows),
+            page.figures("zoo"),
+        ]
+    }
 
 
 EXPERIMENT = Experiment(
-    name="zoo", title="The feature-map zoo at the wall", section=section, schema=SCHEMA, sentence=sentence,
-    html=section_html, figures=(Figure("zoo", draw),), pools=("witness",),
-    step="..steps:family_certificates", writes="certificates.json",
+    name="zoo",
+    title="The feature-map zoo at the wall",
+    section=section,
+    schema=SCHEMA,
+    sentence=sentence,
+    html=section_html,
+    figures=(Figure("zoo", draw),),
+    pools=("witness",),
+    step="..steps:family_certificates",
+    writes="certificates.json",
 )
