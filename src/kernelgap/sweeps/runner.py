@@ -39,8 +39,9 @@ from .store import ResultsDir, run_ids
 MAX_STACK = 64
 #: Estimated costs of a training step on one CPU thread, in sequence slots (one slot: one
 #: scored (query, key) pair of one member and head, gathered, normalised and scattered
-#: back).  ``python benchmarks/bench_stacks.py`` measures them (docs/results.md, "Stacks and
-#: the trainer"; runs on a quiet machine vary by up to 2×): a step costs 3–6 ms whatever its
+#: back).  ``python benchmarks/bench_stacks.py`` measures them (the measurements
+#: behind these constants are in the history of docs/results.md; runs on a quiet machine
+#: vary by up to 2×): a step costs 3–6 ms whatever its
 #: members (:data:`STEP_OVERHEAD`), a slot 30–90 ns, one member's feature column 1–2.5 µs on
 #: the witness family and 15–43 µs on OOD n = 32, whose pair block has 147,968 entries (one
 #: :data:`SLOT_COST`-th of a slot per entry: the column's share of the matrix products).
