@@ -42,6 +42,11 @@ def paragraph(text: str) -> str:
     return f"<p>{html.escape(text)}</p>"
 
 
+def titled(title: str, text: str | None, *parts: str) -> list[str]:
+    """An experiment's block: its title, its sentence (when it has one), then ``parts``."""
+    return [f"<h3>{html.escape(title)}</h3>", paragraph(text) if text else "", *parts]
+
+
 def page(title: str, parts: list[str]) -> str:
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..experiments.base import REGIONS
 from ..experiments.registry import experiments as registered
-from .html import Page, page, paragraph, provenance, table
+from .html import Page, page, provenance, table, titled
 
 
 def _present(summary: dict, exp) -> bool:
@@ -52,13 +52,7 @@ def sentences(summary: dict, experiments=None) -> dict[str, str]:
 def _default_html(exp, summary: dict, pg: Page) -> dict[str, list[str]]:
     """An experiment without HTML of its own: its title, its sentence, its figures."""
     text = exp.sentence(summary) if exp.sentence else None
-    return {
-        exp.region: [
-            f"<h3>{html.escape(exp.title)}</h3>",
-            paragraph(text) if text else "",
-            pg.figures(*(f.name for f in exp.figures)),
-        ]
-    }
+    return {exp.region: titled(exp.title, text, pg.figures(*(f.name for f in exp.figures)))}
 
 
 def blocks(summary: dict, pg: Page, experiments) -> dict[str, list[str]]:

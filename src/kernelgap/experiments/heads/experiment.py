@@ -6,11 +6,9 @@ count, the smallest exact total.  The step certifies each training family.
 
 from __future__ import annotations
 
-import html
-
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import band, error_axes, plt, points, save, tone
-from ...report.html import paragraph, table
+from ...report.html import table, titled
 from ...report.text import exact_from, reached
 from ..base import Experiment, Figure
 
@@ -144,12 +142,12 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         for h in hs
     ]
     return {
-        "beyond": [
-            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
-            paragraph(sentence(summary)),
+        "beyond": titled(
+            EXPERIMENT.title,
+            sentence(summary),
             table(rows),
             page.figures("heads"),
-        ]
+        )
     }
 
 

@@ -8,11 +8,10 @@ through sketches rounded to each b of ``[precision] bits`` with each quantizer
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
-from ...report.html import paragraph, table
+from ...report.html import table, titled
 from ..base import Experiment, Figure
 
 
@@ -143,9 +142,9 @@ def draw(summary: dict, out_dir) -> list[str]:
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     p = summary["precision"]
     return {
-        "beyond": [
-            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
-            paragraph(sentence(summary)),
+        "beyond": titled(
+            EXPERIMENT.title,
+            sentence(summary),
             "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
             "or a float with a b-bit significand.</p>",
             table(
@@ -153,7 +152,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
                 ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers", "sketch_bits_at_collapse"],
             ),
             page.figures("precision"),
-        ]
+        )
     }
 
 

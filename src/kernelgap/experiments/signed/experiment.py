@@ -7,8 +7,6 @@ against the nonnegative maps trained there.  The step certifies each training fa
 
 from __future__ import annotations
 
-import html
-
 from ...report.criteria import (
     OOD_SOLVED_ACC,
     exact,
@@ -26,7 +24,7 @@ from ...report.figures import (
     save,
     tone,
 )
-from ...report.html import paragraph, table
+from ...report.html import table, titled
 from ...report.text import exact_from, reached, share
 from ..base import Experiment, Figure
 
@@ -210,13 +208,13 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         for fm, v in s["transition_solved"].items()
     ]
     return {
-        "beyond": [
-            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
-            paragraph(sentence(summary)),
+        "beyond": titled(
+            EXPERIMENT.title,
+            sentence(summary),
             table(rows),
             table(ood) if ood else "",
             page.figures("signed"),
-        ]
+        )
     }
 
 

@@ -7,11 +7,9 @@ maps other experiments train.  The step certifies each training family.
 
 from __future__ import annotations
 
-import html
-
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
 from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
-from ...report.html import paragraph, table
+from ...report.html import table, titled
 from ...report.text import reached
 from ..base import Experiment, Figure
 
@@ -127,12 +125,12 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
             row["OOD best test acc"] = r["ood_best_test_acc"]
         rows.append(row)
     return {
-        "beyond": [
-            f"<h3>{html.escape(EXPERIMENT.title)}</h3>",
-            paragraph(sentence(summary)),
+        "beyond": titled(
+            EXPERIMENT.title,
+            sentence(summary),
             table(rows),
             page.figures("zoo"),
-        ]
+        )
     }
 
 
