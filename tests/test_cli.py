@@ -24,7 +24,7 @@ def test_verify_json_schema(cli):
         (name, n) for name in ("rank1", "softmax", "positive_2m") for n in (1, 2, 3)
     }
     for c in data["checks"]:
-        assert set(c) == {"construction", "N", "sequences", "max_error", "exact"}
+        assert set(c) == {"construction", "N", "sequences", "max_error", "exact", "expected_exact", "as_expected"}
         expected = not (c["construction"] == "rank1" and c["N"] == 3)
         assert c["exact"] is expected
 

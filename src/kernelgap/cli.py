@@ -73,13 +73,21 @@ def emit(payload: dict, as_json: bool, render) -> None:
 @app.command()
 def verify(
     m: int = typer.Option(..., "--m", help="Token dimension; all sequences over {0,1}^m are checked."),
+    length: list[str] = typer.Option(
+        [], "--length", help="Context lengths N (repeatable; 4, 1,2,5 or 1..5); default 1, 2, 3."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
 ) -> None:
-    """Check every construction (docs/theory.md, "Constructions") exhaustively for N = 1, 2, 3."""
-    from .models.verify import verify_constructions
+    """Check every construction (docs/theory.md, "Constructions") on every sequence of each
+    length N against the theory's outcome (rank 1 fails from N = 3, the others are exact);
+    exit status 1 when some outcome is not the expected one."""
+    from .models.verify import parse_lengths, verify_constructions
 
-    emit(verify_constructions(m, device=device), as_json, _render_verify)
+    payload = verify_constructions(m, device=device, lengths=parse_lengths(length))
+    emit(payload, as_json, _render_verify)
+    if not payload["as_expected"]:
+        sys.exit(1)  # not typer.Exit: main() runs click non-standalone, which returns its code instead
 
 
 def _render_verify(payload: dict) -> None:
@@ -87,7 +95,7 @@ def _render_verify(payload: dict) -> None:
     from rich.table import Table
 
     table = Table(title=f"Constructions on every sequence over {{0,1}}^{payload['m']}")
-    for col in ("construction", "N", "sequences", "max error", "exact"):
+    for col in ("construction", "N", "sequences", "max error", "exact", "expected", "as expected"):
         table.add_column(col, justify="left" if col == "construction" else "right")
     for c in payload["checks"]:
         table.add_row(
@@ -96,8 +104,12 @@ def _render_verify(payload: dict) -> None:
             f"{c['sequences']:,}",
             f"{c['max_error']:.6f}",
             "yes" if c["exact"] else "no",
+            "exact" if c["expected_exact"] else "fails",
+            "yes" if c["as_expected"] else "NO",
         )
     Console().print(table)
+    wrong = [f"{c['construction']} at N = {c['N']}" for c in payload["checks"] if not c["as_expected"]]
+    typer.echo("every outcome as expected" if not wrong else f"not as expected: {', '.join(wrong)}")
 
 
 # -- certificate commands (family, certify, bound-curve, bound …) ----------------------
@@ -158,6 +170,7 @@ def certify_cmd(
     from .task import build_family, parse_params
     from .task.family_file import load_family
     from .theory.certificate import certify, describe_certificate
+    from .theory.construction import constructed, describe_construction
 
     if (path is None) == (family is None):
         raise KernelgapError("give either a family file or --family NAME (not both)")
@@ -166,23 +179,39 @@ def certify_cmd(
     fam = load_family(path) if path else build_family(family, **parse_params(family, _key_values(param)))
     if not budget >= 0:
         raise KernelgapError(f"--budget must be ≥ 0 seconds, got {budget}")
-    emit(certify(fam, delta, budget).to_json(), as_json, lambda p: _echo_lines(describe_certificate(p)))
+    payload = certify(fam, delta, budget).to_json()
+    built = constructed(fam)  # the one-hot constructions, checked on the family (torch-free)
+    payload["constructed_rank"] = built["constructed_rank"]
+    payload["construction"] = built["construction"]
+    payload["proved_equals_constructed"] = payload["certified_rank"] == built["constructed_rank"]
+    emit(payload, as_json, lambda p: _echo_lines(describe_certificate(p) + [describe_construction(p)]))
 
 
 @app.command("bound-curve")
 def bound_curve_cmd(
-    code: str = typer.Option("hadamard", "--code", help="hadamard, cw or ladder."),
+    code: str = typer.Option("hadamard", "--code", help="hadamard, cw, ladder or layer."),
     m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
     queries: int | None = typer.Option(None, "--queries", help="Most queries per family (default 128; ladder 8192)."),
     chain_step: int = typer.Option(4, "--chain-step", help="Overlap step of the amplification chains (hadamard, cw)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the ladder families' codes."),
-    out: str | None = typer.Option(None, "--out", help="Folder for bound-curve-<code>.json/.png/.svg."),
+    length: str | None = typer.Option(
+        None, "--length", help="--code layer: context lengths N (3..40, 3..40..4 or 11,31): the rank against N."
+    ),
+    out: str | None = typer.Option(
+        None, "--out", help="Folder for bound-curve-<code>.json/.png/.svg (with --length: bound-curve-layer-length.*)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON)."""
-    from .theory.bound_curve import bound_curve, parse_m_range
+    """Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON);
+    for --code layer, the smallest context length N certifying the whole code at each m, or
+    with --length the certified rank against N (docs/theory.md, "The layer family")."""
+    from .theory.bound_curve import bound_curve, length_curve, parse_length_range, parse_m_range
 
-    payload = bound_curve(code, parse_m_range(m), queries, chain_step, seed, log=None if as_json else typer.echo)
+    log = None if as_json else typer.echo
+    if length is not None:
+        payload = length_curve(code, parse_m_range(m), parse_length_range(length), log=log)
+    else:
+        payload = bound_curve(code, parse_m_range(m), queries, chain_step, seed, log=log)
     if out is not None:
         payload["files"] = _write_curve(payload, Path(out))
     emit(payload, as_json, _render_curve)
@@ -190,18 +219,27 @@ def bound_curve_cmd(
 
 def _write_curve(payload: dict, out: Path) -> list[str]:
     from .io import atomic_write_json
-    from .report.figures import draw_bound_curve
+    from .report.figures import draw_bound_curve, draw_length_curve, draw_wall_curve
 
     stem = f"bound-curve-{payload['code']}"
+    draw = draw_bound_curve
+    if payload["code"] == "layer" and payload["against"] == "length":
+        stem, draw = f"{stem}-length", draw_length_curve
+    elif payload["code"] == "layer":
+        draw = draw_wall_curve
     try:
         atomic_write_json(out / f"{stem}.json", payload)
-        return [str(out / f"{stem}.json")] + [str(out / f) for f in draw_bound_curve(payload, out, stem)]
+        return [str(out / f"{stem}.json")] + [str(out / f) for f in draw(payload, out, stem)]
     except OSError as exc:
         raise KernelgapError(f"cannot write to {out}: {exc.strerror or exc}") from None
 
 
 def _render_curve(payload: dict) -> None:
-    if payload["code"] == "ladder":
+    if payload["code"] == "layer":
+        from .theory.bound_curve import layer_lines
+
+        _echo_lines(layer_lines(payload))
+    elif payload["code"] == "ladder":
         typer.echo(f"{'m':>4} {'queries n':>10} {'certified':>10} {'trace':>7} {'softmax max err':>16} {'2^m':>22}")
         for p in payload["points"]:
             typer.echo(
@@ -223,7 +261,7 @@ def _render_curve(payload: dict) -> None:
                 f"{p['m']:>4} {p['queries']:>5} {p['certified_direct']:>7} {p['certified_chained']:>8}"
                 f" {p['trace_chained']:>6} {p['softmax_score_dim']:>10} {p['positive_construction']:>22}"
             )
-    if payload["skipped_m"]:
+    if payload.get("skipped_m"):
         typer.echo(f"no {payload['code']} family at m = {', '.join(map(str, payload['skipped_m']))}")
     for path in payload.get("files", []):
         typer.echo(f"wrote {path}")
@@ -330,10 +368,20 @@ def _render_run(record: dict) -> None:
     typer.echo(
         f"run {record['id']}  status={record['status']}  steps={record['steps']}  wall={record['wall_time_s']:.1f}s"
     )
+    def num(key: str) -> str:
+        return "none" if m.get(key) is None else f"{m[key]:.4f}"
+
     typer.echo(
-        f"train: max_error={m['max_error']:.4f} exact={m['exact']} "
-        f"exact_seq_acc={m['exact_seq_acc']:.4f} mean_abs_error={m['mean_abs_error']:.4f}"
+        f"train: max_error={num('max_error')} exact={m['exact']} "
+        f"exact_seq_acc={num('exact_seq_acc')} mean_abs_error={num('mean_abs_error')}"
     )
+    if "evaluated" in m:  # a product family (training/product.py)
+        from .task.family import count_text
+
+        typer.echo(f"scored on: {m['evaluated']}, {count_text(m['sequences'])} sequences")
+        if m.get("whole_family"):
+            w = m["whole_family"]
+            typer.echo(f"whole family (exact worst case): max_error={w['max_error']:.4f} exact={w['exact']}")
 
 
 @app.command()
@@ -403,6 +451,9 @@ def probe(
     executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
     workers: int | None = typer.Option(None, "--workers", help="Runs trained at once (default: cores)."),
     address: str | None = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
+    recipes: bool = typer.Option(
+        True, "--recipes/--no-recipes", help="Try other schedules where a rank fails unforbidden (the recipe search)."
+    ),
 ) -> None:
     """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
     from .probe import run_probe
@@ -424,6 +475,7 @@ def probe(
         workers=workers,
         address=address,
         report=True,
+        recipes=recipes,
         log=typer.echo,
     )
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .base import Experiment
 from .bound_curve import experiment as bound_curve
+from .context import experiment as context
 from .heads import experiment as heads
 from .length import experiment as length
 from .ood import experiment as ood
@@ -52,7 +53,21 @@ def _registered(module: types.ModuleType, where: str) -> Experiment:
 #: The built-in experiments, in summary order (which is also the order their pools are read in).
 BUILTIN: tuple[Experiment, ...] = tuple(
     _registered(m, m.__name__)
-    for m in (witness, series, ood, length, bound_curve, signed, signed_ood, heads, zoo, zoo_ood, precision, probe)
+    for m in (
+        witness,
+        series,
+        ood,
+        length,
+        bound_curve,
+        context,
+        signed,
+        signed_ood,
+        heads,
+        zoo,
+        zoo_ood,
+        precision,
+        probe,
+    )
 )
 
 

@@ -15,6 +15,7 @@ import torch
 from ..models.constructions import one_hot_candidates
 from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores
+from ..task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
 from ..task.minip import error_metrics
 from ..theory.certificate import certify
 
@@ -35,12 +36,18 @@ def distinct_families(runs):
 
 
 def constructed(family) -> dict:
-    """The one-hot construction restricted to the family, checked on every sequence."""
+    """The one-hot construction restricted to the family, checked on every sequence at every
+    scored position (a product family expanded, up to ``MAX_EXPANDED`` sequences; past that
+    no rank, and the count read from the product, never from ``len()``)."""
+    count = sequence_count(family)
+    if count > MAX_EXPANDED:
+        return {"rank": None, "sequences": count_json(count), "max_error": None, "exact": False}
+    family = as_sequences(family)
     model = one_hot_candidates(family)
-    qpos = family.query_position - 1
+    positions = family.scored_positions
     with torch.no_grad():
-        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), [qpos])[0]
-    met = error_metrics(pred, family.targets()[:, [qpos]])
+        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), positions)[0]
+    met = error_metrics(pred, family.targets()[:, positions])
     return {"rank": model.scorer.features, "sequences": met.sequences, "max_error": met.max_error, "exact": met.exact}
 
 
@@ -54,7 +61,7 @@ def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
             "family": run.family.name,
             "params": run.family.params,
             "m": family.m,
-            "sequences": len(family),
+            "sequences": count_json(sequence_count(family)),  # a product's count may exceed len()
             "certified_rank": certify(family).certified_rank if family.matching else None,
         }
     return certs

@@ -11,23 +11,25 @@ Weights are *set*, not trained; the same ``predict`` code path evaluates them.
    ``φ_Q(x)_z = exp(−β<x, z>)``: the weights of (2) from a nonnegative kernel of
    rank ``2^m``.
 
-Beside them, :func:`one_hot_candidates` restricts (3) to a family: one feature
-per distinct candidate token, so the witness families are solved with as many
-features as they have good candidates, the rank the certificate proves
-necessary.
+Beside them, two restrictions of (3) to a family, at any length N
+(docs/theory.md, "A construction of rank n at any length"):
+:func:`one_hot_candidates` has one feature per distinct candidate token, so the
+witness families are solved with as many features as they have good candidates,
+and :func:`query_one_hot` one feature per distinct query token, the rank n the
+certificate reaches when its Radon clique is every query.  Both are checked
+without torch by :mod:`kernelgap.theory.construction`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from ..errors import KernelgapError
+from ..task.constructions import candidate_tokens, one_hot_beta, query_tokens, softmax_beta
 from ..task.exhaustive import all_tokens
-from ..task.family import Family
+from ..task.family import AnyFamily
 from .attention import AttentionModel, ModelSpec, build_model
 
 Construction = Callable[[int, int], AttentionModel]
@@ -43,11 +45,6 @@ def register_construction(name: str) -> Callable[[Construction], Construction]:
         return fn
 
     return deco
-
-
-def softmax_beta(length: int) -> float:
-    """``β = ln(2(N−1)) + 1``; lengths below 2 use the N = 2 value."""
-    return math.log(2 * (max(length, 2) - 1)) + 1
 
 
 def _identity_readout(model: AttentionModel, m: int, read_scale: float, bias_per_bit: float) -> None:
@@ -118,30 +115,59 @@ def build_construction(name: str, m: int, length: int, dtype: torch.dtype = torc
     return CONSTRUCTIONS[name](m, length, dtype)
 
 
-def one_hot_candidates(family: Family, dtype: torch.dtype = torch.float64) -> AttentionModel:
-    """A nonnegative kernel of rank = distinct candidates, exact on every sequence of ``family``.
-
-    ``φ_K(z) = e_z`` on the tokens at the non-query positions (0 on query-only
-    tokens, which then get no weight), ``φ_Q(x)_c = exp(−β<x, c>)`` with
-    ``β = ln 2 + 1``, ``v(z) = z`` and ``p = <x, y>``.  Since ``<x, c> ≤ |x|``,
-    the target at the query position is the smaller candidate overlap, and
-    softmax over the two candidates misses it by at most ``e^{−β} < 1/2``.
-    """
-    if family.query_position is None or family.length != 3:
-        raise KernelgapError("the one-hot construction needs length-3 sequences with one query position")
-    qpos = family.query_position - 1
-    others = [p for p in range(3) if p != qpos]
-    candidates = np.unique(family.index[:, others])
-    r, t, m = len(candidates), len(family.tokens), family.m
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=r, d_value=m, readout="linear")
-    model = build_model(spec, m, 3, seeds=[0], vocabulary=family.tokens, dtype=dtype)
-    bits = torch.from_numpy(family.tokens).to(dtype)
-    beta = softmax_beta(2)
-    one_hot_log = torch.full((t, r), LOG_ZERO, dtype=dtype)
-    one_hot_log[torch.from_numpy(candidates), torch.arange(r)] = 0.0
-    scorer = model.scorer
+def _table_model(family: AnyFamily, rank: int, q_log: torch.Tensor, k_log: torch.Tensor, dtype) -> AttentionModel:
+    """A one-member ``table`` kernel of ``rank`` with the given log-features over the family's
+    tokens, ``v(z) = z`` and ``p = <x, y>``; refused in one line when it would not fit."""
+    t, m = len(family.tokens), family.m
+    spec = ModelSpec(kind="kernel", feature_map="table", rank=rank, d_value=m, readout="linear")
+    spec.validate("construction", m=m, tokens=t)
+    model = build_model(spec, m, family.length, seeds=[0], vocabulary=family.tokens, dtype=dtype)
     with torch.no_grad():
-        scorer.q_table.theta.copy_((-beta * bits @ bits[torch.from_numpy(candidates)].T)[None])
-        scorer.k_table.theta.copy_(one_hot_log[None])
+        model.scorer.q_table.theta.copy_(q_log[None])
+        model.scorer.k_table.theta.copy_(k_log[None])
     _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
     return model
+
+
+def one_hot_candidates(family: AnyFamily, dtype: torch.dtype = torch.float64) -> AttentionModel:
+    """A nonnegative kernel of rank = distinct candidates, exact on every sequence of ``family``.
+
+    ``φ_K(z) = e_z`` on the candidate tokens (0 on query-only tokens, which then get no
+    weight), ``φ_Q(x)_c = exp(−β<x, c>)``, ``v(z) = z`` and ``p = <x, y>``, with
+    ``β = ln(2(N − 2)) + 1`` (:func:`softmax_beta` of N − 1; ``ln 2 + 1`` at N = 3).  Since
+    ``<x, c> ≤ |x|`` the target is the least candidate overlap; at most N − 1 weighted terms
+    (the candidates and the query itself when it is a candidate) sit a gap ``g ≥ 1`` above
+    it, each adding at most ``g·e^{−βg} ≤ e^{−β}`` to the error (relative to the minimum's
+    weight), so the error is at most ``(N − 1)e^{−β} ≤ 1/e < 1/2`` (docs/theory.md,
+    "A construction of rank n at any length").
+    """
+    candidates = candidate_tokens(family)
+    if not len(candidates):
+        raise KernelgapError("the candidate one-hot construction needs a family with candidates")
+    r, t = len(candidates), len(family.tokens)
+    bits = torch.from_numpy(family.tokens).to(dtype)
+    beta = one_hot_beta("candidate_one_hot", family.length)
+    cols = torch.from_numpy(candidates)
+    one_hot_log = torch.full((t, r), LOG_ZERO, dtype=dtype)
+    one_hot_log[cols, torch.arange(r)] = 0.0
+    return _table_model(family, r, -beta * bits @ bits[cols].T, one_hot_log, dtype)
+
+
+def query_one_hot(family: AnyFamily, dtype: torch.dtype = torch.float64) -> AttentionModel:
+    """A nonnegative kernel of rank n = distinct query tokens, exact on every input of length N.
+
+    With the queries ``x_1..x_n``: ``φ_Q(x_i) = e_i``, ``φ_K(z)_i = exp(−β<x_i, z>)`` for
+    every token z (the queries included), ``v(z) = z``, ``p = <x, y>`` and
+    ``β = ln(2(N − 1)) + 1`` (:func:`softmax_beta`).  Then ``α(x_i, z) = exp(−β<x_i, z>)``,
+    dense softmax's weights, so it is exact wherever softmax is: on every sequence of length
+    N whose scored tokens are queries (docs/theory.md, "A construction of rank n at any length").
+    Tokens that are never scored get ``φ_Q = 0`` (no row is ever read for them).
+    """
+    queries = query_tokens(family)
+    n, t = len(queries), len(family.tokens)
+    bits = torch.from_numpy(family.tokens).to(dtype)
+    beta = one_hot_beta("query_one_hot", family.length)
+    rows = torch.from_numpy(queries)
+    one_hot_log = torch.full((t, n), LOG_ZERO, dtype=dtype)
+    one_hot_log[rows, torch.arange(n)] = 0.0
+    return _table_model(family, n, one_hot_log, -beta * bits @ bits[rows].T, dtype)

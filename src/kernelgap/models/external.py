@@ -30,6 +30,7 @@ import importlib.util
 import inspect
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -402,6 +403,44 @@ class ModuleModel(nn.Module):
         inner = self.module.layer if isinstance(self.module, LayerWrapper) else self.module.module
         own = sum(p.numel() for p in inner.parameters())
         return {"module": own, "wrapper": sum(p.numel() for p in self.parameters()) - own}
+
+
+#: Library classes whose true feature count is read from the built instance (class path →
+#: reader): kernelgap's own modules, and any user module, declare ``kernelgap_features``.
+LIBRARY_FEATURES: dict[str, Callable[[nn.Module], int]] = {
+    # Performer's FAVOR+: nb_features positive random features per head
+    "performer_pytorch.performer_pytorch.SelfAttention": lambda mod: mod.fast_attention.nb_features * mod.heads,
+    # softmax-normalised query features, dim_head per global head (local heads attend in windows)
+    "linear_attention_transformer.linear_attention_transformer.SelfAttention": (
+        lambda mod: mod.d_heads * mod.global_attn_heads
+    ),
+}
+#: The attribute by which a module declares its feature count: an int, or a callable of the rank.
+FEATURES_ATTR = "kernelgap_features"
+
+
+def declares_features(cls: type) -> bool:
+    """Whether :func:`module_features` can tell ``cls``'s feature count without guessing."""
+    return hasattr(cls, FEATURES_ATTR) or f"{cls.__module__}.{cls.__qualname__}" in LIBRARY_FEATURES
+
+
+def module_features(module: nn.Module, rank: int) -> int | None:
+    """The true feature count of a built module (the rank of its kernel as built, what the
+    lower bound speaks about; docs/theory.md, "The models"), or None when it cannot be
+    told: the module's own ``kernelgap_features`` (an int, or called with the rank
+    argument), else :data:`LIBRARY_FEATURES`.  A declaration that is not a positive
+    integer is a :class:`ModuleError`."""
+    inner = module.layer if isinstance(module, LayerWrapper) else getattr(module, "module", module)
+    declared = getattr(inner, FEATURES_ATTR, None)
+    reader = LIBRARY_FEATURES.get(f"{type(inner).__module__}.{type(inner).__qualname__}")
+    if declared is None and reader is None:
+        return None
+    value = (declared(rank) if callable(declared) else declared) if declared is not None else reader(inner)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModuleError(
+            f"{type(inner).__name__}.{FEATURES_ATTR} must give a positive integer feature count, got {value!r}"
+        )
+    return value
 
 
 def build_external(

@@ -1,23 +1,53 @@
 """Exhaustive verification of the constructions (docs/theory.md, "Constructions").
 
-Each construction is evaluated on *all* ``2^{Nm}`` sequences of length
-N = 1, 2, 3 over ``{0,1}^m`` in chunks: its per-token tables are computed once
-and every sequence costs a few scalar look-ups.
+Each construction is evaluated on *all* ``2^{Nm}`` sequences of each length N
+over ``{0,1}^m`` (default N = 1, 2, 3), every position scored, in chunks: its
+per-token tables are computed once and every sequence costs a few scalar look-ups.
+
+Each check is compared with what the theory predicts (:func:`expected_exact`):
+
+* ``rank1`` (``α ≡ 1``, ``p = (2/N)Σ_j <x_i, x_j> − |x_i|``) has max error exactly
+  ``m·max(N − 2, 0)/N``: exact for N ≤ 2, failing for N ≥ 3 (except m = 1, N = 3,
+  where the error is 1/3);
+* ``softmax`` and ``positive_2m`` (``β = ln(2(N − 1)) + 1`` of their own N) err by at
+  most ``(N − 1)e^{−β} ≤ 1/(2e) < 1/2``: exact at every N.
+
+A run is refused in one line when a length's ``2^{mN}·N²`` (query, key) pairs exceed
+:data:`MAX_VERIFY_PAIRS`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
 
 import torch
 
 from ..errors import KernelgapError
 from ..task.exhaustive import all_tokens, iter_exhaustive_index
-from ..task.minip import MetricsAccumulator, targets_from_index
+from ..task.minip import EXACT_THRESHOLD, MetricsAccumulator, targets_from_index
 from .constructions import CONSTRUCTIONS, build_construction
 from .devices import resolve_device
 
-#: Exhaustive checking beyond this m would take hours (2^{3m} triples).
-MAX_VERIFY_M = 9
-CHUNK = 1 << 20
+#: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
+#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs, the largest run before lengths could
+#: be chosen; 64 times m = 7 at N = 3, which took about 4 s per construction on 2 busy cores).
+#: m = 4 at N = 5 (2^20 sequences of 25 pairs) is 1/46 of it.
+MAX_VERIFY_PAIRS = 9 << 27
+#: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
+MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)
+#: Largest m: each construction's per-token tables are ``2^m × 2^m`` float64 (128 MiB at
+#: m = 12, where the positive construction stops being built).
+MAX_VERIFY_M = 12
+#: The lengths checked when none are given.
+DEFAULT_LENGTHS = (1, 2, 3)
+#: (query, key) pairs evaluated per chunk (memory: a few float64 copies of them, ~100 MB).
+CHUNK_PAIRS = 9 << 18
+
+
+def chunk_size(length: int) -> int:
+    """Sequences per chunk at length N: ``CHUNK_PAIRS / N²`` (2^18 at N = 3)."""
+    return max(1, CHUNK_PAIRS // (length * length))
 
 
 def check_exhaustive(model, m: int, length: int, device: torch.device) -> dict:
@@ -29,7 +59,7 @@ def check_exhaustive(model, m: int, length: int, device: torch.device) -> dict:
     acc = MetricsAccumulator()
     with torch.no_grad():
         tables = model.tables(tokens)
-        for chunk in iter_exhaustive_index(m, length, CHUNK):
+        for chunk in iter_exhaustive_index(m, length, chunk_size(length)):
             index = torch.from_numpy(chunk).to(device)
             pred = model.predict(tokens, index, tables=tables)[0]
             acc.update(pred, targets_from_index(gram, index))
@@ -37,21 +67,96 @@ def check_exhaustive(model, m: int, length: int, device: torch.device) -> dict:
     return {"sequences": res.sequences, "max_error": res.max_error, "exact": res.exact}
 
 
-def verify_constructions(m: int, device: str = "cpu", lengths=(1, 2, 3)) -> dict:
-    """Check every registered construction on every sequence of each length."""
+def rank1_max_error(m: int, length: int) -> Fraction:
+    """The rank-1 construction's max error over every sequence of length N: ``m·max(N − 2, 0)/N``.
+
+    At a query x of weight w with overlaps ``s_j ≤ w`` and target ``t = min_j s_j``,
+    ``p − t = (2/N)(w + Σ_{j≠i} s_j) − w − t`` lies in ``[−w(N − 2)/N, w(N − 2)/N]`` for
+    N ≥ 2 (all others 0…0, resp. all 1…1 but one 0…0), and is 0 at N = 1; w = m attains it.
+    """
+    return Fraction(m * max(length - 2, 0), length)
+
+
+def expected_exact(name: str, m: int, length: int) -> bool:
+    """Whether the theory says ``name`` is exact on every sequence of length N (module docstring)."""
+    if name == "rank1":
+        return rank1_max_error(m, length) < Fraction(EXACT_THRESHOLD)
+    return True
+
+
+def parse_lengths(values: Iterable[str] | None) -> tuple[int, ...]:
+    """``--length`` values (each ``N``, ``A,B,…`` or ``A..B``) as sorted distinct lengths ≥ 1;
+    none: :data:`DEFAULT_LENGTHS`."""
+    values = list(values or [])
+    if not values:
+        return DEFAULT_LENGTHS
+    out: set[int] = set()
+    for value in values:
+        for part in str(value).split(","):
+            lo, sep, hi = part.strip().partition("..")
+            try:
+                a = int(lo)
+                b = int(hi) if sep else a
+            except ValueError:
+                raise KernelgapError(f"--length {value!r}: expected N, A,B,… or A..B (integers ≥ 1)") from None
+            if a < 1 or b < 1:
+                raise KernelgapError(f"--length must be ≥ 1, got {min(a, b)}")
+            if b < a:
+                raise KernelgapError(f"--length {part.strip()!r}: the range is empty")
+            if b > MAX_VERIFY_LENGTH:
+                raise KernelgapError(
+                    f"--length {b} is too large for exhaustive checking: 2^(mN)·N² > 9·2^27 pairs for "
+                    f"every m ≥ 1 (N ≤ {MAX_VERIFY_LENGTH})"
+                )
+            out.update(range(a, b + 1))
+    return tuple(sorted(out))
+
+
+def check_size(m: int, length: int) -> None:
+    """Refuse a length whose ``2^{mN}·N²`` pairs exceed :data:`MAX_VERIFY_PAIRS` (the exponent
+    is compared first, so ``2^{mN}`` is never formed for a huge m·N)."""
+    bits = m * length
+    if bits >= MAX_VERIFY_PAIRS.bit_length() or (1 << bits) * length * length > MAX_VERIFY_PAIRS:
+        raise KernelgapError(
+            f"--m {m} at length N = {length} is too large for exhaustive checking: 2^{bits} sequences × "
+            f"{length}² pairs; at most 2^(mN)·N² ≤ 9·2^27 pairs (e.g. m = 9 at N = 3, m = 4 at N = 6)"
+        )
+
+
+def verify_constructions(m: int, device: str = "cpu", lengths: Iterable[int] = DEFAULT_LENGTHS) -> dict:
+    """Check every registered construction on every sequence of each length, against
+    :func:`expected_exact`; ``as_expected`` is true when every outcome is the predicted one."""
     if m < 1:
         raise KernelgapError(f"--m must be ≥ 1, got {m}")
     if m > MAX_VERIFY_M:
         raise KernelgapError(
-            f"--m {m} is too large for exhaustive checking (2^{3 * m} triples); use m ≤ {MAX_VERIFY_M}"
+            f"--m {m} is too large for exhaustive checking (tables of 2^m × 2^m per construction); "
+            f"use m ≤ {MAX_VERIFY_M}"
         )
+    lengths = tuple(lengths)
+    for n in lengths:
+        if n < 1:
+            raise KernelgapError(f"--length must be ≥ 1, got {n}")
+        check_size(m, n)
     dev = resolve_device(device)
+    # every model is built before any is checked: a construction that refuses m (one line)
+    # does so before minutes of checking
+    models = {(name, n): build_construction(name, m, n) for name in CONSTRUCTIONS for n in lengths}
     checks = []
-    for name in CONSTRUCTIONS:
-        for n in lengths:
-            model = build_construction(name, m, n)
-            checks.append({"construction": name, "N": n, **check_exhaustive(model, m, n, dev)})
-    return {"m": m, "checks": checks}
+    for (name, n), model in models.items():
+        res = check_exhaustive(model, m, n, dev)
+        expected = expected_exact(name, m, n)
+        checks.append(
+            {"construction": name, "N": n, **res, "expected_exact": expected, "as_expected": res["exact"] == expected}
+        )
+    return {"m": m, "lengths": list(lengths), "checks": checks, "as_expected": all(c["as_expected"] for c in checks)}
 
 
-__all__ = ["check_exhaustive", "verify_constructions"]
+__all__ = [
+    "check_exhaustive",
+    "check_size",
+    "expected_exact",
+    "parse_lengths",
+    "rank1_max_error",
+    "verify_constructions",
+]

@@ -1,7 +1,10 @@
-"""A decayed (gated) linear attention layer: an example for ``kernelgap probe``.
+"""Example modules for ``kernelgap probe``: a decayed (gated) linear attention layer, plain
+``elu + 1`` linear attention, and uniform attention (the query-blind control).
 
     kernelgap probe kernelgap.probe.examples:DecayedLinearAttention
     kernelgap probe kernelgap.probe.examples:DecayedLinearAttention --kwargs '{"decay_init": 0.5}'
+    kernelgap probe kernelgap.probe.examples:Elu1LinearAttention
+    kernelgap probe kernelgap.probe.examples:UniformAttention
 
 It follows the probe's ``"layer"`` interface (see ``kernelgap.probe``):
 ``DecayedLinearAttention(d_model, rank, **kwargs)`` maps ``x [B, N, d_model]``
@@ -16,8 +19,15 @@ seeing only itself):
     α_ij = Σ_k φ(q_i)_k φ(k_j)_k γ_k^{|i − j|},     y_i = W_o Σ_j α_ij v_j / Σ_j α_ij
 
 The kernel stays nonnegative, so the paper's wall applies to it; with
-``γ ≡ 1`` it is plain ``elu1`` linear attention.
+``γ ≡ 1`` it is plain ``elu1`` linear attention (:class:`Elu1LinearAttention`).
+
+Each declares its true feature count, ``kernelgap_features(rank)`` (the probe's axis;
+docs/experiments.md, "Probe"): ``rank`` for the two kernel layers, 1 for uniform attention.  Uniform attention
+(:class:`UniformAttention`) has one constant weight: its runs end at the query-blind
+optimum of the training loss (docs/theory.md, "The query-blind floor").
 """
+
+from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +36,7 @@ from torch import nn
 
 class DecayedLinearAttention(nn.Module):
     kernelgap_interface = "layer"
+    kernelgap_kernel = "elu1"  # the built-in map of its kernel (γ ≡ 1)
 
     def __init__(self, d_model: int, rank: int, decay_init: float = 0.9, d_value: int = 32) -> None:
         super().__init__()
@@ -37,6 +48,10 @@ class DecayedLinearAttention(nn.Module):
         self.o = nn.Linear(d_value, d_model)
         logit = torch.logit(torch.tensor(float(decay_init)))
         self.decay_logit = nn.Parameter(torch.full((rank,), float(logit)))
+
+    @staticmethod
+    def kernelgap_features(rank: int) -> int:
+        return rank
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = x.shape[1]
@@ -50,3 +65,43 @@ class DecayedLinearAttention(nn.Module):
         alpha = torch.einsum("bir,bjr,ijr->bij", q, k, decay)  # [B, N, N], ≥ 0
         y = alpha @ v / alpha.sum(-1, keepdim=True).clamp_min(1e-6)
         return self.o(y)
+
+
+class Elu1LinearAttention(nn.Module):
+    """Normalized linear attention with ``φ = elu + 1`` of rank ``r``:
+    ``y_i = W_o Σ_j <φ(q_i), φ(k_j)> v_j / Σ_j <φ(q_i), φ(k_j)>``."""
+
+    kernelgap_interface = "layer"
+    kernelgap_kernel = "elu1"
+
+    def __init__(self, d_model: int, rank: int) -> None:
+        super().__init__()
+        self.q, self.k = nn.Linear(d_model, rank), nn.Linear(d_model, rank)
+        self.v, self.o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    @staticmethod
+    def kernelgap_features(rank: int) -> int:
+        return rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = F.elu(self.q(x)) + 1, F.elu(self.k(x)) + 1
+        alpha = q @ k.transpose(-1, -2)  # [B, N, N], > 0
+        return self.o(alpha @ self.v(x) / alpha.sum(-1, keepdim=True))
+
+
+class UniformAttention(nn.Module):
+    """Every position attends to every position with the same weight, ``y_i = W_o mean_j v_j``:
+    a query-blind model (its weights ignore the query and the candidates), whatever ``rank``."""
+
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model: int, rank: int) -> None:
+        super().__init__()
+        self.v, self.o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    @staticmethod
+    def kernelgap_features(rank: int) -> int:
+        return 1  # α ≡ 1 = <1, 1>: a kernel of rank 1, whatever the rank argument
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.o(self.v(x).mean(dim=1, keepdim=True)).expand_as(x)

@@ -8,9 +8,18 @@ result.  ``OUT`` holds:
   source hash, reading, parameter counts, suites);
 * ``runs-<hash>/<suite>/`` — the module's sweeps, one folder per source hash,
   so an edited module trains anew while earlier results stay;
-* ``baseline/<suite>/`` — the built-in ``elu1`` map at the same ranks and seeds (or
-  a folder shared by several probes);
+* ``baseline/<suite>-<hash>/`` — the built-in ``elu1`` map at the same ranks and seeds (or
+  a folder shared by several probes), and ``baseline/twin-<map>-<suite>-<hash>/`` the
+  built-in map of the module's own kernel in the same wrapper, where one exists
+  (:mod:`kernelgap.probe.twin`), at the module's true feature counts;
+* ``recipes-<hash>/<suite>-<hash>/`` — the recipe search: other schedules at the ranks
+  where the module failed and the certificate does not forbid a fit
+  (:data:`~kernelgap.probe.suites.RECIPES`), one sweep per suite;
 * ``sweeps/<name>.toml`` — the generated sweep files.
+
+``probe.json`` also carries, per suite, the module's true feature count at each rank
+(:func:`~kernelgap.models.external.module_features`; None where it cannot be told) and
+the family's query-blind floor (:func:`kernelgap.probe.floor.query_blind`).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import hashlib
 import os
 import sys
 import tomllib
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import tomli_w
@@ -27,23 +36,31 @@ import torch
 
 from .. import __version__
 from ..errors import KernelgapError
+from ..experiments.probe.experiment import needs_recipe, probe_rows, rank_verdicts
 from ..io import atomic_write_json, atomic_write_text, read_json
+from ..limits import MAX_RANK
 from ..models.external import (
     ModuleModel,
     ModuleSpec,
     build_module,
     check_arguments,
+    declares_features,
     load_target,
     module_failures,
+    module_features,
     split_target,
 )
+from ..models.feature_maps import feature_map_class
 from ..sweeps import run_sweep
 from ..sweeps.config import parse_sweep
 from ..sweeps.executors import check_executor
 from ..task import build_family
 from ..theory.certificate import certify
-from ..training import default_model
-from .suites import BASELINE, Suite, suites
+from ..training import TrainConfig, default_model
+from ..training.curve import final_power
+from .floor import query_blind
+from .suites import BASELINE, RECIPE_KEYS, RECIPES, Suite, suites
+from .twin import TWIN_TARGET, twin_map
 
 META = "probe.json"
 #: Keys of ``probe.json`` that make a probe what it is: another value is another probe.
@@ -147,7 +164,7 @@ def reading_of(model: ModuleModel, m: int, trials: int = 64) -> str:
     return "final" if torch.allclose(before, after, atol=1e-6 * float(scale), rtol=0) else "first"
 
 
-def _sweep_text(name: str, suite: Suite, model: dict) -> str:
+def _sweep_text(name: str, suite: Suite, model: dict, variants: list[dict] | None = None) -> str:
     data = {
         "name": name,
         "family": {"name": suite.family, "params": suite.params},
@@ -157,13 +174,26 @@ def _sweep_text(name: str, suite: Suite, model: dict) -> str:
     }
     if suite.test_params is not None:
         data["test_family"] = {"params": suite.test_params}
+    if variants:
+        data["variants"] = variants
     return tomli_w.dumps(data)
 
 
 def _identity(meta: dict) -> dict:
     """What makes two probes the same: the module and the suites' settings (not what is
     derived from them, such as folders and certificates)."""
-    derived = ("certified_rank", "folder", "baseline_folder")
+    derived = (
+        "certified_rank",
+        "folder",
+        "baseline_folder",
+        "features",
+        "query_blind",
+        "twin_ranks",
+        "twin_features",
+        "twin_folder",
+        "recipes",
+        "recipe_folder",
+    )
     ident = {k: meta.get(k) for k in IDENTITY}
     rows = ident["suites"] if isinstance(ident["suites"], list) else [ident["suites"]]
     ident["suites"] = [{k: v for k, v in s.items() if k not in derived} if isinstance(s, dict) else s for s in rows]
@@ -188,13 +218,14 @@ def run_probe(
     address: str | None = None,
     report: bool = False,
     baseline: str | Path | None = None,
+    recipes: bool = True,
     log=print,
 ) -> dict:
     """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content.
-    ``baseline`` is the folder of the ``elu1`` runs (default ``out/baseline``; probes of
-    one reproduction share theirs).  Every option is checked before anything is written:
-    the flags first, then the module, then the sweep files, generated and validated in
-    memory (:func:`_sweep_configs`)."""
+    ``baseline`` is the folder of the ``elu1`` and twin runs (default ``out/baseline``;
+    probes of one reproduction share theirs); ``recipes=False`` skips the recipe search.
+    Every option is checked before anything is written: the flags first, then the module,
+    then the sweep files, generated and validated in memory (:func:`_sweep_configs`)."""
     if d_model < 1:
         raise KernelgapError(f"--d-model must be ≥ 1, got {d_model}")
     check_executor(executor)
@@ -215,19 +246,30 @@ def run_probe(
     counts = checked[first[0].name].parameter_counts()
     module_model = {**default_model(kind="module", module=spec).model_dump(), "module": spec.model_dump()}
     baseline_model = default_model(kind="kernel", feature_map=BASELINE).model_dump()
+    twin = twin_map(cls, spec.kwargs)
+    twin_model = _twin_model(twin, spec.d_model) if twin else None
     suite_rows = []
     for suite in chosen:
         family = build_family(suite.family, **suite.params)
         certified = certify(family).certified_rank if family.matching else None
         sub = _folder(suite, reading)
-        suite_rows.append(
-            {
-                **asdict(suite),
-                "certified_rank": certified,
-                "folder": sub,
-                "baseline_folder": _baseline_folder(suite, sub, baseline_model),
-            }
-        )
+        cfg = TrainConfig(**suite.train)
+        features = _features(cls, spec, family.m, suite.ranks)
+        row = {
+            **asdict(suite),
+            "certified_rank": certified,
+            "folder": sub,
+            "baseline_folder": _baseline_folder(suite, sub, baseline_model),
+            "features": features,
+            "query_blind": query_blind(family, final_power(cfg.max_steps, cfg.power)),
+        }
+        if twin_model is not None:
+            twin_ranks = [f if f is not None else r for r, f in zip(suite.ranks, features)]
+            if all(r <= MAX_RANK for r in twin_ranks):
+                row["twin_ranks"] = twin_ranks
+                row["twin_features"] = [feature_map_class(twin).output_size(r) for r in twin_ranks]
+                row["twin_folder"] = _twin_folder(twin, replace(suite, ranks=sorted(set(twin_ranks))), sub, twin_model)
+        suite_rows.append(row)
     meta = {
         "target": f"{Path(split_target(spec.target)[0]).name}:{split_target(spec.target)[1]}",
         "class": cls.__name__,
@@ -245,6 +287,8 @@ def run_probe(
         "version": __version__,
         "runs": f"runs-{spec.source_hash[:12] or 'nosource'}",
         "baseline_dir": os.path.relpath(baseline, out),
+        "twin": twin,
+        "recipes": f"recipes-{spec.source_hash[:12] or 'nosource'}",
     }
     stored = read_json(out / META)
     if (out / META).exists() and stored is None:
@@ -256,11 +300,14 @@ def run_probe(
         )
     if stored is not None and _identity(stored) != _identity(meta):
         raise KernelgapError(f"{out / META} holds a probe of another module or other settings; choose another --out")
-    configs = _sweep_configs(out, baseline, meta, chosen, suite_rows, module_model, baseline_model)
+    configs = _sweep_configs(out, baseline, meta, chosen, suite_rows, module_model, baseline_model, twin_model)
     if reading == "final":
         log(f"[probe] {cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
+    options = {"executor": executor, "workers": workers, "address": address}
     try:
-        _train(configs, {"executor": executor, "workers": workers, "address": address}, log)
+        _train(configs, options, log)
+        if recipes:
+            _recipe_search(out, meta, chosen, suite_rows, module_model, options, log)
         atomic_write_json(out / META, meta)
     except OSError as exc:
         raise KernelgapError(
@@ -294,11 +341,11 @@ def _sweep_configs(
     suite_rows: list[dict],
     module_model: dict,
     baseline_model: dict,
+    twin_model: dict | None = None,
 ) -> list[tuple[str, Path, str, Path]]:
-    """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's
-    then the baseline's, each parsed and every run resolved as the sweep runner will
-    (:func:`~kernelgap.sweeps.config.parse_sweep`): nothing is written for a probe that a
-    sweep would refuse."""
+    """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's,
+    the baseline's, then the twin's, each parsed and every run resolved as the sweep runner
+    will (:func:`_checked_text`): nothing is written for a probe that a sweep would refuse."""
     configs = []
     for suite, row in zip(chosen, suite_rows):
         sub = row["folder"]
@@ -306,13 +353,81 @@ def _sweep_configs(
             (out / meta["runs"] / sub, f"probe-{sub}", module_model),
             (baseline / row["baseline_folder"], f"{BASELINE}-{sub}", baseline_model),
         ):
-            text = _sweep_text(name, suite, _model_table(model))
-            try:
-                parse_sweep(tomllib.loads(text)).runs()
-            except KernelgapError as exc:
-                raise KernelgapError(f"probe suite {suite.name}: {exc}") from None
+            text = _checked_text(name, suite, model)
             configs.append((name, out / "sweeps" / f"{folder.parent.name}-{sub}.toml", text, folder))
+        if twin_model is not None and row.get("twin_folder"):
+            name = f"twin-{meta['twin']}-{sub}"
+            text = _checked_text(name, replace(suite, ranks=sorted(set(row["twin_ranks"]))), twin_model)
+            configs.append((name, out / "sweeps" / f"{name}.toml", text, baseline / row["twin_folder"]))
     return configs
+
+
+def _checked_text(name: str, suite: Suite, model: dict, variants: list[dict] | None = None) -> str:
+    """A suite's sweep file, parsed and every run resolved (:func:`~kernelgap.sweeps.config.parse_sweep`)."""
+    text = _sweep_text(name, suite, _model_table(model), variants)
+    try:
+        parse_sweep(tomllib.loads(text)).runs()
+    except KernelgapError as exc:
+        raise KernelgapError(f"probe suite {suite.name}: {exc}") from None
+    return text
+
+
+def _features(cls: type, spec: ModuleSpec, m: int, ranks: list[int]) -> list[int | None]:
+    """The module's true feature count at each rank (built at each, seed 0), or None per
+    rank when the class declares none (:func:`~kernelgap.models.external.declares_features`)."""
+    if not declares_features(cls):
+        return [None] * len(ranks)
+    out = []
+    for rank in ranks:
+        with module_failures(spec.target, "reading its feature count", f" at rank {rank}"):
+            out.append(module_features(build_module(cls, spec, m, rank, seed=0), rank))
+    return out
+
+
+def _twin_model(twin: str, d_model: int) -> dict:
+    """The model table of the twin: the built-in map ``twin`` as a layer module."""
+    spec = ModuleSpec.parse(
+        {"target": TWIN_TARGET, "kwargs": {"feature_map": twin}, "interface": "layer", "d_model": d_model},
+        where="module",
+    )
+    return {**default_model(kind="module", module=spec).model_dump(), "module": spec.model_dump()}
+
+
+def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:
+    text = _sweep_text(f"twin-{twin}-{sub}", suite, _model_table(twin_model))
+    return f"twin-{twin}-{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _recipe_search(
+    out: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict], module_model: dict, options: dict, log
+) -> None:
+    """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): at the first seed
+    of every rank whose verdict is not ``exact`` and where the certificate does not forbid a
+    fit, every recipe, as one sweep (a variant each) in ``recipes-<hash>/<suite>-<hash>/``.
+    The suite's row records what was tried (``recipes``: name, schedule, its training
+    fields, ranks, seed) and where (``recipe_folder``)."""
+    for suite, row in zip(chosen, suite_rows):
+        sub = row["folder"]
+        rows = probe_rows(out / meta["runs"] / sub)
+        verdicts = rank_verdicts(
+            rows, dict(zip(suite.ranks, row["features"])), row["certified_rank"], row["query_blind"]
+        )
+        todo = [v["rank_argument"] for v in verdicts if needs_recipe(v, row["certified_rank"])]
+        row["recipes"] = []
+        if not todo:
+            continue
+        rsuite = replace(suite, ranks=todo, seeds=suite.seeds[:1])
+        trains = [recipe.train(suite.train) for recipe in RECIPES]
+        variants = [{"train": {k: t[k] for k in RECIPE_KEYS}} for t in trains]
+        name = f"recipes-{sub}"
+        text = _checked_text(name, rsuite, module_model, variants)
+        folder = out / meta["recipes"] / f"{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+        _train([(name, out / "sweeps" / f"{meta['recipes']}-{sub}.toml", text, folder)], options, log)
+        row["recipe_folder"] = os.path.relpath(folder, out)
+        row["recipes"] = [
+            {"name": r.name, "schedule": r.describe(), "train": t, "ranks": todo, "seed": rsuite.seeds[0]}
+            for r, t in zip(RECIPES, trains)
+        ]
 
 
 def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import KernelgapError
+from ..experiments.probe.experiment import RECIPE_KEYS
 from ..limits import check_rank
 from ..training import FALLBACK_LR, TrainConfig
 
@@ -56,6 +57,43 @@ def _ood(n, ranks, seeds, q=8) -> Suite:
         {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0},
         test_params={"split": "test"},
     )
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Another schedule for a run that did not fit: the suite's learning rate and its steps
+    (both phases) scaled."""
+
+    name: str  # folder-safe label
+    lr_scale: float = 1.0
+    steps_scale: int = 1
+
+    def train(self, train: dict) -> dict:
+        out = dict(train)
+        for key in RECIPE_KEYS:  # lr, mse_steps, max_steps
+            out[key] = train[key] * (self.lr_scale if key == "lr" else self.steps_scale)
+        return out
+
+    def describe(self) -> str:
+        """``lr ÷ 3``, ``lr × 3``, ``3× steps`` (or both, comma-separated)."""
+        lr = (
+            ""
+            if self.lr_scale == 1
+            else (f"lr ÷ {1 / self.lr_scale:g}" if self.lr_scale < 1 else f"lr × {self.lr_scale:g}")
+        )
+        steps = f"{self.steps_scale}× steps" if self.steps_scale != 1 else ""
+        return ", ".join(p for p in (lr, steps) if p) or "the suite's schedule"
+
+
+#: The recipe search (docs/experiments.md, "Probe"): before a rank is called "not fitted"
+#: (or "collapsed") where the theorem does not forbid a fit, its first seed trains again
+#: with each of these schedules (one sweep, a variant each): three more runs, four runs'
+#: worth of steps, per rank.
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("lr-third", lr_scale=1 / 3),
+    Recipe("lr-triple", lr_scale=3.0),
+    Recipe("steps-double", steps_scale=2),
+)
 
 
 #: The suites per profile (``quick``: a few minutes for a small module on 2 cores).

@@ -5,7 +5,9 @@
 fla ships its feature maps as modules ``φ(x)`` (Hedgehog, T2R, DPFP, …) for its
 own attention layers, whose kernels need a GPU; this wraps one in plain
 normalized linear attention, ``y_i = Σ_j <φ(q_i), φ(k_j)> v_j / Σ_j <φ(q_i), φ(k_j)>``,
-with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).
+with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).  The feature
+count is the map's output size, read off the map (``kernelgap_features``): Hedgehog gives
+``2·rank`` features, T2R ``rank``, DPFP ``2·ν·rank`` (256 at rank 32).
 """
 
 import torch
@@ -22,6 +24,11 @@ class FlaLinearAttention(nn.Module):
         super().__init__()
         self.q, self.k, self.v = nn.Linear(d_model, rank), nn.Linear(d_model, rank), nn.Linear(d_model, d_model)
         self.phi = getattr(fla_maps, MAPS[feature_map])(rank)
+
+    def kernelgap_features(self, rank: int) -> int:
+        """The map's output size on a head of width ``rank`` (one forward of a zero head)."""
+        with torch.enable_grad():
+            return int(self.phi(torch.zeros(1, 1, rank)).shape[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k = self.phi(self.q(x)), self.phi(self.k(x))

@@ -48,6 +48,58 @@ def first_rank(rows: list[dict], ok, key: str = "rank", rule=majority) -> int | 
     return next((k for k in sorted(by) if rule(sum(by[k]), len(by[k]))), None)
 
 
+def sandwich(
+    certified: int | None,
+    constructed: int | None,
+    rows: list[dict],
+    by: str = "feature_map",
+    seeds: int | None = None,
+) -> dict:
+    """The minimal rank of a family pinned between a lower bound and upper bounds by example.
+
+    ``certified`` is the certificate's rank (every exact nonnegative single-head model has
+    at least this many features: docs/theory.md, "The lower bound as a certificate") and
+    ``constructed`` the smallest rank of an exact construction (docs/theory.md,
+    "Constructions"), ``None`` where there is none.  ``rows`` are trained runs with
+    ``rank``, ``seed`` and ``exact``; ``exact`` must mean max error < 1/2 *on every
+    sequence of the family* (:func:`exact` of a run's train metrics, which are scored on
+    the whole training family), since only then is the run an exact model of the family,
+    a proof by example that the minimal rank is at most its rank.  Runs are grouped by
+    ``by`` (one training recipe per feature map); a rank's seeds are ``seeds``, default the
+    distinct seeds of the group, so a seed missing at a rank counts as not exact there.
+
+    - ``trained_any``: the smallest rank at which some run is exact;
+    - ``trained_most``: the smallest rank at which, in some group, strictly more than half
+      of the seeds are exact (:func:`majority`);
+    - ``determined``: ``certified == min(constructed, trained_any)`` (``None`` bounds left
+      out): the minimal rank is then known exactly.  An upper bound below ``certified``
+      would refute the certificate; it leaves the family undetermined (docs/experiments.md,
+      "The series: proved = constructed = trained").
+    """
+    groups: dict = defaultdict(list)
+    for r in rows:
+        if r.get("rank") is not None:
+            groups[r.get(by)].append(r)
+    any_ranks, most_ranks = [], []
+    for group in groups.values():
+        hits: dict[int, set] = defaultdict(set)
+        for r in group:
+            if r.get("exact") is True:
+                hits[r["rank"]].add(r["seed"])
+        any_ranks += list(hits)
+        total = len({r["seed"] for r in group}) if seeds is None else seeds
+        most_ranks += [rank for rank, won in hits.items() if majority(len(won), total)]
+    trained_any = min(any_ranks, default=None)
+    uppers = [u for u in (constructed, trained_any) if u is not None]
+    return {
+        "certified": certified,
+        "constructed": constructed,
+        "trained_any": trained_any,
+        "trained_most": min(most_ranks, default=None),
+        "determined": certified is not None and bool(uppers) and certified == min(uppers),
+    }
+
+
 def run_row(rec: dict) -> dict:
     """One run record as a report row (every section reads runs through this)."""
     model = rec["config"]["model"]

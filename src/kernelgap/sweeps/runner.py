@@ -29,7 +29,9 @@ from rich.progress import (
 
 from ..errors import ConfigError, KernelgapError
 from ..models.attention import plan_pairs
+from ..task import ProductFamily
 from ..training import RunConfig
+from ..training.product import product_cost, training_family
 from ..training.trainer import train_task
 from .config import load_sweep
 from .executors import check_executor, executor_width, make_executor
@@ -64,7 +66,9 @@ class FamilyCost:
 
     @classmethod
     def of(cls, run: RunConfig) -> FamilyCost:
-        family = run.family.build()
+        family = training_family(run.family.load(), run.model)
+        if isinstance(family, ProductFamily):  # trained as a product (training/product.py)
+            return cls(*product_cost(family, run.model))
         positions = family.scored_positions
         key_positions = family.length if run.model.position_dependent else 1
         plan = plan_pairs(torch.as_tensor(family.index), positions, key_positions, run.model.causal)

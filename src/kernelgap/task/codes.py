@@ -119,17 +119,162 @@ def hadamard_code(order: int) -> np.ndarray:
     return code
 
 
+#: Codes up to this many words are checked with their Gram matrix (all n² overlaps).
+GRAM_WORDS = 4096
+#: Cells (rows × words) of one chunk of a Gram check, to bound its memory (128 MiB of float64).
+GRAM_CHUNK_CELLS = 1 << 24
+#: Most sub-word keys (words × removed-position sets, 8 bytes each) one distance test sorts.
+MAX_SUBWORD_KEYS = 1 << 26
+
+
+def pack_words(code: np.ndarray) -> np.ndarray:
+    """0/1 rows of at most 64 bits as ``uint64`` integers, position 0 the most significant bit."""
+    code = np.ascontiguousarray(code, dtype=np.uint8)
+    n, m = code.shape
+    if m > 64:
+        raise ValueError(f"words of {m} bits do not pack into 64")
+    padded = np.zeros((n, 64), dtype=np.uint8)
+    padded[:, 64 - m :] = code
+    return np.packbits(padded, axis=1).view(">u8").ravel().astype(np.uint64)
+
+
+def subword_key_count(words: int, weight: int, removed: int) -> int:
+    """Keys of :func:`shared_subword`: ``words · C(weight, removed)``."""
+    return words * comb(weight, removed)
+
+
+def shared_subword(code: np.ndarray, weight: int, removed: int) -> tuple[int, int] | None:
+    """Two distinct rows of a weight-w code (m ≤ 64) that share a ``(w − removed)``-subset of
+    their supports — i.e. overlap in ``≥ w − removed`` positions, Hamming distance
+    ``≤ 2·removed`` — or None when no two do (docs/theory.md, "Context length N").
+
+    Every word gives one key per ``removed``-subset of its support: the word with those bits
+    cleared, which is the kept ``(w − removed)``-subset itself.  One word's keys are distinct,
+    so two equal keys always come from two different words sharing that subset: sort the
+    ``n·C(w, removed)`` keys and look for a repeat; the two words are then any two containing
+    it.  The keys are made one ``removed``-subset of positions at a time (the words holding all
+    of it), so nothing but the keys themselves is ever of size ``n·C(w, removed)``.
+    Identical rows share everything (``removed = 0`` tests distinctness).
+    """
+    n, m = code.shape
+    if n < 2:
+        return None
+    if not (code.sum(1) == weight).all():
+        raise ValueError(f"a word of the code does not have weight {weight}")
+    ints = pack_words(code)
+    keys = np.empty(subword_key_count(n, weight, removed), dtype=np.uint64)
+    filled = 0
+    for drop in combinations(range(m), removed):
+        mask = np.uint64(sum(1 << (m - 1 - p) for p in drop))
+        part = ints[(ints & mask) == mask] ^ mask
+        keys[filled : filled + len(part)] = part
+        filled += len(part)
+    if filled != len(keys):
+        raise AssertionError(f"made {filled} sub-word keys, expected {len(keys)}")
+    keys.sort()
+    repeat = np.flatnonzero(keys[1:] == keys[:-1])
+    if not len(repeat):
+        return None
+    value = keys[repeat[0]]
+    del keys
+    first, second = np.flatnonzero((ints & value) == value)[:2].tolist()
+    return first, second
+
+
+def _gram_pairs(code: np.ndarray, bad) -> tuple[int, int] | None:
+    """The first pair ``i < j`` of rows whose overlap satisfies ``bad(overlaps)``, in row chunks
+    (float64 products of 0/1 rows: sums ≤ m < 2⁵³ are exact, and BLAS is fast)."""
+    c = code.astype(np.float64)
+    n = len(c)
+    step = max(1, GRAM_CHUNK_CELLS // max(n, 1))
+    for start in range(0, n, step):
+        block = c[start : start + step] @ c.T
+        rows = np.arange(start, start + len(block))
+        hit = bad(block) & (np.arange(n)[None, :] > rows[:, None])
+        if hit.any():
+            i, j = np.argwhere(hit)[0].tolist()
+            return start + i, j
+    return None
+
+
+def check_bytes(words: int, m: int, weight: int, max_overlap: int) -> int:
+    """Memory of :func:`check_constant_weight` on ``words`` words: when the sub-word test is
+    taken, its keys (8 bytes each, sorted in place, and the 1-byte repeat mask) and per word the
+    packing (64 + 8 bytes) and one pass's masks and keys (about 32 bytes); else one Gram chunk
+    (with its mask and comparison) and the code in float64."""
+    if _subword_removed(words, m, weight, max_overlap) is not None:
+        keys = subword_key_count(words, weight, weight - max_overlap - 1)
+        return 9 * keys + 104 * words
+    return 8 * words * m + 24 * min(GRAM_CHUNK_CELLS, words * words) + 16 * words
+
+
+def _subword_removed(words: int, m: int, weight: int, max_overlap: int) -> int | None:
+    """The removed-subset size of the sub-word test for a code this large, None for the Gram check."""
+    if words <= GRAM_WORDS or m > 64 or not 0 <= max_overlap < weight:
+        return None
+    removed = weight - max_overlap - 1
+    return removed if subword_key_count(words, weight, removed) <= MAX_SUBWORD_KEYS else None
+
+
 def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact_overlap: bool = False) -> None:
     """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
-    (``== cap`` with ``exact_overlap``)."""
-    c = code.astype(np.float64)  # 0/1 entries: sums ≤ m < 2^53 are exact (and BLAS is fast)
-    if not (c.sum(1) == weight).all():
+    (``== cap`` with ``exact_overlap``).
+
+    Up to :data:`GRAM_WORDS` words, or with ``exact_overlap``, by the Gram matrix (in row
+    chunks); a larger code by sorted sub-word keys (:func:`shared_subword`: an overlap above
+    the cap is a shared ``(cap + 1)``-subset) when they fit :data:`MAX_SUBWORD_KEYS`, else by
+    the chunked Gram matrix again."""
+    if not (code.sum(1) == weight).all():
         raise AssertionError(f"a codeword does not have weight {weight}")
-    gram = c @ c.T
-    off = gram[~np.eye(len(c), dtype=bool)]
-    bad = off != max_overlap if exact_overlap else off > max_overlap
-    if bad.any():
-        raise AssertionError(f"pairwise overlaps violate the cap {max_overlap}")
+    if max_overlap >= weight and not exact_overlap:
+        return  # no two words of weight w overlap in more than w positions
+    removed = None if exact_overlap else _subword_removed(len(code), code.shape[1], weight, max_overlap)
+    if removed is not None:
+        bad_pair = shared_subword(code, weight, removed)
+    else:
+        bad_pair = _gram_pairs(code, (lambda g: g != max_overlap) if exact_overlap else (lambda g: g > max_overlap))
+    if bad_pair is not None:
+        raise AssertionError(f"pairwise overlaps violate the cap {max_overlap} (words {bad_pair[0]} and {bad_pair[1]})")
+
+
+def min_distance(
+    code: np.ndarray, weight: int, max_keys: int | None = None, sample: int | None = None
+) -> tuple[int, bool, tuple[int, int] | None]:
+    """``(d, exact, pair)``: the minimum Hamming distance of a weight-w code of ``n ≥ 2`` distinct
+    words (m ≤ 64) when ``exact`` (``pair`` two rows at that distance), else a proven lower
+    bound ``d`` on it.
+
+    An upper bound and a pair come from the Gram matrix of the first ``sample`` words (at least
+    two; exact on its own when ``n ≤ sample``); lower bounds from :func:`shared_subword` with
+    ``removed = 0, 1, 2, …``: no shared ``(w − r)``-subset means every distance is ``> 2r``
+    (distances of a constant-weight code are even), a shared one is a pair at distance ``≤ 2r``,
+    which with the bound before it is exactly ``2r``.  The search stops once the bounds meet,
+    or with the lower bound when the next test would sort more than ``max_keys`` keys
+    (default :data:`MAX_SUBWORD_KEYS`; ``sample`` defaults to :data:`GRAM_WORDS`).
+    """
+    max_keys = MAX_SUBWORD_KEYS if max_keys is None else max_keys
+    sample = GRAM_WORDS if sample is None else sample
+    n = len(code)
+    if n < 2:
+        raise ValueError("a minimum distance needs two words")
+    head = code[: max(2, min(n, sample))].astype(np.float64)
+    gram = head @ head.T
+    np.fill_diagonal(gram, -1)
+    i, j = np.unravel_index(np.argmax(gram), gram.shape)
+    upper, pair = 2 * (weight - int(gram[i, j])), (int(min(i, j)), int(max(i, j)))
+    if n <= sample:
+        return upper, True, pair
+    lower = 0  # proven: every distance is ≥ lower
+    for removed in range(weight + 1):
+        if lower >= upper:
+            return upper, True, pair
+        if subword_key_count(n, weight, removed) > max_keys:
+            return lower, False, None
+        found = shared_subword(code, weight, removed)
+        if found is not None:  # a pair at distance ≤ 2·removed, and every distance is ≥ 2·removed
+            return 2 * removed, True, found
+        lower = 2 * removed + 2
+    return upper, True, pair
 
 
 def _check_cw_params(m: int, weight: int, max_overlap: int, count: int) -> None:
@@ -183,7 +328,8 @@ def check_code_exists(m: int, weight: int, max_overlap: int, count: int) -> None
 def random_code_bytes(m: int, count: int, batch: int = 256) -> int:
     """Memory of :func:`random_constant_weight`: the kept words (float32), one batch of draws
     (uniforms, their argsort, the words) and its overlaps with the kept words, then the
-    check of the code (its float64 Gram matrix, a mask and the off-diagonal copy, ``18·n²``)."""
+    check of the code, counted as a whole float64 Gram matrix with a mask and a copy (``18·n²``:
+    more than the chunked check of :func:`check_constant_weight` takes)."""
     m, count = max(m, 0), max(count, 0)
     return 12 * count * m + batch * (24 * m + 4 * count + 4 * batch) + 18 * count * count
 

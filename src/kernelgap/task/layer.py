@@ -10,7 +10,9 @@ Queries are words of weight ``w`` (default ``m/2``):
   counted exactly beforehand (:func:`class_sizes`);
 * ``distance = 2``: the whole layer.
 
-Supports are taken in lexicographic order; ``n`` keeps the first n words.  The
+Supports are taken in lexicographic order (as integers with position 0 the most
+significant bit: descending); ``n`` keeps the first n words.  They are generated
+position by position, without scanning the layer (:func:`layer_words`).  The
 candidates are the complements of the queries: a query's good candidate is its
 own complement (overlap 0) and another query y's complement is a bad candidate
 at overlap ``h = w − <x, y> = d(x, y)/2``, so ``h ≥ 2`` in a distance-4 class and
@@ -24,24 +26,33 @@ at most ``1/(N − 2)`` (h = 2), so every pair of a distance-4 class has
 ``ε_ij ε_ji ≤ 1/(N − 2)²`` and the Radon bound certifies all n words once
 ``(N − 2)² ≥ n − 1``: no intermediate candidates are needed.  In the whole layer
 at δ = 2/5 the step to h = 1 gives ``ρ_N(1) = 4/(N − 2)`` and all n words are
-certified once ``16/(N − 2)² < 1/(n − 1)``.
+certified once ``16/(N − 2)² < 1/(n − 1)``.  Above a few thousand words the certificate
+decides this by rule, from the code's least distance (docs/theory.md, "The whole set by
+rule"), so a class of m = 28 (1,432,860 words) is certified in full at N = 1200.
 """
 
 from __future__ import annotations
 
-from itertools import combinations
 from math import comb
 from typing import Annotated
 
 import numpy as np
 
 from ..errors import FamilyError
-from .codes import check_constant_weight
+from .codes import check_bytes, check_constant_weight
 from .family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
 from .registry import Range, register_family
 
-#: Most weight-w supports one build scans (a class of the layer is about 1/m of them).
-MAX_SCAN = 1 << 25
+#: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
+#: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).
+MAX_WORDS = 1 << 25
+#: Bytes per generated word beyond its ``m`` bytes, an upper bound: the generator's frontier
+#: (uint64 words, int16 weight and sum for two children each, the masks and the cumulative
+#: completions), the unpacking (64 bytes), the complements, two deduplications of the ``2W``
+#: token rows (packed keys, ``np.unique``'s sort, index and inverse), the matching as Python
+#: tuples (about 120 bytes) and its validation arrays.  Measured: the m = 28 class (1,432,860
+#: words) peaks at 0.67 GB of resident memory; the estimate with the check is 1.2 GB.
+WORD_BYTES = 600
 
 
 def class_sizes(m: int, w: int) -> list[int]:
@@ -66,7 +77,7 @@ def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, 
 
 
 def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
-    """Consistent parameters; the code has the n words asked for; its scan is not too long."""
+    """Consistent parameters; the code has the n words asked for; not too many are built."""
     if m % 2:
         raise FamilyError(f"m must be even, got {m}")
     weight = w or m // 2
@@ -80,41 +91,95 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
         raise FamilyError(f"residue must lie in 0..m − 1 = {m - 1}, got {residue}")
     if not 1 <= query_position <= length:
         raise FamilyError(f"query_position must lie in 1..length = {length}, got {query_position}")
-    if comb(m, weight) > MAX_SCAN and n is None:
-        raise FamilyError(
-            f"the layer of weight {weight} in m = {m} has {comb(m, weight):,} words; "
-            f"at most {MAX_SCAN:,} are scanned (give n to keep the first n words)"
-        )
     _, a, words = _resolved(m, weight, distance, residue)
+    what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
     if n is not None and n > words:
-        what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
         raise FamilyError(f"{what} of weight {weight} in m = {m} has {words:,} words, asked for n = {n:,}")
+    if n is None and words > MAX_WORDS:
+        raise FamilyError(
+            f"{what} of weight {weight} in m = {m} has {words:,} words; at most {MAX_WORDS:,} are built "
+            f"(give n to keep the first n words)"
+        )
 
 
 def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
-    """Bytes of a build: the ``W`` kept words as int64 rows and their uint8 copies, the
-    complements, the deduplication of the ``2W`` rows (``2m + 48`` bytes each) and the check
-    of the code (its float64 Gram matrix, a mask and the off-diagonal copy, ``18·W²``)."""
+    """Bytes of a build: ``W`` kept words (the exact size of the code, or n) at ``m +``
+    :data:`WORD_BYTES` each, plus the distance check of the code
+    (:func:`~kernelgap.task.codes.check_constant_weight` at its own estimate)."""
     weight = w or m // 2
-    words = comb(m, weight) if distance == 2 else -(-comb(m, weight) // m) * 2  # ≥ any class (bound)
+    words = _resolved(m, weight, distance, residue)[2]
     words = min(words, n) if n is not None else words
-    return words * (8 * m + 2 * m) + 2 * words * (2 * m + 48) + 18 * words * words + (1 << 16)
+    return words * (m + WORD_BYTES) + check_bytes(words, m, weight, weight - distance // 2) + (1 << 16)
+
+
+def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:
+    """``counts[i, k, s]``: subsets of the positions ``i..m − 1`` with k elements whose sum is
+    ``≡ s (mod modulus)``, each count capped at ``cap`` (only "how many, up to cap" is read)."""
+    counts = np.zeros((m + 1, w + 1, modulus), dtype=np.int64)
+    counts[m, 0, 0] = 1
+    for i in range(m - 1, -1, -1):  # position i: left out, or taken (k − 1 elements, sum − i before)
+        counts[i] = counts[i + 1]
+        counts[i, 1:] += np.roll(counts[i + 1, :-1], i % modulus, axis=1)
+        np.minimum(counts[i], cap, out=counts[i])
+    return counts
+
+
+def layer_words(m: int, w: int, residue: int | None, count: int) -> np.ndarray:
+    """The first ``count`` weight-w supports of ``{0..m − 1}`` in lexicographic order whose sum is
+    ``≡ residue (mod m)`` (every support when ``residue`` is None), as integers with position 0
+    the most significant bit (``uint64``, descending: lexicographic order of the supports).
+
+    Position by position, a frontier of prefixes (the choices at positions ``0..i − 1``) in
+    order: each prefix is followed by its child that takes position i (the larger integer), then
+    by the one that leaves it, and only children with a completion are kept
+    (:func:`_suffix_counts`); the frontier is cut after the first prefixes whose completions
+    reach ``count``.  Every kept prefix has a completion, so the frontier never exceeds
+    ``count`` and the work is ``O(m·count)``, whatever the size of the layer (m ≤ 64).
+    """
+    if not 1 <= m <= 64:
+        raise ValueError(f"layer words are packed in 64 bits, got m = {m}")
+    modulus, a = (1, 0) if residue is None else (m, residue % m)
+    counts = _suffix_counts(m, w, modulus, count + 1)
+    words = np.zeros(1, dtype=np.uint64)
+    size = np.zeros(1, dtype=np.int16)
+    total = np.zeros(1, dtype=np.int16)  # the sum mod modulus
+    for i in range(m):
+        bit = np.uint64(1) << np.uint64(m - 1 - i)
+        kids_words = np.stack([words | bit, words], 1).ravel()
+        kids_size = np.stack([size + 1, size], 1).ravel()
+        kids_total = np.stack([(total + i) % modulus, total], 1).ravel().astype(np.int16)
+        need = w - kids_size.astype(np.int64)
+        ok = need >= 0
+        left = np.zeros(len(need), dtype=np.int64)
+        left[ok] = counts[i + 1, need[ok], (a - kids_total[ok].astype(np.int64)) % modulus]
+        keep = left > 0
+        words, size, total, left = kids_words[keep], kids_size[keep], kids_total[keep], left[keep]
+        reach = np.cumsum(left)
+        cut = int(np.searchsorted(reach, count)) + 1  # the first prefixes whose completions reach count
+        words, size, total = words[:cut], size[:cut], total[:cut]
+    return words[:count]
+
+
+def unpack_words(words: np.ndarray, m: int) -> np.ndarray:
+    """``uint8 [W, m]`` bit rows of words packed as integers, position 0 the most significant bit."""
+    raw = np.ascontiguousarray(words, dtype=">u8").view(np.uint8).reshape(-1, 8)
+    return np.ascontiguousarray(np.unpackbits(raw, axis=1)[:, 64 - m :])
 
 
 def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
-    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used."""
+    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used; the code's
+    weight and minimum distance are checked (:func:`~kernelgap.task.codes.check_constant_weight`)."""
     w, a, words = _resolved(m, w, distance, residue)
     count = words if n is None else min(n, words)
-    kept = np.zeros((count, m), dtype=np.uint8)
-    k = 0
-    for support in combinations(range(m), w):
-        if a is None or sum(support) % m == a:
-            kept[k, list(support)] = 1
-            k += 1
-            if k == count:
-                break
-    if k != count:
-        raise AssertionError(f"the layer code found {k} of its {count} words")
+    packed = layer_words(m, w, a, count)
+    if len(packed) != count:
+        raise AssertionError(f"the layer code found {len(packed)} of its {count} words")
+    kept = unpack_words(packed, m)
+    sums = np.zeros(len(kept), dtype=np.int64)
+    for i in range(m):
+        sums += kept[:, i] * np.int64(i)
+    if a is not None and (sums % m != a).any():
+        raise AssertionError(f"a word of the class Σ ≡ {a} (mod {m}) has another sum")
     check_constant_weight(kept, w, w - distance // 2)
     return kept, a
 

@@ -23,6 +23,15 @@ never uses an unbounded pair.
 
 **Strictness.**  At δ = 1/2 every non-empty chain is a strict bound, so the
 trace bound gives ``r₀ = ⌊bound⌋ + 1`` (if any such ε is used), else ``⌈bound⌉``.
+
+**At scale** (docs/theory.md, "The whole set by rule").  A product family with more than
+:data:`DENSE_QUERIES` matching entries and of complement shape is certified without any
+``n × n`` matrix: the Radon bound by rule from the least gap of its query code
+(:mod:`.least_gap`).  When the rule certifies all n queries the trace bound is skipped (it
+cannot exceed n); otherwise the first :data:`DENSE_QUERIES` entries, with their good
+candidates as the only candidates, are certified as a sub-family with the pair matrices — every
+sequence of it is one of the family's, so a model exact on the family is exact on it — and the
+better of that and the rule is certified.
 """
 
 from __future__ import annotations
@@ -35,14 +44,32 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import FamilyError
-from ..task.family import AnyFamily, Family, ProductFamily, bits_to_str, count_json, count_text, sequence_count
+from ..task.family import (
+    AnyFamily,
+    Family,
+    ProductFamily,
+    bits_to_str,
+    count_json,
+    count_text,
+    sequence_count,
+    sorted_unique,
+)
 from .chains import chain_pair_bounds, complete_quads
+from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
 from .levels import level_pair_bounds
-from .pair_bounds import REASONS, PairBounds, frac_str, parse_delta
+from .pair_bounds import REASONS, PairBounds, frac_str, min_gap, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
 MAX_TOKENS = 1 << 21
+#: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
+#: search, trace bound, clique search: about 6 s and 1 GiB at 4,096 layer queries, quadratic);
+#: above it a complement-shaped family is certified by rule, and this many of its entries
+#: form the sub-family certified densely (module docstring, "At scale").
+DENSE_QUERIES = 4096
+#: Radon members are listed by word up to this many; a larger clique (only ever one given by
+#: rule) is described by its count instead.
+LISTED_MEMBERS = 4096
 
 
 # -- the trace bound --------------------------------------------------------------------
@@ -100,12 +127,19 @@ def select_queries(bounds: PairBounds) -> tuple[np.ndarray, list[tuple[int, str]
 
 @dataclass
 class TraceBound:
+    """The trace bound on the kept entries; ``skipped``: why it was not computed (then rank 0)."""
+
     rank: int
     bound: Fraction
     sum_eps2: Fraction
     strict: bool
     kept: np.ndarray
     dropped: list[tuple[int, str]]
+    skipped: str | None = None
+
+
+def skipped_trace(why: str) -> TraceBound:
+    return TraceBound(0, Fraction(0), Fraction(0), False, np.zeros(0, dtype=np.int64), [], why)
 
 
 def trace_certificate(bounds: PairBounds) -> TraceBound:
@@ -129,15 +163,18 @@ class Certificate:
     query_position: int  # 1-based
     delta: Fraction
     queries_total: int
-    comparisons: int
+    comparisons: int | None  # None: not counted (a certificate by rule; see comparisons_at_least)
     trace: TraceBound
     radon: RadonBound
     weakest_pair: dict | None
     unbounded_pairs: list[dict]
     dropped_queries: list[dict]
-    radon_queries: list[str]
+    radon_queries: list[str] | None  # None: too many to list (a clique by rule)
     seconds: float = 0.0
     length: int = 3
+    comparisons_at_least: int | None = None  # a lower bound where ``comparisons`` is not counted (None)
+    rule: LeastGap | None = None  # the least-gap rule, when it ran
+    subfamily: dict | None = None  # the sub-family certified densely, when not the whole family
 
     @property
     def certified_rank(self) -> int:
@@ -156,8 +193,16 @@ class Certificate:
     strict = property(lambda self: self.trace.strict)
 
     def to_json(self, limit: int = 50) -> dict:
-        """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``."""
+        """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``.
+
+        A skipped trace bound gives None for its numbers and its reason in
+        ``bounds.trace.skipped``; the Radon members are ``"all"`` (every query), ``"first"``
+        (the first ``count`` entries, by rule) or ``"listed"``, with their words in ``queries``
+        up to :data:`LISTED_MEMBERS` (else None)."""
         t, r = self.trace, self.radon
+        done = t.skipped is None
+        count = len(r.members)
+        members = "all" if count == self.queries_total else "first" if r.by_rule else "listed"
         return {
             "family": self.family,
             "m": self.m,
@@ -166,31 +211,39 @@ class Certificate:
             "query_position": self.query_position,
             "delta": frac_str(self.delta),
             "queries_total": self.queries_total,
-            "queries": self.queries,
-            "sum_eps2": frac_str(t.sum_eps2),
-            "bound": frac_str(t.bound),
-            "bound_float": float(t.bound),
-            "strict": t.strict,
+            "queries": self.queries if done else None,
+            "sum_eps2": frac_str(t.sum_eps2) if done else None,
+            "bound": frac_str(t.bound) if done else None,
+            "bound_float": float(t.bound) if done else None,
+            "strict": t.strict if done else None,
             "certified_rank": self.certified_rank,
             "method": self.method,
             "bounds": {
                 "trace": {
-                    "rank": t.rank,
-                    "bound": frac_str(t.bound),
-                    "sum_eps2": frac_str(t.sum_eps2),
-                    "queries": len(t.kept),
+                    "rank": t.rank if done else None,
+                    "bound": frac_str(t.bound) if done else None,
+                    "sum_eps2": frac_str(t.sum_eps2) if done else None,
+                    "queries": len(t.kept) if done else None,
+                    "skipped": t.skipped,
                 },
                 "radon": {
                     "rank": r.rank,
                     "level": r.level,
+                    "members": members,
+                    "count": count,
                     "queries": self.radon_queries,
                     "max_product": frac_str(r.max_product) if r.max_product is not None else None,
+                    "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
                     "exact_search": r.exact_search,
                     "whole_set": r.whole_set,
+                    "by_rule": r.by_rule,
                     "seconds": round(r.seconds, 4),
                 },
             },
             "comparisons": self.comparisons,
+            "comparisons_at_least": self.comparisons_at_least,
+            "rule": _rule_json(self.rule),
+            "subfamily": self.subfamily,
             "weakest_pair": self.weakest_pair,
             "unbounded_count": len(self.unbounded_pairs),
             "unbounded_pairs": self.unbounded_pairs[:limit],
@@ -198,6 +251,22 @@ class Certificate:
             "dropped_queries": self.dropped_queries[:limit],
             "seconds": round(self.seconds, 4),
         }
+
+
+def _rule_json(rule: LeastGap | None) -> dict | None:
+    if rule is None:
+        return None
+    return {
+        "min_distance": rule.distance,
+        "min_distance_exact": rule.exact,
+        "least_gap": rule.gap,
+        "eps": frac_str(rule.eps) if rule.eps is not None else None,
+        "product": frac_str(rule.product) if rule.product is not None else None,
+        "level": rule.level,
+        "rank": rule.rank,
+        "whole_set": rule.whole_set,
+        "dense_limit": DENSE_QUERIES,
+    }
 
 
 def check_family(family: AnyFamily) -> None:
@@ -236,19 +305,40 @@ def _nothing_to_compare(family: AnyFamily, positions: list[int]) -> FamilyError:
 
 
 def certify(
-    family: AnyFamily, delta: Fraction | str = Fraction(1, 2), budget_s: float = DEFAULT_BUDGET_S
+    family: AnyFamily,
+    delta: Fraction | str = Fraction(1, 2),
+    budget_s: float = DEFAULT_BUDGET_S,
+    *,
+    rule: bool | None = None,
 ) -> Certificate:
     """The certificate at the family's query position; with every position scored
     (``query_position`` None) each position gives a valid certificate: the best is kept.
-    ``budget_s`` bounds the exact clique search of the Radon bound."""
+    ``budget_s`` bounds the exact clique search of the Radon bound.  ``rule``: the least-gap
+    rule for a complement-shaped product family (module docstring, "At scale") — None: above
+    :data:`DENSE_QUERIES` entries; True: always (a :class:`FamilyError` if the family is not of
+    complement shape); False: never."""
     start = time.perf_counter()
     delta = parse_delta(delta)
     check_family(family)
     if isinstance(family, ProductFamily):
         if len(family.candidates) < 2:
             raise _nothing_to_compare(family, [family.query_position])
-        best = _certificate(family, family.query_position, level_pair_bounds(family, delta), delta, budget_s)
+        wanted = rule if rule is not None else len(family.matching) > DENSE_QUERIES
+        shape = complement_shape(family) if wanted else None
+        if rule and shape is None:
+            raise FamilyError(
+                f"family {family.name!r} is not of complement shape (queries of one weight, each good "
+                f"candidate its query's complement, the candidates exactly the good ones): no least-gap rule"
+            )
+        if shape is not None:
+            best = _rule_certificate(family, shape, delta, budget_s)
+        else:
+            best = _certificate(family, family.query_position, level_pair_bounds(family, delta), delta, budget_s)
     else:
+        if rule:
+            raise FamilyError(
+                f"family {family.name!r} is a list of sequences: the least-gap rule needs a product family"
+            )
         positions = [family.query_position] if family.query_position else list(range(1, family.length + 1))
         if not any(len(complete_quads(family, p - 1)[0]) for p in positions):
             raise _nothing_to_compare(family, positions)
@@ -257,6 +347,119 @@ def certify(
         )
     best.seconds = time.perf_counter() - start
     return best
+
+
+def first_entries(family: ProductFamily, count: int) -> ProductFamily:
+    """The sub-family of the first ``count`` matching entries: their queries, their good
+    candidates as the only candidates, the same length and query position (tokens renumbered
+    in order).  Each of its sequences is one of the family's, so a model exact on the family is
+    exact on it and its certificate holds for the family."""
+    pairs = np.array(family.matching[:count], dtype=np.int64).reshape(-1, 2)
+    ids = sorted_unique(pairs.ravel())
+    local = np.searchsorted(ids, pairs)
+    return ProductFamily(
+        family.tokens[ids],
+        local[:, 0],
+        local[:, 1],
+        family.query_position,
+        list(zip(local[:, 0].tolist(), local[:, 1].tolist())),
+        f"{family.name}-first{count}",
+        dict(family.meta),
+        family.length,
+    )
+
+
+def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Fraction, budget_s: float) -> Certificate:
+    """The certificate at scale (module docstring, "At scale"): the Radon bound by rule
+    (:mod:`.least_gap`), and below the whole set the dense certificate of the first
+    :data:`DENSE_QUERIES` entries beside it."""
+    start = time.monotonic()
+    gap = least_gap(shape, delta, family.length)
+    n, match, word = shape.n, family.matching, _words(family)
+    # every query's good level 0 against the n − 1 others' levels ≥ the least gap
+    at_least = n * (n - 1) if gap.gap >= min_gap(delta) else 0
+    rule_radon = RadonBound(
+        rank=gap.rank,
+        members=range(gap.rank),
+        level=gap.rank - 1,
+        max_product=gap.product if gap.whole_set and gap.exact else None,
+        exact_search=gap.whole_set,
+        seconds=time.monotonic() - start,
+        steps=[{"level": gap.rank - 1, "answer": True, "how": "rule", "clique": gap.rank}],
+        whole_set=gap.whole_set,
+        by_rule=True,
+        max_product_bound=gap.product,
+    )
+    common = dict(
+        family=family.name,
+        m=family.m,
+        sequences=sequence_count(family),
+        query_position=family.query_position,
+        delta=delta,
+        queries_total=n,
+        length=family.length,
+        rule=gap,
+    )
+    if gap.whole_set:
+        return Certificate(
+            comparisons=None,
+            comparisons_at_least=at_least,
+            trace=skipped_trace(
+                f"the rule certifies all {n:,} queries, which no bound exceeds: the trace bound "
+                f"(a sum over all n² pairs) is not computed"
+            ),
+            radon=rule_radon,
+            weakest_pair=_rule_weakest(gap, family, word),
+            unbounded_pairs=[],
+            dropped_queries=[],
+            radon_queries=[word(match[k][0]) for k in rule_radon.members] if n <= LISTED_MEMBERS else None,
+            **common,
+        )
+    size = min(n, DENSE_QUERIES)
+    sub = family if size == n else first_entries(family, size)
+    dense = _certificate(sub, family.query_position, level_pair_bounds(sub, delta), delta, budget_s)
+    use_rule = rule_radon.rank > dense.radon.rank
+    return Certificate(
+        comparisons=dense.comparisons if size == n else None,
+        comparisons_at_least=None if size == n else max(at_least, dense.comparisons),
+        trace=dense.trace,
+        radon=rule_radon if use_rule else dense.radon,
+        weakest_pair=dense.weakest_pair,
+        unbounded_pairs=dense.unbounded_pairs,
+        dropped_queries=dense.dropped_queries,
+        radon_queries=(
+            ([word(match[k][0]) for k in rule_radon.members] if rule_radon.rank <= LISTED_MEMBERS else None)
+            if use_rule
+            else dense.radon_queries
+        ),
+        subfamily=None
+        if size == n
+        else {
+            "queries": size,
+            "of": n,
+            "why": (
+                f"the rule certifies {gap.rank:,} of the {n:,} queries; the first {size:,} entries, with their "
+                f"good candidates as the only candidates, are certified with the pair matrices (trace and "
+                f"Radon bounds): each of their sequences is one of the family's"
+            ),
+        },
+        **common,
+    )
+
+
+def _rule_weakest(gap: LeastGap, family: ProductFamily, word) -> dict | None:
+    """The pair at the least distance, whose ε = ρ_N(least gap) is the largest of all pairs."""
+    if gap.pair is None or gap.eps is None:
+        return None
+    (q, g), (_, b) = family.matching[gap.pair[0]], family.matching[gap.pair[1]]
+    return {
+        "query": word(q),
+        "good": word(g),
+        "bad": word(b),
+        "s_good": 0,
+        "s_bad": gap.gap,
+        "eps": frac_str(gap.eps),
+    }
 
 
 def certify_at(family: Family, qpos: int, delta: Fraction, budget_s: float = DEFAULT_BUDGET_S) -> Certificate:
@@ -323,16 +526,43 @@ def _weakest(bounds: PairBounds, kept: np.ndarray, family: AnyFamily, word) -> d
 def describe_certificate(payload: dict) -> list[str]:
     """Human lines for :meth:`Certificate.to_json`: both bounds, which one wins and why."""
     trace, radon = payload["bounds"]["trace"], payload["bounds"]["radon"]
-    rel = ">" if payload["strict"] else "≥"
     count = count_text(payload["sequences"])
+    compared = (
+        f"{payload['comparisons']:,} comparisons"
+        if payload.get("comparisons") is not None
+        else f"at least {payload.get('comparisons_at_least') or 0:,} comparisons (not counted one by one)"
+    )
     lines = [
         f"family {payload['family']}: {count} sequences of length {payload.get('length', 3)}, m = {payload['m']}, "
-        f"query at position {payload['query_position']}, δ = {payload['delta']}, "
-        f"{payload['comparisons']:,} comparisons",
-        f"trace bound: {trace['queries']} of {payload['queries_total']} queries, Σε² = {trace['sum_eps2']}, "
-        f"n²/(n + Σε²) = {trace['bound']} (≈ {payload['bound_float']:.4f}), so r {rel} that: r ≥ {trace['rank']}",
+        f"query at position {payload['query_position']}, δ = {payload['delta']}, {compared}",
     ]
-    if radon["max_product"] is not None:
+    sub = payload.get("subfamily")
+    if sub:
+        lines.append(
+            f"sub-family: the first {sub['queries']:,} of the {sub['of']:,} queries, their good candidates the "
+            f"only candidates, certified with the pair matrices (a model exact on the family is exact on it)"
+        )
+    if trace.get("skipped"):
+        lines.append(f"trace bound: skipped ({trace['skipped']})")
+    else:
+        rel = ">" if payload["strict"] else "≥"
+        lines.append(
+            f"trace bound{' (sub-family)' if sub else ''}: {trace['queries']} of "
+            f"{sub['queries'] if sub else payload['queries_total']} queries, Σε² = {trace['sum_eps2']}, "
+            f"n²/(n + Σε²) = {trace['bound']} (≈ {payload['bound_float']:.4f}), so r {rel} that: r ≥ {trace['rank']}"
+        )
+    members = radon.get("count", len(radon.get("queries") or []))
+    rule = payload.get("rule")
+    product = radon.get("max_product")
+    if radon.get("by_rule") and rule:
+        exact = "" if rule["min_distance_exact"] else "at least "
+        which = f"all {members:,}" if radon.get("whole_set") else f"the first {members:,}"
+        lines.append(
+            f"Radon bound by rule: the query code's least distance is {exact}{rule['min_distance']}, so every pair "
+            f"has gap ≥ {rule['least_gap']}, ε ≤ ρ_N = {rule['eps']} and ε_ij·ε_ji ≤ {rule['product']} "
+            f"(≤ 1/{radon['level']}): {which} queries, r ≥ {radon['rank']} (no pair matrix, no clique search)"
+        )
+    elif product is not None or radon.get("max_product_bound") is not None:
         search = (
             "every pair of all the queries qualifies: no clique search"
             if radon.get("whole_set")
@@ -340,13 +570,18 @@ def describe_certificate(payload: dict) -> list[str]:
             if radon["exact_search"]
             else "budget ran out: greedy, may be improvable"
         )
-        level = radon["level"]
+        shown = product if product is not None else f"{radon['max_product_bound']} (a bound)"
         lines.append(
-            f"Radon bound: {len(radon['queries'])} queries whose every pair has ε_ij·ε_ji ≤ "
-            f"{radon['max_product']} (≤ 1/{level}), so r ≥ {radon['rank']} ({search})"
+            f"Radon bound: {members} queries whose every pair has ε_ij·ε_ji ≤ "
+            f"{shown} (≤ 1/{radon['level']}), so r ≥ {radon['rank']} ({search})"
         )
     else:
         lines.append("Radon bound: no pair of queries qualifies, r ≥ 1")
+    if rule and not radon.get("by_rule"):
+        lines.append(
+            f"the least-gap rule gave r ≥ {rule['rank']:,} (least distance {rule['min_distance']}): "
+            f"the pair matrices did better"
+        )
     why = (
         "it uses that the features are nonnegative"
         if payload["method"] == "radon"

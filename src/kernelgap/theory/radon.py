@@ -18,7 +18,9 @@ n queries are themselves the clique and no search is needed
 only if both ``ε_ij ≥ 1/(n − 1)`` and ``ε_ji ≥ 1/(n − 1)`` (otherwise its product
 is ``< 1/(n − 1)``, strictly); only those pairs are decided, exactly, and no
 ``n × n`` float matrix is built.  For a code whose ε falls with the distance
-those are the pairs at small distance.
+those are the pairs at small distance.  A large complement-shaped product family
+is decided by rule instead, from the least distance of its query code, with no pair
+matrix at all (:mod:`.least_gap`; docs/theory.md, "The whole set by rule").
 
 Levels are read from the pair products in floats, and in exact rationals
 wherever ``1/(ε_ij ε_ji)`` lies within ``1e-9`` of an integer (float rounding
@@ -35,6 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..task.family import sorted_unique
 from .pair_bounds import PairBounds
 
 #: Default time for the exact clique search, in seconds (a greedy clique is kept beyond it).
@@ -54,17 +57,46 @@ NEAR_INTEGER = 1e-9
 
 @dataclass
 class RadonBound:
-    """``rank``: certified rank; ``members``: the clique (matching entry indices); ``level``: r
-    with every member pair qualifying at r; ``exact_search``: no larger certificate exists."""
+    """``rank``: certified rank; ``members``: the clique (matching entry indices; a ``range`` when
+    it is given by rule); ``level``: r with every member pair qualifying at r; ``exact_search``:
+    no larger certificate exists.  ``by_rule``: certified from the least gap of a
+    complement-shaped family (:mod:`.least_gap`), with no pair matrix; ``max_product_bound``:
+    a proven upper bound on the members' largest product where ``max_product`` (exact) is not
+    known."""
 
     rank: int
-    members: list[int]
+    members: list[int] | range
     level: int
     max_product: Fraction | None
     exact_search: bool
     seconds: float = 0.0
     steps: list[dict] = field(default_factory=list)
     whole_set: bool = False  # certified by the whole-set test, without a clique search
+    by_rule: bool = False
+    max_product_bound: Fraction | None = None
+
+
+#: Largest table (value ids² × 2 cells) the distinct (ε_ij, ε_ji, strict) triples are counted in;
+#: beyond it they are sorted.
+TRIPLE_TABLE = 1 << 24
+
+
+def distinct_triples(a: np.ndarray, b: np.ndarray, strict: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``(a, b, strict)`` triples of value ids in ``0..width − 1`` (rows of an
+    ``[k, 3]`` int64 array, in sorted order) and each input's row: one packed int64 key per
+    pair, counted in a table (or sorted, past :data:`TRIPLE_TABLE`), not a row-wise
+    ``np.unique``."""
+    key = (a.astype(np.int64) * width + b.astype(np.int64)) * 2 + strict.astype(np.int64)
+    if 2 * width * width <= TRIPLE_TABLE:
+        present = np.bincount(key, minlength=2 * width * width) > 0
+        uniq = np.flatnonzero(present)
+        slot = np.cumsum(present) - 1
+        inverse = slot[key]
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    combos = np.stack([uniq // 2 // width, uniq // 2 % width, uniq % 2], 1)
+    return combos, inverse
 
 
 def exact_level(p: Fraction, strict: bool, cap: int) -> int:
@@ -100,8 +132,7 @@ def pair_levels(bounds: PairBounds) -> np.ndarray:
                 & (np.abs(inv - np.rint(inv)) <= NEAR_INTEGER * np.maximum(inv, 1.0))
             )
         if near.any():
-            keys = np.stack([eid[near], eid_t[near], strict[near]], 1)
-            combos, inverse = np.unique(keys, axis=0, return_inverse=True)
+            combos, inverse = distinct_triples(eid[near], eid_t[near], strict[near], len(bounds.values))
             exact = np.array(
                 [exact_level(bounds.values[a] * bounds.values[b], bool(s), n) for a, b, s in combos.tolist()]
             )
@@ -171,9 +202,11 @@ def _largest_clique_worker(n: int, edges: np.ndarray, conn) -> None:
 
 def _exact_clique(adj: np.ndarray, vertices: np.ndarray, deadline: float) -> list[int] | None:
     """A maximum clique of the subgraph (igraph's Cliquer), or None when the budget runs out."""
-    edges = _edges(adj, vertices)
     if len(vertices) <= IN_PROCESS_CORE:
-        return [int(vertices[v]) for v in _largest_clique(len(vertices), edges)]
+        return [int(vertices[v]) for v in _largest_clique(len(vertices), _edges(adj, vertices))]
+    if deadline - time.monotonic() <= 0:  # before the edge list: it takes seconds on large cores
+        return None
+    edges = _edges(adj, vertices)
     left = deadline - time.monotonic()
     if left <= 0:
         return None
@@ -238,7 +271,7 @@ def whole_set_qualifies(bounds: PairBounds) -> bool:
     if not len(i):
         return True
     strict = bounds.strict[i, j] | bounds.strict[j, i]
-    combos = np.unique(np.stack([bounds.eps_id[i, j], bounds.eps_id[j, i], strict], 1), axis=0)
+    combos, _ = distinct_triples(bounds.eps_id[i, j], bounds.eps_id[j, i], strict, len(bounds.values))
     return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1 for a, b, st in combos.tolist())
 
 
@@ -307,7 +340,7 @@ def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
 
     best = max(prod.max(initial=-1.0) for *_, prod in chunks())
     floor = best * (1 - NEAR_INTEGER) if best >= 1e-290 else -0.5
-    keys = np.unique(
+    keys = sorted_unique(
         np.concatenate(
             [
                 eid[upper & (prod >= floor)] * width + eid_t[upper & (prod >= floor)]

@@ -134,7 +134,11 @@ TYPES_ONLY = "types_only"
 
 class FamilySpec(Config):
     """A registered family and its builder's parameters (``task.build_family``), or a family
-    file (either layout; a product family is expanded for training).
+    file (either layout).  A product family stays a product (:meth:`load`): training expands
+    it only where it is small and of length 3 or the model is not covered by the two-candidate
+    form, and otherwise trains on the product itself, scored on the whole family
+    (:func:`kernelgap.training.product.training_family`; docs/theory.md, "Training on product
+    families").  :meth:`build` is the family as sequences, for what works per sequence.
 
     A file is identified by its content: ``sha256`` (and ``name``, the file's stem) enter the
     run id, ``file`` — where the bytes are read from — does not, so a sweep can train from
@@ -192,7 +196,8 @@ class FamilySpec(Config):
         return self
 
     def build(self) -> Family:
-        """The family as sequences (a product family expanded)."""
+        """The family as sequences (a product family expanded; refused above
+        :data:`~kernelgap.task.family.MAX_EXPANDED` sequences)."""
         return as_sequences(self.load())
 
     def load(self) -> AnyFamily:

@@ -7,7 +7,8 @@ exactly as if it trained alone.  Every step evaluates the train family anyway,
 so each member's max error is known per step: a member that becomes exact
 (max error < ``stop_below``) or diverges (non-finite loss) is recorded at that
 step — the same step it would be recorded at alone — and dropped from the
-loss; the stack stops when no member is left.
+loss; the stack stops when no member is left.  A product family of any length trains
+through its two-candidate sequences and is scored on the whole family (:mod:`.product`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from ..errors import KernelgapError
 from ..models import AttentionModel, build_model, feature_count, feature_map_class, signed_kernel
 from ..models.attention import PairPlan
 from ..models.external import module_failures
-from ..task import EXACT_THRESHOLD, Family, error_metrics
+from ..task import EXACT_THRESHOLD, Family, ProductFamily, error_metrics
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
+from .curve import Curve
 
 #: Steps between the host's readings of the stop marks (results do not depend on it).
 CHECK_EVERY = 16
@@ -160,6 +162,14 @@ class Scored:
             planned,
         )
 
+    @property
+    def device(self) -> torch.device:
+        return self.target.device
+
+    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
+        """One member's metrics from its errors ``[S, Q]`` (:func:`metrics_of`)."""
+        return metrics_of(err)
+
     def token_ids(self, model) -> torch.Tensor | None:
         """Rows of the family's tokens in ``model``'s vocabulary (found once per vocabulary),
         or None for a model that reads the token vectors."""
@@ -203,6 +213,7 @@ class MemberResult:
     wall_time_s: float
     train: dict
     test: dict | None
+    curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
 
 
 def metrics_of(err: torch.Tensor) -> dict:
@@ -234,13 +245,14 @@ class StackTrainer:
     ) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
         self.check_every = check_every
-        e, device = model.members, train.target.device
+        e, device = model.members, train.device
         self.results: list[MemberResult | None] = [None] * e
         self.active = torch.ones(e, dtype=torch.bool, device=device)
         self.stopped_at = torch.full((e,), -1, dtype=torch.long, device=device)
         self.diverged = torch.zeros(e, dtype=torch.bool, device=device)
         self.snapshot: torch.Tensor | None = None  # errors of each member at its stop step
         self.start = time.perf_counter()
+        self.curve = Curve(cfg.mse_steps, cfg.max_steps, cfg.power)
 
     def phases(self):
         power = self.cfg.power
@@ -252,8 +264,9 @@ class StackTrainer:
         step, last_err = 0, None
         for loss_fn, n_steps in self.phases():
             for k in range(n_steps):
-                err = self.train.errors(self.model)
+                err = self.step_errors(step)
                 losses = loss_fn(err)
+                self.curve.observe(step, err, losses)
                 self.mark_stops(err, losses, last_err, step)
                 if step % self.check_every == 0 and not self.collect():
                     return self.results
@@ -266,18 +279,32 @@ class StackTrainer:
                 step, last_err = step + 1, err.detach()
         if self.collect():
             with torch.no_grad():
-                self.finish(self.train.errors(self.model), step, last_err)
+                self.finish(self.final_errors(step), step, last_err)
         return self.results
+
+    def step_errors(self, step: int) -> torch.Tensor:
+        """The errors training step ``step`` is scored on (the whole training family)."""
+        return self.train.errors(self.model)
+
+    def final_errors(self, step: int) -> torch.Tensor:
+        """The errors after the last step (the whole training family)."""
+        return self.train.errors(self.model)
+
+    def stop_marks(self, err: torch.Tensor, losses: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """On the device, ``[E]`` masks of the active members that diverged (a non-finite loss
+        or error) and of those now exact (max error below ``stop_below``), before the update."""
+        max_err = err.abs().amax(dim=(1, 2))
+        finite = torch.isfinite(losses.detach()) & torch.isfinite(max_err)
+        diverged = self.active & ~finite
+        stop = self.cfg.stop_below
+        exact = self.active & finite & (max_err < stop) if stop is not None else torch.zeros_like(diverged)
+        return diverged, exact
 
     def mark_stops(self, err, losses, last_err, step: int) -> None:
         """On the device: members that just became exact or diverged (before this step's update)."""
         with torch.no_grad():
             err = err.detach()
-            max_err = err.abs().amax(dim=(1, 2))
-            finite = torch.isfinite(losses.detach()) & torch.isfinite(max_err)
-            diverged = self.active & ~finite
-            stop = self.cfg.stop_below
-            exact = self.active & finite & (max_err < stop) if stop is not None else torch.zeros_like(diverged)
+            diverged, exact = self.stop_marks(err, losses, step)
             new = diverged | exact
             if new.device.type == "cpu" and not bool(new.any()):
                 return  # nothing stopped this step (the usual case; reading it is free on the CPU)
@@ -337,11 +364,12 @@ class StackTrainer:
     def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
         """Freeze member ``e``'s outcome (test metrics only for finite members; for signed
         kernels ``train["kernel"]``, see :meth:`AttentionModel.kernel_stats`)."""
-        test = metrics_of(test_err[e]) if test_err is not None else None
-        train = metrics_of(train_err)
+        test = self.test.metrics(test_err[e], self.model, e) if test_err is not None else None
+        train = self.train.metrics(train_err, self.model, e)
         if stats is not None:
             train["kernel"] = {k: float(v[e]) for k, v in stats.items()}
-        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start, train, test)
+        curve = self.curve.of(e, step, train_err)
+        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start, train, test, curve)
 
     def finish(self, err: torch.Tensor, step: int, last_err: torch.Tensor | None = None) -> None:
         """Final metrics of members still training after the last step; a member
@@ -360,11 +388,17 @@ class StackTrainer:
 def train_stack(
     model: AttentionModel, family: Family, cfg: TrainConfig, test_family: Family | None = None
 ) -> list[MemberResult]:
-    """Train every member of ``model`` on ``family``; one result per member."""
+    """Train every member of ``model`` on ``family``; one result per member.  A product family
+    trains through its two-candidate sequences and is scored on the whole family
+    (:mod:`.product`, docs/theory.md, "Training on product families")."""
     if cfg.lr is None:
         raise ValueError("train_stack needs TrainConfig.lr; RunConfig.resolved() fills in the calibrated one")
+    from .product import product_trainer, scored_of
+
     dtype = DTYPES[cfg.dtype]
-    test = Scored.of(test_family, dtype, cfg.device) if test_family is not None else None
+    test = scored_of(test_family, model, dtype, cfg.device, test=True) if test_family is not None else None
+    if isinstance(family, ProductFamily):
+        return product_trainer(model, family, cfg, test).run()
     return StackTrainer(model, Scored.of(family, dtype, cfg.device), cfg, test).run()
 
 
@@ -392,10 +426,13 @@ def _train(runs: list[RunConfig]) -> tuple[torch.nn.Module, list[MemberResult]]:
 
 def build_stack(runs: list[RunConfig]):
     """The untrained stacked model of ``runs`` (resolved, one stack key) with its training
-    and test families: what :func:`train_runs` trains and a checkpoint is loaded into."""
+    and test families: what :func:`train_runs` trains and a checkpoint is loaded into.  A
+    product family stays a product unless it trains expanded (:func:`.product.training_family`)."""
+    from .product import training_family
+
     first = runs[0]
-    family = first.family.build()
-    test_family = first.test_family.build() if first.test_family else None
+    family = training_family(first.family.load(), first.model)
+    test_family = training_family(first.test_family.load(), first.model) if first.test_family else None
     model = build_model(
         first.model,
         family.m,
@@ -436,6 +473,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "map_facts": feature_map_class(run.model.feature_map).facts() if run.model.kind == "kernel" else None,
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
+        "curve": result.curve,
         "test": result.test,
         **fit,
         "version": __version__,

@@ -43,6 +43,7 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
             args=entry["args"],
             output=entry["output"],
             baseline=out / "baseline",
+            recipes=entry["recipes"],
             **sweep_options,
         )
     except ModuleImportError as exc:

@@ -1,30 +1,43 @@
-"""The series: proved = constructed = trained, family after family.
+"""The series: proved = constructed = trained, family after family, and the sandwich.
 
 On witness families of n = 4 … queries the step certifies each family and checks the
 one-hot construction at the certified rank on every sequence (``series.json``); the
-sweep trains ``table`` and ``mlp_exp`` at ranks around n.
+sweep trains ``table`` and ``mlp_exp`` at ranks around n.  On ``cw`` and small ``ladder``
+families the certificate falls below n, and each family's minimal rank is pinned between
+the certificate and the smallest exact construction or trained model
+(:func:`~kernelgap.report.criteria.sandwich`; docs/experiments.md, "The series").
 """
 
 from __future__ import annotations
 
 import html
 
-from ...report.criteria import exact, first_rank, sorted_by
+from ...report.criteria import exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import reached
 from ..base import Experiment, Figure
 
+#: The family type of the witness series proper (Hadamard codes, certificate = n); a
+#: ``series.json`` written before family types were recorded holds only these.
+HADAMARD = "hadamard"
+
+
+def _kind(fam: dict) -> str:
+    return fam.get("kind") or HADAMARD
+
 
 def section(results) -> list[dict] | None:
-    """Per family of the series: certified, constructed and trained smallest exact rank."""
+    """Per family of the series: certified, constructed and trained smallest exact rank, and
+    the sandwich of the minimal rank (``certified`` … ``determined``)."""
     families = results.read("series", "series.json")
     if not families:
         return None
     rows = results.rows("series")
+    scored = {rec["id"]: (rec.get("train") or {}).get("sequences") for rec in results.records("series")}
     out = []
     for fam in families:
-        runs = [r for r in rows if r["params"] == fam["params"]]
+        runs = [r for r in rows if r["params"] == fam["params"] and r["family"] == fam.get("kind", r["family"])]
         trained = {}
         for fm in sorted({r["feature_map"] for r in runs}):
             mine = [r for r in runs if r["feature_map"] == fm]
@@ -37,9 +50,13 @@ def section(results) -> list[dict] | None:
                 ),
             }
         built = fam["constructed"]
+        # A run is an exact model of the family only when its max error < 1/2 was measured
+        # on every sequence of it (train metrics are scored on the whole training family).
+        whole = [{**r, "exact": r["exact"] and scored.get(r["id"]) == fam["sequences"]} for r in runs]
         out.append(
             {
                 "family": fam["family"],
+                "kind": _kind(fam),
                 "n": fam["n"],
                 "m": fam["m"],
                 "sequences": fam["sequences"],
@@ -54,21 +71,39 @@ def section(results) -> list[dict] | None:
                     for r in runs
                     if r["exact"] and r["rank"] < fam["certified_rank"]
                 ],
+                "exact_not_on_every_sequence": sum(1 for r, w in zip(runs, whole) if r["exact"] and not w["exact"]),
+                **sandwich(fam["certified_rank"], built["rank"] if built["exact"] else None, whole),
             }
         )
     return out
 
 
+_RANK_OR_NULL = {"type": ["integer", "null"]}
+
 SCHEMA = {
     "type": ["array", "null"],
     "items": {
         "type": "object",
-        "required": ["family", "n", "certified_rank", "trace_rank", "constructed_rank", "constructed_exact", "trained"],
+        "required": [
+            "family",
+            "n",
+            "certified_rank",
+            "trace_rank",
+            "constructed_rank",
+            "constructed_exact",
+            "trained",
+            "certified",
+            "constructed",
+            "trained_any",
+            "trained_most",
+            "determined",
+        ],
         "properties": {
+            "kind": {"type": "string"},
             "n": {"type": "integer"},
             "certified_rank": {"type": "integer"},
             "trace_rank": {"type": "integer"},
-            "constructed_rank": {"type": "integer"},
+            "constructed_rank": _RANK_OR_NULL,
             "constructed_exact": {"type": "boolean"},
             "trained": {
                 "type": "object",
@@ -78,46 +113,107 @@ SCHEMA = {
                     "properties": {"exact_from": {"type": ["integer", "null"]}, "seeds": {"type": "integer"}},
                 },
             },
+            "exact_not_on_every_sequence": {"type": "integer", "minimum": 0},
+            "certified": {"type": "integer"},
+            "constructed": _RANK_OR_NULL,
+            "trained_any": _RANK_OR_NULL,
+            "trained_most": _RANK_OR_NULL,
+            "determined": {"type": "boolean"},
         },
     },
 }
 
 
-def sentence(summary: dict) -> str:
-    """Whether certified = constructed = trained holds, family by family."""
-    series = summary["series"]
-    k = len(series)
-    built = sum(1 for f in series if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"])
-    below = [(f["n"], b) for f in series for b in f["exact_below_certificate"]]
-    parts = [
-        f"On {built} of {k} families the one-hot construction is exact at exactly the certified rank "
-        "(checked on every sequence)"
-    ]
-    maps = sorted({fm for f in series for fm in f["trained"]})
-    for fm in maps:
-        hits = [f for f in series if fm in f["trained"]]
-        at = sum(1 for f in hits if f["trained"][fm]["exact_from"] == f["certified_rank"])
-        above = [
-            f"n = {f['n']}: {f['trained'][fm]['exact_from'] if f['trained'][fm]['exact_from'] is not None else 'not within ' + str(max(f['trained'][fm]['ranks']))}"
-            for f in hits
-            if f["trained"][fm]["exact_from"] != f["certified_rank"]
-        ]
-        parts.append(
-            f"{fm} trains to exact (most seeds) at exactly the certified rank on {at} of {len(hits)}"
-            + (f" (elsewhere {', '.join(above)})" if above else "")
+def upper(fam: dict) -> int | None:
+    """The best upper bound by example: the smaller of ``constructed`` and ``trained_any``."""
+    return min((u for u in (fam["constructed"], fam["trained_any"]) if u is not None), default=None)
+
+
+def _top_rank(fam: dict) -> int | None:
+    return max((r for t in fam["trained"].values() for r in t["ranks"]), default=None)
+
+
+def _open(fam: dict) -> str:
+    """``cw-m16-w8-l5-n16 (certified 7, constructed 16, trained 16)``."""
+    built = f"constructed {fam['constructed']}" if fam["constructed"] is not None else "no exact construction"
+    if fam["trained_any"] is not None:
+        trained = f"trained {fam['trained_any']}"
+    elif fam["trained"]:
+        trained = f"no trained model exact up to {_top_rank(fam)}"
+    else:
+        trained = "not trained"
+    return f"{fam['family']} (certified {fam['certified']}, {built}, {trained})"
+
+
+def sandwich_sentence(series: list[dict]) -> str:
+    """On how many families the minimal rank is determined, and the open ones."""
+    done = [f for f in series if f["determined"]]
+    text = (
+        f"the minimal rank (features of an exact nonnegative single-head model) is determined on {len(done)} of "
+        f"{len(series)} families (certified = the smallest exact construction or trained model)"
+    )
+    left = [f for f in series if not f["determined"]]
+    if left:
+        text += "; open on " + ", ".join(_open(f) for f in left)
+    below = [f for f in series if f["constructed"] is not None and f["constructed"] < f["certified"]]
+    if below:
+        text += "; the one-hot construction is exact BELOW the certificate, which the theorem forbids, on " + ", ".join(
+            f["family"] for f in below
         )
+    unscored = sum(f.get("exact_not_on_every_sequence", 0) for f in series)
+    if unscored:
+        text += f"; {unscored} exact runs were not scored on every sequence of their family and bound nothing"
+    return text
+
+
+def sentence(summary: dict) -> str:
+    """Whether certified = constructed = trained holds on the Hadamard series, family by
+    family; then the sandwich of the minimal rank on every family."""
+    series = summary["series"]
+    witness = [f for f in series if f.get("kind", HADAMARD) == HADAMARD]
+    parts = []
+    if witness:
+        k = len(witness)
+        built = sum(1 for f in witness if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"])
+        parts.append(
+            f"On {built} of {k} Hadamard witness families the one-hot construction is exact at exactly the "
+            "certified rank (checked on every sequence)"
+        )
+        for fm in sorted({fm for f in witness for fm in f["trained"]}):
+            hits = [f for f in witness if fm in f["trained"]]
+            at = sum(1 for f in hits if f["trained"][fm]["exact_from"] == f["certified_rank"])
+            above = [
+                f"n = {f['n']}: "
+                + (
+                    str(f["trained"][fm]["exact_from"])
+                    if f["trained"][fm]["exact_from"] is not None
+                    else f"not within {max(f['trained'][fm]['ranks'])}"
+                )
+                for f in hits
+                if f["trained"][fm]["exact_from"] != f["certified_rank"]
+            ]
+            parts.append(
+                f"{fm} trains to exact (most seeds) at exactly the certified rank on {at} of {len(hits)}"
+                + (f" (elsewhere {', '.join(above)})" if above else "")
+            )
+    parts.append(sandwich_sentence(series))
+    below = [(f["family"], b) for f in series for b in f["exact_below_certificate"]]
     verdict = (
         "no trained model is exact below the certificate"
         if not below
         else "a trained model is exact BELOW the certificate, which the theorem forbids: "
-        + ", ".join(f"n = {n}: {b['feature_map']} r = {b['rank']} seed {b['seed']}" for n, b in below)
+        + ", ".join(f"{name}: {b['feature_map']} r = {b['rank']} seed {b['seed']}" for name, b in below)
     )
-    return "; ".join(parts) + "; " + verdict + "."
+    text = "; ".join(parts) + "; " + verdict + "."
+    return text[0].upper() + text[1:]
 
 
 def draw(summary: dict, out_dir) -> list[str]:
-    """Smallest exact rank against n: certified, constructed, trained per map, the trace bound."""
-    series = summary["series"]
+    """Smallest exact rank against n on the Hadamard series: certified, constructed, trained
+    per map, the trace bound."""
+    series = [f for f in summary["series"] if f.get("kind", HADAMARD) == HADAMARD]
+    if not series:
+        return []
     ns = [f["n"] for f in series]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.plot(ns, [f["certified_rank"] for f in series], "-", color="#ff7f0e", lw=2, label="certified (Radon)")
@@ -164,17 +260,95 @@ def draw(summary: dict, out_dir) -> list[str]:
     return save(fig, out_dir, "series")
 
 
+#: Colours of the sandwich figure: a determined family's bar, an open one's (and its band).
+DETERMINED_COLOR, OPEN_COLOR = "#2ca02c", "#d62728"
+
+
+def draw_sandwich(summary: dict, out_dir) -> list[str]:
+    """Per family a bar from the certificate to the best upper bound, a marker per bound."""
+    series = summary["series"]
+    if not series:
+        return []
+    xs = range(len(series))
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.7 * len(series) + 2), 4.6))
+    for x, f in zip(xs, series):
+        top = upper(f)
+        color = DETERMINED_COLOR if f["determined"] else OPEN_COLOR
+        if not f["determined"]:
+            ax.axvspan(x - 0.45, x + 0.45, color=OPEN_COLOR, alpha=0.08, lw=0)
+        if top is not None:
+            ax.plot([x, x], [f["certified"], top], "-", color=color, lw=6, alpha=0.45, solid_capstyle="butt")
+    marks = (  # (key, marker, colour, filled, x offset, label)
+        ("n", "_", "grey", True, 0.0, "queries n"),
+        ("certified", "^", "#ff7f0e", True, 0.0, "certified (lower bound)"),
+        ("constructed", "s", "black", False, -0.2, "one-hot construction, exact"),
+        ("trained_any", "o", "#1f77b4", False, 0.2, "trained: some seed exact"),
+        ("trained_most", ".", "#1f77b4", True, 0.2, "trained: most seeds exact"),
+    )
+    for key, marker, color, filled, dx, label in marks:
+        pts = [(x + dx, f[key]) for x, f in zip(xs, series) if f.get(key) is not None]
+        if pts:
+            style = {"color": color} if filled else {"facecolors": "none", "edgecolors": color}
+            ax.scatter(
+                [x for x, _ in pts],
+                [y for _, y in pts],
+                marker=marker,
+                s=500 if key == "n" else 55,
+                label=label,
+                zorder=2 if key == "n" else 3,
+                **style,
+            )
+    ax.plot([], [], "-", color=DETERMINED_COLOR, lw=6, alpha=0.45, label="determined")
+    ax.plot([], [], "-", color=OPEN_COLOR, lw=6, alpha=0.45, label="open (shaded)")
+    ax.set_xticks(list(xs), [f["family"] for f in series], rotation=45, ha="right", fontsize=8)
+    ax.set(
+        xlabel="family",
+        ylabel="rank (features)",
+        title="The minimal rank per family: certified below, exact models above",
+    )
+    legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save(fig, out_dir, "series_sandwich")
+
+
+def _bound(f: dict, key: str) -> str:
+    """A bound of the sandwich table: the rank, or how far training went without one."""
+    if f[key] is not None:
+        return str(f[key])
+    return f"none up to {_top_rank(f)}" if key.startswith("trained") and f["trained"] else "–"
+
+
+def sandwich_rows(series: list[dict]) -> list[dict]:
+    """The sandwich table: one row per family."""
+    return [
+        {
+            "family": f["family"],
+            "n": f["n"],
+            "certified": f["certified"],
+            "constructed": _bound(f, "constructed"),
+            "trained (some seed)": _bound(f, "trained_any"),
+            "trained (most seeds)": _bound(f, "trained_most"),
+            "minimal rank": f"= {f['certified']}"
+            if f["determined"]
+            else f"{f['certified']} … {upper(f) if upper(f) is not None else '?'} (open)",
+        }
+        for f in series
+    ]
+
+
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     """The certificate against construction and training on every family of the series."""
     series = summary["series"]
     maps = sorted({fm for f in series for fm in f["trained"]})
     rows = [
         {
+            "family": f["family"],
             "n": f["n"],
             "sequences": f["sequences"],
             "trace bound": f["trace_rank"],
             "certified (Radon)": f["certified_rank"],
-            "constructed": f"{f['constructed_rank']} ({'exact' if f['constructed_exact'] else 'NOT exact'})",
+            "constructed": f"{f['constructed_rank']} ({'exact' if f['constructed_exact'] else 'NOT exact'})"
+            if f["constructed_rank"] is not None
+            else "not built",
             **{
                 f"{fm} exact from": reached(f["trained"][fm]["exact_from"], max(f["trained"][fm]["ranks"]))
                 for fm in maps
@@ -187,7 +361,8 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         "lead": [
             f"<h2>{html.escape(EXPERIMENT.title)}</h2>",
             paragraph(sentence(summary)),
-            page.figures("series"),
+            page.figures("series", "series_sandwich"),
+            table(sandwich_rows(series)),
             table(rows),
         ]
     }
@@ -205,9 +380,17 @@ EXPERIMENT = Experiment(
         Figure(
             "series",
             draw,
-            "Smallest exact rank against the number of queries n of witness families: the "
+            "Smallest exact rank against the number of queries n of the Hadamard witness families: the "
             "certified lower bound (Radon), the one-hot construction (exact on every sequence), training "
             "(most seeds; open markers: not exact at any rank tried), and the trace bound below them.",
+        ),
+        Figure(
+            "series_sandwich",
+            draw_sandwich,
+            "The minimal rank of an exact nonnegative single-head model, per family: a bar from the certified "
+            "lower bound to the best upper bound by example (the one-hot construction, or a trained model "
+            "exact on every sequence of the family), green where the two meet (determined), red and shaded "
+            "where the minimal rank is still open; grey dashes mark the number of queries n.",
         ),
     ),
     step=".step:certificates",

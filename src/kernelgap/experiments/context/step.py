@@ -1,0 +1,94 @@
+"""After the context sweep: the layer family's certified rank against N and against m, and
+the certificate of each trained family (``curves.json``; docs/experiments.md, "The wall in
+context length")."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ...errors import ConfigError, FamilyError
+from ...task.family import count_json, sequence_count
+from ...theory.bound_curve import (
+    LAYER,
+    LAYER_BUDGET_S,
+    LAYER_DELTA,
+    LayerCertificates,
+    constructed_rank,
+    growth_rate,
+    length_curve,
+    parse_length_range,
+    parse_m_range,
+    wall_curve,
+)
+from ...theory.certificate import certify
+from ..steps import sweep_runs
+
+
+def _curve_specs(spec) -> list[tuple[int, str]]:
+    """``[context].curves`` of profile.toml: a list of ``{m = 12, length = "3..15"}``."""
+    if not isinstance(spec, list) or not all(
+        isinstance(c, dict) and set(c) == {"m", "length"} and isinstance(c["m"], int) and isinstance(c["length"], str)
+        for c in spec
+    ):
+        raise ConfigError(f'[context] curves must be a list of {{m = 12, length = "3..15"}} tables, got {spec!r}')
+    return [(c["m"], c["length"]) for c in spec]
+
+
+def _trained_families(profile) -> list[dict]:
+    """The certificate and constructed rank of each distinct family the sweep trains on."""
+    out, seen = [], set()
+    for run in sweep_runs(profile, "context"):
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        family = run.family.load()
+        cert = certify(family, LAYER_DELTA, budget_s=LAYER_BUDGET_S)
+        out.append(
+            {
+                "family": family.name,
+                "kind": run.family.name,
+                "params": run.family.params,
+                "m": family.m,
+                "length": family.length,
+                "n": len(family.matching),
+                "sequences": count_json(sequence_count(family)),
+                "certified_rank": cert.certified_rank,
+                "method": cert.method,
+                "constructed_rank": constructed_rank(family, cert),
+            }
+        )
+    return out
+
+
+def curves(profile, out: Path, sweep_options: dict) -> dict:
+    """The certified rank against N at each configured m (with N* − 1 and N* added), the
+    smallest N certifying the whole code per m, and the trained families' certificates.  An
+    m whose family is refused (memory, scan limits) is listed in ``skipped`` with why."""
+    start = time.perf_counter()
+    spec = profile.settings["context"]
+    specs = [(m, parse_length_range(lengths)) for m, lengths in _curve_specs(spec["curves"])]
+    ms = parse_m_range(spec["m"])
+    at = LayerCertificates()
+    skipped, length_curves, wall = [], [], []
+    for m, lengths in specs:
+        try:
+            length_curves += length_curve(LAYER, [m], lengths, wall=True, certificates=at)["curves"]
+        except FamilyError as exc:
+            skipped.append({"m": m, "curve": "length", "why": str(exc)})
+    for m in ms:
+        try:
+            wall += wall_curve([m], certificates=at)["points"]
+        except FamilyError as exc:
+            skipped.append({"m": m, "curve": "m", "why": str(exc)})
+    return {
+        "delta": str(LAYER_DELTA),
+        "length_curves": length_curves,
+        "wall": wall,
+        "growth": growth_rate(wall),
+        "skipped": skipped,
+        "trained_families": _trained_families(profile),
+        "seconds": round(time.perf_counter() - start, 2),
+    }

@@ -1,0 +1,328 @@
+"""The query-blind floor of a family (docs/theory.md, "The query-blind floor").
+
+A *query-blind* model attends uniformly: ``α_ij`` is one constant, whatever the query
+and the candidates, so with position-free values ``v`` and the query-dependent affine
+readout its prediction at a scored position ``i`` is
+
+    p_i = F(x_i) + Σ_{j ≠ i} H(x_i, x_j)
+
+for functions ``F`` (the readout's bias and the query's own value) and ``H`` (the readout
+applied to a candidate's value) that are free on a finite family.  Each query token has
+its own ``F(x), H(x, ·)``, so the family splits into one problem per query token.
+
+Two numbers per family, torch-free:
+
+* :func:`minimax_floor` — the smallest max error any query-blind model reaches, an exact
+  :class:`~fractions.Fraction`: per query token a linear program solved in exact
+  rational arithmetic whose dual solution ``λ`` (``Aᵀλ = 0``, ``Σ|λ| ≤ 1``) proves that
+  no query-blind model does better and whose primal solution proves that one reaches it;
+  both are checked exactly before the number is returned.
+* :func:`loss_optimum` — the query-blind model that minimises the trainer's loss, the
+  power mean ``(mean |e|^p)^(1/p)`` (a strictly convex function of the predictions, so
+  its errors are unique), found by Newton's method in float64: its loss, max error and
+  mean absolute error.  A run that collapses onto uniform attention ends here, not at the
+  minimax floor (on the witness family at ``p = 8``: max error 1.9753 against 3/2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+#: Scored positions above which a family's floor is not computed (one Python row each).
+MAX_FLOOR_ROWS = 200_000
+#: Largest denominator tried when a float solution of an exact system is read as rationals
+#: (then checked exactly; the exact elimination is the fallback).
+RATIONAL_GUESS = 10_000
+#: Newton's method stops after a full step smaller than this, relative to the parameters.
+NEWTON_TOLERANCE = 1e-12
+#: Newton steps at most, per query token.
+NEWTON_STEPS = 200
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One query token's rows, each ``(candidates, target, weight)``: the candidates (ids
+    ``0..C − 1`` in a canonical order, repeated as often as they fill the sequence's other
+    positions), the target at the query, and how many scored positions share both."""
+
+    candidates: int
+    rows: tuple[tuple[tuple[int, ...], int, int], ...]  # (candidate ids with repeats, target, weight)
+
+    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``A [R, 1 + C]`` (a column of ones for ``F``, then counts), targets, weights."""
+        a = np.zeros((len(self.rows), 1 + self.candidates))
+        a[:, 0] = 1.0
+        for r, (cands, _, _) in enumerate(self.rows):
+            for c in cands:
+                a[r, 1 + c] += 1.0
+        t = np.array([row[1] for row in self.rows], dtype=float)
+        w = np.array([row[2] for row in self.rows], dtype=float)
+        return a, t, w
+
+
+def problems(family) -> list[Problem] | None:
+    """The family's query-blind problems, one per query token (identical ones once each are
+    kept apart: the list has one entry per token), or None past :data:`MAX_FLOOR_ROWS`."""
+    positions = family.scored_positions
+    if len(family) * len(positions) > MAX_FLOOR_ROWS:
+        return None
+    index = np.asarray(family.index)
+    targets = family.targets()
+    groups: dict[int, dict[tuple[tuple[int, ...], int], int]] = {}
+    for p in positions:
+        others = [o for o in range(index.shape[1]) if o != p]
+        for seq in range(len(index)):
+            key = (tuple(sorted(int(c) for c in index[seq, others])), int(targets[seq, p]))
+            rows = groups.setdefault(int(index[seq, p]), {})
+            rows[key] = rows.get(key, 0) + 1
+    return [_canonical(rows) for _, rows in sorted(groups.items())]
+
+
+def _canonical(rows: dict[tuple[tuple[int, ...], int], int]) -> Problem:
+    """Candidates renumbered by what their rows look like, so the problems of queries built
+    alike compare equal (solved once); the renumbering changes nothing else."""
+    sig: dict[int, list] = {}
+    for (cands, t), w in rows.items():
+        for c in set(cands):
+            sig.setdefault(c, []).append((t, cands.count(c), len(cands), w))
+    order = sorted(sig, key=lambda c: (sorted(sig[c]), c))
+    new = {c: k for k, c in enumerate(order)}
+    out = sorted((tuple(sorted(new[c] for c in cands)), t, w) for (cands, t), w in rows.items())
+    return Problem(len(order), tuple(out))
+
+
+# -- the minimax floor, exact ----------------------------------------------------------
+
+
+def _independent_columns(a: np.ndarray) -> list[int]:
+    """Indices of a maximal set of linearly independent columns of an integer matrix, taken
+    greedily by numerical rank (exact enough for small integer matrices, and never trusted:
+    every certificate built on the choice is checked exactly against all the columns)."""
+    keep: list[int] = []
+    for c in range(a.shape[1]):
+        if np.linalg.matrix_rank(a[:, keep + [c]]) > len(keep):
+            keep.append(c)
+    return keep
+
+
+def _solve(a: list[list[Fraction]], t: list[Fraction]) -> list[Fraction]:
+    """The ``z`` with ``A z = t`` for ``A`` of independent columns and ``t`` in its span."""
+    rows = [list(r) + [ti] for r, ti in zip(a, t)]
+    n = len(a[0])
+    for c in range(n):
+        pivot = next(r for r in range(c, len(rows)) if rows[r][c] != 0)
+        rows[c], rows[pivot] = rows[pivot], rows[c]
+        rows[c] = [x / rows[c][c] for x in rows[c]]
+        for r in range(len(rows)):
+            if r != c and rows[r][c] != 0:
+                f = rows[r][c]
+                rows[r] = [x - f * y for x, y in zip(rows[r], rows[c])]
+    return [rows[c][-1] for c in range(n)]
+
+
+def minimax_problem(problem: Problem) -> tuple[Fraction, list[Fraction], list[Fraction]]:
+    """``(E, z, λ)``: the smallest max error ``E`` of ``p = A z`` on the problem's rows, a
+    model ``z`` reaching it and the dual certificate ``λ`` (one entry per row), all exact.
+
+    The dual ``max tᵀλ s.t. Aᵀλ = 0, Σ|λ| ≤ 1`` is solved by the simplex method (Bland's
+    rule) over ``λ = λ⁺ − λ⁻``; ``z`` and ``E`` are its multipliers.  Both are checked:
+    ``|A_r z − t_r| ≤ E`` for every row (E is reached) and ``|tᵀλ| = E`` with ``Aᵀλ = 0``,
+    ``Σ|λ| ≤ 1`` (nothing does better: ``tᵀλ = −λᵀ(A z − t) ≤ Σ|λ| · max|e|``)."""
+    dense, target, _ = problem.matrix()
+    keep = _independent_columns(dense)
+    full = [[Fraction(int(x)) for x in row] for row in dense]
+    a = [[row[c] for c in keep] for row in full]
+    t = [Fraction(row[1]) for row in problem.rows]
+    if np.linalg.matrix_rank(np.column_stack([dense[:, keep], target])) == len(keep):  # t = A z, no error
+        guess = np.linalg.lstsq(dense[:, keep], target, rcond=None)[0]
+        z_kept = [Fraction(float(v)).limit_denominator(RATIONAL_GUESS) for v in guess]
+
+        def fits(zk):
+            return all(sum(ar[k] * zk[k] for k in range(len(keep))) == tr for ar, tr in zip(a, t))
+
+        if not fits(z_kept):
+            z_kept = _solve(a, t)
+            if not fits(z_kept):
+                raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
+        z = [Fraction(0)] * (1 + problem.candidates)
+        for c, v in zip(keep, z_kept):
+            z[c] = v
+        return Fraction(0), z, [Fraction(0)] * len(t)
+    n_rows, n_par = len(a), len(keep)
+    # columns: λ⁺ (n_rows), λ⁻ (n_rows), slack of Σλ ≤ 1; constraint rows: Aᵀλ = 0 (n_par), Σλ ≤ 1
+    n_var = 2 * n_rows + 1
+    m = n_par + 1
+    tab = [[Fraction(0)] * (n_var + m + 1) for _ in range(m)]  # + identity block (B⁻¹) + right side
+    for k in range(n_par):
+        for r in range(n_rows):
+            tab[k][r], tab[k][n_rows + r] = a[r][k], -a[r][k]
+    for j in range(2 * n_rows):
+        tab[n_par][j] = Fraction(1)
+    tab[n_par][2 * n_rows] = Fraction(1)
+    tab[n_par][-1] = Fraction(1)
+    for i in range(m):
+        tab[i][n_var + i] = Fraction(1)
+    cost = t + [-x for x in t] + [Fraction(0)] + [Fraction(0)] * m
+    basis = [-1] * n_par + [2 * n_rows]
+
+    def pivot(row: int, col: int) -> None:
+        p = tab[row][col]
+        tab[row] = [x / p for x in tab[row]]
+        for i in range(m):
+            if i != row and tab[i][col] != 0:
+                f = tab[i][col]
+                tab[i] = [x - f * y for x, y in zip(tab[i], tab[row])]
+        basis[row] = col
+
+    for k in range(n_par):  # the equality rows: a basic λ each, at value 0 (Aᵀ has full row rank)
+        col = next(j for j in range(2 * n_rows) if tab[k][j] != 0 and j not in basis)
+        pivot(k, col)
+    while True:
+        y = [sum(cost[basis[i]] * tab[i][j] for i in range(m)) for j in range(n_var)]
+        enter = next((j for j in range(n_var) if j not in basis and cost[j] - y[j] > 0), None)
+        if enter is None:
+            break
+        ratios = [(tab[i][-1] / tab[i][enter], basis[i], i) for i in range(m) if tab[i][enter] > 0]
+        if not ratios:  # pragma: no cover - Σλ ≤ 1 bounds the program
+            raise ArithmeticError("the query-blind dual program is unbounded")
+        pivot(min(ratios)[2], enter)
+    lam = [Fraction(0)] * n_var
+    for i, j in enumerate(basis):
+        lam[j] = tab[i][-1]
+    dual = [lam[r] - lam[n_rows + r] for r in range(n_rows)]
+    multipliers = [sum(cost[basis[i]] * tab[i][n_var + k] for i in range(m)) for k in range(m)]
+    z_kept, value = multipliers[:n_par], multipliers[n_par]
+    z = [Fraction(0)] * (1 + problem.candidates)
+    for c, v in zip(keep, z_kept):
+        z[c] = v
+    # the two certificates, checked exactly
+    best = sum(ti * li for ti, li in zip(t, dual))
+    worst = max(abs(sum(ar[k] * z_kept[k] for k in range(n_par)) - tr) for ar, tr in zip(a, t))
+    balanced = all(sum(full[r][k] * dual[r] for r in range(n_rows)) == 0 for k in range(1 + problem.candidates))
+    if not (balanced and sum(abs(x) for x in dual) <= 1 and best == value and worst == value):
+        raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
+    return value, z, dual
+
+
+def minimax_floor(family) -> Fraction | None:
+    """The family's query-blind floor (module docstring): the largest per-query minimax
+    error, exact; None for a family past :data:`MAX_FLOOR_ROWS`."""
+    probs = problems(family)
+    if probs is None:
+        return None
+    solved: dict[Problem, Fraction] = {}
+    for prob in probs:
+        if prob not in solved:
+            solved[prob] = minimax_problem(prob)[0]
+    return max(solved.values(), default=Fraction(0))
+
+
+# -- the optimum of the training loss --------------------------------------------------
+
+
+def lp_errors(problem: Problem, power: float) -> np.ndarray:
+    """Errors ``A z − t`` (one per row) of the model minimising ``Σ_r w_r |e_r|^p``: Newton's
+    method with backtracking from the weighted least-squares fit (the ``p = 2`` answer)."""
+    a, t, w = problem.matrix()
+    a = a[:, _independent_columns(a)]
+    sw = np.sqrt(w)
+    z = np.linalg.lstsq(a * sw[:, None], t * sw, rcond=None)[0]
+    if power == 2:
+        return a @ z - t
+
+    def objective(zz):
+        return float((w * np.abs(a @ zz - t) ** power).sum())
+
+    f = objective(z)
+    for _ in range(NEWTON_STEPS):
+        if f == 0.0:
+            break  # an exact fit
+        e = a @ z - t
+        ae = np.abs(e)
+        grad = a.T @ (w * power * ae ** (power - 1) * np.sign(e))
+        hess = (a * (w * power * (power - 1) * ae ** (power - 2))[:, None]).T @ a
+        hess += np.eye(len(z)) * 1e-12 * max(np.trace(hess), 1e-300)
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:  # a singular Hessian (rows fitted exactly): the least-norm step
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+        size, new = 1.0, None
+        while size > 1e-12:
+            cand = z - size * step
+            fc = objective(cand)
+            if fc <= f:
+                new = (cand, fc)
+                break
+            size /= 2
+        if new is None:
+            break
+        z, f = new
+        if size == 1.0 and np.abs(step).max() <= NEWTON_TOLERANCE * (1.0 + np.abs(z).max()):
+            break
+    return a @ z - t
+
+
+def _without_candidates(problem: Problem) -> Problem:
+    rows: dict[int, int] = {}
+    for _, t, w in problem.rows:
+        rows[t] = rows.get(t, 0) + w
+    return Problem(0, tuple(((), t, w) for t, w in sorted(rows.items())))
+
+
+@dataclass(frozen=True)
+class LossOptimum:
+    """The query-blind model the training loss prefers: its loss (the power mean at
+    ``power``), max error and mean absolute error over the family's scored positions."""
+
+    power: float
+    loss: float
+    max_error: float
+    mean_abs_error: float
+
+
+def loss_optimum(family, power: float, query_only: bool = False) -> LossOptimum | None:
+    """:class:`LossOptimum` of the family at the trainer's ``power`` (None past
+    :data:`MAX_FLOOR_ROWS`); ``query_only``: of the predictions ``p_i = F(x_i)`` alone
+    (``H ≡ 0``: the attention's output ignored), where a run whose weights vanish ends."""
+    probs = problems(family)
+    if probs is None:
+        return None
+    if query_only:
+        probs = [_without_candidates(p) for p in probs]
+    solved: dict[Problem, np.ndarray] = {}
+    total = top = abs_sum = pow_sum = 0.0
+    for prob in probs:
+        if prob not in solved:
+            solved[prob] = np.abs(lp_errors(prob, power))
+        e = solved[prob]
+        w = np.array([row[2] for row in prob.rows], dtype=float)
+        total += w.sum()
+        top = max(top, float(e.max()))
+        abs_sum += float((w * e).sum())
+        pow_sum += float((w * e**power).sum())
+    if total == 0:
+        return LossOptimum(power, 0.0, 0.0, 0.0)
+    return LossOptimum(power, float((pow_sum / total) ** (1.0 / power)), top, float(abs_sum / total))
+
+
+def query_blind(family, power: float) -> dict | None:
+    """What a probe stores of a family (``probe.json``, each suite's ``query_blind``): the
+    exact floor (``"3/2"`` and its float), the loss optimum at ``power``, and the loss
+    optimum of the predictions that ignore the attention's output (``query_only``)."""
+    floor = minimax_floor(family)
+    best = loss_optimum(family, power)
+    blind = loss_optimum(family, power, query_only=True)
+    if floor is None or best is None or blind is None:
+        return None
+    return {
+        "floor": str(floor),
+        "floor_value": float(floor),
+        "power": power,
+        "loss": best.loss,
+        "max_error": best.max_error,
+        "mean_abs_error": best.mean_abs_error,
+        "query_only": {"loss": blind.loss, "max_error": blind.max_error, "mean_abs_error": blind.mean_abs_error},
+    }

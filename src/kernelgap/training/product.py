@@ -1,0 +1,524 @@
+"""Training on a product family of any length N, scored on the whole family (docs/theory.md,
+"Training on product families").
+
+A :class:`~kernelgap.task.family.ProductFamily` of length N holds, for each query x, every
+sequence with x at the query position and any N − 1 candidates in the other slots:
+``Q·C^(N−1)`` sequences, never materialised.
+
+**The two-candidate reduction.**  Take one head whose key and value maps do not depend on
+the position, no causal mask, and a nonnegative kernel.  At x, with ``a(c) = α(x, c) ≥ 0``,
+``U(c) = U[x, c]`` and the self terms ``S = α(x, x)``, ``A = S·U[x, x]``, the prediction on
+slots ``c_1 … c_(N−1)`` is
+
+    p = (A + Σ_j a(c_j) U(c_j)) / (S + Σ_j a(c_j)) + b[x],
+
+a linear-fractional function of N − 1 independent, identical slots, and the target is
+``t = min_j <x, c_j>`` (the query's own overlap ``|x|`` is never below it).  Fix a level t:
+the tuples of target t have one slot (by symmetry, the first) at a candidate c of level t
+and every other slot at a level ≥ t.  For fixed c let ``λ*`` be the largest p over the free
+N − 2 slots (a finite set, so attained).  Every tuple then has
+``(A + a(c)U(c) − λ*(S + a(c))) + Σ_{j≥2} a(c_j)(U(c_j) − λ*) ≤ 0``, with equality at the
+maximiser; the left side is a sum over independent slots, so its maximum is the sum of the
+slot-wise maxima, which all slots attain at one candidate c′ (a maximiser of
+``a(c′)(U(c′) − λ*)``).  That tuple, ``(x; c, c′, …, c′)``, reaches ``λ*`` (Dinkelbach's
+condition).  The same holds for the smallest p (maximise −p).  So the extreme errors of the
+tuples of target t are those of the *two-candidate sequences* ``(x; c, c′, …, c′)``; each of
+these is itself a sequence of the family, with target ``min(<x, c>, <x, c′>)``, so
+
+    max over the whole family |p − t|  =  max over the Q·C² two-candidate sequences |p − t|.
+
+Their predictions need only the ``[E, Q, C]`` tables: with k = N − 2 copies of c′,
+``p = (A + a(c)U(c) + k·a(c′)U(c′)) / (S + a(c) + k·a(c′)) + b`` — in log space
+``p = ū(c) + σ(log a(c′) + log k − log(S + a(c)))·(U(c′) − ū(c))``, ``ū(c)`` the self/c
+average, ``σ`` the logistic function — O(Q·C²), no gather over N positions.  The argument
+needs positive denominators: in log space they are; a linear-space map whose total weight
+falls below the model's guard divides by the guard instead, which a record reports
+(``guarded``: then the two-candidate maximum is not claimed for the whole family).
+
+Mean errors and the share of exact sequences are averages over the two-candidate sequences
+(``averaged_over``), not over the family, whose tuples they weight differently.
+
+**Other models** (several heads: a sum of ratios is not linear-fractional; position-dependent
+maps; a causal mask; signed kernels; modules): a product family small enough is expanded
+and trained on every sequence; a larger one trains on its two-candidate sequences plus
+:data:`SAMPLED_TUPLES` random tuples (a fixed seed), and the record adds the exact worst case
+over the whole family from :func:`~kernelgap.models.worst_case.family_worst_case` where it
+applies (one head, a nonnegative kernel).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import FamilyError, KernelgapError
+from ..models import ModelSpec, feature_map_class
+from ..models.attention import DENOMINATOR_GUARD, AttentionModel, PairPlan, guard_denominator
+from ..task import EXACT_THRESHOLD
+from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
+from .config import TrainConfig
+from .trainer import CHECK_EVERY, Scored, StackTrainer, metrics_of
+
+#: Most two-candidate sequences of one member scored in one step: a family with at most
+#: these many (``Q·C²``) trains full batch; above it each step takes every candidate pair of
+#: a batch of queries (:attr:`ProductScored.batch`), and the whole family is checked in
+#: chunks of about this size.
+PAIRS_PER_STEP = 1 << 20
+#: Most candidate pairs ``C²`` of one query: a step scores at least one query's, so a family
+#: with more is refused (each pair holds a few floats per member, forward and backward).
+MAX_PAIRS_PER_QUERY = 1 << 26
+#: Seed of the batched query schedule: one schedule for every member of a stack, so a
+#: member's run does not depend on its stack mates.
+SCHEDULE_SEED = 0
+#: Random tuples added to the two-candidate sequences for models the reduction does not cover.
+SAMPLED_TUPLES = 1 << 16
+#: Seed of those tuples.
+SAMPLE_SEED = 0
+#: What a record's ``train.evaluated`` says for the reduction.
+WHOLE_FAMILY = "whole product family (two-candidate form)"
+#: ... and for a member whose batched training diverged (its last finite batch).
+LAST_BATCH = "last finite batch (diverged)"
+
+
+def reducible_spec(spec: ModelSpec) -> bool:
+    """Whether a model of ``spec`` is covered by the two-candidate reduction (module
+    docstring): kernel or softmax, one head, position-free maps, no causal mask, a
+    nonnegative kernel."""
+    if spec.kind not in ("kernel", "softmax") or spec.heads != 1 or spec.position_dependent or spec.causal:
+        return False
+    return spec.kind == "softmax" or feature_map_class(spec.feature_map).nonnegative
+
+
+def reducible(model) -> bool:
+    """:func:`reducible_spec` for a built model."""
+    return (
+        isinstance(model, AttentionModel)
+        and model.scorer.heads == 1
+        and not model.position_dependent
+        and not model.causal
+        and model.scorer.nonnegative
+    )
+
+
+def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
+    """The family a model of ``spec`` trains on: a sequence family as it is; a product family
+    expanded where that is small (at most :data:`~kernelgap.task.family.MAX_EXPANDED`
+    sequences) and either of length 3 (the two-candidate sequences are then the family
+    itself: the expanded sequences train exactly as they always have) or not covered by the
+    reduction; otherwise the product itself (:func:`product_scored`)."""
+    if not isinstance(family, ProductFamily):
+        return family
+    if family.sequence_count <= MAX_EXPANDED and (family.length == 3 or not reducible_spec(spec)):
+        return family.expand()
+    return family
+
+
+def two_candidate_count(family: ProductFamily) -> int:
+    """``Q·C²``: the two-candidate sequences ``(x; c, c′, …, c′)``."""
+    return len(family.queries) * len(family.candidates) ** 2
+
+
+def queries_per_step(family: ProductFamily, pairs: int | None = None) -> int | None:
+    """Queries per training step: None (all of them, full batch) when the family has at most
+    ``pairs`` (default :data:`PAIRS_PER_STEP`) two-candidate sequences, else as many as fit
+    (at least one)."""
+    pairs = pairs or PAIRS_PER_STEP
+    if two_candidate_count(family) <= pairs:
+        return None
+    return max(1, pairs // len(family.candidates) ** 2)
+
+
+def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Tensor, cols: torch.Tensor) -> PairPlan:
+    """The ``rows × cols`` block of the model's tables (and the rows' self pairs), as a
+    :class:`PairPlan` bound to the tokens (no sequence index: nothing is gathered)."""
+    keys, where = torch.unique(torch.cat([rows, cols]), return_inverse=True)
+    empty = torch.zeros(0, dtype=torch.long, device=rows.device)
+    plan = PairPlan(rows, cols, empty, empty, None, where[len(rows) :], where[: len(rows)], keys)
+    return plan.bind(tokens, ids)
+
+
+def two_candidate_predictions(model: AttentionModel, plan: PairPlan, length: int) -> torch.Tensor:
+    """Predictions ``[E, R, C, C]`` of the two-candidate sequences ``(x; c, c′ × (N − 2))`` for
+    the plan's rows x and columns c (axis 2), c′ (axis 3) — the closed form of the module
+    docstring (``length`` = N ≥ 3)."""
+    block, diag = model.scorer.block_scores(plan)  # [E, 1, 1, R, C], [E, 1, 1, R]
+    v_block, v_diag, bias = model.readout.block_tables(plan)
+    lc, ls, uc, us = block[:, 0, 0], diag[:, 0, 0], v_block[:, 0, 0], v_diag[:, 0, 0]
+    k = length - 2
+    ub = uc + bias[:, :, None]  # U(c) + b, [E, R, C]
+    if model.scorer.log_space:
+        pair = torch.logaddexp(ls[:, :, None], lc)  # log(S + a(c))
+        mean = ub + torch.sigmoid(ls[:, :, None] - lc) * (us[:, :, None] - uc)  # ū(c) + b
+        share = torch.sigmoid(lc[:, :, None, :] + math.log(k) - pair[:, :, :, None])  # of the k copies of c′
+        return mean[..., None] + share * (ub[:, :, None, :] - mean[..., None])
+    num = (ls * us)[:, :, None] + lc * uc  # A + a(c)U(c)
+    den = ls[:, :, None] + lc
+    num = num[..., None] + k * (lc * uc)[:, :, None, :]
+    den = den[..., None] + k * lc[:, :, None, :]
+    return num / guard_denominator(den) + bias[:, :, None, None]
+
+
+def min_denominators(model: AttentionModel, plan: PairPlan, length: int) -> torch.Tensor:
+    """``[E]``: the least total weight ``S + (N − 1)·min_c a(c)`` over the plan's rows — the
+    least over every sequence of the family (its argmin is a two-candidate sequence)."""
+    block, diag = model.scorer.block_scores(plan)
+    lc, ls = block[:, 0, 0], diag[:, 0, 0]
+    if model.scorer.log_space:
+        lc, ls = lc.exp(), ls.exp()
+    return (ls + (length - 1) * lc.amin(-1)).amin(-1)
+
+
+@dataclass
+class ProductScored:
+    """A product family scored through its two-candidate sequences (module docstring): the
+    :class:`~kernelgap.training.trainer.Scored` of a product.
+
+    ``errors(model)`` are every member's errors on all ``Q·C²`` two-candidate sequences,
+    ``[E, Q·C², 1]`` (full batch, ``batch`` None); with ``batch`` queries per step,
+    ``batch_errors(model, step)`` are those of the step's queries (a seeded schedule: a
+    fresh permutation of the queries each epoch) and :meth:`whole` scores every query in
+    chunks.  Its metrics are over the whole family (:meth:`metrics`).
+    """
+
+    family: ProductFamily
+    tokens: torch.Tensor
+    queries: torch.Tensor
+    candidates: torch.Tensor
+    levels: torch.Tensor  # [Q, C] overlaps <x, c>
+    batch: int | None = None
+    target: torch.Tensor | None = None  # [Q·C², 1] (full batch)
+    found_ids: tuple | None = field(default=None, repr=False)
+    plans: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(
+        cls,
+        family: ProductFamily,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+        pairs: int | None = None,
+    ) -> ProductScored:
+        if len(family.candidates) ** 2 > MAX_PAIRS_PER_QUERY:
+            raise FamilyError(
+                f"product family {family.name!r}: {len(family.candidates):,} candidates make "
+                f"{len(family.candidates) ** 2:,} candidate pairs per query; at most {MAX_PAIRS_PER_QUERY:,} "
+                f"are scored in one step"
+            )
+        bits = family.tokens.astype(np.int64)
+        levels = torch.as_tensor(bits[family.queries] @ bits[family.candidates].T, dtype=dtype, device=device)
+        batch = queries_per_step(family, pairs)
+        out = cls(
+            family,
+            torch.as_tensor(family.tokens, dtype=dtype, device=device),
+            torch.as_tensor(family.queries, device=device),
+            torch.as_tensor(family.candidates, device=device),
+            levels,
+            batch,
+        )
+        if batch is None:
+            out.target = out.targets(levels).reshape(-1, 1)
+        return out
+
+    @property
+    def device(self) -> torch.device:
+        return self.levels.device
+
+    @property
+    def length(self) -> int:
+        return self.family.length
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Steps that see every query once (1 at full batch)."""
+        return 1 if self.batch is None else -(-len(self.queries) // self.batch)
+
+    @staticmethod
+    def targets(levels: torch.Tensor) -> torch.Tensor:
+        """``min(<x, c>, <x, c′>)`` ``[R, C, C]`` of rows of overlaps ``[R, C]``."""
+        return torch.minimum(levels[:, :, None], levels[:, None, :])
+
+    def token_ids(self, model) -> torch.Tensor | None:
+        """Rows of the family's tokens in ``model``'s vocabulary (found once), or None."""
+        vocab = model.vocabulary
+        if vocab is None:
+            return None
+        if self.found_ids is None or self.found_ids[0] is not vocab:
+            self.plans.clear()
+            self.found_ids = (vocab, model.token_ids(self.tokens))
+        return self.found_ids[1]
+
+    def plan(self, model, rows: torch.Tensor | None = None) -> PairPlan:
+        """The block of ``rows`` (query positions in ``queries``; None: all, built once)."""
+        if not reducible(model):
+            raise KernelgapError(
+                "the two-candidate form scores one head with position-free maps, no causal mask and a "
+                'nonnegative kernel (docs/theory.md, "Training on product families")'
+            )
+        ids = self.token_ids(model)
+        if rows is not None:
+            return block_plan(model, self.tokens, ids, self.queries.index_select(0, rows), self.candidates)
+        if "all" not in self.plans:
+            self.plans["all"] = block_plan(model, self.tokens, ids, self.queries, self.candidates)
+        return self.plans["all"]
+
+    def errors(self, model) -> torch.Tensor:
+        """``pred − target`` on every two-candidate sequence, ``[E, Q·C², 1]`` (full batch)."""
+        if self.batch is not None:
+            raise KernelgapError(
+                f"{self.family.name}: {two_candidate_count(self.family):,} two-candidate sequences are "
+                f"scored in batches (batch_errors, whole)"
+            )
+        pred = two_candidate_predictions(model, self.plan(model), self.length)
+        return pred.reshape(pred.shape[0], -1, 1) - self.target
+
+    def batch_rows(self, step: int) -> torch.Tensor:
+        """The query positions of training step ``step`` (the schedule)."""
+        per = self.steps_per_epoch
+        epoch, at = divmod(step, per)
+        gen = torch.Generator().manual_seed(SCHEDULE_SEED + epoch)
+        order = torch.randperm(len(self.queries), generator=gen)
+        return order[at * self.batch : (at + 1) * self.batch].to(self.device)
+
+    def batch_errors(self, model, step: int) -> torch.Tensor:
+        """``pred − target`` of the step's queries, ``[E, b·C², 1]``."""
+        if self.batch is None:
+            return self.errors(model)
+        rows = self.batch_rows(step)
+        pred = two_candidate_predictions(model, self.plan(model, rows), self.length)
+        target = self.targets(self.levels.index_select(0, rows))
+        return (pred - target).reshape(pred.shape[0], -1, 1)
+
+    def chunks(self):
+        """Query positions in runs of at most :data:`PAIRS_PER_STEP` two-candidate sequences."""
+        per = max(1, PAIRS_PER_STEP // len(self.candidates) ** 2)
+        for lo in range(0, len(self.queries), per):
+            yield torch.arange(lo, min(lo + per, len(self.queries)), device=self.device)
+
+    @torch.no_grad()
+    def whole(self, model) -> dict[str, torch.Tensor]:
+        """Every member's metrics over all two-candidate sequences, in chunks: ``max`` (the
+        family's max error), ``abs_sum`` and ``below`` (errors under the exact threshold),
+        each ``[E]`` float64 (a NaN error counts as ``inf``)."""
+        e = model.members
+        top = torch.zeros(e, dtype=torch.float64, device=self.device)
+        total = torch.zeros_like(top)
+        below = torch.zeros_like(top)
+        for rows in self.chunks():
+            pred = two_candidate_predictions(model, self.plan(model, rows), self.length)
+            err = (pred - self.targets(self.levels.index_select(0, rows))).abs().double().reshape(e, -1)
+            err = torch.nan_to_num(err, nan=math.inf)
+            top = torch.maximum(top, err.amax(1))
+            total += err.sum(1)
+            below += (err < EXACT_THRESHOLD).sum(1)
+        return {"max": top, "abs_sum": total, "below": below}
+
+    def whole_metrics(self, whole: dict[str, torch.Tensor], model, member: int) -> dict:
+        """One member's metrics dict from :meth:`whole`'s sums."""
+        pairs = two_candidate_count(self.family)
+        top = float(whole["max"][member])
+        mean = float(whole["abs_sum"][member]) / pairs
+        out = {
+            "max_error": top if math.isfinite(top) else None,
+            "mean_abs_error": mean if math.isfinite(mean) else None,
+            "exact_seq_acc": float(whole["below"][member]) / pairs,
+            "exact": top < EXACT_THRESHOLD,
+            "sequences": pairs,
+        }
+        return self.labelled(out, model, member)
+
+    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
+        """One member's metrics from its errors ``[Q·C², 1]``, over the whole family."""
+        return self.labelled(metrics_of(err), model, member)
+
+    def labelled(self, out: dict, model, member: int) -> dict:
+        """``out`` with the family's exact sequence count and what was evaluated: the max
+        error and ``exact`` hold for the whole family unless ``guarded`` (module docstring)."""
+        guarded = False
+        if model is not None and not model.scorer.log_space:
+            with torch.no_grad():
+                guarded = bool(min_denominators(model, self.plan(model), self.length)[member] < DENOMINATOR_GUARD)
+        return {
+            **out,
+            "sequences": count_json(self.family.sequence_count),
+            "evaluated": WHOLE_FAMILY if not guarded else "two-candidate sequences (guarded weights)",
+            "two_candidate_sequences": two_candidate_count(self.family),
+            "averaged_over": "two-candidate sequences",
+            "guarded": guarded,
+        }
+
+
+def sampled_family(family: ProductFamily, tuples: int = SAMPLED_TUPLES, seed: int = SAMPLE_SEED) -> Family:
+    """The two-candidate sequences of ``family`` (c in the first candidate slot, c′ in the
+    others) and ``tuples`` uniformly random sequences of it (``seed``), as a sequence family
+    (refused above :data:`~kernelgap.task.family.MAX_EXPANDED` sequences)."""
+    q, c, n = len(family.queries), len(family.candidates), family.length
+    pairs = two_candidate_count(family)
+    if pairs + tuples > MAX_EXPANDED:
+        raise FamilyError(
+            f"product family {family.name!r}: a model the two-candidate form does not cover trains on the "
+            f"{pairs:,} two-candidate sequences and {tuples:,} sampled ones; at most {MAX_EXPANDED:,} are formed"
+        )
+    others = [p for p in range(n) if p != family.query_position - 1]
+    grid = np.meshgrid(np.arange(q), np.arange(c), np.arange(c), indexing="ij")
+    qi, ci, di = (g.ravel() for g in grid)
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, c, size=(tuples, n - 1))
+    index = np.empty((pairs + tuples, n), dtype=np.int64)
+    index[:pairs, family.query_position - 1] = family.queries[qi]
+    index[:pairs, others[0]] = family.candidates[ci]
+    index[:pairs, others[1:]] = family.candidates[di][:, None]
+    index[pairs:, family.query_position - 1] = family.queries[rng.integers(0, q, size=tuples)]
+    index[pairs:, others] = family.candidates[drawn]
+    return Family(family.tokens, index, family.query_position, [], family.name, dict(family.meta))
+
+
+def sampled_evaluated(tuples: int = SAMPLED_TUPLES) -> str:
+    """What a record's ``train.evaluated`` says for a model trained on :func:`sampled_family`."""
+    return f"two-candidate sequences and {tuples:,} sampled tuples (not the whole family)"
+
+
+def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
+    """Per member, the exact worst case over the whole family
+    (:func:`~kernelgap.models.worst_case.family_worst_case`), or None where it does not apply."""
+    from ..models.worst_case import family_worst_case
+
+    try:
+        found = family_worst_case(model, family, device=next(model.parameters()).device)
+    except KernelgapError:
+        return None
+    return [found.to_json(e) for e in range(model.members)]
+
+
+def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
+    """``(slots, block)`` of one member's training step on a product family that trains as a
+    product (:func:`training_family`), for the sweep planner's cost model: three weighted
+    terms per two-candidate sequence of a step (N per sequence of :func:`sampled_family` for
+    the models the reduction does not cover), and the ``Q × (C + 1)`` block of tables."""
+    q, c = len(family.queries), len(family.candidates)
+    if not reducible_spec(model):
+        return (two_candidate_count(family) + SAMPLED_TUPLES) * family.length, q * (c + 1)
+    return 3 * (queries_per_step(family) or q) * c * c, q * (c + 1)
+
+
+@dataclass
+class SampledScored(Scored):
+    """:func:`sampled_family`'s sequences, scored as a sequence family; each record adds the
+    exact worst case over the whole product (``whole_family``, :func:`whole_family_check`;
+    None where it does not apply)."""
+
+    product: ProductFamily | None = None
+    tuples: int = SAMPLED_TUPLES
+    checked: tuple | None = field(default=None, repr=False)  # (parameter versions, per-member checks)
+
+    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
+        out = {**metrics_of(err), "evaluated": sampled_evaluated(self.tuples)}
+        if model is not None and self.product is not None:
+            out["whole_family"] = self.check(model)[member]
+        return out
+
+    def check(self, model) -> list:
+        """:func:`whole_family_check` of the model's present parameters (computed once per update)."""
+        versions = tuple(p._version for p in model.parameters())
+        if self.checked is None or self.checked[0] != versions:
+            found = whole_family_check(model, self.product)
+            self.checked = (versions, found if found is not None else [None] * model.members)
+        return self.checked[1]
+
+
+class BatchedProductTrainer(StackTrainer):
+    """:class:`~kernelgap.training.trainer.StackTrainer` on a product family scored in batches
+    of queries (:class:`ProductScored` with ``batch``).
+
+    Each step trains on every candidate pair of its batch of queries.  The stop rule is the
+    sequence families' — a member stops at the first step whose errors before the update are
+    all below ``stop_below`` — read on the whole family at the first step of each epoch of the
+    schedule (every query seen once since the last reading): there :meth:`ProductScored.whole`
+    scores every query (only when some member's batch is below it already, since the whole
+    family's max error is at least the batch's).  A member that diverges stops at once, with
+    the metrics of its last finite batch.  Records carry the whole family's metrics at the stop
+    step or after the last one.
+    """
+
+    def __init__(
+        self, model, train: ProductScored, cfg: TrainConfig, test=None, check_every: int = CHECK_EVERY
+    ) -> None:
+        super().__init__(model, train, cfg, test, check_every)
+        self.whole_at: list[dict | None] = [None] * model.members
+
+    def step_errors(self, step: int) -> torch.Tensor:
+        return self.train.batch_errors(self.model, step)
+
+    def stop_marks(self, err, losses, step: int):
+        diverged, below = super().stop_marks(err, losses, step)
+        exact = torch.zeros_like(diverged)
+        if self.cfg.stop_below is None or step % self.train.steps_per_epoch or not bool(below.any()):
+            return diverged, exact
+        whole = self.train.whole(self.model)
+        exact = below & (whole["max"] < self.cfg.stop_below)
+        for e in exact.nonzero().flatten().tolist():
+            self.whole_at[e] = self.train.whole_metrics(whole, self.model, e)
+        return diverged, exact
+
+    def final_errors(self, step: int) -> torch.Tensor:
+        """The whole family's metrics of every member still training (kept for its record),
+        and the errors of the schedule's next batch, non-finite for a member whose whole-family
+        error is not finite (it is then recorded as diverged)."""
+        whole = self.train.whole(self.model)
+        for e, r in enumerate(self.results):
+            if r is None:
+                self.whole_at[e] = self.train.whole_metrics(whole, self.model, e)
+        with torch.no_grad():
+            err = self.train.batch_errors(self.model, step)
+        finite = torch.isfinite(whole["max"])[:, None, None]
+        return torch.where(finite, err, torch.full_like(err, math.nan))
+
+    def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
+        super().record(e, status, step, train_err, test_err, stats)
+        result = self.results[e]
+        if status == "ok" and self.whole_at[e] is not None:
+            result.train = self.whole_at[e]
+        else:
+            result.train = {**metrics_of(train_err), "evaluated": LAST_BATCH}
+
+
+def scored_of(family: AnyFamily, model, dtype: torch.dtype, device, test: bool = False):
+    """The scored form of a family: a sequence family's :class:`Scored`; a product's
+    :class:`ProductScored` (full batch only for a test family)."""
+    if not isinstance(family, ProductFamily):
+        return Scored.of(family, dtype, device)
+    what = "test family" if test else "family"
+    if not reducible(model):
+        raise KernelgapError(
+            f"{what} {family.name!r}: {_count(family)} sequences are too many to expand for a model the "
+            f"two-candidate form does not cover (one head, position-free maps, no causal mask, nonnegative kernel)"
+        )
+    scored = ProductScored.of(family, dtype, device)
+    if test and scored.batch is not None:
+        raise KernelgapError(
+            f"test family {family.name!r}: its {two_candidate_count(family):,} two-candidate sequences are more "
+            f"than the {PAIRS_PER_STEP:,} a test family is scored on at once"
+        )
+    return scored
+
+
+def _count(family: ProductFamily) -> str:
+    from ..task.family import count_text
+
+    return count_text(count_json(family.sequence_count))
+
+
+def product_trainer(model, family: ProductFamily, cfg: TrainConfig, test=None) -> StackTrainer:
+    """The trainer of a stack on a product family (module docstring): the two-candidate form
+    (full batch or batched) for the models it covers, else the sampled sequences."""
+    from .config import DTYPES
+
+    dtype = DTYPES[cfg.dtype]
+    if reducible(model):
+        scored = ProductScored.of(family, dtype, cfg.device)
+        return (StackTrainer if scored.batch is None else BatchedProductTrainer)(model, scored, cfg, test)
+    scored = SampledScored.of(sampled_family(family), dtype, cfg.device)
+    scored.product = family
+    return StackTrainer(model, scored, cfg, test)

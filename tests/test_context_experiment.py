@@ -1,0 +1,490 @@
+"""The wall in context length: the layer curves against direct certificates, the CLI's flags
+and refusals, and the experiment's section, schema, sentences and figures on synthetic
+results (the trained runs are records written here, not trained)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernelgap.errors import ConfigError, KernelgapError
+from kernelgap.experiments.context import experiment as ctx
+from kernelgap.experiments.context.step import curves
+from kernelgap.experiments.profile import load_profile
+from kernelgap.experiments.registry import BUILTIN
+from kernelgap.limits import MAX_CURVE_POINTS
+from kernelgap.report.context import Results
+from kernelgap.report.html import Page
+from kernelgap.report.summary import paper
+from kernelgap.sweeps.config import load_sweep
+from kernelgap.task import build_family
+from kernelgap.task.family import MAX_PRODUCT_LENGTH
+from kernelgap.task.layer import class_sizes
+from kernelgap.theory import bound_curve as bc
+from kernelgap.theory.certificate import certify
+
+HAS_CONSTRUCTION = importlib.util.find_spec("kernelgap.theory.construction") is not None
+
+
+def direct(m: int, length: int):
+    return certify(build_family("layer", m=m, length=length), bc.LAYER_DELTA, budget_s=bc.LAYER_BUDGET_S)
+
+
+# -- the curves ---------------------------------------------------------------------------
+
+
+def test_wall_guess_is_the_least_length_with_the_pair_bound_below_one_over_n_minus_one():
+    for n in range(1, 3000):
+        least = next(N for N in range(3, 100) if (N - 2) ** 2 >= n - 1)
+        assert bc.wall_guess(n) == least, n
+
+
+@given(st.integers(3, 400), st.integers(3, 400))
+def test_smallest_full_finds_the_threshold_from_any_guess(threshold, guess):
+    calls = []
+
+    def full(n):
+        calls.append(n)
+        return n >= threshold
+
+    assert bc._smallest_full(full, guess) == threshold
+    if guess == threshold:
+        assert calls == ([threshold] if threshold == 3 else [threshold, threshold - 1])
+
+
+def test_smallest_full_reports_none_when_no_length_is_full():
+    assert bc._smallest_full(lambda n: False, 3) is None
+    assert bc._smallest_full(lambda n: n >= MAX_PRODUCT_LENGTH, MAX_PRODUCT_LENGTH) == MAX_PRODUCT_LENGTH
+
+
+def test_length_curve_matches_direct_certificates():
+    payload = bc.length_curve("layer", [8, 12], list(range(3, 14)))
+    assert payload["against"] == "length" and payload["delta"] == "1/2"
+    for c in payload["curves"]:
+        m = c["m"]
+        assert (c["n"], c["layer_size"], c["positive_construction"]) == (
+            max(class_sizes(m, m // 2)),
+            math.comb(m, m // 2),
+            2**m,
+        )
+        assert [p["length"] for p in c["points"]] == list(range(3, 14))
+        for p in c["points"]:
+            cert = direct(m, p["length"])
+            assert (p["certified"], p["trace"], p["radon"], p["method"]) == (
+                cert.certified_rank,
+                cert.trace.rank,
+                cert.radon.rank,
+                cert.method,
+            )
+        certified = [p["certified"] for p in c["points"]]
+        assert certified == sorted(certified)  # ρ_N falls with N
+        full = [p["length"] for p in c["points"] if p["certified"] == c["n"]]
+        assert c["full_from"] == full[0] == bc.wall_guess(c["n"])
+    c12 = payload["curves"][1]
+    assert (c12["n"], c12["full_from"], c12["last_short"]) == (80, 11, {"length": 10, "certified": 65})
+
+
+def test_length_curve_adds_the_wall_points():
+    (c,) = bc.length_curve("layer", [12], [3, 20], wall=True)["curves"]
+    assert [p["length"] for p in c["points"]] == [3, 10, 11, 20]
+    assert c["last_short"] == {"length": 10, "certified": 65} and c["full_from"] == 11
+
+
+def test_wall_curve_is_the_smallest_length_certifying_every_word():
+    payload = bc.wall_curve([4, 6, 8, 10, 12])
+    assert payload["against"] == "m"
+    for p in payload["points"]:
+        m, n = p["m"], p["n"]
+        family = build_family("layer", m=m, length=p["length"])
+        assert n == len(family.matching) == max(class_sizes(m, m // 2))
+        assert p["length"] == p["predicted_length"] == bc.wall_guess(n) and p["formula_holds"]
+        assert p["certified"] == direct(m, p["length"]).certified_rank == n
+        for shorter in range(3, p["length"]):  # every shorter context certifies fewer
+            assert direct(m, shorter).certified_rank < n
+        assert p["certified_below"] == (direct(m, p["below_length"]).certified_rank if p["below_length"] else None)
+        assert p["log2_rank_per_m"] == pytest.approx(math.log2(n) / m)
+        assert p["log2_layer_per_m"] == pytest.approx(math.log2(math.comb(m, m // 2)) / m)
+        if HAS_CONSTRUCTION:
+            assert p["constructed_rank"] == n and p["proved_equals_constructed"] is True
+        else:
+            assert p["constructed_rank"] is None and p["proved_equals_constructed"] is None
+    by_m = {p["m"]: p for p in payload["points"]}
+    assert (by_m[4]["length"], by_m[4]["below_length"], by_m[4]["certified_below"]) == (3, None, None)
+    assert [(by_m[m]["n"], by_m[m]["length"], by_m[m]["certified_below"]) for m in (8, 10, 12)] == [
+        (10, 5, 5),
+        (26, 7, 17),
+        (80, 11, 65),
+    ]
+    assert payload["growth"]["points"] == 5 and payload["growth"]["log2_per_m"] > 0
+
+
+def test_the_wall_at_m16_matches_the_theory_table():
+    (p,) = bc.wall_curve([16])["points"]
+    assert (p["n"], p["length"], p["certified"], p["below_length"], p["certified_below"]) == (810, 31, 810, 30, 785)
+
+
+def test_a_wrong_guess_is_corrected_by_the_certificates(monkeypatch):
+    for shift in (-3, 4):
+        monkeypatch.setattr(bc, "wall_guess", lambda n, s=shift: 11 + s)
+        (p,) = bc.wall_curve([12])["points"]
+        assert (p["predicted_length"], p["length"], p["certified"], p["certified_below"]) == (11 + shift, 11, 80, 65)
+        assert p["formula_holds"] is False
+        assert {t["length"] for t in p["tried"]} >= {10, 11}
+        assert "is NOT the smallest N at m = 12" in "\n".join(bc.layer_lines({"against": "m", "points": [p]}))
+
+
+def test_parse_length_range():
+    assert bc.parse_length_range("3..6") == [3, 4, 5, 6]
+    assert bc.parse_length_range("3..11..4") == [3, 7, 11]
+    assert bc.parse_length_range("11,31") == [11, 31]
+    for bad, why in (
+        ("2", "each N ≥ 3"),
+        ("10..5", "no valid N"),
+        ("x", "--length must look like"),
+        ("3..", "--length must look like"),
+        (f"3..{MAX_CURVE_POINTS + 3}", "a curve has at most"),
+    ):
+        with pytest.raises(KernelgapError, match=why):
+            bc.parse_length_range(bad)
+
+
+def small_memory(monkeypatch, largest_m: int) -> None:
+    """A memory limit that lets the layer family be built up to ``largest_m`` and no further."""
+    import kernelgap.limits
+    from kernelgap.task.registry import MEMORY, check_values
+
+    need = MEMORY["layer"](**check_values("layer", {"m": largest_m}))
+    monkeypatch.setattr(kernelgap.limits, "memory_limit", lambda: need)
+
+
+def test_a_refused_m_is_refused_before_any_certificate(monkeypatch):
+    small_memory(monkeypatch, 8)
+    made = []
+    monkeypatch.setattr(bc, "certify", lambda *a, **k: made.append(a))
+    with pytest.raises(KernelgapError, match="m=12.*needs about"):
+        bc.wall_curve([8, 12])
+    with pytest.raises(KernelgapError, match="m=12.*needs about"):
+        bc.length_curve("layer", [8, 12], [3, 4])
+    assert made == []
+
+
+def test_curve_refusals_before_any_certificate():
+    for call, why in (
+        (lambda: bc.length_curve("hadamard", [12], [3]), "--length applies to --code layer only"),
+        (lambda: bc.length_curve("layer", [13], [3]), "needs even m"),
+        (lambda: bc.length_curve("layer", [2], [3]), "a curve needs m ≥ 4"),
+        (lambda: bc.length_curve("layer", [8, 10], list(range(3, 600))), "1,194 points; a curve has at most"),
+        (lambda: bc.length_curve("layer", [12], [MAX_PRODUCT_LENGTH + 1]), "length must lie in"),
+        (lambda: bc.bound_curve("layer", [12], queries=4), "--queries does not apply"),
+    ):
+        with pytest.raises(KernelgapError, match=why):
+            call()
+
+
+# -- the CLI --------------------------------------------------------------------------------
+
+
+def test_cli_length_curve_writes_json_png_svg(cli, tmp_path):
+    code, out, _ = cli(
+        "bound-curve", "--code", "layer", "--m", "8,12", "--length", "3..12", "--out", str(tmp_path), "--json"
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert [c["full_from"] for c in data["curves"]] == [5, 11]
+    assert (tmp_path / "bound-curve-layer-length.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "bound-curve-layer-length.svg").is_file()
+    assert json.loads((tmp_path / "bound-curve-layer-length.json").read_text())["curves"] == data["curves"]
+    code, out, _ = cli("bound-curve", "--code", "layer", "--m", "12", "--length", "9..11")
+    assert code == 0 and "all 80 words certified from N = 11 (65 at N = 10)" in out
+
+
+def test_cli_wall_curve(cli, tmp_path):
+    code, out, _ = cli("bound-curve", "--code", "layer", "--m", "8..12..2", "--out", str(tmp_path))
+    assert code == 0
+    assert "is the smallest N certifying all n words at every m" in out
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["12"])
+    assert row[:5] == ["12", "80", "11", "80", "65"]
+    assert (tmp_path / "bound-curve-layer.png").is_file() and (tmp_path / "bound-curve-layer.svg").is_file()
+    points = json.loads((tmp_path / "bound-curve-layer.json").read_text())["points"]
+    assert [p["length"] for p in points] == [5, 7, 11]
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["--m", "12", "--length", "2"], "--length '2' gives no valid N (each N ≥ 3)"),
+        (["--m", "12", "--length", "10..5"], "--length '10..5' gives no valid N"),
+        (["--m", "8,10", "--length", "3..600"], "a curve has at most 1,000"),
+        (["--m", "12", "--length", "3..100000"], "gives 99,998 values of N; a curve has at most"),
+        (["--m", "13"], "--code layer needs even m"),
+        (["--m", "12", "--queries", "8"], "--queries does not apply to --code layer"),
+        (["--m", "2"], "a curve needs m ≥ 4"),
+        (["--m", "96"], "m must lie in 2..64"),
+    ],
+)
+def test_cli_refuses_bad_layer_input_in_one_line(cli, args, why):
+    code, out, err = cli("bound-curve", "--code", "layer", *args)
+    assert code == 2 and why in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_length_needs_the_layer_code(cli):
+    code, _, err = cli("bound-curve", "--code", "hadamard", "--m", "12", "--length", "3..5")
+    assert code == 2 and "--length applies to --code layer only" in err and len(err.strip().splitlines()) == 1
+
+
+# -- the experiment: registry, profiles, sweep files -------------------------------------------
+
+
+def test_registered_after_the_bound_curve_and_in_both_profiles():
+    names = [e.name for e in BUILTIN]
+    assert names.index("context") == names.index("bound_curve") + 1
+    exp = dict(zip(names, BUILTIN))["context"]
+    assert exp.title == "The wall in context length" and exp.step and exp.writes == "curves.json"
+    for profile, ranks, seeds in (
+        ("quick", [80, 96, 128, 160], [0, 1]),
+        ("paper", [72, 80, 88, 96, 112, 128, 160], [0, 1, 2, 3]),
+    ):
+        prof = load_profile(profile)
+        assert "context" in prof.experiments
+        runs = load_sweep(prof.sweep_file("context")).runs()
+        assert {(r.family.name, json.dumps(r.family.params, sort_keys=True)) for r in runs} == {
+            ("layer", '{"length": 11, "m": 12}')
+        }
+        assert {(r.model.kind, r.model.feature_map) for r in runs} == {("kernel", "table")}
+        assert sorted({r.model.rank for r in runs}) == ranks and sorted({r.seed for r in runs}) == seeds
+        assert len(runs) == len(ranks) * len(seeds)
+        for spec in prof.settings["context"]["curves"]:
+            bc.parse_length_range(spec["length"])
+        ms = bc.parse_m_range(prof.settings["context"]["m"])
+        assert all(m % 2 == 0 for m in ms) and {12, 16} <= {c["m"] for c in prof.settings["context"]["curves"]}
+    assert paper(BUILTIN)["context"] == ctx.PAPER
+
+
+# -- the step, on a tiny profile ----------------------------------------------------------------
+
+
+def tiny_profile(tmp_path: Path, settings: dict) -> SimpleNamespace:
+    sweep = tmp_path / "context.toml"
+    sweep.write_text(
+        'name = "context"\n[family]\nname = "layer"\nparams = {m = 8, length = 5}\n[model]\nkind = "kernel"\n'
+        'feature_map = "table"\n[train]\nmse_steps = 2\nmax_steps = 2\n[grid]\nmodel.rank = [8, 10]\nseed = [0]\n'
+    )
+    return SimpleNamespace(settings={"context": settings}, sweep_file=lambda name: sweep)
+
+
+def test_the_step_writes_both_curves_and_the_trained_certificate(tmp_path, monkeypatch):
+    small_memory(monkeypatch, 8)
+    prof = tiny_profile(tmp_path, {"curves": [{"m": 8, "length": "3..6"}, {"m": 12, "length": "3"}], "m": "6,8,12"})
+    data = curves(prof, tmp_path, {})
+    (c,) = data["length_curves"]
+    assert [p["length"] for p in c["points"]] == [3, 4, 5, 6] and c["full_from"] == 5
+    assert [p["m"] for p in data["wall"]] == [6, 8]
+    assert [(k["m"], k["curve"]) for k in data["skipped"]] == [(12, "length"), (12, "m")]
+    assert all("needs about" in k["why"] for k in data["skipped"])
+    (fam,) = data["trained_families"]
+    assert (fam["kind"], fam["params"], fam["n"], fam["certified_rank"]) == ("layer", {"m": 8, "length": 5}, 10, 10)
+    assert fam["sequences"] == 10 * 10**4 and fam["constructed_rank"] == (10 if HAS_CONSTRUCTION else None)
+    with pytest.raises(ConfigError, match="curves must be a list"):
+        curves(tiny_profile(tmp_path, {"curves": [{"m": 8}], "m": "8"}), tmp_path, {})
+
+
+# -- the section, on synthetic results ---------------------------------------------------------
+
+SEQUENCES = 80 * 80**10
+
+
+def wall_point(m, n, length, below, formula=True, constructed=None):
+    return {
+        "m": m,
+        "n": n,
+        "layer_size": math.comb(m, m // 2),
+        "positive_construction": 2**m,
+        "predicted_length": length if formula else length - 1,
+        "length": length,
+        "certified": n,
+        "method": "radon",
+        "below_length": length - 1,
+        "certified_below": below,
+        "formula_holds": formula,
+        "log2_rank_per_m": math.log2(n) / m,
+        "log2_layer_per_m": math.log2(math.comb(m, m // 2)) / m,
+        "constructed_rank": constructed,
+        "proved_equals_constructed": None if constructed is None else constructed == n,
+        "tried": [],
+    }
+
+
+def length_curve_of(m, n, points):
+    full = next((N for N, r in points if r == n), None)
+    short = [(N, r) for N, r in points if r < n and (full is None or N < full)]
+    return {
+        "m": m,
+        "n": n,
+        "layer_size": math.comb(m, m // 2),
+        "positive_construction": 2**m,
+        "wall_guess": 2 + math.isqrt(n - 2) + 1,
+        "points": [{"length": N, "certified": r, "trace": r, "radon": r, "method": "radon"} for N, r in points],
+        "full_from": full,
+        "last_short": {"length": short[-1][0], "certified": short[-1][1]} if short else None,
+    }
+
+
+CURVES = {
+    "delta": "1/2",
+    "length_curves": [
+        length_curve_of(12, 80, [(3, 5), (10, 65), (11, 80), (15, 80)]),
+        length_curve_of(16, 810, [(3, 10), (30, 785), (31, 810), (39, 810)]),
+    ],
+    "wall": [wall_point(12, 80, 11, 65, constructed=80), wall_point(16, 810, 31, 785, constructed=810)],
+    "growth": None,
+    "skipped": [],
+    "trained_families": [
+        {
+            "family": "layer-m12-w6-class3-N11",
+            "kind": "layer",
+            "params": {"m": 12, "length": 11},
+            "m": 12,
+            "length": 11,
+            "n": 80,
+            "sequences": SEQUENCES,
+            "certified_rank": 80,
+            "method": "radon",
+            "constructed_rank": 80,
+        }
+    ],
+}
+
+
+def record(rank: int, seed: int, max_error: float, sequences=SEQUENCES, params=None) -> dict:
+    return {
+        "id": f"r{rank}s{seed}",
+        "config": {
+            "family": {"name": "layer", "params": params or {"m": 12, "length": 11}},
+            "model": {"kind": "kernel", "feature_map": "table", "rank": rank, "heads": 1},
+        },
+        "seed": seed,
+        "status": "ok",
+        "steps": 10,
+        "wall_time_s": 1.0,
+        "train": {
+            "max_error": max_error,
+            "exact_seq_acc": 1.0 if max_error < 0.5 else 0.5,
+            "mean_abs_error": max_error / 4,
+            "sequences": sequences,
+        },
+    }
+
+
+def results_of(tmp_path: Path, data: dict | None, records: list[dict]) -> Results:
+    folder = tmp_path / "context"
+    (folder / "runs").mkdir(parents=True)
+    if data is not None:
+        (folder / "curves.json").write_text(json.dumps(data))
+    for rec in records:
+        (folder / "runs" / f"{rec['id']}.json").write_text(json.dumps(rec))
+    return Results(tmp_path, BUILTIN)
+
+
+def summary_of(section: dict) -> dict:
+    return {"context": section, "paper": paper(BUILTIN)}
+
+
+RECORDS = [
+    record(80, 0, 0.3),
+    record(80, 1, 0.7),
+    record(96, 0, 0.2),
+    record(96, 1, 0.4),
+    record(128, 0, 0.1, sequences=512_000),  # exact on the two-candidate sequences only: bounds nothing
+    record(128, 1, 0.9),
+]
+
+
+def test_section_schema_and_sentence_on_synthetic_results(tmp_path):
+    section = ctx.section(results_of(tmp_path, CURVES, RECORDS))
+    jsonschema.validate(section, ctx.SCHEMA)
+    (t,) = section["trained"]
+    assert [(r["rank"], r["seeds"], r["exact"]) for r in t["ranks"]] == [(80, 2, 1), (96, 2, 2), (128, 2, 0)]
+    assert (t["trained_any"], t["trained_most"], t["exact_from"], t["determined"]) == (80, 96, 96, True)
+    assert t["exact_not_on_whole_family"] == 1 and t["exact_below_certificate"] == []
+    text = ctx.sentence(summary_of(section))
+    assert "at m = 16 the certificate reaches all 810 code words from N = 31 (785 at N = 30)" in text
+    assert "at m = 12 the certificate reaches all 80 code words from N = 11 (65 at N = 10)" in text
+    assert "each time N = 2 + ⌈√(n − 1)⌉" in text
+    assert f"log2 r / m is {math.log2(80) / 12:.2f} (m = 12), {math.log2(810) / 16:.2f} (m = 16)" in text
+    assert "m = 16 stays at n = 810 from N = 31 to N = 39" in text and "stops at the code size" in text
+    assert "Proved = constructed at 2 of 2 m (m = 12, 16)" in text
+    assert "exact on the whole family (most seeds) from rank 96, some seed from rank 80" in text
+    assert "the minimal rank is exactly 80 (certified = constructed)" in text
+    assert "1 exact runs were not scored on the whole family" in text
+    assert "no run is exact below the certificate" in text
+    (row,) = ctx.paper_rows(summary_of(section))
+    assert ctx.PAPER["claim"] in row["paper"] and "m = 16: r = 810 from N = 31" in row["ours"]
+    assert "longer contexts add nothing" in row["note"]
+
+
+def test_sentences_follow_the_numbers(tmp_path):
+    data = json.loads(json.dumps(CURVES))
+    data["wall"][1] = wall_point(16, 810, 32, 800, formula=False)  # a guess that is off
+    data["wall"][0]["constructed_rank"] = data["wall"][0]["proved_equals_constructed"] = None
+    data["length_curves"][1] = length_curve_of(16, 810, [(3, 10), (30, 785)])  # never all n
+    data["skipped"] = [{"m": 24, "curve": "m", "why": "family 'layer' (m=24) needs about 851 GiB"}]
+    data["trained_families"][0]["constructed_rank"] = None
+    section = ctx.section(results_of(tmp_path, data, [record(72, 0, 0.1), record(80, 0, 0.9)]))
+    jsonschema.validate(section, ctx.SCHEMA)
+    text = ctx.sentence(summary_of(section))
+    assert "NOT the least such N at m = 16 (predicted 31, found 32)" in text
+    assert "m = 16 reaches 785 of n = 810 by N = 30" in text and "stops at the code size" not in text
+    assert "No constructed rank was recorded, so proved = constructed is not checked" in text
+    assert "Skipped: m = 24 (family 'layer' (m=24) needs about 851 GiB)" in text
+    assert "exact BELOW the certificate, which the theorem forbids: table r = 72 seed 0" in text
+    assert "minimal rank is exactly" not in text
+    assert ctx.paper_rows(summary_of(section))[0]["note"].startswith("log2 r / m grows with m")
+
+
+def test_section_without_the_step_or_without_anything(tmp_path):
+    assert ctx.section(results_of(tmp_path / "a", None, [])) is None
+    section = ctx.section(results_of(tmp_path / "b", None, [record(80, 0, 0.3)]))
+    jsonschema.validate(section, ctx.SCHEMA)
+    (t,) = section["trained"]
+    assert t["certified_rank"] is None and not t["runs"][0]["whole_family"] and t["determined"] is False
+    assert "not certified yet" in ctx.sentence(summary_of(section))
+    section = ctx.section(results_of(tmp_path / "c", {**CURVES, "trained_families": None}, []))
+    assert section["trained"] == [] and section["wall"]
+
+
+def test_schema_rejects_a_broken_section(tmp_path):
+    section = ctx.section(results_of(tmp_path, CURVES, RECORDS))
+    broken = json.loads(json.dumps(section))
+    del broken["wall"][0]["length"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, ctx.SCHEMA)
+    broken = {**section, "trained": [{**section["trained"][0], "determined": "yes"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, ctx.SCHEMA)
+
+
+def test_figures_and_html(tmp_path):
+    summary = summary_of(ctx.section(results_of(tmp_path, CURVES, RECORDS)))
+    out = tmp_path / "figures"
+    drawn = {f.name: f.draw(summary, out) for f in ctx.EXPERIMENT.figures}
+    assert drawn == {
+        "context_length": ["context_length.png", "context_length.svg"],
+        "context_wall": ["context_wall.png", "context_wall.svg"],
+        "context_trained": ["context_trained.png", "context_trained.svg"],
+    }
+    assert all((out / f).stat().st_size > 1000 for files in drawn.values() for f in files)
+    page = Page(summary, drawn, out, {f.name: f for f in ctx.EXPERIMENT.figures})
+    (block,) = ctx.EXPERIMENT.html(summary, page).values()
+    html = "".join(block)
+    assert "<h3>The wall in context length</h3>" in html and html.count("<img") == 3
+    assert "from N = 31 (785 at N = 30)" in html and "<th>proved_equals_constructed</th>" in html
+    empty = summary_of({**summary["context"], "trained": [], "length_curves": [], "wall": []})
+    assert [f.draw(empty, tmp_path / "none") for f in ctx.EXPERIMENT.figures] == [[], [], []]
