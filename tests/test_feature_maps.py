@@ -119,10 +119,12 @@ def test_taylor_features_are_signed_but_its_kernel_is_not():
 
 
 def test_signed_table_starts_at_the_table_initialisation():
+    """The same draws: ``table`` keeps θ₀ at its narrower scale, ``signed_table`` starts at exp(θ₀)."""
     table, signed = make("table", seeds=(0, 3)), make("signed_table", seeds=(0, 3))
     x = torch.from_numpy(TOKENS).double()
-    assert torch.allclose(table.query(x).exp(), signed.query(x), rtol=1e-6)
-    assert torch.allclose(table.key(x).exp(), signed.key(x), rtol=1e-6)
+    k = feature_map_class("table").table_init_scale / feature_map_class("signed_table").table_init_scale
+    assert torch.allclose((table.query(x) / k).exp(), signed.query(x), rtol=1e-6)
+    assert torch.allclose((table.key(x) / k).exp(), signed.key(x), rtol=1e-6)
     assert not type(signed.feature_map).nonnegative and not type(signed.feature_map).log_space
 
 

@@ -311,14 +311,20 @@ def train(
     kind: str = typer.Option("kernel", "--kind", help="kernel or softmax."),
     feature_map: str = typer.Option("table", "--feature-map", help="Feature map of a kernel model."),
     rank: int = typer.Option(16, "--rank", help="Feature rank r."),
-    readout: str = typer.Option("mlp", "--readout", help="mlp or linear value/readout."),
+    readout: str | None = typer.Option(
+        None, "--readout", help="mlp or linear value/readout (default: the map's calibrated recipe, else mlp)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
     temperature: float | None = typer.Option(
         None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."
     ),
-    mse_steps: int = typer.Option(1000, "--mse-steps", help="Steps of the MSE phase."),
-    max_steps: int = typer.Option(2000, "--max-steps", help="Steps of the max-error (power-mean) phase."),
+    mse_steps: int | None = typer.Option(
+        None, "--mse-steps", help="Steps of the MSE phase (default: the map's calibrated schedule)."
+    ),
+    max_steps: int | None = typer.Option(
+        None, "--max-steps", help="Steps of the max-error (power-mean) phase (default: the map's calibrated schedule)."
+    ),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
@@ -333,13 +339,12 @@ def train(
                 "kind": kind,
                 "feature_map": feature_map,
                 "rank": rank,
-                "readout": readout,
+                **({} if readout is None else {"readout": readout}),
                 **({} if temperature is None else {"temperature": temperature}),
             },
             "train": {
                 "lr": lr,
-                "mse_steps": mse_steps,
-                "max_steps": max_steps,
+                **{k: v for k, v in (("mse_steps", mse_steps), ("max_steps", max_steps)) if v is not None},
                 "stop_below": None if no_early_stop else 0.5,
                 "device": device,
             },
@@ -368,6 +373,7 @@ def _render_run(record: dict) -> None:
     typer.echo(
         f"run {record['id']}  status={record['status']}  steps={record['steps']}  wall={record['wall_time_s']:.1f}s"
     )
+
     def num(key: str) -> str:
         return "none" if m.get(key) is None else f"{m[key]:.4f}"
 

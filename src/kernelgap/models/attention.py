@@ -159,9 +159,10 @@ class KernelScorer(Scorer):
                 raise KernelgapError(f"the {cls.name!r} feature map needs a vocabulary (the family's tokens)")
             vocab = np.ascontiguousarray(vocabulary, dtype=np.uint8)
             self.vocabulary = torch.from_numpy(vocab.copy())
-            self.q_table = StackedTable(slots, len(vocab), rank, heads, init_scale, cls.exp_init)
+            scale = init_scale * cls.table_init_scale
+            self.q_table = StackedTable(slots, len(vocab), rank, heads, scale, cls.exp_init)
             self.k_table = StackedTable(
-                slots * key_positions, len(vocab), rank, heads * key_positions, init_scale, cls.exp_init
+                slots * key_positions, len(vocab), rank, heads * key_positions, scale, cls.exp_init
             )
         elif cls.projection == "mlp":
             self.q_proj = StackedMLP(slots, m, hidden, rank, heads, feature_out=True, init_scale=init_scale)

@@ -18,7 +18,8 @@ a per-query scale.  ``nonnegative`` says whether the kernel is guaranteed
 ``≥ 0``; ``maskable`` whether a rank-r model equals a wider one with its extra
 features masked (so models of different ranks can share one stacked tensor).
 Each map also carries its own facts: ``default_lr`` (the calibrated learning
-rate), ``color`` (figures), ``citation`` (paper and arXiv link) and
+rate; with ``recipe_model`` and ``recipe_schedule``, the map's calibrated recipe),
+``color`` (figures), ``citation`` (paper and arXiv link) and
 :meth:`FeatureMap.output_size` (the features it really uses for a requested rank).
 
 | name       | projection u      | features φ(u)                               | kernel                         |
@@ -90,6 +91,14 @@ class FeatureMap(nn.Module):
     projection_is_feature_axis: ClassVar[bool] = True
     #: Table maps: the rows start at ``exp(θ₀)`` instead of ``θ₀ ~ N(0, (init_scale/2)²)``.
     exp_init: ClassVar[bool] = False
+    #: Table maps: ``θ₀`` is drawn at this multiple of the model's ``init_scale``.
+    table_init_scale: ClassVar[float] = 1.0
+    #: Model fields of the map's calibrated recipe, for a run that leaves them unset
+    #: (:func:`kernelgap.training.config.model_defaults`; docs/experiments.md, "Training recipe").
+    recipe_model: ClassVar[dict] = {}
+    #: The map's calibrated ``mse_steps`` and ``max_steps``, for a run that sets neither
+    #: (empty: :class:`~kernelgap.training.config.TrainConfig`'s; docs/experiments.md, "Training recipe").
+    recipe_schedule: ClassVar[dict] = {}
 
     @classmethod
     def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> FeatureMap:
@@ -357,11 +366,18 @@ class Table(FeatureMap):
 
     name = "table"
     log_space = True
-    default_lr = 3e-2  # a free parameter per token moves slowly at 3e-3
+    # Calibrated on held-out families (docs/experiments.md, "Training recipe", "Held-out families"):
+    # at 3e-2, from θ₀ of std init_scale/2 or after an MSE phase, two good candidates often come to
+    # share one feature (at the certified rank another is then left without one), and an MLP
+    # readout extrapolates its values around the self-attention term instead of ranking candidates.
+    default_lr = 1e-2
+    table_init_scale = 0.25  # θ₀ ~ N(0, (init_scale/8)²): nearly flat kernels at the start
+    recipe_model = {"readout": "linear"}
+    recipe_schedule = {"mse_steps": 0, "max_steps": 5000}
     color = "#1f77b4"
     citation = "an arbitrary nonnegative map (the lower bound's model)"
     projection = "table"
-    exp_init = False  # θ holds log-features, initialised N(0, (init_scale/2)²)
+    exp_init = False  # θ holds log-features
 
     def phi(self, u):
         return u
@@ -372,16 +388,20 @@ class SignedTable(Table):
     """A free real vector per distinct token, ``φ(x) = θ[x]``: any rank-r kernel, signs included.
 
     The signed counterpart of ``table`` (the most expressive signed map on a
-    finite family).  It starts at exactly the features of ``table``'s
-    initialisation, ``θ = exp(θ₀)`` (a positive kernel), and is then trained
+    finite family).  It starts at positive features, ``θ = exp(θ₀)`` with
+    ``θ₀ ~ N(0, (init_scale/2)²)`` (a positive kernel), and is then trained
     without a sign constraint, so it separates what signs buy from how hard a
     kernel that starts with denominators of both signs is to train (``signed``).
+    It keeps the generic recipe (not ``table``'s).
     """
 
     name = "signed_table"
     log_space = False
     nonnegative = False
-    default_lr = 3e-3  # not table's 3e-2: linear-space features move further per step (docs/experiments.md)
+    default_lr = 3e-3  # linear-space features move further per step than log-features (docs/experiments.md)
+    table_init_scale = 1.0
+    recipe_model: ClassVar[dict] = {}
+    recipe_schedule: ClassVar[dict] = {}
     color = "#17becf"
     citation = "an arbitrary real map (the signed loophole, finite families)"
     exp_init = True

@@ -5,7 +5,8 @@ fields when it is made — a one-line :class:`~kernelgap.errors.ConfigError` nam
 field — and :meth:`RunConfig.parse` is how the CLI and the sweep loader both make a run;
 ``validate()`` adds what depends on the machine and the family (devices, family files and
 parameter ranges, memory and rank limits).  :meth:`RunConfig.resolved` fills every default
-that depends on other fields (the learning rate by model), so the resolved
+that depends on other fields (the learning rate by model; a kernel map's calibrated
+readout and schedule are filled when the run is made), so the resolved
 config is the full description of a run and its hash is the run id.  Runs that
 differ only in seed — and, for maskable feature maps, in rank — share a
 :meth:`RunConfig.stack_key` and train as one stacked program.
@@ -30,7 +31,7 @@ from ..io import read_input
 from ..limits import MAX_STEPS
 from ..models import ModelSpec, feature_map_class, resolve_device
 from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
-from ..models.feature_maps import FeatureMap
+from ..models.feature_maps import FEATURE_MAPS, FeatureMap
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
@@ -49,11 +50,16 @@ SOFTMAX_TEMPERATURE = 4.0
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def model_defaults(kind=None) -> dict:
-    """The calibrated training defaults a model starts from (:func:`default_model`)."""
+def model_defaults(kind=None, feature_map=None) -> dict:
+    """The calibrated training defaults a model starts from (:func:`default_model`); a kernel
+    model's also its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
+    (``table``: the linear readout; docs/experiments.md, "Training recipe")."""
     defaults: dict[str, Any] = {"init_scale": INIT_SCALE}
     if kind == "softmax":
         defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
+    elif kind in (None, "kernel"):
+        cls = FEATURE_MAPS.get(feature_map or ModelSpec.model_fields["feature_map"].default)
+        defaults.update(cls.recipe_model if cls is not None else {})
     return defaults
 
 
@@ -64,7 +70,7 @@ def default_model(**fields) -> ModelSpec:
     :data:`SOFTMAX_TEMPERATURE` (explicit fields override).  A run's ``model`` table (a
     sweep file's, the CLI's) starts from the same defaults.
     """
-    return ModelSpec(**{**model_defaults(fields.get("kind")), **fields})
+    return ModelSpec(**{**model_defaults(fields.get("kind"), fields.get("feature_map")), **fields})
 
 
 def default_lr(model: ModelSpec) -> float:
@@ -100,7 +106,9 @@ class TrainConfig(Config):
     the power mean ``(mean |e|^power)^(1/power)``, a smooth stand-in for the
     max error (exactness needs max error < 1/2, not low MSE).  A member stops
     as soon as its train max error is below ``stop_below`` (``None`` or ``0``:
-    never; the default 0.5 is "exact").
+    never; the default 0.5 is "exact").  A run that sets neither phase's steps trains on
+    its feature map's calibrated schedule (``RunConfig._recipe_schedule``; ``table``: the
+    power mean alone, docs/experiments.md, "Training recipe").
     """
 
     WHERE: ClassVar[str] = "train"
@@ -261,7 +269,7 @@ class RunConfig(Config):
     @classmethod
     def _training_defaults(cls, value):
         if isinstance(value, dict):
-            return {**model_defaults(value.get("kind")), **value}
+            return {**model_defaults(value.get("kind"), value.get("feature_map")), **value}
         return value
 
     @field_validator("model")
@@ -275,7 +283,7 @@ class RunConfig(Config):
             return model
         used = (*KIND_FIELDS[model.kind], *KIND_TOLERATES.get(model.kind, ()))
         defaults = {name: f.get_default(call_default_factory=True) for name, f in ModelSpec.model_fields.items()}
-        defaults.update(model_defaults(model.kind))
+        defaults.update(model_defaults(model.kind, model.feature_map))
         for key in ModelSpec.model_fields:
             if key in explicit and key not in used and getattr(model, key) != defaults[key]:
                 raise invalid(
@@ -284,6 +292,17 @@ class RunConfig(Config):
                     path=key,
                 )
         return model
+
+    @model_validator(mode="after")
+    def _recipe_schedule(self) -> RunConfig:
+        """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
+        for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
+        :class:`TrainConfig`'s defaults for the other."""
+        if self.model.kind == "kernel" and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
+            schedule = feature_map_class(self.model.feature_map).recipe_schedule
+            if schedule:
+                self.train = self.train.model_copy(update=schedule)
+        return self
 
     def validate(self) -> RunConfig:
         """What depends on the machine and the family, before any training (its fields were

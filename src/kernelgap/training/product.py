@@ -60,7 +60,7 @@ from ..models.attention import DENOMINATOR_GUARD, AttentionModel, PairPlan, guar
 from ..task import EXACT_THRESHOLD
 from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
 from .config import TrainConfig
-from .trainer import CHECK_EVERY, Scored, StackTrainer, metrics_of
+from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
 
 #: Most two-candidate sequences of one member scored in one step: a family with at most
 #: these many (``Q·C²``) trains full batch; above it each step takes every candidate pair of

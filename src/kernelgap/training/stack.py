@@ -1,0 +1,382 @@
+"""The stack of members and its trainer: full-batch Adam with per-member stops (docs/experiments.md,
+"Training recipe").
+
+A stack of ``E`` members (one :class:`~kernelgap.models.AttentionModel`)
+trains on the loss ``L = Σ_e L_e``: member ``e``'s parameters only reach
+``L_e``, so ``∂L/∂θ_e = ∂L_e/∂θ_e`` and Adam (elementwise) updates each member
+exactly as if it trained alone.  Every step evaluates the train family anyway,
+so each member's max error is known per step: a member that becomes exact
+(max error < ``stop_below``) or diverges (non-finite loss) is recorded at that
+step — the same step it would be recorded at alone — and dropped from the
+loss; the stack stops when no member is left.  A product family of any length trains
+through its two-candidate sequences and is scored on the whole family (:mod:`.product`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..models import AttentionModel
+from ..models.attention import PairPlan
+from ..task import Family, error_metrics
+from .config import TrainConfig
+from .curve import Curve
+
+#: Steps between the host's readings of the stop marks (results do not depend on it).
+CHECK_EVERY = 16
+
+
+def configure_worker(threads: int = 1, seed: int | None = None) -> None:
+    """One intra-op thread, flushed denormals (exp features underflow) and
+    determinism: deterministic algorithms on and, given ``seed``, the
+    python, numpy and torch global generators seeded.  Models draw their
+    initialisation from per-member generators and train full batch, so the
+    global generators are never meant to matter: seeding them only pins down
+    anything that would otherwise slip in.  For a process that only trains (a
+    worker, the CLI); a library call uses :func:`training_settings`, which puts
+    everything back."""
+    torch.set_flush_denormal(True)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
+    torch.use_deterministic_algorithms(True)
+    if seed is not None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+
+
+def flush_denormal_enabled() -> bool:
+    """Whether the CPU flushes denormals (torch has no getter): the smallest denormal
+    doubled is a denormal again unless inputs are read as zero."""
+    return float(torch.tensor(5e-324, dtype=torch.float64) * 2) == 0.0
+
+
+@contextlib.contextmanager
+def training_settings(threads: int = 1, seed: int | None = None):
+    """:func:`configure_worker` for the duration of a ``with`` block, then every process-wide
+    setting it touched as it was: thread count, denormal flushing, deterministic mode, the
+    cuBLAS workspace variable and the python, numpy and torch global generators."""
+    saved = (
+        torch.get_num_threads(),
+        flush_denormal_enabled(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        random.getstate(),
+        np.random.get_state(),
+        torch.get_rng_state(),
+    )
+    try:
+        configure_worker(threads, seed)
+        yield
+    finally:
+        threads_before, flush, det, warn_only, cublas, py_state, np_state, torch_state = saved
+        if torch.get_num_threads() != threads_before:
+            torch.set_num_threads(threads_before)
+        torch.set_flush_denormal(flush)
+        torch.use_deterministic_algorithms(det, warn_only=warn_only)
+        if cublas is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = cublas
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        torch.set_rng_state(torch_state)
+
+
+def mse_loss(err: torch.Tensor) -> torch.Tensor:
+    """``mean e²`` per member: ``err [E, S, Q]`` → ``[E]``."""
+    return err.square().mean(dim=(1, 2))
+
+
+def power_mean_loss(err: torch.Tensor, power: float) -> torch.Tensor:
+    """``(mean |e|^p)^(1/p)`` per member, computed as ``M·(mean (|e|/M)^p)^(1/p)``.
+
+    ``M = max |e|`` (detached) keeps ``|e|^p`` from overflowing; the value is
+    unchanged and tends to ``max |e|`` as ``p → ∞``.
+    """
+    a = err.abs()
+    scale = a.detach().amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
+    return scale.reshape(-1) * integer_power(a / scale, power).mean(dim=(1, 2)).pow(1.0 / power)
+
+
+def integer_power(x: torch.Tensor, power: float) -> torch.Tensor:
+    """``x^power``; an integer power by repeated squaring (on CPU a tenth of ``pow``'s time,
+    forward and backward), any other by ``pow``."""
+    if power != int(power):
+        return x.pow(power)
+    out, base, n = None, x, int(power)
+    while n:
+        if n & 1:
+            out = base if out is None else out * base
+        n >>= 1
+        if n:
+            base = base.square()
+    return out
+
+
+def cosine_lr(base: float, step: int, total: int) -> float:
+    """``base · (1 + cos(π·step/total)) / 2``: from ``base`` down to 0 over a phase."""
+    return base * 0.5 * (1.0 + math.cos(math.pi * step / max(total, 1)))
+
+
+@dataclass
+class Scored:
+    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``.
+
+    ``planned``: predict through the block of pairs the family uses
+    (:meth:`AttentionModel.plan`) where it is smaller than the dense tables.  A model
+    whose map indexes tokens by id gets the family's tokens' rows in its vocabulary,
+    found once (:meth:`token_ids`).
+    """
+
+    tokens: torch.Tensor
+    index: torch.Tensor
+    positions: list[int]
+    target: torch.Tensor
+    planned: bool = True
+    plans: dict = field(default_factory=dict, repr=False)
+    found_ids: tuple | None = field(default=None, repr=False)  # (vocabulary, ids of the tokens in it)
+
+    @classmethod
+    def of(cls, family: Family, dtype: torch.dtype, device: torch.device | str = "cpu", planned: bool = True) -> Scored:
+        positions = family.scored_positions
+        target = torch.as_tensor(family.targets()[:, positions], dtype=dtype, device=device)
+        return cls(
+            torch.as_tensor(family.tokens, dtype=dtype, device=device),
+            torch.as_tensor(family.index, device=device),
+            positions,
+            target,
+            planned,
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.target.device
+
+    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
+        """One member's metrics from its errors ``[S, Q]`` (:func:`metrics_of`)."""
+        return metrics_of(err)
+
+    def token_ids(self, model) -> torch.Tensor | None:
+        """Rows of the family's tokens in ``model``'s vocabulary (found once per vocabulary),
+        or None for a model that reads the token vectors."""
+        vocab = model.vocabulary if isinstance(model, AttentionModel) else None
+        if vocab is None:
+            return None
+        if self.found_ids is None or self.found_ids[0] is not vocab:
+            if self.found_ids is not None:
+                self.plans.clear()  # their ids are rows of the other vocabulary
+            self.found_ids = (vocab, model.token_ids(self.tokens))
+        return self.found_ids[1]
+
+    def plan(self, model) -> PairPlan | None:
+        """The model's pair block on this family (built once), or None for the dense tables."""
+        if not (self.planned and isinstance(model, AttentionModel)):
+            return None
+        ids = self.token_ids(model)
+        key = (model.position_dependent, model.causal, ids is not None)
+        if key not in self.plans:
+            plan = model.plan(self.tokens, self.index, self.positions, ids=ids)
+            self.plans[key] = plan if plan.size < len(self.tokens) ** 2 else None
+        return self.plans[key]
+
+    def errors(self, model) -> torch.Tensor:
+        """``pred − target`` of every member, ``[E, S, Q]``."""
+        plan = self.plan(model)
+        if plan is not None:
+            return model.predict(self.tokens, self.index, self.positions, plan=plan) - self.target
+        ids = self.token_ids(model)
+        if ids is None:
+            return model.predict(self.tokens, self.index, self.positions) - self.target
+        return model.predict(self.tokens, self.index, self.positions, ids=ids) - self.target
+
+
+@dataclass
+class MemberResult:
+    """Outcome of one member: status ``ok``/``diverged``, metrics at its last step."""
+
+    status: str
+    steps: int
+    wall_time_s: float
+    train: dict
+    test: dict | None
+    curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
+
+
+def metrics_of(err: torch.Tensor) -> dict:
+    """The task's metrics of one member's errors ``[S, Q]``; a non-finite number becomes
+    None, so every record is strict JSON (a run diverged at step 0 has no finite error)."""
+    out = error_metrics(err, torch.zeros_like(err)).as_dict()
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in out.items()}
+
+
+class StackTrainer:
+    """Trains one stack; see the module docstring for the per-member bookkeeping.
+
+    The stop conditions are kept on the device: each step marks the members that
+    just became exact or diverged, snapshots their errors and excludes them from
+    the loss, and their Adam moments are held at zero, so their parameters stay
+    exactly as they were at their stop step.  The host reads the marks every
+    :data:`CHECK_EVERY` steps (no synchronisation per step on an accelerator),
+    then scores the stopped members' test family and writes their results — the
+    same numbers a per-step reading would give.
+    """
+
+    def __init__(
+        self,
+        model: AttentionModel,
+        train: Scored,
+        cfg: TrainConfig,
+        test: Scored | None = None,
+        check_every: int = CHECK_EVERY,
+    ) -> None:
+        self.model, self.train, self.test, self.cfg = model, train, test, cfg
+        self.check_every = check_every
+        e, device = model.members, train.device
+        self.results: list[MemberResult | None] = [None] * e
+        self.active = torch.ones(e, dtype=torch.bool, device=device)
+        self.stopped_at = torch.full((e,), -1, dtype=torch.long, device=device)
+        self.diverged = torch.zeros(e, dtype=torch.bool, device=device)
+        self.snapshot: torch.Tensor | None = None  # errors of each member at its stop step
+        self.start = time.perf_counter()
+        self.curve = Curve(cfg.mse_steps, cfg.max_steps, cfg.power)
+
+    def phases(self):
+        power = self.cfg.power
+        return [(mse_loss, self.cfg.mse_steps), (lambda err: power_mean_loss(err, power), self.cfg.max_steps)]
+
+    def run(self) -> list[MemberResult]:
+        params = list(self.model.parameters())
+        opt = torch.optim.Adam(params, lr=self.cfg.lr, fused=True)
+        step, last_err = 0, None
+        for loss_fn, n_steps in self.phases():
+            for k in range(n_steps):
+                err = self.step_errors(step)
+                losses = loss_fn(err)
+                self.curve.observe(step, err, losses)
+                self.mark_stops(err, losses, last_err, step)
+                if step % self.check_every == 0 and not self.collect():
+                    return self.results
+                for group in opt.param_groups:
+                    group["lr"] = cosine_lr(self.cfg.lr, k, n_steps)
+                opt.zero_grad(set_to_none=True)
+                torch.where(self.active, losses, torch.zeros_like(losses)).sum().backward()
+                self.hold_stopped(params, opt)
+                opt.step()
+                step, last_err = step + 1, err.detach()
+        if self.collect():
+            with torch.no_grad():
+                self.finish(self.final_errors(step), step, last_err)
+        return self.results
+
+    def step_errors(self, step: int) -> torch.Tensor:
+        """The errors training step ``step`` is scored on (the whole training family)."""
+        return self.train.errors(self.model)
+
+    def final_errors(self, step: int) -> torch.Tensor:
+        """The errors after the last step (the whole training family)."""
+        return self.train.errors(self.model)
+
+    def stop_marks(self, err: torch.Tensor, losses: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """On the device, ``[E]`` masks of the active members that diverged (a non-finite loss
+        or error) and of those now exact (max error below ``stop_below``), before the update."""
+        max_err = err.abs().amax(dim=(1, 2))
+        finite = torch.isfinite(losses.detach()) & torch.isfinite(max_err)
+        diverged = self.active & ~finite
+        stop = self.cfg.stop_below
+        exact = self.active & finite & (max_err < stop) if stop is not None else torch.zeros_like(diverged)
+        return diverged, exact
+
+    def mark_stops(self, err, losses, last_err, step: int) -> None:
+        """On the device: members that just became exact or diverged (before this step's update)."""
+        with torch.no_grad():
+            err = err.detach()
+            diverged, exact = self.stop_marks(err, losses, step)
+            new = diverged | exact
+            if new.device.type == "cpu" and not bool(new.any()):
+                return  # nothing stopped this step (the usual case; reading it is free on the CPU)
+            source = torch.where(diverged[:, None, None], last_err if last_err is not None else err, err)
+            self.snapshot = source if self.snapshot is None else torch.where(new[:, None, None], source, self.snapshot)
+            self.stopped_at = torch.where(new, step, self.stopped_at)
+            self.diverged |= diverged
+            self.active &= ~new
+
+    def hold_stopped(self, params: list[torch.Tensor], opt: torch.optim.Optimizer) -> None:
+        """Zero the gradients and first Adam moments of stopped members: their update is then
+        exactly zero (a member's parameters are the leading slots of each stacked tensor)."""
+        if self.active.device.type == "cpu" and bool(self.active.all()):
+            return  # none stopped (reading that is free on the CPU; an accelerator masks unread)
+        with torch.no_grad():
+            held: dict[tuple[int, int], torch.Tensor] = {}  # one mask per slot count and rank of tensor
+            for p in params:
+                key = (p.shape[0], p.dim())
+                if key not in held:
+                    keep = self.active.repeat_interleave(max(1, p.shape[0] // len(self.active)))
+                    keep = keep.reshape(-1, *([1] * (p.dim() - 1))) if len(keep) == p.shape[0] else self.active.all()
+                    held[key] = ~keep
+                if p.grad is not None:
+                    p.grad.masked_fill_(held[key], 0.0)
+                state = opt.state.get(p)
+                if state:
+                    state["exp_avg"].masked_fill_(held[key], 0.0)
+
+    def collect(self) -> bool:
+        """Write the results of members stopped since the last reading; False when none is left."""
+        stopped = self.stopped_at.tolist()
+        new = [e for e, at in enumerate(stopped) if at >= 0 and self.results[e] is None]
+        if new:
+            diverged = self.diverged.tolist()
+            finite = [e for e in new if not diverged[e]]
+            test_err = self.test_errors() if finite else None
+            stats = self.kernel_stats() if finite else None
+            for e in new:
+                status = "diverged" if diverged[e] else "ok"
+                self.record(e, status, stopped[e], self.snapshot[e], None if diverged[e] else test_err, stats)
+        return any(r is None for r in self.results)
+
+    def test_errors(self) -> torch.Tensor | None:
+        if self.test is None:
+            return None
+        with torch.no_grad():
+            return self.test.errors(self.model)
+
+    def kernel_stats(self) -> dict[str, torch.Tensor] | None:
+        """Sign use of a kernel that may be negative, on the training family (else ``None``)."""
+        if not self.model.signed_kernel:
+            return None
+        return self.model.kernel_stats(
+            self.train.tokens, self.train.index, self.train.positions, ids=self.train.token_ids(self.model)
+        )
+
+    def record(self, e: int, status: str, step: int, train_err, test_err, stats=None) -> None:
+        """Freeze member ``e``'s outcome (test metrics only for finite members; for signed
+        kernels ``train["kernel"]``, see :meth:`AttentionModel.kernel_stats`)."""
+        test = self.test.metrics(test_err[e], self.model, e) if test_err is not None else None
+        train = self.train.metrics(train_err, self.model, e)
+        if stats is not None:
+            train["kernel"] = {k: float(v[e]) for k, v in stats.items()}
+        curve = self.curve.of(e, step, train_err)
+        self.results[e] = MemberResult(status, step, time.perf_counter() - self.start, train, test, curve)
+
+    def finish(self, err: torch.Tensor, step: int, last_err: torch.Tensor | None = None) -> None:
+        """Final metrics of members still training after the last step; a member
+        the last update made non-finite is ``diverged`` with its last finite metrics."""
+        finite = torch.isfinite(err).flatten(1).all(dim=1).tolist()
+        left = [e for e, r in enumerate(self.results) if r is None]
+        test_err = self.test_errors() if any(finite[e] for e in left) else None
+        stats = self.kernel_stats()
+        for e in left:
+            if finite[e]:
+                self.record(e, "ok", step, err[e], test_err, stats)
+            else:
+                self.record(e, "diverged", step, (last_err if last_err is not None else err)[e], None)
