@@ -45,7 +45,7 @@ TOMLS = {
     "seed-float.toml": ("ladder", "{m = 16, n = 4, seed = 1.5}", ""),
     "n-huge.toml": ("ladder", "{n = 1000000000000}", ""),
     "heads-huge.toml": ("exhaustive", "{m = 2, length = 2}", "heads = 1000000000000"),
-    "hidden-huge.toml": ("exhaustive", "{m = 2, length = 2}", "hidden = 1000000000000"),
+    "hidden-huge.toml": ("exhaustive", "{m = 2, length = 2}", 'readout = "mlp"\nhidden = 1000000000000'),
     "rank-huge.toml": ("exhaustive", "{m = 2, length = 2}", "", "[1, 1000000000000]"),
 }
 
