@@ -249,8 +249,8 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
     exp = dict(zip(names, BUILTIN))["context"]
     assert exp.title == "The wall in context length" and exp.step and exp.writes == "curves.json"
     for profile, ranks, seeds in (
-        ("quick", [80, 96, 128, 160], [0, 1]),
-        ("paper", [72, 80, 88, 96, 112, 128, 160], [0, 1, 2, 3]),
+        ("quick", [120, 160], [0, 1]),
+        ("paper", [80, 100, 120, 160], [0, 1, 2, 3]),
     ):
         prof = load_profile(profile)
         assert "context" in prof.experiments
@@ -261,6 +261,8 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
         assert {(r.model.kind, r.model.feature_map) for r in runs} == {("kernel", "table")}
         assert sorted({r.model.rank for r in runs}) == ranks and sorted({r.seed for r in runs}) == seeds
         assert len(runs) == len(ranks) * len(seeds)
+        # no schedule in the sweep: the runs train the table map's recipe (its lr, 5,000 power steps)
+        assert {(r.train.lr, r.train.mse_steps, r.train.max_steps) for r in runs} == {(None, 0, 5000)}
         for spec in prof.settings["context"]["curves"]:
             bc.parse_length_range(spec["length"])
         ms = bc.parse_m_range(prof.settings["context"]["m"])

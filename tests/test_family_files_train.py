@@ -20,7 +20,10 @@ def test_a_file_certified_at_20_is_not_fitted_at_16(cli, tmp_path):
     path = tmp_path / "h20.json"
     save_family(family, path)
     assert certify(family).certified_rank == 20
-    code, out, err = cli("train", "--family", str(path), "--feature-map", "table", "--rank", "16", "--json")
+    code, out, err = cli(
+        "train", "--family", str(path), "--feature-map", "table", "--rank", "16",
+        "--mse-steps", "0", "--max-steps", "500", "--json",
+    )  # fmt: skip
     assert code == 0, err
     record = json.loads(out)
     assert record["config"]["family"]["file"] == str(path.resolve()) and len(record["config"]["family"]["sha256"]) == 64

@@ -77,11 +77,12 @@ def test_the_witness_floor_is_three_halves_and_its_loss_optimum_is_in_closed_for
     assert prob.candidates == 16 and sum(w for _, _, w in prob.rows) == 46 and len(prob.rows) == 31
     assert minimax_floor(family) == Fraction(3, 2)
     assert witness_qb["floor"] == "3/2" and witness_qb["power"] == 8.0
-    assert witness_qb["max_error"] == pytest.approx(WITNESS_A, rel=1e-9)
-    assert witness_qb["mean_abs_error"] == pytest.approx((WITNESS_A + 45 * WITNESS_C) / 46, rel=1e-9)
-    assert witness_qb["loss"] == pytest.approx(((WITNESS_A**8 + 45 * WITNESS_C**8) / 46) ** (1 / 8), rel=1e-9)
+    # the loss optimum is found numerically (Newton on the power mean), to about 1e-9 relative
+    assert witness_qb["max_error"] == pytest.approx(WITNESS_A, rel=1e-7)
+    assert witness_qb["mean_abs_error"] == pytest.approx((WITNESS_A + 45 * WITNESS_C) / 46, rel=1e-7)
+    assert witness_qb["loss"] == pytest.approx(((WITNESS_A**8 + 45 * WITNESS_C**8) / 46) ** (1 / 8), rel=1e-7)
     q = (15 / 31) ** (1 / 7)  # the attention's output ignored: 31 targets 0 and 15 targets 6 per query
-    assert witness_qb["query_only"]["max_error"] == pytest.approx(6 / (1 + q), rel=1e-9)
+    assert witness_qb["query_only"]["max_error"] == pytest.approx(6 / (1 + q), rel=1e-7)
     value, z, dual = minimax_problem(prob)  # the certificate by hand: g/4 with the gap g = 6
     assert value == Fraction(3, 2) and sum(abs(x) for x in dual) == 1
     # least squares: a + c − 2d = −6 with a = 15c = −15d (the good, a bad, a mixed error): |a| = 5

@@ -327,6 +327,14 @@ def test_cli_trains_on_the_layer_family_of_length_11(cli):
     )  # fmt: skip
     assert code == 0, err
     assert "whole product family (two-candidate form), 1,024 sequences" in out
+    code, out, err = cli(
+        "train", "--family", "layer", "-p", "m=6", "-p", "length=5", "--rank", "4",
+        "--mse-steps", "0", "--max-steps", "2", "--power", "16", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["config"]["train"]["power"] == 16
+    code, out, err = cli("train", "--family", "layer", "-p", "m=6", "-p", "length=5", "--power", "0.5")
+    assert code == 2 and "power" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_sweep_over_a_product_family(tmp_path):

@@ -325,6 +325,9 @@ def train(
     max_steps: int | None = typer.Option(
         None, "--max-steps", help="Steps of the max-error (power-mean) phase (default: the map's calibrated schedule)."
     ),
+    power: float | None = typer.Option(
+        None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."
+    ),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
@@ -345,6 +348,7 @@ def train(
             "train": {
                 "lr": lr,
                 **{k: v for k, v in (("mse_steps", mse_steps), ("max_steps", max_steps)) if v is not None},
+                **({} if power is None else {"power": power}),
                 "stop_below": None if no_early_stop else 0.5,
                 "device": device,
             },
