@@ -62,3 +62,66 @@ def test_cli_writes_png_svg_and_json(cli, tmp_path):
     assert code == 2 and "--code" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli("bound-curve", "--code", "hadamard", "--m", "28")
     assert code == 2 and "no m" in err
+
+
+# -- trained points on the bound curve ----------------------------------------------------------
+
+
+def test_both_profiles_train_table_on_ladder_families_at_their_certificate():
+    from kernelgap.experiments.profile import load_profile
+    from kernelgap.sweeps.config import load_sweep
+
+    for profile, fams in (("quick", {(32, 11)}), ("paper", {(32, 11), (48, 40)})):
+        runs = load_sweep(load_profile(profile).sweep_file("bound_curve")).runs()
+        assert {(r.family.name, r.model.feature_map) for r in runs} == {("ladder", "table")}
+        assert {(r.family.params["m"], r.family.params["n"]) for r in runs} == fams
+        for m, n in fams:  # the certificate (n, every query) is trained at, below and above
+            ranks = {r.model.rank for r in runs if r.family.params["m"] == m}
+            assert {n - 1, n} <= ranks and max(ranks) > n
+
+
+def test_the_step_certifies_the_trained_family_and_the_section_pins_the_minimal_rank(tmp_path):
+    from types import SimpleNamespace
+
+    from kernelgap.experiments.bound_curve import experiment as bc
+    from kernelgap.experiments.bound_curve.step import curve
+    from kernelgap.experiments.registry import BUILTIN
+    from kernelgap.report.context import Results
+
+    sweep = tmp_path / "bound_curve.toml"
+    sweep.write_text(
+        'name = "bound_curve"\n[family]\nname = "ladder"\nparams = {m = 16, n = 8}\n[model]\nkind = "kernel"\n'
+        'feature_map = "table"\n[train]\nmse_steps = 2\nmax_steps = 2\n[grid]\nmodel.rank = [5, 8]\nseed = [0]\n'
+    )
+    prof = SimpleNamespace(
+        settings={"bound_curve": {"code": "ladder", "m": "16", "queries": 8}}, sweep_file=lambda name: sweep
+    )
+    data = curve(prof, tmp_path, {})
+    (fam,) = data["trained_families"]
+    assert (fam["kind"], fam["n"], fam["certified_rank"]) == ("ladder", 8, 5)  # certified 5 of 8 queries
+    folder = tmp_path / "out" / "bound_curve"
+    (folder / "runs").mkdir(parents=True)
+    (folder / "curve.json").write_text(json.dumps(data))
+    for rank, seed, err, seqs in ((5, 0, 0.4, fam["sequences"]), (5, 1, 0.9, fam["sequences"]), (4, 0, 0.3, 7)):
+        rec = {
+            "id": f"r{rank}s{seed}",
+            "config": {
+                "family": {"name": "ladder", "params": {"m": 16, "n": 8}},
+                "model": {"kind": "kernel", "feature_map": "table", "rank": rank, "heads": 1},
+            },
+            "seed": seed,
+            "status": "ok",
+            "steps": 10,
+            "wall_time_s": 1.0,
+            "train": {"max_error": err, "exact_seq_acc": 1.0, "mean_abs_error": err / 4, "sequences": seqs},
+        }
+        (folder / "runs" / f"{rec['id']}.json").write_text(json.dumps(rec))
+    section = bc.section(Results(tmp_path / "out", BUILTIN))
+    (t,) = section["trained"]
+    # rank 4's run was scored on 7 sequences only: not an exact model of the family, so no refutation
+    assert t["exact_not_on_whole_family"] == 1 and t["exact_below_certificate"] == []
+    assert (t["trained_any"], t["trained_most"], t["determined"]) == (5, None, True)
+    text = bc.caption({"bound_curve": section})
+    assert "ladder m = 16, n = 8 (certified 5): 1 of 2 seeds exact at the certificate" in text
+    assert "some seed exact from rank 5" in text and "most seeds" not in text
+    assert section["points"] and bc.draw_bound_curve(section, tmp_path / "fig")

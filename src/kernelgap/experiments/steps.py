@@ -17,6 +17,7 @@ from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores
 from ..task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
 from ..task.minip import error_metrics
+from ..theory.bound_curve import constructed_rank
 from ..theory.certificate import certify
 
 
@@ -73,3 +74,31 @@ def local_width(sweep_options: dict, tasks: int) -> int:
     if sweep_options.get("executor", "local") != "local":
         return 1
     return max(1, min(tasks, sweep_options.get("workers") or available_cores()))
+
+
+def trained_families(profile, experiment: str, delta, budget_s: float) -> list[dict]:
+    """The certificate (at ``delta``, clique search within ``budget_s``) and the constructed rank
+    of each distinct family the experiment's sweep trains on (report/trained.py reads them)."""
+    out, seen = [], set()
+    for run in sweep_runs(profile, experiment):
+        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        family = run.family.load()
+        cert = certify(family, delta, budget_s=budget_s)
+        out.append(
+            {
+                "family": family.name,
+                "kind": run.family.name,
+                "params": run.family.params,
+                "m": family.m,
+                "length": family.length,
+                "n": len(family.matching),
+                "sequences": count_json(sequence_count(family)),
+                "certified_rank": cert.certified_rank,
+                "method": cert.method,
+                "constructed_rank": constructed_rank(family, cert),
+            }
+        )
+    return out

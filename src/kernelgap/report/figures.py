@@ -105,7 +105,8 @@ def error_axes(
 
 def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
     """Certified rank against m (log2 axis) beside the 2^m positive construction and the
-    m-dimensional softmax scores; for the ladder series with the fitted growth line."""
+    m-dimensional softmax scores; for the ladder series with the fitted growth line, and the
+    smallest exact trained ranks of ``payload["trained"]`` where there are any."""
     pts = payload["points"]
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -151,6 +152,21 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
         ax.plot(ms, [p["queries"] for p in pts], ":", color="grey", label="queries n (the ceiling)")
     ax.plot(ms, [2.0**m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
     ax.plot(ms, ms, "-.", color="#17becf", label="dense softmax: score dimension m")
+    for key, marker, label in (
+        ("trained_any", "*", "trained table kernel: some seed exact from"),
+        ("trained_most", "P", "trained table kernel: most seeds exact from"),
+    ):
+        done = [t for t in payload.get("trained", ()) if t.get(key) is not None]
+        if done:
+            ax.scatter(
+                [t["m"] for t in done],
+                [t[key] for t in done],
+                marker=marker,
+                s=70,
+                color="#2ca02c",
+                label=label,
+                zorder=3,
+            )
     ax.set_yscale("log", base=2)
     ax.set(
         xlabel="token dimension m",

@@ -1,20 +1,57 @@
 """The bound curve: the largest family certified in full per m, against the 2^m positive
 construction and the m-dimensional softmax scores (``[bound_curve]`` of ``profile.toml``:
-the code, the m range and the query budget)."""
+the code, the m range and the query budget); and where the profile's sweep trains table
+kernels on ladder families, the smallest exact trained rank beside the certified one
+(:mod:`kernelgap.report.trained`: exact on every sequence of the product family)."""
 
 from __future__ import annotations
 
 from ...report.figures import draw_bound_curve
+from ...report.trained import trained_section
 from ..base import Experiment, Figure
 
 
 def section(results) -> dict | None:
-    return results.read("bound_curve", "curve.json")
+    """``curve.json`` and, per trained family, its runs and sandwich (``trained``)."""
+    data = results.read("bound_curve", "curve.json")
+    rows = results.rows("bound_curve")
+    if data is None and not rows:
+        return None
+    data = dict(data or {"code": None, "points": []})
+    data["trained"] = trained_section(results, "bound_curve", data.pop("trained_families", None))
+    return data
+
+
+def trained_text(summary: dict) -> str:
+    """One clause per trained family: its certificate and where its runs became exact."""
+    parts = []
+    for t in summary["bound_curve"]["trained"]:
+        if not t["runs"]:
+            continue
+        name = f"m = {t['m']}, n = {t['n']}" if t.get("n") is not None else f"m = {t['m']}"
+        cert = t["certified_rank"]
+        at = [r for r in t["ranks"] if r["rank"] == cert]
+        exact_at = f"{at[0]['exact']} of {at[0]['seeds']} seeds exact at the certificate" if at else "not trained at it"
+        most = t.get("trained_most")
+        anyr = t.get("trained_any")
+        parts.append(
+            f"ladder {name} (certified {cert}): {exact_at}; "
+            + (f"some seed exact from rank {anyr}" if anyr is not None else "no run exact")
+            + (f", most seeds from {most}" if most is not None else "")
+            + (
+                f"; exact below the certificate: {len(t['exact_below_certificate'])} runs"
+                if t["exact_below_certificate"]
+                else ""
+            )
+        )
+    return ("Trained table kernels on the whole family: " + "; ".join(parts) + ".") if parts else ""
 
 
 def caption(summary: dict) -> str:
     curve = summary["bound_curve"]
     pts = curve["points"]
+    if not pts:
+        return trained_text(summary)
     text = (
         f"Certified lower bound on the rank of one nonnegative kernel head against m "
         f"({curve['code']} families, m = {pts[0]['m']}…{pts[-1]['m']}), beside the positive "
@@ -36,7 +73,8 @@ def caption(summary: dict) -> str:
             f"each family: {'exact on all' if all(c['exact'] for c in checks) else 'NOT exact on all'} "
             f"(worst max error {worst:.3f})."
         )
-    return text
+    trained = trained_text(summary)
+    return f"{text} {trained}" if trained else text
 
 
 EXPERIMENT = Experiment(

@@ -13,11 +13,9 @@ Every sentence here is computed from those files; the paper's claim is kept besi
 
 from __future__ import annotations
 
-from collections import defaultdict
-
-from ...report.criteria import exact, first_rank, sandwich
 from ...report.figures import band, draw_length_curve, draw_wall_curve, error_axes, plt, save
 from ...report.html import table, titled
+from ...report.trained import trained_section
 from ..base import Experiment, Figure
 
 TITLE = "The wall in context length"
@@ -50,99 +48,19 @@ WALL_COLUMNS = [
 # -- the summary section ------------------------------------------------------------------
 
 
-def _family_of_rows(row: dict) -> dict:
-    """A trained family known only from its runs (the step has not written its certificate)."""
-    params = row["params"]
-    return {
-        "family": row["family"],
-        "kind": row["family"],
-        "params": params,
-        "m": params.get("m"),
-        "length": params.get("length"),
-        "n": None,
-        "sequences": None,
-        "certified_rank": None,
-        "method": None,
-        "constructed_rank": None,
-    }
-
-
-def _whole_family(train: dict, sequences) -> bool:
-    """Whether a run's train metrics hold for every sequence of its family: scored on as many
-    sequences as the family has, and not on guarded weights (product training)."""
-    return sequences is not None and train.get("sequences") == sequences and not train.get("guarded", False)
-
-
-def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
-    """The runs on one trained family, and the minimal rank pinned between its certificate
-    and the smallest exact construction or run (:func:`~kernelgap.report.criteria.sandwich`).
-    A run bounds the minimal rank only when it is exact on every sequence of the family."""
-    mine = [r for r in rows if r["family"] == fam["kind"] and r["params"] == fam["params"]]
-    runs = [
-        {
-            "feature_map": r["feature_map"],
-            "rank": r["rank"],
-            "seed": r["seed"],
-            "max_error": r["max_error"],
-            "exact": r["exact"],
-            "whole_family": _whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
-        }
-        for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
-    ]
-    models = [{**r, "exact": r["exact"] and r["whole_family"]} for r in runs]
-    by_rank = defaultdict(list)
-    for r in models:
-        by_rank[r["rank"]].append(r)
-    cert = fam["certified_rank"]
-    return {
-        **fam,
-        "runs": runs,
-        "ranks": [
-            {
-                "rank": rank,
-                "seeds": len(rs),
-                "exact": sum(r["exact"] for r in rs),
-                "best_max_error": min((r["max_error"] for r in rs if r["max_error"] is not None), default=None),
-            }
-            for rank, rs in sorted(by_rank.items())
-        ],
-        "exact_from": first_rank(models, exact_model),  # most seeds
-        "exact_not_on_whole_family": sum(1 for r in runs if r["exact"] and not r["whole_family"]),
-        "exact_below_certificate": [
-            {k: r[k] for k in ("feature_map", "rank", "seed", "max_error")}
-            for r in models
-            if r["exact"] and cert is not None and r["rank"] < cert
-        ],
-        **sandwich(cert, fam["constructed_rank"], models),
-    }
-
-
-def exact_model(row: dict) -> bool:
-    """A run that is an exact model of its whole family: max error < 1/2 (:func:`exact`),
-    scored on every sequence (``exact`` of :func:`trained`'s models says both)."""
-    return exact(row) and row["exact"]
-
-
 def section(results) -> dict | None:
     """The curves of ``curves.json`` and, per trained family, its runs and sandwich."""
     data = results.read("context", "curves.json") or {}
     rows = results.rows("context")
     if not data and not rows:
         return None
-    train_of = {rec["id"]: rec.get("train") or {} for rec in results.records("context")}
-    families = data.get("trained_families")
-    if families is None:  # no step output yet: the families of the runs, without certificates
-        seen: dict[str, dict] = {}
-        for r in rows:
-            seen.setdefault(repr((r["family"], sorted(r["params"].items()))), _family_of_rows(r))
-        families = list(seen.values())
     return {
         "delta": data.get("delta"),
         "length_curves": data.get("length_curves") or [],
         "wall": data.get("wall") or [],
         "growth": data.get("growth"),
         "skipped": data.get("skipped") or [],
-        "trained": [trained(f, rows, train_of) for f in families],
+        "trained": trained_section(results, "context", data.get("trained_families")),
     }
 
 

@@ -4,26 +4,22 @@ context length")."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from ...errors import ConfigError, FamilyError
-from ...task.family import count_json, sequence_count
 from ...theory.bound_curve import (
     LAYER,
     LAYER_BUDGET_S,
     LAYER_DELTA,
     LayerCertificates,
-    constructed_rank,
     growth_rate,
     length_curve,
     parse_length_range,
     parse_m_range,
     wall_curve,
 )
-from ...theory.certificate import certify
-from ..steps import sweep_runs
+from ..steps import trained_families
 
 
 def _curve_specs(spec) -> list[tuple[int, str]]:
@@ -34,33 +30,6 @@ def _curve_specs(spec) -> list[tuple[int, str]]:
     ):
         raise ConfigError(f'[context] curves must be a list of {{m = 12, length = "3..15"}} tables, got {spec!r}')
     return [(c["m"], c["length"]) for c in spec]
-
-
-def _trained_families(profile) -> list[dict]:
-    """The certificate and constructed rank of each distinct family the sweep trains on."""
-    out, seen = [], set()
-    for run in sweep_runs(profile, "context"):
-        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
-        family = run.family.load()
-        cert = certify(family, LAYER_DELTA, budget_s=LAYER_BUDGET_S)
-        out.append(
-            {
-                "family": family.name,
-                "kind": run.family.name,
-                "params": run.family.params,
-                "m": family.m,
-                "length": family.length,
-                "n": len(family.matching),
-                "sequences": count_json(sequence_count(family)),
-                "certified_rank": cert.certified_rank,
-                "method": cert.method,
-                "constructed_rank": constructed_rank(family, cert),
-            }
-        )
-    return out
 
 
 def curves(profile, out: Path, sweep_options: dict) -> dict:
@@ -89,6 +58,6 @@ def curves(profile, out: Path, sweep_options: dict) -> dict:
         "wall": wall,
         "growth": growth_rate(wall),
         "skipped": skipped,
-        "trained_families": _trained_families(profile),
+        "trained_families": trained_families(profile, "context", LAYER_DELTA, LAYER_BUDGET_S),
         "seconds": round(time.perf_counter() - start, 2),
     }

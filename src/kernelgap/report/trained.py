@@ -1,0 +1,98 @@
+"""Trained families beside their certificates: the runs of an experiment on each family it
+trains, the sandwich of the minimal rank between the certificate and the smallest exact
+construction or run (:func:`~kernelgap.report.criteria.sandwich`; docs/experiments.md, "The
+series").  A run counts as an exact model only when it was scored on every sequence of its
+family (product families train on their two-candidate sequences and are scored whole)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .criteria import exact, first_rank, sandwich
+
+
+def family_of_rows(row: dict) -> dict:
+    """A trained family known only from its runs (the step has not written its certificate)."""
+    params = row["params"]
+    return {
+        "family": row["family"],
+        "kind": row["family"],
+        "params": params,
+        "m": params.get("m"),
+        "length": params.get("length"),
+        "n": None,
+        "sequences": None,
+        "certified_rank": None,
+        "method": None,
+        "constructed_rank": None,
+    }
+
+
+def whole_family(train: dict, sequences) -> bool:
+    """Whether a run's train metrics hold for every sequence of its family: scored on as many
+    sequences as the family has, and not on guarded weights (product training)."""
+    return sequences is not None and train.get("sequences") == sequences and not train.get("guarded", False)
+
+
+def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
+    """The runs on one trained family, and the minimal rank pinned between its certificate
+    and the smallest exact construction or run (:func:`~kernelgap.report.criteria.sandwich`).
+    A run bounds the minimal rank only when it is exact on every sequence of the family."""
+    mine = [r for r in rows if r["family"] == fam["kind"] and r["params"] == fam["params"]]
+    runs = [
+        {
+            "feature_map": r["feature_map"],
+            "rank": r["rank"],
+            "seed": r["seed"],
+            "max_error": r["max_error"],
+            "exact": r["exact"],
+            "whole_family": whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
+        }
+        for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
+    ]
+    models = [{**r, "exact": r["exact"] and r["whole_family"]} for r in runs]
+    by_rank = defaultdict(list)
+    for r in models:
+        by_rank[r["rank"]].append(r)
+    cert = fam["certified_rank"]
+    return {
+        **fam,
+        "runs": runs,
+        "ranks": [
+            {
+                "rank": rank,
+                "seeds": len(rs),
+                "exact": sum(r["exact"] for r in rs),
+                "best_max_error": min((r["max_error"] for r in rs if r["max_error"] is not None), default=None),
+            }
+            for rank, rs in sorted(by_rank.items())
+        ],
+        "exact_from": first_rank(models, exact_model),  # most seeds
+        "exact_not_on_whole_family": sum(1 for r in runs if r["exact"] and not r["whole_family"]),
+        "exact_below_certificate": [
+            {k: r[k] for k in ("feature_map", "rank", "seed", "max_error")}
+            for r in models
+            if r["exact"] and cert is not None and r["rank"] < cert
+        ],
+        **sandwich(cert, fam["constructed_rank"], models),
+    }
+
+
+def exact_model(row: dict) -> bool:
+    """A run that is an exact model of its whole family: max error < 1/2 (:func:`exact`),
+    scored on every sequence (``exact`` of :func:`trained`'s models says both)."""
+    return exact(row) and row["exact"]
+
+
+def trained_section(results, name: str, families: list[dict] | None) -> list[dict]:
+    """Per family the experiment ``name`` trains, :func:`trained` of its runs.  ``families``
+    are what its step wrote (certificate included); None before the step ran: the families
+    of the runs, without certificates."""
+    rows = results.rows(name)
+    train_of = {rec["id"]: rec.get("train") or {} for rec in results.records(name)}
+    if families is None:
+        seen: dict[str, dict] = {}
+        for r in rows:
+            seen.setdefault(repr((r["family"], sorted(r["params"].items()))), family_of_rows(r))
+        families = list(seen.values())
+    return [trained(f, rows, train_of) for f in families]
