@@ -328,3 +328,16 @@ def test_the_sweeps_train_where_the_certificate_says(profile):
         if profile == "quick":
             assert ranks == {c - 1, c, math.ceil((c + n) / 2), n - 1, n}
     assert tomllib.loads((SERIES / f"{profile}.toml").read_text())["name"] == "series"
+
+
+def test_the_constructed_rank_is_the_smaller_exact_one_hot_construction():
+    from kernelgap.experiments.steps import constructed
+
+    # a ladder with rungs: 12 queries and 24 candidates, so one feature per query is cheaper
+    family = build_family("ladder", m=16, n=12, max_overlap=4, step=1)
+    got = constructed(family)
+    assert (got["rank"], got["construction"], got["exact"]) == (12, "queries", True)
+    assert got["max_error"] < 0.5 and got["sequences"] == 12 * 24**2
+    # the witness family: 16 queries, 16 candidates; the candidates' construction is kept on a tie
+    got = constructed(build_family("witness"))
+    assert (got["rank"], got["construction"], got["exact"]) == (16, "candidates", True)

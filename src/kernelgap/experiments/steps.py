@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ..models.constructions import one_hot_candidates
+from ..models.constructions import one_hot_candidates, query_one_hot
 from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores
 from ..task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
@@ -37,19 +37,35 @@ def distinct_families(runs):
 
 
 def constructed(family) -> dict:
-    """The one-hot construction restricted to the family, checked on every sequence at every
-    scored position (a product family expanded, up to ``MAX_EXPANDED`` sequences; past that
-    no rank, and the count read from the product, never from ``len()``)."""
+    """The smaller exact one-hot construction restricted to the family — one feature per
+    distinct candidate (:func:`one_hot_candidates`) or per distinct query
+    (:func:`query_one_hot`) — each checked on every sequence at every scored position (a
+    product family expanded, up to ``MAX_EXPANDED`` sequences; past that no rank, and the
+    count read from the product, never from ``len()``).  ``construction`` names the one kept;
+    where neither is exact, the candidates' is reported with its error."""
     count = sequence_count(family)
     if count > MAX_EXPANDED:
         return {"rank": None, "sequences": count_json(count), "max_error": None, "exact": False}
     family = as_sequences(family)
-    model = one_hot_candidates(family)
     positions = family.scored_positions
-    with torch.no_grad():
-        pred = model.predict(torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index), positions)[0]
-    met = error_metrics(pred, family.targets()[:, positions])
-    return {"rank": model.scorer.features, "sequences": met.sequences, "max_error": met.max_error, "exact": met.exact}
+    tokens, index = torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index)
+    checked = []
+    for name, build in (("candidates", one_hot_candidates), ("queries", query_one_hot)):
+        model = build(family)
+        with torch.no_grad():
+            pred = model.predict(tokens, index, positions)[0]
+        met = error_metrics(pred, family.targets()[:, positions])
+        checked.append(
+            {
+                "rank": model.scorer.features,
+                "sequences": met.sequences,
+                "max_error": met.max_error,
+                "exact": met.exact,
+                "construction": name,
+            }
+        )
+    exact = [c for c in checked if c["exact"]]
+    return min(exact, key=lambda c: c["rank"]) if exact else checked[0]
 
 
 def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
