@@ -82,6 +82,7 @@ EXPERIMENT = Experiment(
     title="The bound curve",
     section=section,
     schema={"type": ["object", "null"]},
+    sentence=caption,
     region="figures",
     settings={"code": "ladder", "m": "32..96..16", "queries": 2048},
     html=lambda summary, page: {"figures": [page.figures("bound_curve")]},
