@@ -1,14 +1,7 @@
-"""Runs to stacks and back: build a stack, train it (:mod:`.stack`), its records and checkpoints.
+"""Runs to stacks and back: build a stack, train it, its records and checkpoints.
 
-A stack of ``E`` members (one :class:`~kernelgap.models.AttentionModel`)
-trains on the loss ``L = Σ_e L_e``: member ``e``'s parameters only reach
-``L_e``, so ``∂L/∂θ_e = ∂L_e/∂θ_e`` and Adam (elementwise) updates each member
-exactly as if it trained alone.  Every step evaluates the train family anyway,
-so each member's max error is known per step: a member that becomes exact
-(max error < ``stop_below``) or diverges (non-finite loss) is recorded at that
-step — the same step it would be recorded at alone — and dropped from the
-loss; the stack stops when no member is left.  A product family of any length trains
-through its two-candidate sequences and is scored on the whole family (:mod:`.product`).
+How a stack of members trains (one loss, per-member stops, product families through their
+two-candidate sequences) is in :mod:`.stack`; docs/experiments.md, "Training recipe".
 """
 
 from __future__ import annotations
