@@ -14,10 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernelgap.errors import ConfigError
 from kernelgap.experiments.probe.experiment import (
     COLLAPSE_TOLERANCE,
     collapsed,
     needs_recipe,
+    parse_probes,
     probe_section,
     probe_sentence,
     rank_verdicts,
@@ -321,3 +323,23 @@ def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
     )
     assert again == meta  # rerun: every run reused, the same record
     assert math.isfinite(witness["query_blind"]["loss"])
+
+
+def test_the_recipe_search_runs_on_the_suites_named_only(tmp_path):
+    meta = run_probe(
+        f"{EXAMPLES}:Elu1LinearAttention",
+        ranks={"witness": [16], "ood-n4": [2]},
+        steps=6,
+        out=tmp_path,
+        recipes=["witness"],
+        **QUIET,
+    )
+    witness, ood = meta["suites"]
+    assert [r["name"] for r in witness["recipes"]] == [r.name for r in RECIPES]
+    assert ood["recipes"] == [] and "recipe_folder" not in ood
+
+
+@pytest.mark.parametrize("value", ["witness", 3, [1]])
+def test_a_probe_entry_with_bad_recipes_is_refused(tmp_path, value):
+    with pytest.raises(ConfigError, match="recipes must be"):
+        parse_probes([{"name": "x", "target": "a:b", "recipes": value}], tmp_path / "p.toml")

@@ -218,12 +218,12 @@ def run_probe(
     address: str | None = None,
     report: bool = False,
     baseline: str | Path | None = None,
-    recipes: bool = True,
+    recipes: bool | list[str] = True,
     log=print,
 ) -> dict:
     """Probe ``target`` into ``out`` (module docstring); returns ``probe.json``'s content.
     ``baseline`` is the folder of the ``elu1`` and twin runs (default ``out/baseline``;
-    probes of one reproduction share theirs); ``recipes=False`` skips the recipe search.
+    probes of one reproduction share theirs); ``recipes=False`` skips the recipe search, a list of suite names runs it on those suites only.
     Every option is checked before anything is written: the flags first, then the module,
     then the sweep files, generated and validated in memory (:func:`_sweep_configs`)."""
     if d_model < 1:
@@ -307,7 +307,10 @@ def run_probe(
     try:
         _train(configs, options, log)
         if recipes:
-            _recipe_search(out, meta, chosen, suite_rows, module_model, options, log)
+            searched = [(s, r) for s, r in zip(chosen, suite_rows) if recipes is True or s.name in recipes]
+            for _, row in zip(chosen, suite_rows):
+                row["recipes"] = []
+            _recipe_search(out, meta, searched, module_model, options, log)
         atomic_write_json(out / META, meta)
     except OSError as exc:
         raise KernelgapError(
@@ -399,14 +402,14 @@ def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:
 
 
 def _recipe_search(
-    out: Path, meta: dict, chosen: list[Suite], suite_rows: list[dict], module_model: dict, options: dict, log
+    out: Path, meta: dict, searched: list[tuple[Suite, dict]], module_model: dict, options: dict, log
 ) -> None:
     """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): at the first seed
     of every rank whose verdict is not ``exact`` and where the certificate does not forbid a
     fit, every recipe, as one sweep (a variant each) in ``recipes-<hash>/<suite>-<hash>/``.
     The suite's row records what was tried (``recipes``: name, schedule, its training
     fields, ranks, seed) and where (``recipe_folder``)."""
-    for suite, row in zip(chosen, suite_rows):
+    for suite, row in searched:
         sub = row["folder"]
         rows = probe_rows(out / meta["runs"] / sub)
         verdicts = rank_verdicts(

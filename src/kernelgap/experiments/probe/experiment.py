@@ -79,6 +79,11 @@ def parse_probes(entries, path: Path) -> list[dict]:
             raise ConfigError(f"{path}: unknown key probes[{k}].{sorted(unknown)[0]}")
         if not entry.get("name") or not entry.get("target"):
             raise ConfigError(f"{path}: probes[{k}] needs a name and a target")
+        searched = entry.get("recipes", True)
+        if not isinstance(searched, bool) and not (
+            isinstance(searched, list) and all(isinstance(x, str) for x in searched)
+        ):
+            raise ConfigError(f"{path}: probes[{k}].recipes must be true, false or a list of suite names")
         out.append({**copy.deepcopy(PROBE), **entry})
     if len({e["name"] for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")
