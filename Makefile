@@ -5,8 +5,9 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 PROFILE ?= quick
 OUT    ?= results/reproduce-$(PROFILE)
-# pytest options of `make test`: both cores (pytest-xdist); PYTEST_ARGS= runs serially
-PYTEST_ARGS ?= -n 2
+# pytest options of `make test`: both cores (pytest-xdist; a module that shares one costly fixture
+# is one xdist_group, run by one worker); PYTEST_ARGS= runs serially
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: install reproduce test test-fast lint bench schema clean
 

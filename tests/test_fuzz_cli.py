@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 SECONDS = 20  # one refusal may take at most this long (most take milliseconds)
 #: Examples per command; KERNELGAP_FUZZ_EXAMPLES=500 fuzzes longer.
-EXAMPLES = int(os.environ.get("KERNELGAP_FUZZ_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("KERNELGAP_FUZZ_EXAMPLES", "50"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
 
-#: Eight tasks of two runs (seeds 0 and 1 stack), about 0.5 s each on one core;
+#: Eight tasks of two runs (seeds 0 and 1 stack), about 0.3 s each on one core;
 #: float64 so that results are compared bitwise.
 SWEEP = """
 name = "faults"
@@ -22,8 +22,8 @@ params = {m = 12}
 feature_map = "table"
 rank = 4
 [train]
-mse_steps = 150
-max_steps = 150
+mse_steps = 60
+max_steps = 60
 stop_below = 0.1
 dtype = "float64"
 [grid]

@@ -19,6 +19,9 @@ from fault_helpers import KERNELGAP, SWEEP, TOTAL, kill_group, results, stable, 
 
 from kernelgap.cli import main
 
+#: One worker runs this module, so the reference sweep below is trained once.
+pytestmark = pytest.mark.xdist_group("faults")
+
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, dict[str, dict]]:

@@ -17,8 +17,8 @@ name = "witness"
 [model]
 feature_map = "table"
 [train]
-mse_steps = 150
-max_steps = 300
+mse_steps = 60
+max_steps = 120
 stop_below = 0.5
 dtype = "float64"  # bitwise-stable enough to compare a resumed sweep tightly
 [grid]
