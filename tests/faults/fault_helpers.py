@@ -11,7 +11,7 @@ from pathlib import Path
 
 KERNELGAP = str(Path(sys.executable).parent / "kernelgap")
 
-#: Eight tasks of two runs (seeds 0 and 1 stack), about 0.3 s each on one core;
+#: Eight tasks of two runs (seeds 0 and 1 stack), 0.3–0.5 s each on one core (`wall_time_s`);
 #: float64 so that results are compared bitwise.
 SWEEP = """
 name = "faults"
