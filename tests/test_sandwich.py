@@ -341,3 +341,45 @@ def test_the_constructed_rank_is_the_smaller_exact_one_hot_construction():
     # the witness family: 16 queries, 16 candidates; the candidates' construction is kept on a tie
     got = constructed(build_family("witness"))
     assert (got["rank"], got["construction"], got["exact"]) == (16, "candidates", True)
+
+
+# -- trained families are told apart by content -----------------------------------------
+
+
+def test_two_family_files_of_one_stem_are_two_families():
+    """Runs on two family files with the same stem and parameters but other bytes are not
+    pooled: each family's sandwich counts only the runs on its own content."""
+    from kernelgap.report.trained import trained
+
+    def row(sha, exact, seed):
+        return {
+            "id": f"{sha}-{seed}",
+            "family": "fam",
+            "params": {},
+            "family_sha256": sha,
+            "feature_map": "table",
+            "rank": 4,
+            "seed": seed,
+            "max_error": 0.1 if exact else 1.0,
+            "exact": exact,
+            "status": "ok",
+        }
+
+    rows = [row("aa", True, s) for s in range(3)] + [row("bb", False, s) for s in range(3)]
+    train_of = {r["id"]: {"sequences": 10} for r in rows}
+
+    def fam(sha):
+        return {
+            "family": "fam",
+            "kind": "fam",
+            "params": {},
+            "sha256": sha,
+            "sequences": 10,
+            "certified_rank": 4,
+            "constructed_rank": 5,
+        }
+
+    a, b = trained(fam("aa"), rows, train_of), trained(fam("bb"), rows, train_of)
+    assert [r["seed"] for r in a["runs"]] == [0, 1, 2] and all(r["exact"] for r in a["runs"])
+    assert a["trained_most"] == 4 and a["determined"]
+    assert len(b["runs"]) == 3 and b["trained_any"] is None and not b["determined"]

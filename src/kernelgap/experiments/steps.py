@@ -26,14 +26,27 @@ def sweep_runs(profile, experiment: str):
     return load_sweep(profile.sweep_file(experiment)).runs()
 
 
-def distinct_families(runs):
-    """``(run, family)`` for the first run of each distinct training family, built once."""
+def family_key(spec) -> str:
+    """A training family's identity: registered name, parameters and, for a family file, its
+    content (SHA-256): two files of one stem and parameters are two families."""
+    return json.dumps({"name": spec.name, "params": spec.params, "sha256": spec.sha256}, sort_keys=True)
+
+
+def distinct_runs(runs):
+    """The first run of each distinct training family (:func:`family_key`)."""
     seen = set()
     for run in runs:
-        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
+        key = family_key(run.family)
         if key not in seen:
             seen.add(key)
-            yield run, run.family.build()
+            yield run
+
+
+def distinct_families(runs):
+    """``(run, family)`` for the first run of each distinct training family, built once as
+    sequences."""
+    for run in distinct_runs(runs):
+        yield run, run.family.build()
 
 
 def constructed(family) -> dict:
@@ -73,8 +86,7 @@ def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
     (``certificates.json``; the experiment is the folder's name)."""
     certs = {}
     for run, family in distinct_families(sweep_runs(profile, out.name)):
-        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        certs[key] = {
+        certs[family_key(run.family)] = {
             "family": run.family.name,
             "params": run.family.params,
             "m": family.m,
@@ -95,12 +107,8 @@ def local_width(sweep_options: dict, tasks: int) -> int:
 def trained_families(profile, experiment: str, delta, budget_s: float) -> list[dict]:
     """The certificate (at ``delta``, clique search within ``budget_s``) and the constructed rank
     of each distinct family the experiment's sweep trains on (report/trained.py reads them)."""
-    out, seen = [], set()
-    for run in sweep_runs(profile, experiment):
-        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        if key in seen:
-            continue
-        seen.add(key)
+    out = []
+    for run in distinct_runs(sweep_runs(profile, experiment)):
         family = run.family.load()
         cert = certify(family, delta, budget_s=budget_s)
         out.append(
@@ -108,6 +116,7 @@ def trained_families(profile, experiment: str, delta, budget_s: float) -> list[d
                 "family": family.name,
                 "kind": run.family.name,
                 "params": run.family.params,
+                "sha256": run.family.sha256,
                 "m": family.m,
                 "length": family.length,
                 "n": len(family.matching),

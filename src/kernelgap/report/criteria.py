@@ -120,6 +120,7 @@ def run_row(rec: dict) -> dict:
         "wall_time_s": rec["wall_time_s"],
         "family": rec["config"]["family"]["name"],
         "params": rec["config"]["family"]["params"],
+        "family_sha256": rec["config"]["family"].get("sha256"),  # a family file's content (None: registered)
         "max_error": train["max_error"],
         "exact_seq_acc": train["exact_seq_acc"],
         "mean_abs_error": train["mean_abs_error"],

@@ -18,6 +18,7 @@ def family_of_rows(row: dict) -> dict:
         "family": row["family"],
         "kind": row["family"],
         "params": params,
+        "sha256": row["family_sha256"],
         "m": params.get("m"),
         "length": params.get("length"),
         "n": None,
@@ -26,6 +27,16 @@ def family_of_rows(row: dict) -> dict:
         "method": None,
         "constructed_rank": None,
     }
+
+
+def same_family(row: dict, fam: dict) -> bool:
+    """Whether a run trained on ``fam``: the same registered name and parameters, and for a
+    family file the same content (its SHA-256; two files of one stem are two families)."""
+    return (
+        row["family"] == fam["kind"]
+        and row["params"] == fam["params"]
+        and row.get("family_sha256") == fam.get("sha256")
+    )
 
 
 def whole_family(train: dict, sequences) -> bool:
@@ -38,7 +49,7 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
     """The runs on one trained family, and the minimal rank pinned between its certificate
     and the smallest exact construction or run (:func:`~kernelgap.report.criteria.sandwich`).
     A run bounds the minimal rank only when it is exact on every sequence of the family."""
-    mine = [r for r in rows if r["family"] == fam["kind"] and r["params"] == fam["params"]]
+    mine = [r for r in rows if same_family(r, fam)]
     runs = [
         {
             "feature_map": r["feature_map"],
@@ -93,6 +104,6 @@ def trained_section(results, name: str, families: list[dict] | None) -> list[dic
     if families is None:
         seen: dict[str, dict] = {}
         for r in rows:
-            seen.setdefault(repr((r["family"], sorted(r["params"].items()))), family_of_rows(r))
+            seen.setdefault(repr((r["family"], sorted(r["params"].items()), r["family_sha256"])), family_of_rows(r))
         families = list(seen.values())
     return [trained(f, rows, train_of) for f in families]

@@ -275,12 +275,15 @@ class ProductScored:
         return pred.reshape(pred.shape[0], -1, 1) - self.target
 
     def batch_rows(self, step: int) -> torch.Tensor:
-        """The query positions of training step ``step`` (the schedule)."""
+        """The query positions of training step ``step`` (the schedule): ``batch`` of them at
+        every step, the epoch's last batch filled up from the start of its permutation, so
+        every step's errors have one shape (what the stop bookkeeping compares) and every
+        query is seen at least once per epoch."""
         per = self.steps_per_epoch
         epoch, at = divmod(step, per)
         gen = torch.Generator().manual_seed(SCHEDULE_SEED + epoch)
         order = torch.randperm(len(self.queries), generator=gen)
-        return order[at * self.batch : (at + 1) * self.batch].to(self.device)
+        return order[(at * self.batch + torch.arange(self.batch)) % len(order)].to(self.device)
 
     def batch_errors(self, model, step: int) -> torch.Tensor:
         """``pred − target`` of the step's queries, ``[E, b·C², 1]``."""

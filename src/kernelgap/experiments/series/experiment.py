@@ -16,6 +16,7 @@ from ...report.criteria import exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import reached
+from ...report.trained import same_family
 from ..base import Experiment, Figure
 
 #: The family type of the witness series proper (Hadamard codes, certificate = n); a
@@ -37,7 +38,7 @@ def section(results) -> list[dict] | None:
     scored = {rec["id"]: (rec.get("train") or {}).get("sequences") for rec in results.records("series")}
     out = []
     for fam in families:
-        runs = [r for r in rows if r["params"] == fam["params"] and r["family"] == fam.get("kind", r["family"])]
+        runs = [r for r in rows if same_family(r, {"kind": r["family"], "sha256": None, **fam})]
         trained = {}
         for fm in sorted({r["feature_map"] for r in runs}):
             mine = [r for r in runs if r["feature_map"] == fm]

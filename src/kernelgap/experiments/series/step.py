@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ...task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
 from ...theory.certificate import certify
-from ..steps import constructed, sweep_runs
+from ..steps import constructed, distinct_runs, sweep_runs
 
 #: The order of the family types in ``series.json`` (then by queries n): the Hadamard
 #: witness families first, where the certificate is n, then those where it falls below n.
@@ -17,12 +16,8 @@ KIND_ORDER = ("hadamard", "cw", "ladder")
 def _families(runs):
     """``(run, family)`` for the first run of each distinct training family, loaded once as
     built (a product family stays a product: the certificate works on it directly)."""
-    seen = set()
-    for run in runs:
-        key = json.dumps({"name": run.family.name, "params": run.family.params}, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            yield run, run.family.load()
+    for run in distinct_runs(runs):
+        yield run, run.family.load()
 
 
 def _constructed(family) -> dict:
@@ -44,6 +39,7 @@ def certificates(profile, out: Path, sweep_options: dict) -> list:
                 "family": family.name,
                 "kind": run.family.name,
                 "params": run.family.params,
+                "sha256": run.family.sha256,
                 "n": len(family.matching),
                 "m": family.m,
                 "sequences": count_json(sequence_count(family)),
