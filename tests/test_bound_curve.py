@@ -80,6 +80,20 @@ def test_both_profiles_train_table_on_ladder_families_at_their_certificate():
             assert {n - 1, n} <= ranks and max(ranks) > n
 
 
+def test_the_wall_profile_trains_the_m64_ladder_at_its_certificate_only():
+    """The exponential regime: m = 64, 144 queries, every one certified (the curve's m = 64
+    point), trained at rank 144 and nowhere else (below, the certificate already decides)."""
+    from kernelgap.experiments.profile import load_profile
+    from kernelgap.experiments.steps import sweep_runs
+
+    prof = load_profile("wall")
+    assert prof.experiments == ["bound_curve"]
+    runs = sweep_runs(prof, "bound_curve")
+    assert {(r.family.name, r.model.feature_map, r.model.rank) for r in runs} == {("ladder", "table", 144)}
+    assert {tuple(sorted(r.family.params.items())) for r in runs} == {(("m", 64), ("n", 144))}
+    assert 64 in parse_m_range(prof.settings["bound_curve"]["m"])
+
+
 def test_the_step_certifies_the_trained_family_and_the_section_pins_the_minimal_rank(tmp_path):
     from types import SimpleNamespace
 

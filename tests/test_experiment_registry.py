@@ -17,7 +17,7 @@ import pytest
 import kernelgap
 from kernelgap.errors import ConfigError, KernelgapError
 from kernelgap.experiments.pipeline import reproduce
-from kernelgap.experiments.profile import load_profile
+from kernelgap.experiments.profile import load_profile, profile_names
 from kernelgap.experiments.registry import BUILTIN, builtin, experiments
 from kernelgap.report import build_report
 from kernelgap.report.schema import summary_schema
@@ -213,7 +213,7 @@ def test_every_builtin_experiment_is_one_folder():
         assert (exp.folder / "experiment.py").is_file()
         if exp.step:
             assert callable(exp.load_step()), exp.name
-    for name in ("quick", "paper"):
+    for name in profile_names():
         prof = load_profile(name)
         assert sorted(prof.folder.glob("*.toml")) == [prof.folder / "profile.toml"]
         for exp in prof.experiments:

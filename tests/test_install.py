@@ -72,7 +72,7 @@ def test_wheel_installs_and_reproduces(tmp_path):
         cwd=work,
     )
     module, folder, names = where.stdout.split("\n")[:3]
-    assert module.startswith(str(site)) and folder.startswith(str(site)) and names == "['paper', 'quick']"
+    assert module.startswith(str(site)) and folder.startswith(str(site)) and names == "['paper', 'quick', 'wall']"
     assert (Path(folder) / "profile.toml").is_file() and (Path(folder).parents[1] / "ood" / "paper.toml").is_file()
     kernelgap = fresh / "bin" / "kernelgap"
     assert "--profile" in run(kernelgap, "reproduce", "--help", cwd=work).stdout

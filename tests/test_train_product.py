@@ -193,15 +193,20 @@ def test_a_trained_exact_model_is_exact_on_the_whole_family():
 
 def test_batched_training_scores_the_whole_family(monkeypatch):
     family = build_family("layer", m=8, length=5)  # 10 queries, 10 candidates: 1,000 pairs
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 300)  # 3 queries per step, 4 steps an epoch
+    monkeypatch.setattr(product, "PAIRS_PER_STEP", 300)  # 3 first-slot candidates a step, 4 steps an epoch
     model = model_for(family, {"feature_map": "table", "rank": 6}, seeds=(0, 1))
     cfg = TrainConfig(lr=3e-2, mse_steps=10, max_steps=10, stop_below=None, dtype="float64")
     trainer = product_trainer(model, family, cfg)
     assert isinstance(trainer, BatchedProductTrainer)
     assert trainer.train.batch == 3 and trainer.train.steps_per_epoch == 4
-    batches = [trainer.train.batch_rows(s) for s in range(4)]
+    batches = [trainer.train.batch_firsts(s) for s in range(4)]
     assert {len(b) for b in batches} == {3}  # one shape every step: the last batch is filled up
-    assert set(torch.cat(batches).tolist()) == set(range(10))  # every query at least once an epoch
+    assert set(torch.cat(batches).tolist()) == set(range(10))  # every candidate at least once an epoch
+    with torch.no_grad():  # a step's errors are the whole family's at its first-slot candidates
+        full = trainer.train.__class__.of(family, torch.float64, pairs=10**6).errors(model).reshape(2, 10, 10, 10)
+        for s, first in enumerate(batches):
+            step = trainer.train.batch_errors(model, s).reshape(2, 10, 3, 10)
+            assert torch.equal(step, full[:, :, first, :])
     results = trainer.run()
     found = family_worst_case(model, family)
     with torch.no_grad():
@@ -216,7 +221,7 @@ def test_batched_training_scores_the_whole_family(monkeypatch):
 def test_batched_stop_rule_reads_the_whole_family_at_epoch_starts(monkeypatch):
     """A member stops at the first epoch start whose whole-family max error is below 1/2."""
     family = build_family("layer", m=6, length=4)  # 4 queries, 4 candidates: 64 pairs
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 32)  # two queries a step, 2 steps an epoch
+    monkeypatch.setattr(product, "PAIRS_PER_STEP", 32)  # two first-slot candidates a step, 2 steps an epoch
 
     class Watched(BatchedProductTrainer):  # the trainer, reading the whole family at each epoch start
         seen: list = []
@@ -240,7 +245,7 @@ def test_batched_stop_rule_reads_the_whole_family_at_epoch_starts(monkeypatch):
 
 
 def test_batched_stop_on_an_uneven_schedule(monkeypatch):
-    """Queries that do not split evenly into batches (4 queries, 3 a step): a member that
+    """Candidates that do not split evenly into batches (4 candidates, 3 a step): a member that
     becomes exact at an epoch start after a short batch stops and is recorded (its errors
     there have the shape of every other step's)."""
     family = build_family("layer", m=6, length=4)

@@ -539,7 +539,7 @@ def _int_list(text: str | None, flag: str) -> list[int] | None:
 
 @app.command()
 def reproduce(
-    profile: str = typer.Option("quick", "--profile", help="quick, paper, or a folder holding profile.toml."),
+    profile: str = typer.Option("quick", "--profile", help="quick, paper, wall, or a folder holding profile.toml."),
     out: Path | None = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
     executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
     workers: int | None = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),

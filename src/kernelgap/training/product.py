@@ -63,12 +63,13 @@ from .config import TrainConfig
 from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
 
 #: Most two-candidate sequences of one member scored in one step: a family with at most
-#: these many (``Q·C²``) trains full batch; above it each step takes every candidate pair of
-#: a batch of queries (:attr:`ProductScored.batch`), and the whole family is checked in
-#: chunks of about this size.
+#: these many (``Q·C²``) trains full batch; above it each step takes every query with a
+#: batch of first-slot candidates c and every c′ (:attr:`ProductScored.batch`), and the
+#: whole family is checked in chunks of about this size.
 PAIRS_PER_STEP = 1 << 20
-#: Most candidate pairs ``C²`` of one query: a step scores at least one query's, so a family
-#: with more is refused (each pair holds a few floats per member, forward and backward).
+#: Most pairs a step or a chunk must score at least: one query's ``C²`` (a chunk of the
+#: whole-family check) or ``Q·C`` (a step with one first-slot candidate); a family with more
+#: is refused (each pair holds a few floats per member, forward and backward).
 MAX_PAIRS_PER_QUERY = 1 << 26
 #: Seed of the batched query schedule: one schedule for every member of a stack, so a
 #: member's run does not depend on its stack mates.
@@ -121,14 +122,21 @@ def two_candidate_count(family: ProductFamily) -> int:
     return len(family.queries) * len(family.candidates) ** 2
 
 
-def queries_per_step(family: ProductFamily, pairs: int | None = None) -> int | None:
-    """Queries per training step: None (all of them, full batch) when the family has at most
-    ``pairs`` (default :data:`PAIRS_PER_STEP`) two-candidate sequences, else as many as fit
-    (at least one)."""
+def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | None:
+    """First-slot candidates per training step: None (all of them, full batch) when the
+    family has at most ``pairs`` (default :data:`PAIRS_PER_STEP`) two-candidate sequences,
+    else as many as fit with every query and every c′ (at least one).
+
+    Batches of first-slot candidates rather than of queries: every query's and every
+    candidate's parameters then get a gradient at every step.  Measured on the ladder family
+    m = 48, n = 40 at its certified rank 40 (3 seeds, 16 steps an epoch, 30,000 steps):
+    batches of queries end at max errors 1.0–1.9, batches of candidates at 0.65–0.71; over
+    120,000 steps the candidate batches are exact on 3 of 3 seeds (docs/experiments.md,
+    "The bound curve")."""
     pairs = pairs or PAIRS_PER_STEP
     if two_candidate_count(family) <= pairs:
         return None
-    return max(1, pairs // len(family.candidates) ** 2)
+    return max(1, pairs // (len(family.queries) * len(family.candidates)))
 
 
 def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Tensor, cols: torch.Tensor) -> PairPlan:
@@ -140,22 +148,25 @@ def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Ten
     return plan.bind(tokens, ids)
 
 
-def two_candidate_predictions(model: AttentionModel, plan: PairPlan, length: int) -> torch.Tensor:
-    """Predictions ``[E, R, C, C]`` of the two-candidate sequences ``(x; c, c′ × (N − 2))`` for
-    the plan's rows x and columns c (axis 2), c′ (axis 3) — the closed form of the module
-    docstring (``length`` = N ≥ 3)."""
+def two_candidate_predictions(
+    model: AttentionModel, plan: PairPlan, length: int, first: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Predictions ``[E, R, F, C]`` of the two-candidate sequences ``(x; c, c′ × (N − 2))`` for
+    the plan's rows x, the columns ``first`` as c (axis 2; None: every column, F = C) and
+    every column as c′ (axis 3) — the closed form of the module docstring (``length`` = N ≥ 3)."""
     block, diag = model.scorer.block_scores(plan)  # [E, 1, 1, R, C], [E, 1, 1, R]
     v_block, v_diag, bias = model.readout.block_tables(plan)
     lc, ls, uc, us = block[:, 0, 0], diag[:, 0, 0], v_block[:, 0, 0], v_diag[:, 0, 0]
+    lf, uf = (lc, uc) if first is None else (lc.index_select(-1, first), uc.index_select(-1, first))
     k = length - 2
-    ub = uc + bias[:, :, None]  # U(c) + b, [E, R, C]
+    ub = uc + bias[:, :, None]  # U(c′) + b, [E, R, C]
     if model.scorer.log_space:
-        pair = torch.logaddexp(ls[:, :, None], lc)  # log(S + a(c))
-        mean = ub + torch.sigmoid(ls[:, :, None] - lc) * (us[:, :, None] - uc)  # ū(c) + b
+        pair = torch.logaddexp(ls[:, :, None], lf)  # log(S + a(c))
+        mean = uf + bias[:, :, None] + torch.sigmoid(ls[:, :, None] - lf) * (us[:, :, None] - uf)  # ū(c) + b
         share = torch.sigmoid(lc[:, :, None, :] + math.log(k) - pair[:, :, :, None])  # of the k copies of c′
         return mean[..., None] + share * (ub[:, :, None, :] - mean[..., None])
-    num = (ls * us)[:, :, None] + lc * uc  # A + a(c)U(c)
-    den = ls[:, :, None] + lc
+    num = (ls * us)[:, :, None] + lf * uf  # A + a(c)U(c)
+    den = ls[:, :, None] + lf
     num = num[..., None] + k * (lc * uc)[:, :, None, :]
     den = den[..., None] + k * lc[:, :, None, :]
     return num / guard_denominator(den) + bias[:, :, None, None]
@@ -177,10 +188,11 @@ class ProductScored:
     :class:`~kernelgap.training.trainer.Scored` of a product.
 
     ``errors(model)`` are every member's errors on all ``Q·C²`` two-candidate sequences,
-    ``[E, Q·C², 1]`` (full batch, ``batch`` None); with ``batch`` queries per step,
-    ``batch_errors(model, step)`` are those of the step's queries (a seeded schedule: a
-    fresh permutation of the queries each epoch) and :meth:`whole` scores every query in
-    chunks.  Its metrics are over the whole family (:meth:`metrics`).
+    ``[E, Q·C², 1]`` (full batch, ``batch`` None); with ``batch`` first-slot candidates per
+    step, ``batch_errors(model, step)`` are those of every query with the step's c and every
+    c′ (a seeded schedule: a fresh permutation of the candidates each epoch) and
+    :meth:`whole` scores every query in chunks.  Its metrics are over the whole family
+    (:meth:`metrics`).
     """
 
     family: ProductFamily
@@ -201,15 +213,16 @@ class ProductScored:
         device: torch.device | str = "cpu",
         pairs: int | None = None,
     ) -> ProductScored:
-        if len(family.candidates) ** 2 > MAX_PAIRS_PER_QUERY:
+        q, c = len(family.queries), len(family.candidates)
+        if max(c, q) * c > MAX_PAIRS_PER_QUERY:
             raise FamilyError(
-                f"product family {family.name!r}: {len(family.candidates):,} candidates make "
-                f"{len(family.candidates) ** 2:,} candidate pairs per query; at most {MAX_PAIRS_PER_QUERY:,} "
-                f"are scored in one step"
+                f"product family {family.name!r}: {q:,} queries and {c:,} candidates make "
+                f"{max(c, q) * c:,} pairs for one query's check or one candidate's step; at most "
+                f"{MAX_PAIRS_PER_QUERY:,} are scored at once"
             )
         bits = family.tokens.astype(np.int64)
         levels = torch.as_tensor(bits[family.queries] @ bits[family.candidates].T, dtype=dtype, device=device)
-        batch = queries_per_step(family, pairs)
+        batch = firsts_per_step(family, pairs)
         out = cls(
             family,
             torch.as_tensor(family.tokens, dtype=dtype, device=device),
@@ -232,8 +245,8 @@ class ProductScored:
 
     @property
     def steps_per_epoch(self) -> int:
-        """Steps that see every query once (1 at full batch)."""
-        return 1 if self.batch is None else -(-len(self.queries) // self.batch)
+        """Steps that see every candidate pair once (1 at full batch)."""
+        return 1 if self.batch is None else -(-len(self.candidates) // self.batch)
 
     @staticmethod
     def targets(levels: torch.Tensor) -> torch.Tensor:
@@ -274,24 +287,25 @@ class ProductScored:
         pred = two_candidate_predictions(model, self.plan(model), self.length)
         return pred.reshape(pred.shape[0], -1, 1) - self.target
 
-    def batch_rows(self, step: int) -> torch.Tensor:
-        """The query positions of training step ``step`` (the schedule): ``batch`` of them at
-        every step, the epoch's last batch filled up from the start of its permutation, so
-        every step's errors have one shape (what the stop bookkeeping compares) and every
-        query is seen at least once per epoch."""
+    def batch_firsts(self, step: int) -> torch.Tensor:
+        """The first-slot candidate positions of training step ``step`` (the schedule):
+        ``batch`` of them at every step, the epoch's last batch filled up from the start of
+        its permutation, so every step's errors have one shape (what the stop bookkeeping
+        compares) and every candidate pair is seen at least once per epoch."""
         per = self.steps_per_epoch
         epoch, at = divmod(step, per)
         gen = torch.Generator().manual_seed(SCHEDULE_SEED + epoch)
-        order = torch.randperm(len(self.queries), generator=gen)
+        order = torch.randperm(len(self.candidates), generator=gen)
         return order[(at * self.batch + torch.arange(self.batch)) % len(order)].to(self.device)
 
     def batch_errors(self, model, step: int) -> torch.Tensor:
-        """``pred − target`` of the step's queries, ``[E, b·C², 1]``."""
+        """``pred − target`` of every query with the step's first-slot candidates,
+        ``[E, Q·b·C, 1]``."""
         if self.batch is None:
             return self.errors(model)
-        rows = self.batch_rows(step)
-        pred = two_candidate_predictions(model, self.plan(model, rows), self.length)
-        target = self.targets(self.levels.index_select(0, rows))
+        first = self.batch_firsts(step)
+        pred = two_candidate_predictions(model, self.plan(model), self.length, first)
+        target = torch.minimum(self.levels.index_select(1, first)[:, :, None], self.levels[:, None, :])
         return (pred - target).reshape(pred.shape[0], -1, 1)
 
     def chunks(self):
@@ -403,7 +417,7 @@ def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
     q, c = len(family.queries), len(family.candidates)
     if not reducible_spec(model):
         return (two_candidate_count(family) + SAMPLED_TUPLES) * family.length, q * (c + 1)
-    return 3 * (queries_per_step(family) or q) * c * c, q * (c + 1)
+    return 3 * q * (firsts_per_step(family) or c) * c, q * (c + 1)
 
 
 @dataclass
@@ -435,12 +449,12 @@ class BatchedProductTrainer(StackTrainer):
     """:class:`~kernelgap.training.trainer.StackTrainer` on a product family scored in batches
     of queries (:class:`ProductScored` with ``batch``).
 
-    Each step trains on every candidate pair of its batch of queries.  The stop rule is the
-    sequence families' — a member stops at the first step whose errors before the update are
-    all below ``stop_below`` — read on the whole family at the first step of each epoch of the
-    schedule (every query seen once since the last reading): there :meth:`ProductScored.whole`
-    scores every query (only when some member's batch is below it already, since the whole
-    family's max error is at least the batch's).  A member that diverges stops at once, with
+    Each step trains on every query with its batch of first-slot candidates and every c′.  The
+    stop rule is the sequence families' — a member stops at the first step whose errors before
+    the update are all below ``stop_below`` — read on the whole family at the first step of each
+    epoch of the schedule (every pair seen once since the last reading): there
+    :meth:`ProductScored.whole` scores every query (only when some member's batch is below it
+    already, since the whole family's max error is at least the batch's).  A member that diverges stops at once, with
     the metrics of its last finite batch.  Records carry the whole family's metrics at the stop
     step or after the last one.
     """
