@@ -75,9 +75,11 @@ def test_both_profiles_train_table_on_ladder_families_at_their_certificate():
         runs = load_sweep(load_profile(profile).sweep_file("bound_curve")).runs()
         assert {(r.family.name, r.model.feature_map) for r in runs} == {("ladder", "table")}
         assert {(r.family.params["m"], r.family.params["n"]) for r in runs} == fams
-        for m, n in fams:  # the certificate (n, every query) is trained at, below and above
+        for m, n in fams:  # the certificate (n, every query) is trained at and below
             ranks = {r.model.rank for r in runs if r.family.params["m"] == m}
-            assert {n - 1, n} <= ranks and max(ranks) > n
+            assert {n - 1, n} <= ranks
+            long = {r.train.max_steps for r in runs if r.family.params["m"] == m and r.model.rank >= n}
+            assert m < 48 or long == {30000}  # the m = 48 family needs the long schedule at its certificate
 
 
 def test_the_wall_profile_trains_the_m64_ladder_at_its_certificate_only():

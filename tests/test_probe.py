@@ -260,10 +260,10 @@ steps = 6
 target = "{user_file}:MeanModel"
 ranks = {{witness = [2], ood-n4 = [2]}}
 [[probes]]
-name = "wider"        # other witness ranks: its own baseline runs beside the shared ones
+name = "wider"        # other witness ranks: its own baseline runs beside the shared ones; no OOD suite
 steps = 6
 target = "{user_file}:MeanModel"
-ranks = {{witness = [3], ood-n4 = [2]}}
+ranks = {{witness = [3], ood-n4 = []}}
 [[probes]]
 name = "causal"
 steps = 6
@@ -279,9 +279,20 @@ requires = "no-such-library"
     probes = {p["name"]: p for p in json.loads((out / "summary.json").read_text())["probes"]}
     assert set(probes) == {"mean", "wider", "causal", "missing"}
     assert [r["rank"] for r in probes["wider"]["suites"][0]["baseline"]] == [3]
+    assert [s["name"] for s in probes["wider"]["suites"]] == ["witness"]  # an empty rank list leaves a suite out
+    assert [s["name"] for s in probes["mean"]["suites"]] == ["witness", "ood-n4"]
     assert "no-such-library is not installed" in probes["missing"]["skipped"]
     assert probes["causal"]["reading"] == "final" and probes["mean"]["reading"] == "first"
-    # mean: 2 suites; wider: witness at rank 3 only (its ood-n4 is mean's); causal: 2 final-query suites
+    # mean: 2 suites; wider: witness at rank 3 only (no ood-n4); causal: 2 final-query suites
     assert len(list((out / "probe" / "baseline").rglob("runs/*.json"))) == 2 + 1 + 2
     page = (out / "report.html").read_text()
     assert "missing (no_such_library_here:Attention) was not probed: no-such-library is not installed" in page
+
+
+def test_an_empty_rank_list_leaves_a_suite_out():
+    from kernelgap.probe.suites import suites
+
+    assert [s.name for s in suites("quick", {"ood-n4": []})] == ["witness"]
+    assert [s.name for s in suites("quick", {"witness": [2]})] == ["witness", "ood-n4"]  # not named: its ranks
+    with pytest.raises(KernelgapError, match="leaves out every suite"):
+        suites("quick", {"witness": [], "ood-n4": []})

@@ -115,7 +115,8 @@ def suites(
     reading: str = "first",
 ) -> list[Suite]:
     """The profile's suites with the user's overrides (``ranks`` for every suite, or per
-    suite name as ``{"witness": [8, 16], …}``), every override checked: ranks in
+    suite name as ``{"witness": [8, 16], …}``, where an empty list leaves that suite out and
+    a suite not named keeps its ranks), every override checked: ranks in
     ``1..MAX_RANK`` (:func:`~kernelgap.limits.check_rank`), seeds ≥ 0, and each suite's
     schedule as a :class:`~kernelgap.training.TrainConfig` (the learning rate, the steps)."""
     if profile not in PROFILES:
@@ -134,6 +135,8 @@ def suites(
     out = []
     for suite in PROFILES[profile]:
         chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
+        if isinstance(ranks, dict) and chosen == []:
+            continue  # left out
         train = dict(suite.train)
         if steps is not None:
             train.update(mse_steps=steps // 3, max_steps=steps - steps // 3)
@@ -145,6 +148,8 @@ def suites(
                 suite, params=params, ranks=list(chosen or suite.ranks), seeds=list(seeds or suite.seeds), train=train
             )
         )
+    if not out:
+        raise KernelgapError(f"--ranks leaves out every suite of the {profile} profile; give one some ranks")
     for suite in out:
         for rank in suite.ranks:
             if rank < 1:
