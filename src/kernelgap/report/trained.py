@@ -33,7 +33,7 @@ def same_family(row: dict, fam: dict) -> bool:
     """Whether a run trained on ``fam``: the same registered name and parameters, and for a
     family file the same content (its SHA-256; two files of one stem are two families)."""
     return (
-        row["family"] == fam["kind"]
+        row["family"] == fam.get("kind", row["family"])  # (a series.json of older runs names no kind)
         and row["params"] == fam["params"]
         and row.get("family_sha256") == fam.get("sha256")
     )

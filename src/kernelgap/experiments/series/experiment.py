@@ -38,7 +38,7 @@ def section(results) -> list[dict] | None:
     scored = {rec["id"]: (rec.get("train") or {}).get("sequences") for rec in results.records("series")}
     out = []
     for fam in families:
-        runs = [r for r in rows if same_family(r, {"kind": r["family"], "sha256": None, **fam})]
+        runs = [r for r in rows if same_family(r, fam)]
         trained = {}
         for fm in sorted({r["feature_map"] for r in runs}):
             mine = [r for r in runs if r["feature_map"] == fm]
