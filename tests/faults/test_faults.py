@@ -48,18 +48,25 @@ def test_five_random_sigkills_end_with_the_uninterrupted_results(tmp_path, refer
     cfg, ref = reference
     out = tmp_path / "killed"
     rng = random.Random(7)
-    targets = sorted(rng.randint(0, TOTAL // 2 - 1) for _ in range(5))  # finished tasks before each kill
+    # One kill during start-up, then four at distinct points strictly inside the sweep: after
+    # `target` finished tasks of two runs, plus a random delay of at most one task's wall time
+    # (measured in the reference sweep), so that a fast machine does not run past the end.
+    task_s = max(record["wall_time_s"] for record in ref.values())
+    targets = [0, *sorted(rng.sample(range(1, TOTAL // 2 - 2), 4))]
     seen: dict[str, dict] = {}
     interrupted, stale_locks = 0, 0
     for target in targets:
-        proc = subprocess.Popen(
-            sweep_cmd(cfg, out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        log = tmp_path / f"sweep-{target}.err"
+        with log.open("wb") as err:
+            proc = subprocess.Popen(sweep_cmd(cfg, out), start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
         try:
-            deadline = time.time() + 60
+            deadline = time.time() + 120
             while len(results(out)) < 2 * target and proc.poll() is None and time.time() < deadline:
                 time.sleep(0.02)
-            time.sleep(rng.uniform(0.0, 0.6))  # anywhere inside the next task, or a write
+            assert len(results(out)) >= 2 * target, (
+                f"the sweep stopped short of {2 * target} results: {log.read_text()}"
+            )
+            time.sleep(rng.uniform(0.0, task_s if target else 0.6))  # inside the next task, or a write
         finally:
             kill_group(proc)
         now = results(out)
