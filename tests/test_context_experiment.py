@@ -250,7 +250,7 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
     assert exp.title == "The wall in context length" and exp.step and exp.writes == "curves.json"
     for profile, ranks, seeds in (
         ("quick", [120, 160], [0, 1]),
-        ("paper", [80, 120, 160], [0, 1, 2]),
+        ("paper", [80, 120], [0, 1]),
     ):
         prof = load_profile(profile)
         assert "context" in prof.experiments
