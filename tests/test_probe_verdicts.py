@@ -306,7 +306,10 @@ def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
     # 6 steps fit nothing: each rank the certificate allows (16 ≥ 16; ood-n4 has none) tries every recipe
     for suite in (witness, ood):
         assert [r["name"] for r in suite["recipes"]] == [r.name for r in RECIPES]
-        assert [r["train"]["max_steps"] for r in suite["recipes"]] == [4, 4, 8]
+        assert [(r["train"]["max_steps"], r["train"]["lr"] / suite["train"]["lr"]) for r in suite["recipes"]] == [
+            (4, pytest.approx(3.0)),
+            (8, pytest.approx(1 / 3)),
+        ]
         tried = recipe_rows(tmp_path / suite["recipe_folder"], suite["recipes"])
         assert [[row["rank"] for row in rows] for _, rows in tried] == [suite["ranks"]] * len(RECIPES)
     assert len(list((tmp_path / "baseline").glob("twin-elu1-*/runs/*.json"))) == 2
@@ -316,7 +319,7 @@ def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
     assert v["baseline"] is not None and v["twin"] in ("collapsed", "not fitted")
     assert section["suites"][0]["axis"] == "features" and section["suites"][0]["runs"][0]["rank_argument"] == 16
     text = probe_sentence({**section, "name": "elu"})
-    assert "on its training family by rank argument: 16 " in text and "tried lr ÷ 3, lr × 3, 2× steps" in text
+    assert "on its training family by rank argument: 16 " in text and "tried lr × 3, lr ÷ 3 over 2× steps" in text
     assert "built-in elu1 in the same wrapper: 16 features" in text and "query-blind floor 3/2 (max error" in text
     again = run_probe(
         f"{EXAMPLES}:Elu1LinearAttention", ranks={"witness": [16], "ood-n4": [2]}, steps=6, out=tmp_path, **QUIET

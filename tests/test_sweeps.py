@@ -9,7 +9,7 @@ import pytest
 
 from kernelgap.cli import main
 from kernelgap.errors import ConfigError
-from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, sweep_status
+from kernelgap.sweeps import ResultsDir, load_sweep, plan_tasks, run_sweep, run_sweeps, sweep_status
 from kernelgap.sweeps.runner import STEP_OVERHEAD, FamilyCost, StackCosts, longest_first
 from sweep_helpers import TINY
 from sweep_helpers import write_sweep as write
@@ -111,6 +111,34 @@ def test_sweep_resumes_sets_aside_corruption_and_aggregates(tmp_path):
     assert len(rows) == 4 and {"train.max_error", "config.model.rank", "seed"} <= set(rows[0])
     status = sweep_status(out)
     assert (status["done"], status["left"], status["corrupt"]) == (4, 0, 0)
+
+
+def test_sweeps_on_one_pool_train_what_each_would_alone(tmp_path):
+    """Two sweeps driven together (longest first across both) write the records each
+    writes alone, bitwise but for the wall time; a refused sweep among them trains nothing
+    and leaves no folder behind, the others' folders untouched."""
+    other = write(tmp_path, TINY.replace("m = 2, length = 2", "m = 3, length = 2"), "other.toml")
+    first = write(tmp_path, TINY, "first.toml")
+    alone = [
+        run_sweep(cfg, tmp_path / f"alone-{i}", executor="local", workers=2, progress=False)
+        for i, cfg in enumerate((first, other))
+    ]
+    together = run_sweeps(
+        [(first, tmp_path / "together-0"), (other, tmp_path / "together-1")], workers=2, progress=False
+    )
+    assert [(s.total, s.ran) for s in together] == [(s.total, s.ran) for s in alone] == [(4, 4), (4, 4)]
+    for i in range(2):
+        a, b = ResultsDir(tmp_path / f"alone-{i}"), ResultsDir(tmp_path / f"together-{i}")
+        ids = a.meta()["runs"]
+        assert ids == b.meta()["runs"]
+        strip = lambda r: {k: v for k, v in r.items() if k != "wall_time_s"}  # noqa: E731
+        assert [strip(r) for r in a.records(ids)] == [strip(r) for r in b.records(ids)]
+        assert (tmp_path / f"together-{i}" / "results.csv").is_file()
+    clash = write(tmp_path, TINY.replace("seed = [0, 1]", "seed = [0, 1, 2]"), "clash.toml")
+    with pytest.raises(ConfigError, match="different sweep"):
+        run_sweeps([(first, tmp_path / "fresh"), (clash, tmp_path / "together-0")], executor="inline", progress=False)
+    assert not (tmp_path / "fresh").exists()
+    assert len(list((tmp_path / "together-0" / "runs").glob("*.json"))) == 4
 
 
 def test_a_held_claim_is_skipped_and_a_stale_one_taken(tmp_path):

@@ -1,8 +1,9 @@
 """``kernelgap reproduce``: every experiment of a profile, resumable, then the report.
 
 Each experiment with a sweep file runs through the resumable sweep runner into
-``OUT/<experiment>/``; its after-sweep step (``Experiment.step``, imported only
-here) writes the untrained numbers beside the runs; then
+``OUT/<experiment>/``, all of them on one pool; then each after-sweep step
+(``Experiment.step``, imported only here) writes the untrained numbers beside the
+runs; then
 :func:`kernelgap.report.build_report` assembles ``summary.json`` and
 ``report.html`` from those files alone.  ``OUT/reproduce.json`` records the
 profile, the folders of the profile's own experiments (``user_experiments``, so
@@ -23,7 +24,7 @@ from ..errors import KernelgapError
 from ..io import atomic_write_json
 from ..report import build_report
 from ..report.summary import META, read_meta
-from ..sweeps.runner import run_sweep
+from ..sweeps.runner import run_sweeps
 from .profile import load_profile
 
 
@@ -83,13 +84,20 @@ def reproduce(
 
 
 def _run_experiments(prof, out: Path, options: dict, log) -> None:
-    """Each experiment's sweep (resumable), then its after-sweep step."""
+    """Every experiment's sweep (resumable) on one pool, then each after-sweep step in order.
+
+    The sweeps share the pool (:func:`~kernelgap.sweeps.runner.run_sweeps`): each is planned
+    alone, so its numbers are those of a sweep run alone, and the workers go from one
+    experiment's last long stack to the next experiment's runs instead of idling."""
+    sweeps = [(exp, prof.sweep_file(exp)) for exp in prof.experiments if prof.sweep_file(exp) is not None]
+    for exp, sweep in sweeps:
+        log(f"[{exp}] sweep {sweep} → {out / exp}")
+    if sweeps:
+        results = run_sweeps([(sweep, out / exp) for exp, sweep in sweeps], **options)
+        for (exp, _), res in zip(sweeps, results):
+            log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained")
+        log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")
     for exp in prof.experiments:
-        sweep = prof.sweep_file(exp)
-        if sweep is not None:
-            log(f"[{exp}] sweep {sweep} → {out / exp}")
-            res = run_sweep(sweep, out / exp, **options)
-            log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
         experiment = prof.experiment(exp)
         if experiment.step:
             step_start = time.perf_counter()

@@ -51,7 +51,7 @@ from ..models.external import (
     split_target,
 )
 from ..models.feature_maps import feature_map_class
-from ..sweeps import run_sweep
+from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
 from ..sweeps.executors import check_executor
 from ..task import build_family
@@ -434,11 +434,14 @@ def _recipe_search(
 
 
 def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log) -> None:
-    """Each suite's sweeps (:func:`_sweep_configs`): write the file, run it."""
+    """Each suite's sweeps (:func:`_sweep_configs`): write the files, run them on one pool."""
+    sweeps = []
     for name, path, text, folder in configs:
         cfg = atomic_write_text(path, text)
         log(f"[probe] {name}: sweep {cfg} → {folder}")
-        res = run_sweep(cfg, folder, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+        sweeps.append((cfg, folder))
+    results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+    for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
 
 

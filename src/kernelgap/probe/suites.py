@@ -75,24 +75,24 @@ class Recipe:
         return out
 
     def describe(self) -> str:
-        """``lr ÷ 3``, ``lr × 3``, ``3× steps`` (or both, comma-separated)."""
+        """``lr ÷ 3``, ``lr × 3``, ``3× steps``, or both: ``lr ÷ 3 over 2× steps``."""
         lr = (
             ""
             if self.lr_scale == 1
             else (f"lr ÷ {1 / self.lr_scale:g}" if self.lr_scale < 1 else f"lr × {self.lr_scale:g}")
         )
         steps = f"{self.steps_scale}× steps" if self.steps_scale != 1 else ""
-        return ", ".join(p for p in (lr, steps) if p) or "the suite's schedule"
+        return " over ".join(p for p in (lr, steps) if p) or "the suite's schedule"
 
 
 #: The recipe search (docs/experiments.md, "Probe"): before a rank is called "not fitted"
 #: (or "collapsed") where the theorem does not forbid a fit, its first seed trains again
-#: with each of these schedules (one sweep, a variant each): three more runs, four runs'
-#: worth of steps, per rank.
+#: with each of these schedules (one sweep, a variant each): a larger learning rate, and a
+#: smaller one over a schedule twice as long (a smaller step needs more of them): two more
+#: runs, three runs' worth of steps, per rank.
 RECIPES: tuple[Recipe, ...] = (
-    Recipe("lr-third", lr_scale=1 / 3),
     Recipe("lr-triple", lr_scale=3.0),
-    Recipe("steps-double", steps_scale=2),
+    Recipe("lr-third-steps-double", lr_scale=1 / 3, steps_scale=2),
 )
 
 

@@ -2,7 +2,7 @@
 
 from .config import SweepConfig, load_sweep, parse_sweep
 from .executors import EXECUTORS, make_executor
-from .runner import SweepSummary, plan_tasks, run_sweep, sweep_status
+from .runner import SweepSummary, plan_tasks, run_sweep, run_sweeps, sweep_status
 from .store import ResultsDir
 
 __all__ = [
@@ -15,5 +15,6 @@ __all__ = [
     "parse_sweep",
     "plan_tasks",
     "run_sweep",
+    "run_sweeps",
     "sweep_status",
 ]

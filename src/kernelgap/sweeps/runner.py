@@ -167,12 +167,12 @@ def _padding_limited(members: list[RunConfig], costs: StackCosts) -> list[list[R
     return [sorted(s, key=lambda r: (r.model.rank, r.seed)) for s in out]
 
 
-def longest_first(tasks: list[list[RunConfig]], costs: StackCosts | None = None) -> list[list[RunConfig]]:
-    """Tasks in order of their estimated work (:meth:`StackCosts.work`), largest first, so
-    the pool's last tasks are short ones and no worker idles long at the end of a sweep.
-    The order changes no result."""
+def longest_first(tasks: list, costs: StackCosts | None = None, stack=lambda task: task) -> list:
+    """Tasks in order of their estimated work (:meth:`StackCosts.work` of ``stack(task)``),
+    largest first, so the pool's last tasks are short ones and no worker idles long at the
+    end of a sweep.  The order changes no result."""
     costs = costs or StackCosts()
-    return sorted(tasks, key=costs.work, reverse=True)
+    return sorted(tasks, key=lambda task: costs.work(stack(task)), reverse=True)
 
 
 def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:
@@ -199,40 +199,99 @@ def run_sweep(
     max_stack: int = MAX_STACK,
 ) -> SweepSummary:
     """Run every run of a sweep whose result is missing; aggregate ``results.csv``."""
+    (summary,) = run_sweeps(
+        [(target, out)],
+        executor=executor,
+        workers=workers,
+        address=address,
+        cpus=cpus,
+        gpus=gpus,
+        progress=progress,
+        max_stack=max_stack,
+    )
+    return summary
+
+
+def run_sweeps(
+    sweeps: list[tuple[str | Path, str | Path | None]],
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    cpus: float = 1.0,
+    gpus: float = 0.0,
+    progress: bool = True,
+    max_stack: int = MAX_STACK,
+) -> list[SweepSummary]:
+    """Several sweeps ``(target, out)`` on one pool: each opened (and refused) as
+    :func:`run_sweep` would, its stacks planned alone, so every number is what it would be
+    alone; then all their tasks run longest first, so that no worker idles at the end of
+    one sweep while another has work.  One summary per sweep, in order."""
     start = time.perf_counter()
     check_executor(executor)
     if workers is not None and workers < 1:
         raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
     if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
         raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
+    opened: list[_Opened] = []
+    try:
+        for target, out in sweeps:
+            opened.append(_open(target, out))
+        try:
+            if any(o.pending for o in opened):
+                _train_opened(opened, executor, workers, address, cpus, gpus, progress, max_stack)
+        finally:
+            for o in opened:
+                o.store.write_csv(o.ids)
+    except BaseException:
+        for o in opened:
+            if o.created:
+                o.store.remove_if_unused()  # a refused sweep leaves no folder behind
+        raise
+    for o in opened:
+        o.summary.wall_time_s = time.perf_counter() - start
+    return [o.summary for o in opened]
+
+
+@dataclass
+class _Opened:
+    """A sweep whose folder is open: its runs, what is left, its summary so far."""
+
+    store: ResultsDir
+    runs: list[RunConfig]
+    ids: list[str]
+    created: bool
+    summary: SweepSummary | None = None
+    pending: list[RunConfig] | None = None
+
+
+def _open(target: str | Path, out: str | Path | None) -> _Opened:
+    """Read a sweep, open (or resume) its folder, set corrupted results aside."""
     config_path, out_dir = sweep_source(target, out)
     store = ResultsDir(out_dir)
     resuming = config_path == out_dir / "sweep.toml"
     sweep = load_sweep(config_path, store.family_copies() if resuming else None)
     runs = sweep.runs()
     ids = run_ids(runs)
-    created = not _exists(out_dir)
+    opened = _Opened(store, runs, ids, created=not _exists(out_dir))
     try:
-        return _run_in(
-            store,
-            sweep,
-            config_path,
-            runs,
-            ids,
-            start,
-            executor=executor,
-            workers=workers,
-            address=address,
-            cpus=cpus,
-            gpus=gpus,
-            progress=progress,
-            max_stack=max_stack,
-            resuming=resuming,
-        )
+        store.open_for(sweep.name, config_path.read_text(), ids, sweep.files.seen)
+        if not resuming and sweep.files.seen:  # train from the folder's copies, never the originals
+            sweep = load_sweep(config_path, store.family_copies())
+            opened.runs = sweep.runs()
+            if run_ids(opened.runs) != ids:
+                raise ConfigError(
+                    f"the family files of {config_path} changed while the sweep was being set up; run it again"
+                )
+        set_aside = [i for i in ids if store.is_corrupt(i)]
+        for run_id in set_aside:
+            store.set_aside(run_id)
     except BaseException:
-        if created:
-            store.remove_if_unused()  # a refused sweep leaves no folder behind
+        if opened.created:
+            store.remove_if_unused()
         raise
+    opened.pending = [r for r, i in zip(opened.runs, ids) if store.read(i) is None]
+    opened.summary = SweepSummary(str(out_dir), len(ids), len(ids) - len(opened.pending), 0, set_aside=set_aside)
+    return opened
 
 
 def _exists(path: Path) -> bool:
@@ -244,14 +303,8 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _run_in(
-    store: ResultsDir,
-    sweep,
-    config_path: Path,
-    runs: list[RunConfig],
-    ids: list[str],
-    start: float,
-    *,
+def _train_opened(
+    opened: list[_Opened],
     executor: str,
     workers: int | None,
     address: str | None,
@@ -259,82 +312,63 @@ def _run_in(
     gpus: float,
     progress: bool,
     max_stack: int,
-    resuming: bool,
-) -> SweepSummary:
-    """:func:`run_sweep` once its runs are known: open the folder, train what is missing."""
-    out_dir = store.root
-    store.open_for(sweep.name, config_path.read_text(), ids, sweep.files.seen)
-    if not resuming and sweep.files.seen:  # train from the folder's copies, never the originals
-        sweep = load_sweep(config_path, store.family_copies())
-        runs = sweep.runs()
-        if run_ids(runs) != ids:
-            raise ConfigError(
-                f"the family files of {config_path} changed while the sweep was being set up; run it again"
-            )
-    set_aside = [i for i in ids if store.is_corrupt(i)]
-    for run_id in set_aside:
-        store.set_aside(run_id)
-    pending = [r for r, i in zip(runs, ids) if store.read(i) is None]
-    summary = SweepSummary(str(out_dir), len(runs), len(runs) - len(pending), 0, set_aside=set_aside)
-    if pending:
-        pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
-        width = executor_width(pool, workers)
-        try:
-            # Plan the stacks of the *whole* sweep and train every stack that holds a
-            # pending run *whole*, writing only the runs this sweep claimed: a resumed
-            # sweep (or one sharing the folder) trains exactly the stacks an
-            # uninterrupted one would, so its numbers are bitwise equal;
-            # finished results are never rewritten.
-            todo, costs = {id(r) for r in pending}, StackCosts()
-            tasks = longest_first(
-                [task for task in plan_tasks(runs, width, max_stack, costs) if any(id(r) in todo for r in task)], costs
-            )
-            summary.ran, summary.skipped_locked = _drive(
-                pool, width, store, tasks, summary.done_before, len(runs), progress
-            )
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-            store.write_csv(ids)
-    else:
-        store.write_csv(ids)
-    summary.wall_time_s = time.perf_counter() - start
-    return summary
+) -> None:
+    """Train what the opened sweeps miss on one pool.
+
+    Each sweep's stacks are planned over the *whole* sweep and every stack that holds a
+    pending run trains *whole*, writing only the runs this invocation claimed: a resumed
+    sweep (or one sharing the folder) trains exactly the stacks an uninterrupted one would,
+    so its numbers are bitwise equal; finished results are never rewritten."""
+    pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
+    width = executor_width(pool, workers)
+    try:
+        costs, tasks = StackCosts(), []
+        for o in opened:
+            todo = {id(r) for r in o.pending}
+            tasks += [(o, t) for t in plan_tasks(o.runs, width, max_stack, costs) if any(id(r) in todo for r in t)]
+        _drive(pool, width, longest_first(tasks, costs, stack=lambda task: task[1]), progress)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _drive(
-    pool, width: int, store: ResultsDir, tasks: list[list[RunConfig]], done: int, total: int, show: bool
-) -> tuple[int, list[str]]:
-    """Keep ``width`` tasks in flight; write each result as it returns."""
+def _drive(pool, width: int, tasks: list[tuple[_Opened, list[RunConfig]]], show: bool) -> None:
+    """Keep ``width`` tasks in flight; write each result as it returns (into its sweep's
+    summary: ``ran``, ``skipped_locked``)."""
     queue = list(reversed(tasks))
-    in_flight: dict[Future, list] = {}
-    ran, locked, failures = 0, [], []
+    in_flight: dict[Future, tuple[_Opened, list]] = {}
+    failures: list[str] = []
+    summaries = {id(o): o.summary for o, _ in tasks}
+    total = sum(s.total for s in summaries.values())
+    done = sum(s.done_before for s in summaries.values())
     bar = _progress(show)
     with bar:
         task_id = bar.add_task("runs", total=total, completed=done, left=total - done)
         try:
             while queue or in_flight:
                 while queue and len(in_flight) < width:
-                    group = queue.pop()
+                    opened, group = queue.pop()
+                    store = opened.store
                     wanted = [r.run_id() for r in group if store.read(r.run_id()) is None]
                     claims = [c for c in (store.claim(i) for i in wanted) if c]
                     claimed = {c.run_id for c in claims}
-                    locked += [i for i in wanted if i not in claimed and store.read(i) is None]
+                    opened.summary.skipped_locked += [i for i in wanted if i not in claimed and store.read(i) is None]
                     if claims:  # the whole stack trains; only the claimed runs are written
-                        in_flight[pool.submit(train_task, group)] = claims
+                        in_flight[pool.submit(train_task, group)] = (opened, claims)
                 if not in_flight:
                     break
                 finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    claims = in_flight.pop(fut)
-                    ran += _collect(fut, claims, store, failures)
-                    bar.update(task_id, completed=done + ran, left=total - done - ran)
+                    opened, claims = in_flight.pop(fut)
+                    ran = _collect(fut, claims, opened.store, failures)
+                    opened.summary.ran += ran
+                    done += ran
+                    bar.update(task_id, completed=done, left=total - done)
         finally:
-            for claims in in_flight.values():
+            for opened, claims in in_flight.values():
                 for claim in claims:
-                    store.release(claim, finished=False)
+                    opened.store.release(claim, finished=False)
     if failures:
         raise KernelgapError(f"{len(failures)} task(s) failed; first: {failures[0]}")
-    return ran, locked
 
 
 def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int:
