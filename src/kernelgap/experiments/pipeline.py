@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import __version__
@@ -26,6 +27,7 @@ from ..report import build_report
 from ..report.summary import META, read_meta
 from ..sweeps.runner import run_sweeps
 from .profile import load_profile
+from .steps import local_width
 
 
 def command_line() -> str:
@@ -97,12 +99,30 @@ def _run_experiments(prof, out: Path, options: dict, log) -> None:
         for (exp, _), res in zip(sweeps, results):
             log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained")
         log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")
-    for exp in prof.experiments:
-        experiment = prof.experiment(exp)
-        if experiment.step:
-            step_start = time.perf_counter()
-            run_step(experiment, prof, out / exp, options)
-            log(f"[{exp}] after-sweep step done ({time.perf_counter() - step_start:.0f} s)")
+    _run_steps(prof, out, options, log)
+
+
+def _run_steps(prof, out: Path, options: dict, log) -> None:
+    """The after-sweep steps, in order, side by side on two threads where the local pool
+    has two workers: a step that trains (the probe) keeps the workers busy while the others
+    compute certificates in this process.  A step that fails stops the steps not started."""
+    steps = [exp for exp in prof.experiments if prof.experiment(exp).step]
+    width = min(2, local_width(options, len(steps)))
+
+    def one(exp: str) -> None:
+        start = time.perf_counter()
+        run_step(prof.experiment(exp), prof, out / exp, options)
+        log(f"[{exp}] after-sweep step done ({time.perf_counter() - start:.0f} s)")
+
+    with ThreadPoolExecutor(max_workers=width) as pool:
+        futures = [pool.submit(one, exp) for exp in steps]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def run_step(experiment, prof, out: Path, options: dict) -> None:
