@@ -187,28 +187,10 @@ def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path
     return target, Path(out)
 
 
-def run_sweep(
-    target: str | Path,
-    out: str | Path | None = None,
-    executor: str = "local",
-    workers: int | None = None,
-    address: str | None = None,
-    cpus: float = 1.0,
-    gpus: float = 0.0,
-    progress: bool = True,
-    max_stack: int = MAX_STACK,
-) -> SweepSummary:
-    """Run every run of a sweep whose result is missing; aggregate ``results.csv``."""
-    (summary,) = run_sweeps(
-        [(target, out)],
-        executor=executor,
-        workers=workers,
-        address=address,
-        cpus=cpus,
-        gpus=gpus,
-        progress=progress,
-        max_stack=max_stack,
-    )
+def run_sweep(target: str | Path, out: str | Path | None = None, **options) -> SweepSummary:
+    """Run every run of a sweep whose result is missing; aggregate ``results.csv``
+    (:func:`run_sweeps` with one sweep; ``options`` are its keyword arguments)."""
+    (summary,) = run_sweeps([(target, out)], **options)
     return summary
 
 
