@@ -28,6 +28,33 @@ def test_grid_and_variants_expand(tmp_path):
     assert len({r.run_id() for r in runs}) == 8
 
 
+def test_variant_family_params_merge_unless_the_variant_names_another_family(tmp_path):
+    text = """
+        [family]
+        name = "ood"
+        params = {split = "train", queries_per_class = 4}
+        [model]
+        rank = 2
+        [train]
+        mse_steps = 1
+        max_steps = 1
+        [[variants]]
+        family.params.n = 4
+        [[variants]]
+        family.params = {queries_per_class = 8}
+        grid.family.params.n = [8]
+        [[variants]]
+        family.name = "witness"
+        family.params = {reading = "first"}
+    """
+    params = [r.family.params for r in load_sweep(write(tmp_path, text)).runs()]
+    assert params == [
+        {"split": "train", "queries_per_class": 4, "n": 4},
+        {"split": "train", "queries_per_class": 8, "n": 8},
+        {"reading": "first"},
+    ]
+
+
 @pytest.mark.parametrize(
     "edit, key",
     [

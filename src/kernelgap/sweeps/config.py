@@ -19,9 +19,12 @@
     grid.model.rank = [8, 16]        # this variant's own axis (replaces the sweep's)
 
 The runs are ``variants × grid`` (one variant, the base, when none is given).
-A variant's value wins over a grid axis of the same key, and duplicate runs are
-dropped: ``model.kind = "softmax"`` with ``model.rank = 1`` in a variant gives
-one softmax run per seed however many ranks the grid lists.
+A variant's value wins over a grid axis of the same key; a variant's family
+parameters (``family.params.n = 16``, or a ``params`` table) merge into the base's and
+the grid's unless the variant names another family (``family.name`` or ``file``), which
+starts from its own.  Duplicate runs are dropped: ``model.kind = "softmax"`` with
+``model.rank = 1`` in a variant gives one softmax run per seed however many ranks the
+grid lists.
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
 the key: unknown key, wrong type, empty grid, non-positive size.  This module reads
 the file's structure (grid, variants, family files, registry axes); each run's sections
@@ -102,11 +105,14 @@ class SweepConfig:
         for variant in self.variants:
             grid = {**self.grid, **{k[len("grid.") :]: v for k, v in variant.items() if k.startswith("grid.")}}
             fixed = [(k, v) for k, v in variant.items() if not k.startswith("grid.")]
+            merged = _merged_params(variant)
             explicit = self._explicit_model_keys(variant, grid)
             axes = list(grid)
             for values in itertools.product(*(grid[a] for a in axes)):
                 raw = _nested_copy(self.base)
                 for key, value in [*zip(axes, values), *fixed]:
+                    if key in merged:
+                        value = {**_table(raw.get(key.split(".")[0], {}).get("params", {}), key), **value}
                     _set(raw, key, value)
                 run = build_run(raw, self.files, explicit)
                 out.setdefault(run.run_id(), run)
@@ -167,6 +173,19 @@ def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
         raise ConfigError("variants: expected a non-empty array of tables ([[variants]])")
     variants = [_variant(_table(v, f"variants[{i}]"), f"variants[{i}]") for i, v in enumerate(variants)]
     return SweepConfig(name, base, grid, variants, files or FamilyFiles())
+
+
+def _merged_params(variant: dict) -> set[str]:
+    """The variant's ``family.params`` / ``test_family.params`` keys that merge into the
+    base's parameters: those of a variant that keeps the section's family (sets neither its
+    ``name`` nor its ``file``).  A variant naming another family starts from its own params."""
+    return {
+        f"{section}.params"
+        for section in ("family", "test_family")
+        if isinstance(variant.get(f"{section}.params"), dict)
+        and f"{section}.name" not in variant
+        and f"{section}.file" not in variant
+    }
 
 
 def _variant(table: dict, where: str) -> dict:
