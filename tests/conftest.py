@@ -39,9 +39,10 @@ def cli(capsys):
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_head():
-    """A ``ray start --head`` on a free port with 2 CPUs, its temp files in a private short
+    """One ``ray start --head`` per test session (its tests are one xdist group, so one worker
+    starts it) on a free port with 2 CPUs, its temp files in a private short
     folder (Ray's socket paths have a length limit); yields ``(address, env)`` and kills the
     head's whole process session afterwards.  ``RAY_TMPDIR`` is set while it runs."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelgap[ray]')")

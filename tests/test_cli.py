@@ -58,3 +58,11 @@ def test_console_script_runs():
     exe = str(Path(sys.executable).parent / "kernelgap")
     proc = subprocess.run([exe, "verify", "--m", "1", "--json"], capture_output=True, text=True)
     assert proc.returncode == 0 and json.loads(proc.stdout)["m"] == 1
+
+
+def test_train_value_width_reaches_the_record(cli):
+    args = "--family exhaustive -p m=2 --d-value 8 --mse-steps 1 --max-steps 1 --json"
+    code, out, _ = cli("train", *args.split())
+    assert code == 0
+    record = json.loads(out)
+    assert record["config"]["model"]["d_value"] == 8

@@ -252,6 +252,7 @@ TRAIN_FLAGS = [
     ("--mse-steps", ["-1", "x"]),
     ("--max-steps", ["-1", "1.5"]),
     ("--readout", ["deep", ""]),
+    ("--d-value", ["0", "-4", "x"]),
     ("--kind", ["dense", ""]),
     ("--feature-map", ["cosine", ""]),
     ("--device", ["tpu", "cpu:x", ""]),

@@ -314,6 +314,9 @@ def train(
     readout: str | None = typer.Option(
         None, "--readout", help="mlp or linear value/readout (default: the map's calibrated recipe, else mlp)."
     ),
+    d_value: int | None = typer.Option(
+        None, "--d-value", help="Value width (default 32; at least m where the overlaps have rank above 32)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
     temperature: float | None = typer.Option(
@@ -343,6 +346,7 @@ def train(
                 "feature_map": feature_map,
                 "rank": rank,
                 **({} if readout is None else {"readout": readout}),
+                **({} if d_value is None else {"d_value": d_value}),
                 **({} if temperature is None else {"temperature": temperature}),
             },
             "train": {
