@@ -141,3 +141,19 @@ def test_the_step_certifies_the_trained_family_and_the_section_pins_the_minimal_
     assert "ladder m = 16, n = 8 (certified 5): 1 of 2 seeds exact at the certificate" in text
     assert "some seed exact from rank 5" in text and "most seeds" not in text
     assert section["points"] and bc.draw_bound_curve(section, tmp_path / "fig")
+
+
+@pytest.mark.parametrize("profile", ["quick", "paper", "wall"])
+def test_trained_ladder_runs_can_reproduce_the_overlaps(profile):
+    """A ladder run's readout must reproduce ``<x, c>``, a bilinear form of rank m: every run of
+    the bound-curve sweeps has a value width of at least m (docs/experiments.md, "The bound curve")."""
+    from pathlib import Path
+
+    import kernelgap.experiments.bound_curve as bc
+    from kernelgap.sweeps import load_sweep
+
+    runs = load_sweep(Path(bc.__file__).parent / f"{profile}.toml").runs()
+    assert runs
+    for run in runs:
+        assert run.family.name == "ladder"
+        assert run.model.d_value >= run.family.params["m"], (run.family.params, run.model.d_value)
