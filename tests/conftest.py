@@ -39,10 +39,10 @@ def cli(capsys):
     return run
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_head():
-    """One ``ray start --head`` per test session (its tests are one xdist group, so one worker
-    starts it) on a free port with 2 CPUs, its temp files in a private short
+    """A ``ray start --head`` for the module that uses it (a head left running slows every later
+    test of its worker: its processes keep polling) on a free port with 2 CPUs, its temp files in a private short
     folder (Ray's socket paths have a length limit); yields ``(address, env)`` and kills the
     head's whole process session afterwards.  ``RAY_TMPDIR`` is set while it runs."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelgap[ray]')")
