@@ -5,9 +5,11 @@ BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.installed
 PROFILE ?= quick
 OUT    ?= results/reproduce-$(PROFILE)
-# pytest options of `make test`: both cores (pytest-xdist; a module that shares one costly fixture
-# is one xdist_group, run by one worker); PYTEST_ARGS= runs serially
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+# pytest options of `make test`: both cores (pytest-xdist), each test file on one worker, so a
+# module's costly fixture (a reference sweep, a Ray head) is built once (`loadgroup` does not group
+# with pytest 9.2 and xdist 3.8: the marked tests were spread over both workers); PYTEST_ARGS=
+# runs serially
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: install reproduce test test-fast lint bench schema clean
 
