@@ -41,8 +41,7 @@ def cli(capsys):
 
 @pytest.fixture(scope="module")
 def ray_head():
-    """A ``ray start --head`` for the module that uses it (a head left running slows every later
-    test of its worker: its processes keep polling) on a free port with 2 CPUs, its temp files in a private short
+    """A ``ray start --head`` on a free port with 2 CPUs, its temp files in a private short
     folder (Ray's socket paths have a length limit); yields ``(address, env)`` and kills the
     head's whole process session afterwards.  ``RAY_TMPDIR`` is set while it runs."""
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelgap[ray]')")

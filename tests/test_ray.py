@@ -9,7 +9,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kern
 
 from kernelgap.sweeps import run_sweep  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]  # one worker per file (make test: --dist loadfile)
+pytestmark = pytest.mark.ray  # one worker runs this file (make test: --dist loadfile)
 
 SWEEP = """
 name = "ray-check"

@@ -19,8 +19,8 @@ from fault_helpers import KERNELGAP, SWEEP, TOTAL, kill_group, results, stable, 
 
 from kernelgap.cli import main
 
-#: One worker runs this module, so the reference sweep below is trained once.
-pytestmark = pytest.mark.xdist_group("faults")
+#: One worker runs this module (make test: --dist loadfile), so the reference sweep below is
+#: trained once.
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'kern
 
 from fault_helpers import KERNELGAP, SWEEP, TOTAL, results, stable  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one worker per file
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def _task_workers() -> list[int]:
