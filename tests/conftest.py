@@ -18,6 +18,48 @@ os.environ.setdefault("KERNELGAP_TEST", "1")
 torch.set_num_threads(1)
 torch.set_flush_denormal(True)
 
+#: test modules whose assertions rest on floating-point results (models, training, product
+#: families, theory, determinism): marked ``numerics``, and run again by ``make test-capabilities``
+#: under every other ``ATEN_CPU_CAPABILITY`` this CPU has (tests/capabilities.py)
+NUMERICS = {
+    "test_block_tables",
+    "test_bound_curve",
+    "test_certificate",
+    "test_certificate_fuzz",
+    "test_checkpoints",
+    "test_constructions",
+    "test_constructions_length",
+    "test_delta_exact",
+    "test_determinism",
+    "test_feature_maps",
+    "test_heldout_recipe",
+    "test_length_n",
+    "test_level_search",
+    "test_models",
+    "test_numerical_safety",
+    "test_product_family",
+    "test_quantize",
+    "test_radon",
+    "test_sandwich",
+    "test_softmax_recipe",
+    "test_train_product",
+    "test_trainer",
+    "test_verify_length",
+    "test_witness",
+    "test_worst_case",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "numerics: floating-point results; rerun under other CPU capabilities")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in NUMERICS:
+            item.add_marker(pytest.mark.numerics)
+
+
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
 settings.load_profile("ci")
 

@@ -2,12 +2,12 @@
 
 Guaranteed and tested bitwise: repeated identical runs (alone, or as the same
 stack) in float32 and float64, and whole sweeps (inline, local process pool;
-Ray in tests/faults/test_ray_faults.py).  Stacking is *not* bitwise in general:
-a member trained inside a stack of mixed ranks (padded, masked features) sees
-different BLAS kernel shapes, so its numbers agree with the lone run only to
-rounding (measured: ≤ 2e-11 in float64, the signed map being the worst, and
-≤ 1e-6 in float32); that is tested
-within a tolerance.
+Ray in tests/faults/test_ray_faults.py), on one machine with one
+``ATEN_CPU_CAPABILITY`` and one thread count.  Stacking is *not* bitwise in
+general: a member trained inside a stack of mixed ranks (padded, masked
+features) sees different BLAS kernel shapes, so its numbers agree with the lone
+run only to rounding, tested within :func:`stacking_tolerance` (docs/formats.md,
+"What bitwise covers").
 """
 
 from __future__ import annotations
@@ -44,6 +44,17 @@ def train(family, fmap, seeds, ranks, dtype):
     return [(r.status, r.steps, r.train) for r in train_stack(model, family, cfg)]
 
 
+def stacking_tolerance(fmap: str, dtype: str) -> float:
+    """Relative tolerance between a member trained in a stack and alone, in units of the
+    dtype's epsilon.  A nonnegative map's normalized attention is a convex average, which
+    rounding moves by a few ε per operation: 2^6 ε (measured over 10 steps under the avx512,
+    avx2 and default kernels: at most 4 ε).  A signed map's denominator Σα can come near 0
+    and amplify the rounding by 1/|Σα|: 2^15 ε (measured: at most 2,700 ε in float64 and 220 ε in
+    float32)."""
+    units = 2**6 if FEATURE_MAPS[fmap].nonnegative else 2**15
+    return units * torch.finfo(getattr(torch, dtype)).eps
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("fmap", sorted(FEATURE_MAPS))
 def test_repeated_runs_are_bitwise_equal_alone_and_stacked(family, fmap, dtype):
@@ -51,14 +62,14 @@ def test_repeated_runs_are_bitwise_equal_alone_and_stacked(family, fmap, dtype):
     seeds, ranks = [0, 1, 2], ([1, 4, 3] if maskable else [4, 4, 4])
     stacked = train(family, fmap, seeds, ranks, dtype)
     assert train(family, fmap, seeds, ranks, dtype) == stacked  # dict == compares floats exactly
-    tol = 1e-9 if dtype == "float64" else 1e-5
+    tol = stacking_tolerance(fmap, dtype)
     for e, (seed, rank) in enumerate(zip(seeds, ranks)):
         alone = train(family, fmap, [seed], [rank], dtype)
         assert train(family, fmap, [seed], [rank], dtype) == alone
         (status, steps, metrics), (s_status, s_steps, s_metrics) = alone[0], stacked[e]
         assert (status, steps) == (s_status, s_steps)
         for key in ("max_error", "mean_abs_error", "exact_seq_acc"):
-            assert metrics[key] == pytest.approx(s_metrics[key], abs=tol, rel=tol)
+            assert metrics[key] == pytest.approx(s_metrics[key], abs=tol, rel=tol)  # different kernels: rounding
     assert len({json.dumps(m, sort_keys=True) for _, _, m in stacked}) == 3  # seeds do differ
 
 
