@@ -220,3 +220,27 @@ def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
     assert f"r ≥ {summary['witness']['certified_rank']}" in text  # the paper-beside-ours table
     code, _, err = cli("results", str(tmp_path / "nothing"))
     assert code == 2 and err.count("\n") == 1 and "no readable summary.json" in err
+
+
+def test_summary_says_where_the_time_went(tiny):
+    """Per experiment: its runs, their summed training time (from the records), its step's wall
+    time (from reproduce.json); and the sweeps phase."""
+    _, out, _ = tiny
+    summary = json.loads((out / "summary.json").read_text())
+    invocations = json.loads((out / "reproduce.json").read_text())["invocations"]  # reruns add theirs
+    timing = summary["timing"]
+    assert timing["sweeps_s"] == pytest.approx(sum(i["sweeps_s"] for i in invocations), abs=0.051)
+    assert 0 < timing["sweeps_s"] <= summary["wall_time_s"]
+    per = timing["experiments"]
+    assert set(per) == {"witness", "series", "ood", "length", "bound_curve"}
+    for name, row in per.items():
+        records = [json.loads(p.read_text()) for p in (out / name).rglob("runs/*.json")]
+        stacks = {}  # runs trained together share one checkpoint: the stack's time is its slowest member's
+        for r in records:
+            stacks[r["checkpoint"]["file"]] = max(stacks.get(r["checkpoint"]["file"], 0), r["wall_time_s"])
+        assert row["runs"] == len(records) and row["train_s"] == pytest.approx(sum(stacks.values()), abs=0.051)
+        assert row["train_s"] <= sum(r["wall_time_s"] for r in records) + 0.051
+        steps = sum(i["steps_s"].get(name, 0) for i in invocations)
+        assert row["step_s"] == pytest.approx(steps, abs=0.051)
+    assert per["bound_curve"]["runs"] == 0 and "bound_curve" in invocations[0]["steps_s"]  # certificates only
+    assert per["series"]["runs"] == 16

@@ -73,7 +73,7 @@ def reproduce(
     invocation = {"command": command_line(), "started": time.time(), "version": __version__}
     start = time.perf_counter()
     try:
-        _run_experiments(prof, out, {"executor": executor, "workers": workers, "address": address}, log)
+        _run_experiments(prof, out, {"executor": executor, "workers": workers, "address": address}, log, invocation)
         invocation["status"] = "done"
     except BaseException as exc:  # an invocation that stops still counts its time
         invocation["status"] = f"stopped: {type(exc).__name__}"
@@ -85,12 +85,14 @@ def reproduce(
     return build_report(out, log=log)
 
 
-def _run_experiments(prof, out: Path, options: dict, log) -> None:
+def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> None:
     """Every experiment's sweep (resumable) on one pool, then each after-sweep step in order.
 
     The sweeps share the pool (:func:`~kernelgap.sweeps.runner.run_sweeps`): each is planned
     alone, so its numbers are those of a sweep run alone, and the workers go from one
-    experiment's last long stack to the next experiment's runs instead of idling."""
+    experiment's last long stack to the next experiment's runs instead of idling.  The
+    invocation records the sweeps' wall time (``sweeps_s``) and each step's (``steps_s``)."""
+    start = time.perf_counter()
     sweeps = [(exp, prof.sweep_file(exp)) for exp in prof.experiments if prof.sweep_file(exp) is not None]
     for exp, sweep in sweeps:
         log(f"[{exp}] sweep {sweep} → {out / exp}")
@@ -99,20 +101,24 @@ def _run_experiments(prof, out: Path, options: dict, log) -> None:
         for (exp, _), res in zip(sweeps, results):
             log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained")
         log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")
-    _run_steps(prof, out, options, log)
+    invocation["sweeps_s"] = round(time.perf_counter() - start, 1)
+    invocation["steps_s"] = {}
+    _run_steps(prof, out, options, log, invocation["steps_s"])
 
 
-def _run_steps(prof, out: Path, options: dict, log) -> None:
+def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
     """The after-sweep steps, in order, side by side on two threads where the local pool
     has two workers: a step that trains (the probe) keeps the workers busy while the others
-    compute certificates in this process.  A step that fails stops the steps not started."""
+    compute certificates in this process.  A step that fails stops the steps not started.
+    Each finished step's wall time goes into ``times`` (a step skipped as done: 0)."""
     steps = [exp for exp in prof.experiments if prof.experiment(exp).step]
     width = min(2, local_width(options, len(steps)))
 
     def one(exp: str) -> None:
         start = time.perf_counter()
         run_step(prof.experiment(exp), prof, out / exp, options)
-        log(f"[{exp}] after-sweep step done ({time.perf_counter() - start:.0f} s)")
+        times[exp] = round(time.perf_counter() - start, 1)
+        log(f"[{exp}] after-sweep step done ({times[exp]:.0f} s)")
 
     with ThreadPoolExecutor(max_workers=width) as pool:
         futures = [pool.submit(one, exp) for exp in steps]

@@ -58,10 +58,17 @@ def _meta_problem(meta) -> str | None:
         for k, i in enumerate(runs):
             if not isinstance(i.get("command"), str):
                 return f"invocations[{k}] has no 'command' string"
-            wall = i.get("wall_time_s")
-            if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
-                return f"invocations[{k}].wall_time_s must be a number, got {wall!r}"
+            for key in ("wall_time_s", "sweeps_s"):
+                if i.get(key) is not None and not _number(i[key]):
+                    return f"invocations[{k}].{key} must be a number, got {i[key]!r}"
+            steps = i.get("steps_s")
+            if steps is not None and not (isinstance(steps, dict) and all(_number(v) for v in steps.values())):
+                return f"invocations[{k}].steps_s must be an object of numbers, got {steps!r}"
     return None
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def invocations(meta: dict) -> list[dict]:
@@ -122,19 +129,56 @@ def build_summary(root: str | Path, profile: str | None = None) -> dict:
         "commands": [i["command"] for i in runs],
         "invocations": runs,
         "wall_time_s": round(sum(times), 1) if times else None,
+        "timing": timing(root, runs, exps),
         **sections,
         "paper": paper(exps),
         "feature_maps": feature_maps(root),
     }
 
 
+def timing(root: Path, runs: list[dict], experiments) -> dict:
+    """Where a reproduction's time went, summed over its invocations: the sweeps phase
+    (``sweeps_s``, every sweep on one pool) and, per experiment, its runs (``runs``), their
+    training time (``train_s``: worker seconds, each stack of runs trained together counted
+    once, at its slowest member's ``wall_time_s``, so stacks side by side add up) and its
+    after-sweep step's wall time (``step_s``; a step that trains, the probe, counts its
+    training here)."""
+    per: dict[str, dict] = {}
+    for exp in experiments:
+        records = list(_records(root / exp.name))
+        stacks: dict = {}
+        for path, record in records:
+            if _number(record.get("wall_time_s")):
+                where = record.get("checkpoint")
+                file = where.get("file") if isinstance(where, dict) else None
+                key = path.parents[1] / file if isinstance(file, str) else path
+                stacks[key] = max(stacks.get(key, 0.0), record["wall_time_s"])
+        step = [i["steps_s"][exp.name] for i in runs if exp.name in (i.get("steps_s") or {})]
+        if records or step:
+            per[exp.name] = {
+                "runs": len(records),
+                "train_s": round(sum(stacks.values()), 1),
+                "step_s": round(sum(step), 1),
+            }
+    sweeps = [i["sweeps_s"] for i in runs if i.get("sweeps_s") is not None]
+    return {"sweeps_s": round(sum(sweeps), 1), "experiments": per}
+
+
+def _records(folder: Path):
+    """``(path, record)`` of every readable run record under ``folder`` (a probe keeps several
+    ``runs/`` folders)."""
+    for path in sorted(folder.rglob("runs/*.json")) if folder.is_dir() else ():
+        record = read_json(path)
+        if isinstance(record, dict):
+            yield path, record
+
+
 def feature_maps(root: Path) -> dict:
     """The facts (colour, citation, learning rate) of every feature map a run under ``root``
     trained, as its record states them: figures colour each map by its own fact."""
     out = {}
-    for path in sorted(root.rglob("runs/*.json")):
-        record = read_json(path)
-        facts = record.get("map_facts") if isinstance(record, dict) else None
+    for _, record in _records(root):
+        facts = record.get("map_facts")
         if isinstance(facts, dict) and isinstance(facts.get("name"), str):
             out.setdefault(facts["name"], facts)
     return dict(sorted(out.items()))
