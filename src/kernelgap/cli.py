@@ -588,6 +588,29 @@ def results(
     typer.echo(f"results: {out}")
 
 
+@app.command()
+def compare(
+    dir_a: Path = typer.Argument(..., metavar="DIR_A", help="A reproduction (or probe) folder holding summary.json."),
+    dir_b: Path = typer.Argument(..., metavar="DIR_B", help="Another of the same profile, e.g. run on another CPU."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    out: Path | None = typer.Option(None, "--out", help="Also write the differences here as Markdown."),
+) -> None:
+    """List every conclusion (verdict, count, transition rank) two reproductions of one profile
+    differ on; exit 0 when all agree, 1 when some differ, 2 on bad input."""
+    from .io import atomic_write_text
+    from .report.compare import compare_folders, markdown, print_comparison
+
+    result = compare_folders(dir_a, dir_b)
+    if out is not None:
+        try:
+            atomic_write_text(out, markdown(result))
+        except OSError as exc:
+            raise KernelgapError(f"cannot write {out}: {exc.strerror or exc}") from None
+    emit(result.to_json(), as_json, lambda _: print_comparison(result))
+    if not result.agree:
+        sys.exit(1)  # as verify: main() runs click non-standalone
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point with one-line errors and exit status 2."""
     try:

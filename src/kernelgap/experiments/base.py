@@ -53,6 +53,11 @@ class Experiment:
     places its blocks (without it, ``region`` gets the title, the sentence and the
     figures).  ``paper`` goes verbatim into ``summary["paper"]`` and
     ``paper_rows(summary)`` into the table "The paper beside ours".
+    ``conclusions(summary) → {name: value}`` lists what a reader concludes from the
+    section, each value discrete text (a verdict, a count, a transition rank; never a max
+    error or a time that decides nothing): ``kernelgap compare`` reports those that differ
+    between two reproductions (:mod:`kernelgap.report.compare`, with each paper row's
+    ``ours``, or its ``conclusion`` where the row gives one: ``None`` leaves it out).
 
     ``settings`` are the defaults of the ``[name]`` table of ``profile.toml``;
     ``profile_keys`` maps other top-level keys of ``profile.toml`` it owns to
@@ -75,6 +80,7 @@ class Experiment:
     region: str = "beyond"
     paper: Mapping[str, Any] = field(default_factory=dict)
     paper_rows: Callable[[dict], list[dict]] | None = None
+    conclusions: Callable[[dict], dict[str, str]] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     profile_keys: Mapping[str, Callable[[Any, Path], Any]] = field(default_factory=dict)
     pools: tuple[str, ...] = ()

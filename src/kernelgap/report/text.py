@@ -25,3 +25,13 @@ def exact_from(value, top, unit: str = "r") -> str:
 def share(values: list[float]) -> str:
     lo, hi = min(values), max(values)
     return f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}–{100 * hi:.0f} %"
+
+
+def of(hits: int, total: int) -> str:
+    """``3 of 5``: a count among a total (a conclusion of :mod:`kernelgap.report.compare`)."""
+    return f"{hits} of {total}"
+
+
+def yes_no(value) -> str:
+    """``yes``, ``no``, or ``–`` for a verdict not reached (``None``)."""
+    return "–" if value is None else ("yes" if value else "no")

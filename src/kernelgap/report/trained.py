@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .criteria import exact, first_rank, sandwich
+from .text import fmt, of, reached
 
 
 def family_of_rows(row: dict) -> dict:
@@ -107,3 +108,31 @@ def trained_section(results, name: str, families: list[dict] | None) -> list[dic
             seen.setdefault(repr((r["family"], sorted(r["params"].items()), r["family_sha256"])), family_of_rows(r))
         families = list(seen.values())
     return [trained(f, rows, train_of) for f in families]
+
+
+def minimal_rank(fam: dict) -> str:
+    """The sandwich of :func:`~kernelgap.report.criteria.sandwich` as one verdict:
+    ``= 16 (determined)`` or ``7 … 16 (open)`` (``?``: no upper bound yet)."""
+    if fam["determined"]:
+        return f"= {fam['certified']} (determined)"
+    uppers = [u for u in (fam["constructed"], fam["trained_any"]) if u is not None]
+    return f"{fmt(fam['certified'])} … {min(uppers) if uppers else '?'} (open)"
+
+
+def trained_conclusions(t: dict, name: str) -> dict[str, str]:
+    """The conclusions on one trained family (:func:`trained`), each named ``name: …``:
+    seeds exact at the certificate, where some and most seeds become exact, the sandwich,
+    and the runs that bound nothing or contradict the certificate."""
+    top = max((r["rank"] for r in t["runs"]), default=None)
+    cert = t["certified_rank"]
+    at = [r for r in t["ranks"] if cert is not None and r["rank"] == cert]
+    return {
+        f"{name}: certified rank": fmt(cert),
+        f"{name}: constructed rank": fmt(t["constructed_rank"]),
+        f"{name}: seeds exact at the certificate": of(at[0]["exact"], at[0]["seeds"]) if at else "not trained at it",
+        f"{name}: exact from (some seed)": reached(t["trained_any"], top, "r = "),
+        f"{name}: exact from (most seeds)": reached(t["trained_most"], top, "r = "),
+        f"{name}: minimal rank": minimal_rank(t),
+        f"{name}: runs exact below the certificate": str(len(t["exact_below_certificate"])),
+        f"{name}: exact runs not scored on the whole family": str(t["exact_not_on_whole_family"]),
+    }

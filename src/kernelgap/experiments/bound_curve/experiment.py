@@ -7,7 +7,8 @@ kernels on ladder families, the smallest exact trained rank beside the certified
 from __future__ import annotations
 
 from ...report.figures import draw_bound_curve
-from ...report.trained import trained_section
+from ...report.text import fmt, yes_no
+from ...report.trained import trained_conclusions, trained_section
 from ..base import Experiment, Figure
 
 
@@ -77,12 +78,42 @@ def caption(summary: dict) -> str:
     return f"{text} {trained}" if trained else text
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per m: the certified rank (the ladder: the queries certified in full, whether the search
+    hit its limit, whether softmax's construction was exact on its sample; other codes: direct
+    and chained); the m without a family; per trained family its sandwich."""
+    curve = summary["bound_curve"]
+    out = {}
+    if curve.get("points"):
+        out["code"] = fmt(curve.get("code"))
+    for p in curve.get("points") or []:
+        at = f"m = {p['m']}"
+        if curve.get("code") == "ladder":
+            out[f"{at}: certified rank"] = fmt(p.get("certified"))
+            out[f"{at}: queries certified in full"] = fmt(p.get("queries"))
+            out[f"{at}: search limit reached"] = yes_no(p.get("limit_reached"))
+            if p.get("softmax"):
+                out[f"{at}: dense softmax exact on every sampled sequence"] = yes_no(p["softmax"].get("exact"))
+        else:
+            out[f"{at}: certified rank (direct / chained)"] = (
+                f"{fmt(p.get('certified_direct'))} / {fmt(p.get('certified_chained'))}"
+            )
+    if curve.get("skipped_m"):
+        out["m without a family"] = ", ".join(map(str, curve["skipped_m"]))
+    for t in curve.get("trained") or []:
+        n = t.get("n") if t.get("n") is not None else (t.get("params") or {}).get("n")
+        name = f"ladder m = {t.get('m')}" + (f", n = {n}" if n is not None else "")
+        out.update(trained_conclusions(t, name))
+    return out
+
+
 EXPERIMENT = Experiment(
     name="bound_curve",
     title="The bound curve",
     section=section,
     schema={"type": ["object", "null"]},
     sentence=caption,
+    conclusions=conclusions,
     region="figures",
     settings={"code": "ladder", "m": "32..96..16", "queries": 2048},
     html=lambda summary, page: {"figures": [page.figures("bound_curve")]},

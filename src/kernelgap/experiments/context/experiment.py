@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from ...report.figures import band, draw_length_curve, draw_wall_curve, error_axes, plt, save
 from ...report.html import table, titled
-from ...report.trained import trained_section
+from ...report.text import fmt, yes_no
+from ...report.trained import trained_conclusions, trained_section
 from ..base import Experiment, Figure
 
 TITLE = "The wall in context length"
@@ -372,6 +373,33 @@ def paper_rows(summary: dict) -> list[dict]:
     ]
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per m of the wall: from which N the whole code is certified (and the rank one N
+    shorter), whether N = 2 + ⌈√(n − 1)⌉ is that N, whether proved = constructed; per
+    N-curve: from which N all n are certified and whether it stays there; the m skipped;
+    per trained family its sandwich."""
+    s = summary["context"]
+    out = {}
+    for p in s["wall"]:
+        at = f"wall m = {p['m']}"
+        out[f"{at}: all {p['n']:,} code words certified from N"] = fmt(p["length"]) if p["length"] else "never"
+        out[f"{at}: certified rank"] = f"{p['certified']:,}"
+        out[f"{at}: certified one N shorter"] = (
+            f"{p['certified_below']:,} at N = {p['below_length']}" if p["below_length"] is not None else "–"
+        )
+        out[f"{at}: N = 2 + ⌈√(n − 1)⌉ is the least such N"] = yes_no(p["formula_holds"])
+        out[f"{at}: proved = constructed"] = yes_no(p["proved_equals_constructed"])
+    for c in s["length_curves"]:
+        at = f"N-curve m = {c['m']}"
+        out[f"{at}: all {c['n']:,} certified from N"] = fmt(c["full_from"]) if c["full_from"] else "never"
+        out[f"{at}: stays at n to the last N"] = yes_no(stays_at_n(c))
+    if s["skipped"]:
+        out["m skipped"] = ", ".join(str(k["m"]) for k in s["skipped"])
+    for t in s["trained"]:
+        out.update(trained_conclusions(t, f"layer m = {t.get('m')}, N = {t.get('length')}"))
+    return out
+
+
 # -- figures and HTML -------------------------------------------------------------------------
 
 
@@ -446,6 +474,7 @@ EXPERIMENT = Experiment(
     html=section_html,
     paper={"context": PAPER},
     paper_rows=paper_rows,
+    conclusions=conclusions,
     figures=(
         Figure("context_length", draw_length, _caption_length),
         Figure("context_wall", draw_wall, _caption_wall),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import band, error_axes, plt, points, save, tone
 from ...report.html import table, titled
-from ...report.text import exact_from, reached
+from ...report.text import exact_from, reached, yes_no
 from ..base import Experiment, Figure
 
 
@@ -55,6 +55,36 @@ SCHEMA = {
 }
 
 
+def exact_totals(per_map: dict) -> tuple[list[int], list[int]]:
+    """The smallest exact totals H·r of one head and of several heads, over every map."""
+    totals = [(h, v["transition_total"]) for ph in per_map.values() for h, v in ph.items()]
+    return [t for h, t in totals if h == "1" and t is not None], [t for h, t in totals if h != "1" and t is not None]
+
+
+def splitting_lowers(per_map: dict) -> bool | None:
+    """Whether several heads are exact at a smaller total than one head (``None``: no run
+    is exact at any head count, so nothing is decided)."""
+    one, multi = exact_totals(per_map)
+    if not one and not multi:
+        return None
+    return bool(multi) and (not one or min(multi) < min(one))
+
+
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per map and head count the smallest exact total H·r; whether splitting lowers it."""
+    lo = summary.get("loopholes") or {}
+    if not lo.get("heads"):
+        return {}
+    per_map = lo["heads"]["per_map"]
+    out = {
+        f"{fm}, H = {h}: exact from (total H·r)": reached(v["transition_total"], v["max_total"])
+        for fm, ph in per_map.items()
+        for h, v in ph.items()
+    }
+    out["splitting the budget across heads lowers the total needed"] = yes_no(splitting_lowers(per_map))
+    return out
+
+
 def sentence(summary: dict) -> str | None:
     lo = summary.get("loopholes") or {}
     if not lo.get("heads"):
@@ -65,20 +95,9 @@ def sentence(summary: dict) -> str | None:
         + ", ".join(f"H = {h}: {exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())
         for fm, ph in per_map.items()
     )
-    one = [
-        v["transition_total"]
-        for ph in per_map.values()
-        for h, v in ph.items()
-        if h == "1" and v["transition_total"] is not None
-    ]
-    multi = [
-        v["transition_total"]
-        for ph in per_map.values()
-        for h, v in ph.items()
-        if h != "1" and v["transition_total"] is not None
-    ]
+    one, multi = exact_totals(per_map)
     verdict = ""
-    if multi and (not one or min(multi) < min(one)):
+    if splitting_lowers(per_map):
         verdict = (
             f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
             + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "")
@@ -158,6 +177,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=section_html,
     figures=(Figure("heads", draw),),
     pools=("witness",),

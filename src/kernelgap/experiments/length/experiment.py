@@ -7,6 +7,7 @@ over {0,1}^m (``constructed.json``; ``m`` in ``[length]`` of ``profile.toml``).
 from __future__ import annotations
 
 from ...report.figures import exact_line, legend, plt, save
+from ...report.text import of, yes_no
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -45,14 +46,44 @@ SCHEMA = {
 }
 
 
+def exact_at(rows: list[dict], n: int, source: str) -> bool | None:
+    """Whether every row of ``source`` (constructed or trained) at length ``n`` is exact
+    (``None``: none at that length)."""
+    hits = [r["exact"] for r in rows if r["N"] == n and r.get("source") == source]
+    return all(hits) if hits else None
+
+
+def agrees(rows: list[dict]) -> bool:
+    """The paper's claim, on the construction: rank 1 exact at N = 1, 2 and not at N = 3."""
+    return bool(exact_at(rows, 1, "constructed") and exact_at(rows, 2, "constructed")) and (
+        exact_at(rows, 3, "constructed") is False
+    )
+
+
+def conclusions(s: dict) -> dict[str, str]:
+    """Per source and length N: exact or not (trained: the seeds exact); the paper's claim."""
+    rows = s["length"]
+    out = {}
+    for source in ("constructed", "trained"):
+        for n in sorted({r["N"] for r in rows if r.get("source") == source}):
+            at = [r for r in rows if r["N"] == n and r.get("source") == source]
+            hits = sum(r["exact"] for r in at)
+            out[f"rank 1, {source}, N = {n}"] = (
+                ("exact" if hits == len(at) else "not exact")
+                if source == "constructed"
+                else f"{of(hits, len(at))} seeds exact"
+            )
+    out["rank 1 exact for N ≤ 2, not N = 3 (constructed)"] = yes_no(agrees(rows))
+    return out
+
+
 def paper_rows(s: dict) -> list[dict]:
     rows = s.get("length") or []
     if not rows:
         return []
 
     def exact(n, source):
-        hits = [r["exact"] for r in rows if r["N"] == n and r.get("source") == source]
-        return all(hits) if hits else None
+        return exact_at(rows, n, source)
 
     parts = []
     for source in ("constructed", "trained"):
@@ -61,7 +92,7 @@ def paper_rows(s: dict) -> list[dict]:
         ]
         if cells:
             parts.append(f"{source}: " + ", ".join(cells))
-    agree = exact(1, "constructed") and exact(2, "constructed") and exact(3, "constructed") is False
+    agree = agrees(rows)
     return [
         {
             "quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
@@ -95,6 +126,7 @@ EXPERIMENT = Experiment(
     region="figures",
     paper={"length": PAPER},
     paper_rows=paper_rows,
+    conclusions=conclusions,
     settings={"m": 4},
     html=lambda summary, page: {"figures": [page.figures("length")]},
     figures=(

@@ -18,7 +18,7 @@ from ...report.criteria import (
 )
 from ...report.figures import band, legend, log2_axis, plt, save, tone
 from ...report.html import table
-from ...report.text import fmt, reached
+from ...report.text import fmt, of, reached, yes_no
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -123,12 +123,39 @@ def _unfitted(scales: list[dict]) -> str:
     )
 
 
+def grows(scales: list[dict]) -> bool:
+    """Whether the transition rank never falls as the pool size grows (unreached sizes skipped)."""
+    ours = [sc.get("transition_rank") for sc in scales]
+    return all(a is None or b is None or b >= a for a, b in zip(ours, ours[1:]))
+
+
+def conclusions(s: dict) -> dict[str, str]:
+    """Per size: the transitions (test accuracy, over fitted runs, test max error), the runs
+    that do not fit their training family, softmax's seeds; whether the transition grows."""
+    scales = s["ood"].get("scales") or []
+    out = {}
+    for sc in scales:
+        label, runs = sc["label"], sc.get("runs") or []
+        top = max((r["rank"] for r in runs), default=None)
+        out[f"{label}: transition (test accuracy ≥ {OOD_SOLVED_ACC})"] = _transition(sc)
+        out[f"{label}: transition over fitted runs"] = reached(sc.get("transition_rank_fitted"), top, "r = ")
+        out[f"{label}: transition (test max error < 1/2)"] = reached(sc.get("transition_rank_max_error"), top, "r = ")
+        out[f"{label}: runs not fitting the training family"] = of(len(sc.get("unfitted_runs") or []), len(runs))
+        sm = sc.get("softmax") or []
+        if sm:
+            out[f"{label}: dense softmax train exact / test solved / test exact"] = " / ".join(
+                of(sum(bool(r.get(k)) for r in sm), len(sm)) for k in ("train_exact", "solved", "exact")
+            )
+    if scales:
+        out["the transition grows with the pool size"] = yes_no(grows(scales))
+    return out
+
+
 def paper_rows(s: dict) -> list[dict]:
     scales = (s.get("ood") or {}).get("scales") or []
     if not scales:
         return []
-    ours = [sc.get("transition_rank") for sc in scales]
-    monotone = all(a is None or b is None or b >= a for a, b in zip(ours, ours[1:]))
+    monotone = grows(scales)
     softmax = [r for sc in scales for r in sc.get("softmax", [])]
     sm_all = len(softmax)
     sm_train = sum(1 for r in softmax if r["train_exact"])
@@ -240,6 +267,7 @@ EXPERIMENT = Experiment(
     region="figures",
     paper=PAPER,
     paper_rows=paper_rows,
+    conclusions=conclusions,
     html=sections_html,
     pools=("ood",),
     figures=(

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
 from ...report.html import table, titled
+from ...report.text import of
 from ..base import Experiment, Figure
 
 
@@ -113,6 +114,18 @@ def sentence(summary: dict) -> str | None:
     )
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per map and quantizer the smallest bits per sketch number that keep its exact models
+    exact (a threshold on the grid of b, like a transition rank); how many loaded models are
+    exact at full precision and how many did not reproduce their record."""
+    p = summary["precision"]
+    models = p.get("models") or []
+    out = {f"{fm}, {q}: exact from": _span(bits) for (fm, q), bits in _bits_by_map(p["collapse"]).items()}
+    out["models exact at full precision"] = of(sum(bool(m["exact"]) for m in models), len(models))
+    out["models not reproducing their record"] = str(len(p.get("record_mismatches") or []))
+    return out
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     p = summary["precision"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -162,6 +175,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=section_html,
     figures=(Figure("precision", draw),),
     settings={"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},

@@ -43,7 +43,7 @@ from ...report.figures import (
     save,
 )
 from ...report.html import Page, page, paragraph, table
-from ...report.text import reached
+from ...report.text import of, reached
 from ...task.minip import EXACT_THRESHOLD
 from ..base import Experiment, Figure
 
@@ -503,6 +503,36 @@ def sentence(summary: dict) -> str | None:
     return " ".join(probe_sentence(pr) for pr in probes) or None
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per probed module (or that it was skipped) and suite: from which rank it is exact (its
+    criterion), the built-in baseline's, its runs fitting the training family, diverged runs,
+    and per rank its verdict (:func:`rank_verdicts`), the baseline's and the twin's."""
+    out = {}
+    for pr in summary.get("probes") or []:
+        name = pr["name"]
+        if pr.get("skipped"):
+            out[name] = "skipped"
+            continue
+        for s in pr.get("suites") or []:
+            at = f"{name}, {s['name']}"
+            schedules = _schedules(s)
+            out[f"{at}: {s['criterion']} from rank"] = reached(s["transition_rank"], s["max_rank"])
+            out[f"{at}: built-in {pr.get('baseline')} from rank"] = reached(
+                s["baseline_transition"], s["baseline_max_rank"]
+            )
+            out[f"{at}: runs fitting the training family"] = of(s["fitted_runs"], len(s["runs"]))
+            out[f"{at}: diverged runs"] = str(len(s.get("diverged") or []))
+            for v in s.get("verdicts") or []:
+                rank = f"{at}, rank {v['rank_argument']}"
+                recipe = v.get("recipe")
+                out[f"{rank}: verdict"] = v["verdict"] + (f" with {schedules.get(recipe, recipe)}" if recipe else "")
+                if v.get("baseline") is not None:
+                    out[f"{rank}: built-in {pr.get('baseline')}"] = v["baseline"]
+                if v.get("twin") is not None:
+                    out[f"{rank}: same kernel, same wrapper"] = v["twin"]
+    return out
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     """One figure per probed module (``probe-<name>``): its suites beside the built-in baseline."""
     files = []
@@ -669,6 +699,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=lambda summary, pg: {"probes": probes_html(summary, pg)},
     region="probes",
     figures=(PROBE_FIGURE,),

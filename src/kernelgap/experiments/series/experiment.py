@@ -15,7 +15,7 @@ import html
 from ...report.criteria import exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
-from ...report.text import reached
+from ...report.text import of, reached
 from ...report.trained import same_family
 from ..base import Experiment, Figure
 
@@ -167,6 +167,16 @@ def sandwich_sentence(series: list[dict]) -> str:
     return text
 
 
+def built_at_certificate(families: list[dict]) -> int:
+    """On how many families the one-hot construction is exact at exactly the certified rank."""
+    return sum(1 for f in families if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"])
+
+
+def trained_at_certificate(families: list[dict], fm: str) -> int:
+    """On how many families map ``fm`` first trains to exact (most seeds) at the certified rank."""
+    return sum(1 for f in families if f["trained"][fm]["exact_from"] == f["certified_rank"])
+
+
 def sentence(summary: dict) -> str:
     """Whether certified = constructed = trained holds on the Hadamard series, family by
     family; then the sandwich of the minimal rank on every family."""
@@ -175,14 +185,13 @@ def sentence(summary: dict) -> str:
     parts = []
     if witness:
         k = len(witness)
-        built = sum(1 for f in witness if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"])
         parts.append(
-            f"On {built} of {k} Hadamard witness families the one-hot construction is exact at exactly the "
-            "certified rank (checked on every sequence)"
+            f"On {built_at_certificate(witness)} of {k} Hadamard witness families the one-hot construction is "
+            "exact at exactly the certified rank (checked on every sequence)"
         )
         for fm in sorted({fm for f in witness for fm in f["trained"]}):
             hits = [f for f in witness if fm in f["trained"]]
-            at = sum(1 for f in hits if f["trained"][fm]["exact_from"] == f["certified_rank"])
+            at = trained_at_certificate(hits, fm)
             above = [
                 f"n = {f['n']}: "
                 + (
@@ -207,6 +216,40 @@ def sentence(summary: dict) -> str:
     )
     text = "; ".join(parts) + "; " + verdict + "."
     return text[0].upper() + text[1:]
+
+
+def conclusions(summary: dict) -> dict[str, str]:
+    """On the Hadamard series, on how many families construction and training meet the
+    certificate; on how many families the minimal rank is determined; per family the
+    sandwich (:func:`sandwich_rows`), where each map becomes exact, its seeds exact at the
+    certificate, and runs exact below the certificate."""
+    series = summary["series"]
+    witness = [f for f in series if f.get("kind", HADAMARD) == HADAMARD]
+    out = {}
+    if witness:
+        out["Hadamard families: construction exact at the certified rank"] = of(
+            built_at_certificate(witness), len(witness)
+        )
+        for fm in sorted({fm for f in witness for fm in f["trained"]}):
+            hits = [f for f in witness if fm in f["trained"]]
+            out[f"Hadamard families: {fm} exact (most seeds) at the certified rank"] = of(
+                trained_at_certificate(hits, fm), len(hits)
+            )
+    out["families whose minimal rank is determined"] = of(sum(f["determined"] for f in series), len(series))
+    for f, row in zip(series, sandwich_rows(series)):
+        name = f["family"]
+        for key in ("certified", "constructed", "trained (some seed)", "trained (most seeds)", "minimal rank"):
+            out[f"{name}: {key}"] = str(row[key])
+        for fm, t in sorted(f["trained"].items()):
+            out[f"{name}: {fm} exact from (most seeds)"] = reached(t["exact_from"], max(t["ranks"], default=None))
+            at = [r for r in t.get("runs") or [] if r["rank"] == f["certified_rank"]]
+            if at:
+                out[f"{name}: {fm} seeds exact at the certificate"] = of(sum(r["exact"] for r in at), len(at))
+        below = f["exact_below_certificate"]
+        out[f"{name}: runs exact below the certificate"] = (
+            ", ".join(f"{b['feature_map']} r = {b['rank']} seed {b['seed']}" for b in below) or "none"
+        )
+    return out
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -375,6 +418,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=section_html,
     region="lead",
     figures=(

@@ -141,6 +141,24 @@ def sentence(summary: dict) -> str | None:
     )
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per map on the witness family (signed and nonnegative, pooled) and per OOD size and
+    map: the features from which most seeds are exact (solve the test pool)."""
+    lo = summary.get("loopholes") or {}
+    if not lo.get("signed"):
+        return {}
+    out = {
+        f"witness, {fm}: exact from (features)": reached(v["transition"], v["max_tried"])
+        for fm, v in lo["signed"]["witness"]["transition"].items()
+    }
+    for size in lo["signed"]["ood"]:
+        for fm, v in size["transition_solved"].items():
+            out[f"OOD n = {size['n']}, {fm}: test accuracy ≥ {OOD_SOLVED_ACC} from (features)"] = reached(
+                v["transition"], v["max_tried"]
+            )
+    return out
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     sec = summary["loopholes"]
     if not sec.get("signed"):
@@ -225,6 +243,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=section_html,
     figures=(Figure("signed", draw),),
     pools=("witness",),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...report.criteria import every, exact, first_rank
 from ...report.figures import band, error_axes, map_color, plt, save
 from ...report.html import table
-from ...report.text import fmt
+from ...report.text import fmt, of, reached, yes_no
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -76,12 +76,21 @@ def agreement(cert, built: dict, trained: list[int]) -> str:
         )
     if trained:
         parts.append(f"training is first exact (most seeds) at r = {min(trained)}")
-    same = built.get("exact") and cert == built.get("rank") and trained and min(trained) == cert
     return (
         "; ".join(parts)
         + ". "
-        + ("Proved = constructed = trained." if same else "They do not all coincide; see the witness runs.")
+        + (
+            "Proved = constructed = trained."
+            if coincide(cert, built, trained)
+            else "They do not all coincide; see the witness runs."
+        )
     )
+
+
+def coincide(cert, built: dict, trained: list[int]) -> bool:
+    """Proved = constructed = trained: the construction is exact at the certified rank and
+    training first becomes exact (most seeds) there."""
+    return bool(built.get("exact") and cert == built.get("rank") and trained and min(trained) == cert)
 
 
 def paper_rows(s: dict) -> list[dict]:
@@ -114,6 +123,7 @@ def paper_rows(s: dict) -> list[dict]:
                 if min_below is None or min_below >= 0.5
                 else "A run below the certified rank is exact: that contradicts the theorem and is a bug."
             ),
+            "conclusion": f"a run below the certificate is exact: {yes_no(min_below is not None and min_below < 0.5)}",
         },
         {
             "quantity": "Witness: rank where training becomes exact",
@@ -134,6 +144,37 @@ def paper_rows(s: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def conclusions(s: dict) -> dict[str, str]:
+    """Certificate, construction, per map the rank where training becomes exact (most seeds
+    and every seed, pooled over the witness pool) and the seeds exact at the certificate,
+    whether proved = constructed = trained, softmax's exact seeds."""
+    w = s["witness"]
+    cert = w.get("certified_rank")
+    built = w.get("constructed") or {}
+    runs = w.get("runs") or []
+    most, every_seed = w.get("transition_rank") or {}, w.get("exact_all_seeds_rank") or {}
+    out = {
+        "certified rank": fmt(cert),
+        "certificate method": fmt((w.get("certificate") or {}).get("method")),
+        "one-hot construction": f"{'exact' if built.get('exact') else 'not exact'} at r = {built.get('rank')}"
+        if built
+        else "not built",
+    }
+    for fm in sorted(set(most) | set(every_seed) | {r["feature_map"] for r in runs}):
+        mine = [r for r in runs if r["feature_map"] == fm]
+        top = max((r.get("features") or r["rank"] for r in mine), default=None)
+        out[f"{fm}: exact from (most seeds, features)"] = reached(most.get(fm), top, "r = ")
+        out[f"{fm}: exact from (every seed, features)"] = reached(every_seed.get(fm), top, "r = ")
+        at = [r for r in mine if cert is not None and r["rank"] == cert]
+        if at:
+            out[f"{fm}: seeds exact at the certificate"] = of(sum(r["exact"] for r in at), len(at))
+    out["proved = constructed = trained"] = yes_no(coincide(cert, built, [v for v in most.values() if v is not None]))
+    sm = w.get("softmax") or []
+    if sm:
+        out["dense softmax: seeds exact"] = of(sum(r["exact"] for r in sm), len(sm))
+    return out
 
 
 def draw(summary: dict, out_dir) -> list[str]:
@@ -190,6 +231,7 @@ EXPERIMENT = Experiment(
     region="figures",
     paper={"witness": PAPER},
     paper_rows=paper_rows,
+    conclusions=conclusions,
     html=sections_html,
     pools=("witness",),
     figures=(

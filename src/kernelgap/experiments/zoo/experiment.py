@@ -10,7 +10,7 @@ from __future__ import annotations
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
 from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
 from ...report.html import table, titled
-from ...report.text import reached
+from ...report.text import of, reached
 from ..base import Experiment, Figure
 
 #: The zoo's sweep on an OOD pool (its own experiment: the quick profile leaves it out).
@@ -78,6 +78,22 @@ def sentence(summary: dict) -> str | None:
     )
 
 
+def conclusions(summary: dict) -> dict[str, str]:
+    """How many maps become exact on the witness family; per map the features from which
+    most seeds are exact there, and from which they solve the OOD pool."""
+    z = summary["zoo"]
+    crossed = [r for r in z["table"] if r["witness_transition"] is not None]
+    out = {"maps exact on the witness family": of(len(crossed), len(z["table"]))}
+    for r in z["table"]:
+        fm = r["feature_map"]
+        out[f"{fm}: witness exact from (features)"] = reached(r["witness_transition"], r["witness_max_features"])
+        if "ood_transition_solved" in r:
+            out[f"{fm}: OOD {z['ood_label']} test accuracy ≥ {OOD_SOLVED_ACC} from (features)"] = reached(
+                r["ood_transition_solved"], r["ood_max_features"]
+            )
+    return out
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     z = summary["zoo"]
     has_ood = bool(z["ood_runs"])
@@ -140,6 +156,7 @@ EXPERIMENT = Experiment(
     section=section,
     schema=SCHEMA,
     sentence=sentence,
+    conclusions=conclusions,
     html=section_html,
     figures=(Figure("zoo", draw),),
     pools=("witness",),

@@ -1,0 +1,235 @@
+"""``kernelgap compare DIR_A DIR_B``: the conclusions two reproductions of one profile differ on.
+
+Two reproductions of a profile on different CPUs round floats differently (other SIMD
+kernels), so a run can land on the other side of a threshold.  What matters is whether a
+*conclusion* changed, not a digit: each registered experiment lists its conclusions
+(:attr:`~kernelgap.experiments.base.Experiment.conclusions`: verdicts, counts, transition
+ranks, as text) and each row of "The paper beside ours" is one more (its ``ours``, or its
+``conclusion`` where the row gives one, ``None`` leaving it out).  :func:`compare` reads
+both folders' ``summary.json`` (nothing is rebuilt) and lists every conclusion whose text
+differs, or that one folder has and the other has not.  Probe folders (``kernelgap probe
+… --out DIR``) compare the same way, on the probe's conclusions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import KernelgapError
+from ..experiments.registry import experiments as registered
+from ..io import read_json
+from .schema import schema_problem, summary_schema
+
+#: The prefix of a conclusion read from a row of "The paper beside ours".
+PAPER_ROW = "paper beside ours: "
+#: How a conclusion one folder lacks is shown.
+ABSENT = "(absent)"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One conclusion of one experiment on which the folders differ (``None``: absent there)."""
+
+    experiment: str
+    conclusion: str
+    value_a: str | None
+    value_b: str | None
+
+    def to_json(self) -> dict:
+        return {"experiment": self.experiment, "conclusion": self.conclusion, "a": self.value_a, "b": self.value_b}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two folders of one profile: how many conclusions were compared, and which differ."""
+
+    folder_a: Path
+    folder_b: Path
+    kind: str  # "reproduction" or "probe"
+    profile: str
+    versions: tuple[str, str]
+    compared: int
+    differences: list[Difference]
+
+    @property
+    def agree(self) -> bool:
+        return not self.differences
+
+    def to_json(self) -> dict:
+        return {
+            "a": str(self.folder_a),
+            "b": str(self.folder_b),
+            "kind": self.kind,
+            "profile": self.profile,
+            "versions": {"a": self.versions[0], "b": self.versions[1]},
+            "compared": self.compared,
+            "differ": len(self.differences),
+            "differences": [d.to_json() for d in self.differences],
+        }
+
+
+def _read(folder: Path) -> tuple[dict, str]:
+    """A folder's summary and its kind; a missing folder or file, or a damaged summary, is one
+    :class:`KernelgapError`."""
+    if not folder.is_dir():
+        raise KernelgapError(f"results folder {folder} does not exist")
+    path = folder / "summary.json"
+    if not path.is_file():
+        raise KernelgapError(f"{folder} holds no summary.json; run `kernelgap report {folder}` first")
+    summary = read_json(path)
+    if summary is None:
+        raise KernelgapError(f"{path} is damaged (not valid JSON); run `kernelgap report {folder}` to rebuild it")
+    if isinstance(summary, dict) and "schema_version" not in summary and isinstance(summary.get("probes"), list):
+        why = schema_problem(summary, _probe_schema())
+        kind = "probe"
+    else:
+        why = schema_problem(summary, summary_schema())
+        kind = "reproduction"
+    if why is not None:
+        raise KernelgapError(f"{path} is damaged ({why}); run `kernelgap report {folder}` to rebuild it")
+    return summary, kind
+
+
+def _probe_schema() -> dict:
+    probe = next(e for e in registered() if e.name == "probe")
+    return {
+        "type": "object",
+        "required": ["profile", "probes"],
+        "properties": {"profile": {"type": ["string", "null"]}, "probes": probe.schema},
+    }
+
+
+def _experiments(folder: Path, kind: str) -> list:
+    """The experiments whose conclusions a folder's summary holds: the built-in ones and the
+    profile's own where they still load (a copied folder may not find them: built-ins only)."""
+    if kind == "probe":
+        return [e for e in registered() if e.name == "probe"]
+    from .summary import read_meta, reproduction_experiments
+
+    try:
+        return reproduction_experiments(read_meta(folder))
+    except KernelgapError:
+        return list(registered())
+
+
+def _present(summary: dict, exp) -> bool:
+    return summary.get(exp.summary_key) not in (None, [], {})
+
+
+def conclusions(summary: dict, experiments, where: Path | str = "summary.json") -> dict[str, dict[str, str]]:
+    """``{experiment: {conclusion: value}}`` of a summary: each present experiment's
+    conclusions, then its rows of "The paper beside ours".  A section its experiment cannot
+    read is one :class:`KernelgapError` naming ``where``."""
+    out: dict[str, dict[str, str]] = {}
+    for exp in experiments:
+        found: dict[str, str] = {}
+        try:
+            if exp.conclusions is not None and _present(summary, exp):
+                found.update({str(k): str(v) for k, v in exp.conclusions(summary).items()})
+            for row in exp.paper_rows(summary) if exp.paper_rows else []:
+                value = row["conclusion"] if "conclusion" in row else row.get("ours")
+                if value is not None:
+                    found[PAPER_ROW + str(row["quantity"])] = str(value)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise KernelgapError(
+                f"{where} is damaged: its {exp.name!r} section cannot be read ({type(exc).__name__}: {exc})"
+            ) from None
+        if found:
+            out[exp.name] = found
+    return out
+
+
+def compare_folders(dir_a: str | Path, dir_b: str | Path) -> Comparison:
+    """Every conclusion two reproductions (or two probe folders) of one profile differ on."""
+    folder_a, folder_b = Path(dir_a), Path(dir_b)
+    (a, kind_a), (b, kind_b) = _read(folder_a), _read(folder_b)
+    if kind_a != kind_b:
+        raise KernelgapError(
+            f"{folder_a} is a {kind_a} folder and {folder_b} a {kind_b} folder; compare two of one kind"
+        )
+    if a.get("profile") != b.get("profile"):
+        raise KernelgapError(
+            f"{folder_a} and {folder_b} reproduce different profiles ({a.get('profile')!r} and "
+            f"{b.get('profile')!r}); compare two reproductions of one profile"
+        )
+    exps = {e.name: e for e in _experiments(folder_a, kind_a)}
+    exps.update({e.name: e for e in _experiments(folder_b, kind_b) if e.name not in exps})
+    ca = conclusions(a, exps.values(), folder_a / "summary.json")
+    cb = conclusions(b, exps.values(), folder_b / "summary.json")
+    differences, compared = [], 0
+    for name in exps:
+        mine, theirs = ca.get(name, {}), cb.get(name, {})
+        keys = list(mine) + [k for k in theirs if k not in mine]
+        compared += len(keys)
+        differences += [
+            Difference(name, key, mine.get(key), theirs.get(key)) for key in keys if mine.get(key) != theirs.get(key)
+        ]
+    return Comparison(
+        folder_a,
+        folder_b,
+        kind_a,
+        str(a.get("profile")),
+        (str(a.get("version", "?")), str(b.get("version", "?"))),
+        compared,
+        differences,
+    )
+
+
+def compare(dir_a: str | Path, dir_b: str | Path) -> list[Difference]:
+    """The conclusions on which two reproductions of one profile differ (:func:`compare_folders`)."""
+    return compare_folders(dir_a, dir_b).differences
+
+
+def headline(c: Comparison) -> str:
+    """``3 of 212 conclusions differ`` or ``all 212 conclusions agree``."""
+    if c.agree:
+        return f"all {c.compared} conclusions agree"
+    return f"{len(c.differences)} of {c.compared} conclusions differ"
+
+
+def _cell(value: str | None) -> str:
+    return ABSENT if value is None else value
+
+
+def markdown(c: Comparison) -> str:
+    """The comparison as a Markdown page: the two folders, the count, a table of differences."""
+
+    def md(text) -> str:
+        return " ".join(str(text).split()).replace("|", "\\|")
+
+    lines = [
+        f"# kernelgap compare: {c.profile} ({c.kind})",
+        "",
+        f"A: `{c.folder_a}` (kernelgap {c.versions[0]}); B: `{c.folder_b}` (kernelgap {c.versions[1]}).",
+        "",
+        headline(c)[:1].upper() + headline(c)[1:] + ".",
+    ]
+    if c.differences:
+        lines += ["", "| experiment | conclusion | A | B |", "|---|---|---|---|"]
+        lines += [
+            f"| {md(d.experiment)} | {md(d.conclusion)} | {md(_cell(d.value_a))} | {md(_cell(d.value_b))} |"
+            for d in c.differences
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def print_comparison(c: Comparison, console=None) -> None:
+    """The differences as a table on the terminal, then the count (text taken literally, never
+    as rich markup)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = console or Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    console.print(Text(f"A: {c.folder_a} (kernelgap {c.versions[0]})\nB: {c.folder_b} (kernelgap {c.versions[1]})"))
+    if c.differences:
+        table = Table(title=Text(f"Conclusions that differ ({c.profile} {c.kind})"))
+        for col in ("experiment", "conclusion", "A", "B"):
+            table.add_column(col, overflow="fold")
+        for d in c.differences:
+            table.add_row(*(Text(x) for x in (d.experiment, d.conclusion, _cell(d.value_a), _cell(d.value_b))))
+        console.print(table)
+    console.print(Text(headline(c)[:1].upper() + headline(c)[1:] + "."))
