@@ -475,7 +475,8 @@ def test_each_experiment_reports_a_flipped_verdict(tmp_path):
     b["loopholes"]["signed"]["ood"][0]["transition_solved"]["signed"]["transition"] = 16
     b["loopholes"]["heads"]["per_map"]["table"]["4"]["transition_total"] = 8
     b["zoo"]["table"][0]["witness_transition"] = 32
-    b["precision"]["collapse"][0]["collapse_bits"] = [4, 4]
+    b["precision"]["collapse"][0]["collapse_bits"] = [4, 4]  # a measurement: not a conclusion
+    b["precision"]["models"][0]["exact"] = False
     b["probes"][1]["suites"][0]["verdicts"][0]["verdict"] = "not fitted"
     for name, s in (("a", a), ("b", b)):
         (tmp_path / name).mkdir()
@@ -505,3 +506,28 @@ def test_probe_folders_compare_on_their_verdicts(tmp_path, tiny):
     ]
     with pytest.raises(KernelgapError, match="is a probe folder and .* a reproduction folder"):
         compare_folders(tmp_path / "a", tiny)
+
+
+def test_a_verdict_on_one_seed_or_on_disagreeing_seeds_is_at_the_edge():
+    from kernelgap.experiments.probe.experiment import edge_note
+    from kernelgap.experiments.series.experiment import sentence
+    from kernelgap.report.criteria import at_edge
+
+    assert [at_edge(h, s) for h, s in ((0, 3), (3, 3), (1, 3), (2, 3), (1, 1), (0, 1))] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    assert edge_note(verdict(8, "exact")) == "" and edge_note(verdict(8, "collapsed")) == ""
+    assert edge_note({**verdict(8, "exact"), "seeds": 1, "fitted": 1}) == " (at the edge: one seed)"
+    assert edge_note({**verdict(8, "not fitted"), "seeds": 3, "fitted": 1}) == " (at the edge: 1 of 3 seeds exact)"
+    assert edge_note({**verdict(8, "exact"), "seeds": 1, "recipe": "lr-x3"}) == ""  # a recipe decided it
+    firm = series_family("hadamard-a", "hadamard", 8, 8, 8, 8)
+    split = series_family("hadamard-b", "hadamard", 12, 12, 12, 12)
+    split["trained"]["table"]["runs"][2]["exact"] = False  # seed 0 at the certificate: not exact
+    text = sentence({"series": [firm, split]})
+    assert "at the edge, seeds exact at the certificate disagree: n = 12: 1 of 2 seeds)" in text
+    assert "n = 8" not in text.split("at the edge")[1]

@@ -39,6 +39,13 @@ def every(hits: int, seeds: int) -> bool:
     return hits == seeds
 
 
+def at_edge(hits: int, seeds: int) -> bool:
+    """A verdict read by majority sits *at the edge* when its seeds disagree (or there is only
+    one): one seed landing on the other side of the threshold, as another CPU's rounding can
+    make it, changes the verdict.  Seeds that all agree make it firm."""
+    return seeds < 2 or 0 < hits < seeds
+
+
 def first_rank(rows: list[dict], ok, key: str = "rank", rule=majority) -> int | None:
     """Smallest ``key`` value (rank, features, …) at which ``rule(seeds satisfying ok, seeds)``."""
     by = defaultdict(list)

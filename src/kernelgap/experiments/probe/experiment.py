@@ -24,6 +24,7 @@ from ...errors import ConfigError
 from ...io import read_json, read_run_records
 from ...report.criteria import (
     OOD_SOLVED_ACC,
+    at_edge,
     exact,
     first_rank,
     majority,
@@ -428,12 +429,28 @@ def _schedules(s: dict) -> dict[str, str]:
     return {r["name"]: r.get("schedule") or r["name"] for r in s.get("recipes") or []}
 
 
+def edge_note(v: dict) -> str:
+    """`` (at the edge: one seed)`` or `` (at the edge: 1 of 3 seeds exact)`` when a verdict
+    read by majority rests on one seed or on seeds that disagree (:func:`at_edge`): another
+    CPU's rounding may read it otherwise.  Nothing for a firm verdict or one a recipe decided."""
+    seeds = v.get("seeds")
+    if v.get("recipe") or seeds is None:
+        return ""
+    if seeds < 2:
+        return " (at the edge: one seed)"
+    for key, what in (("fitted", "exact"), ("collapsed", "collapsed")):
+        if at_edge(v.get(key, 0), seeds):
+            return f" (at the edge: {of(v[key], seeds)} seeds {what})"
+    return ""
+
+
 def verdict_text(v: dict, schedules: dict[str, str]) -> str:
     """``32 (64 features) collapsed (max error 1.975; tried lr × 0.333, …)`` for one rank."""
     label = str(v["rank_argument"])
     if v["features"] is not None and v["features"] != v["rank_argument"]:
         label += f" ({v['features']} feature{'s' * (v['features'] != 1)})"
     text = f"{label} {v['verdict']}"
+    text += edge_note(v)
     if v.get("recipe"):
         text += f" with {schedules.get(v['recipe'], v['recipe'])}"
     elif v["verdict"] != "exact":
@@ -457,7 +474,7 @@ def verdicts_text(s: dict) -> str:
     if twin and twin.get("verdicts"):
         parts.append(
             f"built-in {twin['map']} in the same wrapper: "
-            + ", ".join(f"{t['features']} features {t['verdict']}" for t in twin["verdicts"])
+            + ", ".join(f"{t['features']} features {t['verdict']}{edge_note(t)}" for t in twin["verdicts"])
         )
     qb = s.get("query_blind")
     if judges_collapse(qb):

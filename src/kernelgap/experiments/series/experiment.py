@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from ...report.criteria import exact, first_rank, sandwich, sorted_by
+from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import of, reached
@@ -177,6 +177,12 @@ def trained_at_certificate(families: list[dict], fm: str) -> int:
     return sum(1 for f in families if f["trained"][fm]["exact_from"] == f["certified_rank"])
 
 
+def _at_certificate(fam: dict, fm: str) -> tuple[int, int]:
+    """``(exact seeds, seeds)`` of map ``fm`` at the family's certified rank."""
+    at = [r for r in fam["trained"][fm].get("runs") or [] if r["rank"] == fam["certified_rank"]]
+    return sum(bool(r["exact"]) for r in at), len(at)
+
+
 def sentence(summary: dict) -> str:
     """Whether certified = constructed = trained holds on the Hadamard series, family by
     family; then the sandwich of the minimal rank on every family."""
@@ -202,9 +208,16 @@ def sentence(summary: dict) -> str:
                 for f in hits
                 if f["trained"][fm]["exact_from"] != f["certified_rank"]
             ]
+            edge = [
+                f"n = {f['n']}: {of(k, s)} seeds"
+                for f in hits
+                for k, s in [_at_certificate(f, fm)]
+                if s and at_edge(k, s)
+            ]
             parts.append(
                 f"{fm} trains to exact (most seeds) at exactly the certified rank on {at} of {len(hits)}"
                 + (f" (elsewhere {', '.join(above)})" if above else "")
+                + (f" (at the edge, seeds exact at the certificate disagree: {', '.join(edge)})" if edge else "")
             )
     parts.append(sandwich_sentence(series))
     below = [(f["family"], b) for f in series for b in f["exact_below_certificate"]]
@@ -242,9 +255,9 @@ def conclusions(summary: dict) -> dict[str, str]:
             out[f"{name}: {key}"] = str(row[key])
         for fm, t in sorted(f["trained"].items()):
             out[f"{name}: {fm} exact from (most seeds)"] = reached(t["exact_from"], max(t["ranks"], default=None))
-            at = [r for r in t.get("runs") or [] if r["rank"] == f["certified_rank"]]
-            if at:
-                out[f"{name}: {fm} seeds exact at the certificate"] = of(sum(r["exact"] for r in at), len(at))
+            hits, seeds = _at_certificate(f, fm)
+            if seeds:
+                out[f"{name}: {fm} seeds exact at the certificate"] = of(hits, seeds)
         below = f["exact_below_certificate"]
         out[f"{name}: runs exact below the certificate"] = (
             ", ".join(f"{b['feature_map']} r = {b['rank']} seed {b['seed']}" for b in below) or "none"
