@@ -222,6 +222,28 @@ def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
     assert code == 2 and err.count("\n") == 1 and "no readable summary.json" in err
 
 
+def test_a_second_reproduction_of_a_profile_is_compared_not_repeated(tiny, cli, tmp_path):
+    """Two folders of one profile: the first gets its section, the second the conclusions it
+    differs on (here one planted flip), with the CPU kernels each ran on."""
+    import shutil
+
+    _, out, _ = tiny
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    summary = json.loads((other / "summary.json").read_text())
+    assert {i["cpu_capability"] for i in summary["invocations"]} <= {"default", "avx2", "avx512"}
+    (row,) = [r for r in summary["length"] if r["source"] == "constructed" and r["N"] == 3]
+    row["exact"] = True
+    (other / "summary.json").write_text(json.dumps(summary))
+    page = tmp_path / "results.md"
+    code, _, err = cli("results", str(out), str(other), "--out", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert text.count("## tiny profile") == 2 and text.count("### Every experiment") == 1
+    assert f"## tiny profile again: `{out}` against `{other}`" in text
+    assert "conclusions differ" in text and "| length |" in text and "kernels" in text
+
+
 def test_summary_says_where_the_time_went(tiny):
     """Per experiment: its runs, their summed training time (from the records), its step's wall
     time (from reproduce.json); and the sweeps phase."""

@@ -34,6 +34,15 @@ def command_line() -> str:
     return "kernelgap " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "kernelgap reproduce"
 
 
+def cpu_capability() -> str:
+    """The SIMD kernels PyTorch runs on this CPU (``default``, ``avx2``, ``avx512``; lowered by
+    ``ATEN_CPU_CAPABILITY``): two reproductions agree bitwise only under the same ones
+    (docs/formats.md, "What bitwise covers")."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability().lower()
+
+
 def claim_output(out: Path, profile: str) -> dict:
     """Create or reuse ``out``; refuse a folder that holds something else.  Its metadata."""
     if out.exists() and not out.is_dir():
@@ -70,7 +79,12 @@ def reproduce(
         meta["user_experiments"] = prof.user_experiments
     else:
         meta.pop("user_experiments", None)
-    invocation = {"command": command_line(), "started": time.time(), "version": __version__}
+    invocation = {
+        "command": command_line(),
+        "started": time.time(),
+        "version": __version__,
+        "cpu_capability": cpu_capability(),
+    }
     start = time.perf_counter()
     try:
         _run_experiments(prof, out, {"executor": executor, "workers": workers, "address": address}, log, invocation)

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
+from .compare import compare_folders, headline
 from .render import comparison_rows, sentences
 from .schema import schema_problem, summary_schema
 
@@ -79,6 +80,7 @@ def results_markdown(folders: list[str | Path]) -> str:
     if not folders:
         raise KernelgapError("give at least one reproduction folder (one that holds summary.json)")
     parts = [HEADER.format(folders=" ".join(str(f) for f in folders))]
+    first: dict[str, Path] = {}  # the first folder of each profile
     for folder in map(Path, folders):
         summary = read_json(folder / "summary.json")
         if not isinstance(summary, dict):
@@ -89,5 +91,37 @@ def results_markdown(folders: list[str | Path]) -> str:
                 f"{folder / 'summary.json'} is not a reproduction summary ({why}); "
                 f"run `kernelgap report {folder}` to rebuild it"
             )
-        parts.append("\n".join(folder_section(folder, summary)))
+        profile = summary.get("profile", "?")
+        if profile in first:
+            parts.append("\n".join(comparison_section(first[profile], folder)))
+        else:
+            first[profile] = folder
+            parts.append("\n".join(folder_section(folder, summary)))
     return "\n\n".join(parts) + "\n"
+
+
+def _run_on(summary: dict) -> str:
+    kernels = sorted({i["cpu_capability"] for i in summary.get("invocations") or [] if i.get("cpu_capability")})
+    return f"`{'`, `'.join(kernels)}` kernels" if kernels else "kernels not recorded"
+
+
+def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
+    """A second reproduction of a profile, against the first: when, on which CPU kernels, how
+    long, and every conclusion they differ on (:func:`kernelgap.report.compare.compare_folders`)."""
+    a, b = read_json(folder_a / "summary.json"), read_json(folder_b / "summary.json")
+    c = compare_folders(folder_a, folder_b)
+    lines = [
+        f"## {a.get('profile', '?')} profile again: `{folder_a}` against `{folder_b}`",
+        "",
+        f"A: `{folder_a}` ({_run_on(a)}, {_wall(a)}). B: `{folder_b}` ({_run_on(b)}, {_when(b)}, {_wall(b)}).",
+        f"Commands of B: {'; '.join(f'`{x}`' for x in dict.fromkeys(b.get('commands') or []))}.",
+        "",
+        f"`kernelgap compare {folder_a} {folder_b}`: {headline(c)}.",
+    ]
+    if c.differences:
+        rows = [
+            {"experiment": d.experiment, "conclusion": d.conclusion, "A": d.value_a, "B": d.value_b}
+            for d in c.differences
+        ]
+        lines += ["", *_table(rows, ["experiment", "conclusion", "A", "B"])]
+    return lines
