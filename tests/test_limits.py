@@ -152,7 +152,7 @@ def test_refused_in_one_line_before_allocating(world, cli, case, args, needle):
     ids=["seed", "impossible-code", "rank-2-70"],
 )
 def test_refused_through_the_console_script(tmp_path, args, needle):
-    proc = subprocess.run([KERNELGAP, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    proc = subprocess.run([KERNELGAP, *args], capture_output=True, text=True, cwd=tmp_path)
     _check(proc.returncode, proc.stdout, proc.stderr, needle)
     assert not any(tmp_path.iterdir())
 

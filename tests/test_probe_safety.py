@@ -274,7 +274,7 @@ def test_a_module_failing_at_import_is_one_line_not_its_exit_status(world, targe
     """Through the console script: a module's ``sys.exit(3)`` must not become the exit status."""
     before = tree_digest(world)
     proc = subprocess.run(
-        [KERNELGAP, "probe", target, "--out", "p"], capture_output=True, text=True, timeout=120, cwd=world, check=False
+        [KERNELGAP, "probe", target, "--out", "p"], capture_output=True, text=True, cwd=world, check=False
     )
     _check(proc.returncode, proc.stdout, proc.stderr, needle)
     assert tree_digest(world) == before
@@ -302,7 +302,6 @@ def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(wo
         ],
         capture_output=True,
         text=True,
-        timeout=300,
         cwd=world,
         check=False,
     )

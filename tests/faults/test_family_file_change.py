@@ -32,7 +32,7 @@ def test_a_family_file_changed_mid_sweep(tmp_path):
             assert proc.poll() is None and time.time() < deadline, "no result before the change"
             time.sleep(0.05)
         save_family(build_family("hadamard", m=12, n=5), source, overwrite=True)  # other content
-        assert proc.wait(timeout=180) == 0, proc.stderr.read()
+        assert proc.wait() == 0, proc.stderr.read()
     finally:
         kill_group(proc)
     done = results(out)
@@ -40,7 +40,7 @@ def test_a_family_file_changed_mid_sweep(tmp_path):
     for record in done.values():
         assert record["config"]["family"]["sha256"] == digest
         assert record["train"]["sequences"] == sequences
-    rerun = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True, timeout=120)
+    rerun = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True)
     assert rerun.returncode == 2 and rerun.stderr.count("\n") == 1
     assert "changed since the sweep" in rerun.stderr
     assert json.loads((out / "sweep.json").read_text())["family_files"] == {"fam.json": digest}

@@ -43,7 +43,6 @@ def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_he
         [KERNELGAP, "sweep", str(cfg), "--out", str(local), "--workers", "2", "--json"],
         check=True,
         capture_output=True,
-        timeout=180,
     )
     out = tmp_path / "ray"
     proc = subprocess.Popen(
@@ -78,7 +77,7 @@ def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_he
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
-    stdout, stderr = proc.communicate(timeout=240)
+    stdout, stderr = proc.communicate()
     assert killed is not None, "no Ray worker was caught mid-task: the test has no teeth"
     assert proc.returncode == 0, stderr
     summary = json.loads(stdout[stdout.index("{") :])
