@@ -11,7 +11,7 @@ OUT    ?= results/reproduce-$(PROFILE)
 # runs serially
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: install reproduce test test-fast lint bench schema clean
+.PHONY: install reproduce test test-capabilities test-fast lint bench schema clean
 
 install: $(STAMP)
 
@@ -32,12 +32,21 @@ reproduce: install
 test: lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# the floating-point tests (marked `numerics`) again under every other SIMD capability this CPU
+# has (ATEN_CPU_CAPABILITY=default, avx2, avx512 but the native one): CI runs it after `make test`
+test-capabilities: install
+	for cap in $$($(BIN)/python tests/capabilities.py); do \
+		echo "ATEN_CPU_CAPABILITY=$$cap: the numerics tests"; \
+		ATEN_CPU_CAPABILITY=$$cap $(BIN)/python -m pytest -q -m numerics $(PYTEST_ARGS) || exit 1; \
+	done
+
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not ray"
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/deptry src
 
 bench: install
 	$(BIN)/python benchmarks/bench_trainer.py

@@ -1,18 +1,24 @@
-"""The package stands alone: a wheel built from a clean copy of the working tree carries the
-profiles, and ``kernelgap reproduce`` runs from a non-editable install outside the checkout."""
+"""The package stands alone: a wheel built from a clean copy of the working tree, installed into a
+bare venv with only the dependencies it declares, carries the profiles and runs every command from
+outside the checkout.  The base commands run before any extra is installed, so a module the code
+imports but pyproject.toml does not declare fails here; then the ``ray`` and ``zoo`` extras are
+installed in turn and exercised (a sweep on Ray, a probe of a library module)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
-import sysconfig
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TORCH = "torch==2.13.0"  # installed first and pinned, as the Makefile does
 
 TINY_PROFILE = {
     "profile.toml": 'experiments = ["length"]\n[length]\nm = 2\n',
@@ -20,15 +26,42 @@ TINY_PROFILE = {
     '[model]\nfeature_map = "mlp_exp"\nrank = 1\n[train]\nmse_steps = 3\nmax_steps = 3\n',
 }
 
+# every command path of the installed app (groups included), one JSON list per path
+LIST_COMMANDS = """
+import json, typer.main
+from kernelgap.cli import app
+def walk(cmd, path):
+    yield path
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from walk(sub, [*path, name])
+print(json.dumps(list(walk(typer.main.get_command(app), []))))
+"""
 
-def run(*args, cwd: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+
+def run(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{' '.join(map(str, args))}\n{done.stdout}{done.stderr}"
     return done
 
 
-@pytest.mark.slow
-def test_wheel_installs_and_reproduces(tmp_path):
+class Phases:
+    """Wall time of each phase, printed at the end (``pytest -s`` shows it)."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+
+    def __call__(self, name: str, fn, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.times[name] = time.perf_counter() - start
+
+    def report(self) -> str:
+        return "\n".join(f"{seconds:6.1f} s  {name}" for name, seconds in self.times.items())
+
+
+def build_wheel(tmp_path: Path) -> Path:
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -51,44 +84,141 @@ def test_wheel_installs_and_reproduces(tmp_path):
         cwd=tmp_path,
     )
     (wheel,) = (tmp_path / "dist").glob("kernelgap-*.whl")
+    return wheel
+
+
+def bare_env(venv: Path) -> dict:
+    """The environment of the fresh venv's processes: nothing of the development venv.  pip does
+    not compile the bytecode (``--no-compile``: most of torch is never imported here) and the
+    processes may write it, so the first import of torch compiles what it imports, once."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")}
+    env.update(
+        VIRTUAL_ENV=str(venv),
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        PIP_DISABLE_PIP_VERSION_CHECK="1",
+        PIP_NO_INPUT="1",
+    )
+    return env
+
+
+@pytest.mark.slow
+def test_wheel_installs_with_its_dependencies_and_runs(tmp_path):
+    phase = Phases()
+    wheel = phase("build the wheel", build_wheel, tmp_path)
     fresh = tmp_path / "fresh"
-    run(sys.executable, "-m", "venv", "--without-pip", fresh, cwd=tmp_path)
-    python = fresh / "bin" / "python"
-    site = Path(
-        run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path).stdout.strip()
-    )
-    run(
-        sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel, cwd=tmp_path
-    )
-    # the dependencies (torch, numpy, …) come from this environment; kernelgap only from the wheel
-    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    phase("venv (with pip)", run, sys.executable, "-m", "venv", fresh, cwd=tmp_path)
+    assert "include-system-site-packages = false" in (fresh / "pyvenv.cfg").read_text()
+    env = bare_env(fresh)
+    python, kernelgap = fresh / "bin" / "python", fresh / "bin" / "kernelgap"
+    pip = (python, "-m", "pip", "install", "-q", "--no-compile")
+    phase(f"pip install {TORCH}", run, *pip, TORCH, cwd=tmp_path, env=env)
+    phase("pip install WHEEL (its dependencies)", run, *pip, wheel, cwd=tmp_path, env=env)
+
     work = tmp_path / "elsewhere"
     work.mkdir()
+    site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=work, env=env)
+    site = site.stdout.strip()
     where = run(
         python,
         "-c",
         "import kernelgap, kernelgap.experiments.profile as p; "
         "print(kernelgap.__file__); print(p.load_profile('paper').folder); print(p.profile_names())",
         cwd=work,
+        env=env,
     )
     module, folder, names = where.stdout.split("\n")[:3]
-    assert module.startswith(str(site)) and folder.startswith(str(site)) and names == "['paper', 'quick', 'wall']"
+    assert module.startswith(site) and folder.startswith(site) and names == "['paper', 'quick', 'wall']"
     assert (Path(folder) / "profile.toml").is_file() and (Path(folder).parents[1] / "ood" / "paper.toml").is_file()
-    kernelgap = fresh / "bin" / "kernelgap"
-    assert "--profile" in run(kernelgap, "reproduce", "--help", cwd=work).stdout
+
+    # the base commands, before any extra is installed: a tiny training first (it imports torch
+    # and writes its bytecode), then every --help, certify and a tiny reproduce two at a time
+    trained = phase(
+        "train (tiny)",
+        run,
+        kernelgap,
+        "train",
+        "--family",
+        "exhaustive",
+        "-p",
+        "m=2",
+        "-p",
+        "length=2",
+        "--feature-map",
+        "mlp_exp",
+        "--rank",
+        "1",
+        "--mse-steps",
+        "3",
+        "--max-steps",
+        "3",
+        "--json",
+        cwd=work,
+        env=env,
+    )
+    assert json.loads(trained.stdout)["status"] == "ok"
+    top = run(kernelgap, "--help", cwd=work, env=env).stdout
+    paths = json.loads(run(python, "-c", LIST_COMMANDS, cwd=work, env=env).stdout)
+    commands = sorted({p[0] for p in paths if p})
+    assert {"certify", "train", "sweep", "probe", "reproduce"} <= set(commands)
+    assert all(f"  {name} " in top for name in commands), top
     profile = work / "tiny"
     profile.mkdir()
     for name, text in TINY_PROFILE.items():
         (profile / name).write_text(text)
-    run(kernelgap, "reproduce", "--profile", profile, "--out", work / "out", "--executor", "inline", cwd=work)
+    jobs = {
+        "certify --family witness": (kernelgap, "certify", "--family", "witness"),
+        "reproduce (tiny, inline)": (
+            kernelgap,
+            "reproduce",
+            "--profile",
+            profile,
+            "--out",
+            work / "out",
+            "--executor",
+            "inline",
+        ),  # fmt: skip
+        **{f"{' '.join(p)} --help": (kernelgap, *p, "--help") for p in paths if p},
+    }
+
+    def timed(name):
+        start = time.perf_counter()
+        done = run(*jobs[name], cwd=work, env=env)
+        return done, time.perf_counter() - start
+
+    with ThreadPoolExecutor(2) as pool:
+        outs = phase(f"certify, reproduce and {len(paths) - 1} --help, 2 at a time", dict, zip(jobs, pool.map(timed, jobs)))  # fmt: skip
+    for name, (_, seconds) in outs.items():
+        phase.times[f"  {name}"] = seconds
+    for path in paths[1:]:
+        assert f"Usage: kernelgap {' '.join(path)}" in outs[f"{' '.join(path)} --help"][0].stdout
+    assert "--profile" in outs["reproduce --help"][0].stdout
+    assert "certified: every exact nonnegative kernel model needs r ≥ 16" in outs["certify --family witness"][0].stdout
     summary = json.loads((work / "out" / "summary.json").read_text())
     assert summary["profile"] == "tiny" and {r["source"] for r in summary["length"]} == {"constructed", "trained"}
     assert oct((work / "out" / "summary.json").stat().st_mode & 0o777) == oct(0o666 & ~current_umask())
 
+    # the ray extra: the same profile on a local Ray head
+    phase("pip install WHEEL[ray]", run, *pip, f"{wheel}[ray]", cwd=tmp_path, env=env)
+    args = ("reproduce", "--profile", profile, "--out", work / "out-ray", "--executor", "ray", "--workers", "1")
+    phase("reproduce (tiny, --executor ray --workers 1)", run, kernelgap, *args, cwd=work, env=env)
+    summary = json.loads((work / "out-ray" / "summary.json").read_text())
+    assert summary["profile"] == "tiny" and {r["source"] for r in summary["length"]} == {"constructed", "trained"}
+
+    # the zoo extra: a library's attention module, as it ships, probed at rank 1 for 3 steps
+    phase("pip install WHEEL[zoo]", run, *pip, f"{wheel}[zoo]", cwd=tmp_path, env=env)
+    probe = (
+        *("probe", "performer_pytorch:SelfAttention", "--interface", "layer"),
+        *("--arg", "dim=d_model", "--arg", "heads=1", "--arg", "dim_head=d_model", "--arg", "nb_features=rank"),
+        *("--ranks", "witness=1", "--seeds", "0", "--steps", "3", "--no-recipes", "--executor", "inline"),
+        *("--out", work / "probe"),
+    )
+    phase("probe performer_pytorch:SelfAttention (rank 1, 3 steps)", run, kernelgap, *probe, cwd=work, env=env)
+    (probed,) = json.loads((work / "probe" / "summary.json").read_text())["probes"]
+    assert probed["class"] == "SelfAttention" and probed["interface"] == "layer"
+    print(f"\ntest_install phases:\n{phase.report()}")
+
 
 def current_umask() -> int:
-    import os
-
     mask = os.umask(0)
     os.umask(mask)
     return mask
