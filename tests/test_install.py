@@ -132,28 +132,9 @@ def test_wheel_installs_with_its_dependencies_and_runs(tmp_path):
 
     # the base commands, before any extra is installed: a tiny training first (it imports torch
     # and writes its bytecode), then every --help, certify and a tiny reproduce two at a time
+    tiny_train = "train --family exhaustive -p m=2 -p length=2 --feature-map mlp_exp --rank 1 --mse-steps 3"
     trained = phase(
-        "train (tiny)",
-        run,
-        kernelgap,
-        "train",
-        "--family",
-        "exhaustive",
-        "-p",
-        "m=2",
-        "-p",
-        "length=2",
-        "--feature-map",
-        "mlp_exp",
-        "--rank",
-        "1",
-        "--mse-steps",
-        "3",
-        "--max-steps",
-        "3",
-        "--json",
-        cwd=work,
-        env=env,
+        "train (tiny)", run, kernelgap, *tiny_train.split(), "--max-steps", "3", "--json", cwd=work, env=env
     )
     assert json.loads(trained.stdout)["status"] == "ok"
     top = run(kernelgap, "--help", cwd=work, env=env).stdout
