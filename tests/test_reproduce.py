@@ -218,6 +218,10 @@ def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
     for sentence in sentences(summary).values():  # every experiment's sentence, verbatim
         assert " ".join(sentence.split()) in text
     assert f"r ≥ {summary['witness']['certified_rank']}" in text  # the paper-beside-ours table
+    assert (
+        "### Where the time went" in text
+        and f"| series | {summary['timing']['experiments']['series']['runs']} |" in text
+    )
     code, _, err = cli("results", str(tmp_path / "nothing"))
     assert code == 2 and err.count("\n") == 1 and "no readable summary.json" in err
 

@@ -54,6 +54,34 @@ def _wall(summary: dict) -> str:
     return f"{total / 60:.1f} min of wall time over {len(runs)} invocation(s){more}"
 
 
+def timing_lines(summary: dict) -> list[str]:
+    """Where the time went (``summary["timing"]``): the sweeps phase, then per experiment its
+    runs, their training time in worker seconds (two workers side by side: about twice the wall
+    time) and its after-sweep step's wall time, the largest first."""
+    timing = summary.get("timing")
+    if not timing or not timing.get("experiments"):
+        return []
+    per = sorted(timing["experiments"].items(), key=lambda kv: -(kv[1]["train_s"] + kv[1]["step_s"]))
+    rows = [
+        {
+            "experiment": name,
+            "runs": t["runs"],
+            "training (worker s)": f"{t['train_s']:.0f}",
+            "step (s)": f"{t['step_s']:.0f}",
+        }
+        for name, t in per
+    ]
+    return [
+        "",
+        "### Where the time went",
+        "",
+        f"The sweeps of every experiment on one pool took {timing['sweeps_s']:.0f} s; then the after-sweep steps, "
+        "side by side.",
+        "",
+        *_table(rows, ["experiment", "runs", "training (worker s)", "step (s)"]),
+    ]
+
+
 def folder_section(folder: Path, summary: dict) -> list[str]:
     """The section of one reproduction folder."""
     lines = [
@@ -67,6 +95,7 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
     rows = comparison_rows(summary)
     if rows:
         lines += ["", "### The paper beside ours", "", *_table(rows, ["quantity", "paper", "ours", "note"])]
+    lines += timing_lines(summary)
     said = sentences(summary)
     if said:
         titles = {e.name: e.title for e in registered()}
