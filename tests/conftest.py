@@ -54,10 +54,26 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "numerics: floating-point results; rerun under other CPU capabilities")
 
 
+#: the longest test modules (`pytest --durations=0`, summed per file: 12–50 s each), started
+#: first so that the two workers of `make test` (one module each at a time) finish together
+#: rather than one running the longest module alone at the end
+LONGEST_FIRST = (
+    "test_install",
+    "test_faults",
+    "test_length_n",
+    "test_kill_resume",
+    "test_ray_faults",
+    "test_probe",
+    "test_probe_safety",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.stem in NUMERICS:
             item.add_marker(pytest.mark.numerics)
+    order = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.stem, len(order)))  # stable: the rest as collected
 
 
 settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)

