@@ -531,3 +531,18 @@ def test_a_verdict_on_one_seed_or_on_disagreeing_seeds_is_at_the_edge():
     text = sentence({"series": [firm, split]})
     assert "at the edge, seeds exact at the certificate disagree: n = 12: 1 of 2 seeds)" in text
     assert "n = 8" not in text.split("at the edge")[1]
+
+
+def test_a_page_never_replaces_a_result(tiny, cli, tmp_path):
+    """``--out`` naming a summary.json (or any file that is not Markdown) is refused, the file kept."""
+    out = tiny
+    before = (out / "summary.json").read_bytes()
+    for argv in (
+        ("compare", str(out), str(out), "--out", str(out / "summary.json")),
+        ("results", str(out), "--out", str(out / "summary.json")),
+    ):
+        code, _, err = cli(*argv)
+        assert code == 2 and err.count("\n") == 1 and "is not a Markdown (.md) file" in err, err
+        assert (out / "summary.json").read_bytes() == before
+    code, _, err = cli("results", str(out), "--out", str(tmp_path / "page.md"))
+    assert code == 0 and (tmp_path / "page.md").read_text().startswith("# Measured results")

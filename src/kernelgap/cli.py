@@ -574,17 +574,14 @@ def results(
     out: Path | None = typer.Option(None, "--out", help="Write the page here (e.g. docs/results.md)."),
 ) -> None:
     """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
-    from .io import atomic_write_text
+    from .io import write_page
     from .report.results_page import results_markdown
 
     text = results_markdown(folders)
     if out is None:
         typer.echo(text, nl=False)
         return
-    try:
-        atomic_write_text(out, text)
-    except OSError as exc:
-        raise KernelgapError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_page(out, text)
     typer.echo(f"results: {out}")
 
 
@@ -597,15 +594,12 @@ def compare(
 ) -> None:
     """List every conclusion (verdict, count, transition rank) two reproductions of one profile
     differ on; exit 0 when all agree, 1 when some differ, 2 on bad input."""
-    from .io import atomic_write_text
+    from .io import write_page
     from .report.compare import compare_folders, markdown, print_comparison
 
     result = compare_folders(dir_a, dir_b)
     if out is not None:
-        try:
-            atomic_write_text(out, markdown(result))
-        except OSError as exc:
-            raise KernelgapError(f"cannot write {out}: {exc.strerror or exc}") from None
+        write_page(out, markdown(result))
     emit(result.to_json(), as_json, lambda _: print_comparison(result))
     if not result.agree:
         sys.exit(1)  # as verify: main() runs click non-standalone

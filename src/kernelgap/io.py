@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import KernelgapError
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -21,6 +23,19 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     umask), not the private mode of the temporary file.
     """
     return atomic_write_bytes(path, text.encode())
+
+
+def write_page(path: str | os.PathLike, text: str) -> Path:
+    """Write a Markdown page (``results``, ``compare --out``) atomically; refuse to replace a
+    file that is not Markdown (a ``summary.json``, a record), so a mistyped ``--out`` loses no
+    result.  A user error names the path."""
+    p = Path(path)
+    if p.exists() and (not p.is_file() or p.suffix.lower() != ".md"):
+        raise KernelgapError(f"--out {p} exists and is not a Markdown (.md) file; it is left as it is")
+    try:
+        return atomic_write_text(p, text)
+    except OSError as exc:
+        raise KernelgapError(f"cannot write {p}: {exc.strerror or exc}") from None
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
