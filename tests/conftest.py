@@ -14,7 +14,6 @@ import pytest
 import torch
 from hypothesis import settings
 
-os.environ.setdefault("KERNELGAP_TEST", "1")
 torch.set_num_threads(1)
 torch.set_flush_denormal(True)
 

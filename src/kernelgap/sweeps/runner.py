@@ -41,15 +41,14 @@ from .store import ResultsDir, run_ids
 MAX_STACK = 64
 #: Estimated costs of a training step on one CPU thread, in sequence slots (one slot: one
 #: scored (query, key) pair of one member and head, gathered, normalised and scattered
-#: back).  ``python benchmarks/bench_stacks.py`` measures them (the measurements
-#: behind these constants are in the history of docs/results.md; runs on a quiet machine
-#: vary by up to 2×): a step costs 3–6 ms whatever its
-#: members (:data:`STEP_OVERHEAD`), a slot 30–90 ns, one member's feature column 1–2.5 µs on
-#: the witness family and 15–43 µs on OOD n = 32, whose pair block has 147,968 entries (one
-#: :data:`SLOT_COST`-th of a slot per entry: the column's share of the matrix products).
-#: :data:`COLUMN_COST` sits at the top of the witness range because a stack trains until its
-#: last member stops: padding joins high ranks, which stop early on the witness family, to
-#: low ranks, which never do.
+#: back).  Only their ratios matter: they decide which runs share a stack and how the
+#: stacks are spread over workers, never a result.  ``python benchmarks/bench_stacks.py``
+#: measures them on this machine.  :data:`STEP_OVERHEAD` is the fixed cost of a step
+#: whatever its members; :data:`COLUMN_COST` a member's feature column in slots per entry of
+#: the pair block (the column's share of the matrix products, one :data:`SLOT_COST`-th of a
+#: slot per entry); it is set at the costly end of what the benchmark reports because a
+#: stack trains until its last member stops: padding joins high ranks, which stop early on
+#: the witness family, to low ranks, which never do.
 STEP_OVERHEAD = 60_000
 COLUMN_COST = 30
 SLOT_COST = 300

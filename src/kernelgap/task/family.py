@@ -308,11 +308,6 @@ class Family(_SelfValidating):
         """The sequences as a dense ``[S, N, m]`` uint8 array."""
         return self.tokens[self.index]
 
-    def token_id(self, bits: np.ndarray) -> int | None:
-        """Id of a token given as a bit vector, or None when absent."""
-        hits = np.nonzero((self.tokens == np.asarray(bits, dtype=np.uint8)).all(axis=1))[0]
-        return int(hits[0]) if len(hits) else None
-
     def subset(self, rows: np.ndarray, name: str | None = None) -> Family:
         """The family restricted to some sequences (tokens and matching kept: refused when a
         matching pair no longer meets in any of them)."""
