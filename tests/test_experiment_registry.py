@@ -194,7 +194,7 @@ def test_profile_errors_name_the_experiment(tmp_path):
     with pytest.raises(ConfigError, match="EXPERIMENT is named 'other', its folder 'toy'"):
         load_profile(clash)
     bad = write_profile(tmp_path / "c", {**TOY, "profile.toml": 'experiments = ["toy"]\n[toy]\nlabels = 1\n'})
-    with pytest.raises(ConfigError, match="unknown key toy.labels"):
+    with pytest.raises(ConfigError, match=r"profile.toml: unknown key toy\.'labels' \(expected one of label\)$"):
         load_profile(bad)
     from kernelgap.experiments.registry import load_folder
 

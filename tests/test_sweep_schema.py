@@ -47,6 +47,10 @@ def test_every_example_and_profile_sweep_follows_the_schema(path):
         ('feature_map = "table"', 'feature_map = "table"\nreadout = "deep"'),
         ("[train]", '[train]\ndtype = "float16"'),
         ("[family]", '[family]\nsha256 = "ab"'),
+        ("params = {m = 2, length = 2}", "params = {m = 0, length = 2}"),
+        ("params = {m = 2, length = 2}", "params = {m = 2, length = true}"),
+        ("params = {m = 2, length = 2}", "params = {m = 2, nosuch = 1}"),
+        ('name = "exhaustive"', 'name = "witness"'),  # a family without m and length
     ],
 )
 def test_the_schema_refuses_what_the_loader_refuses(tmp_path, edit):

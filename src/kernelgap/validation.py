@@ -26,13 +26,20 @@ import types
 import typing
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError, WithJsonSchema
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
 
 #: The pydantic error type of the validators below (:func:`invalid`).
 ERROR_TYPE = "kernelgap"
+
+#: An integer and nothing else: a bool, a float or a string is refused.  "A bool is not a
+#: number" is said here once; every model of the package is strict besides.
+Int = Annotated[int, Strict()]
+#: A finite number: an int (which becomes a float) or a float, never a bool or a string.
+Number = Annotated[float, Strict(), AllowInfNan(False)]
 
 
 def invalid(text: str, path: str | None = None, whole: bool = False) -> PydanticCustomError:
@@ -169,6 +176,9 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
     name = dotted(where, *loc) or "config"
     if kind == "missing":
         return f"{name} is missing (it has no default)"
+    if kind == "too_short":
+        least = error["ctx"]["min_length"]
+        return f"{name}: expected at least {least} {'entry' if least == 1 else 'entries'}, got {error.get('input')!r}"
     expected = expected_type(model, loc)
     if expected is None:
         return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, got {error.get('input')!r}"
@@ -178,6 +188,8 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
 def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     """The config class at ``loc`` below ``model`` (None where there is none)."""
     for part in loc:
+        if part.isdigit():  # an item of a list of configs: the config itself
+            continue
         field = model.model_fields.get(part)
         found = _models_in(field.annotation) if field is not None else []
         if not found:
@@ -188,18 +200,27 @@ def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
 
 def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
     """What the field at ``loc`` takes, as a sweep file names it: ``int``, ``float``,
-    ``str``, ``bool``, ``dict``, or ``a table`` for a config of its own."""
+    ``str``, ``bool``, ``list``, or ``a table`` (a config of its own, or a dict)."""
     if not loc:
         return "a table"
-    owner = model_at(model, loc[:-1])
-    field = owner.model_fields.get(loc[-1]) if owner is not None else None
+    item = loc[-1].isdigit() and len(loc) > 1  # an entry of a list field
+    owner = model_at(model, loc[: -2 if item else -1])
+    field = owner.model_fields.get(loc[-2 if item else -1]) if owner is not None else None
     if field is None:
         return None
+    annotation = field.annotation
+    if item:
+        lists = [o for o in _options(annotation) if typing.get_origin(o) is list]
+        if not lists:
+            return None
+        annotation = typing.get_args(lists[0])[0]
     names = []
-    for option in _options(field.annotation):
+    for option in _options(annotation):
         if option is type(None):
             continue  # TOML has no null
-        if isinstance(option, type) and issubclass(option, BaseModel):
+        if (isinstance(option, type) and issubclass(option, BaseModel)) or (
+            typing.get_origin(option) or option
+        ) is dict:
             names.append("a table")
         else:
             names.append(getattr(typing.get_origin(option) or option, "__name__", str(option)))
@@ -215,4 +236,95 @@ def _options(annotation) -> tuple:
 
 
 def _models_in(annotation) -> list[type[BaseModel]]:
-    return [o for o in _options(annotation) if isinstance(o, type) and issubclass(o, BaseModel)]
+    """The config classes ``annotation`` holds (as itself, an option, or a list's items)."""
+    out = []
+    for option in _options(annotation):
+        if typing.get_origin(option) is list:
+            out += _models_in(typing.get_args(option)[0])
+        elif isinstance(option, type) and issubclass(option, BaseModel):
+            out.append(option)
+    return out
+
+
+# -- what a field takes, in words (family parameters, help texts) ------------------------------
+
+
+def bounds(field: FieldInfo) -> dict[str, Any]:
+    """The ``ge``/``gt``/``le``/``lt`` constraints of a field (also of ``T`` in ``T | None``)."""
+    items = list(field.metadata)
+    for arg in typing.get_args(field.annotation):
+        if typing.get_origin(arg) is Annotated:
+            items += typing.get_args(arg)[1:]
+    out: dict[str, Any] = {}
+    for item in items:
+        for part in item.metadata if isinstance(item, FieldInfo) else [item]:
+            out.update({k: getattr(part, k) for k in ("ge", "gt", "le", "lt") if hasattr(part, k)})
+    return out
+
+
+def choices(field: FieldInfo) -> tuple | None:
+    """The values of a ``Literal`` field (None for any other)."""
+    options = [a for a in _options(field.annotation) if typing.get_origin(a) is typing.Literal]
+    return tuple(v for a in options for v in typing.get_args(a)) or None
+
+
+def base_type(field: FieldInfo) -> tuple[type, bool]:
+    """``(type, None allowed)`` of a field: ``int``, ``float``, ``str``, ``bool`` (a
+    ``Literal`` of strings is ``str``)."""
+    options = _options(field.annotation)
+    nullable = type(None) in options
+    first = next(o for o in options if o is not type(None))
+    if typing.get_origin(first) is typing.Literal:
+        first = type(typing.get_args(first)[0])
+    return first, nullable
+
+
+def _range_text(b: dict[str, Any]) -> str:
+    """``≥ 1``, ``in 2..64``, ``strictly between 0 and 1`` (empty without bounds)."""
+    lo, hi = b.get("ge", b.get("gt")), b.get("le", b.get("lt"))
+    low, high = ("> " if "gt" in b else "≥ ") + str(lo), ("< " if "lt" in b else "≤ ") + str(hi)
+    if lo is not None and hi is not None:
+        if "gt" in b and "lt" in b:
+            return f"strictly between {lo} and {hi}"
+        return f"in {lo}..{hi}" if "ge" in b and "le" in b else f"{low} and {high}"
+    return low if lo is not None else high if hi is not None else ""
+
+
+def _must(phrase: str) -> str:
+    return f"must {'lie' if phrase.startswith(('in ', 'strictly')) else 'be'} {phrase}"
+
+
+_NOUNS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def requirement(field: FieldInfo) -> str:
+    """What a field takes, in words: ``an integer ≥ 1``, ``a number strictly between 0 and
+    1``, ``one of train, test``, each ``or none`` where it may be left out."""
+    base, nullable = base_type(field)
+    options = choices(field)
+    if options:
+        text = f"one of {', '.join(map(str, options))}"
+    else:
+        text = " ".join(
+            filter(None, [_NOUNS.get(base, getattr(base, "__name__", str(base))), _range_text(bounds(field))])
+        )
+    return text + (" or none" if nullable else "")
+
+
+def violation(error: dict, field: FieldInfo) -> str:
+    """Why the value of a pydantic ``error`` does not fit ``field``, as the end of a
+    sentence naming it: ``must be ≥ 0``, ``must lie in 2..64``, ``must be one of train,
+    test``, ``must be an integer``, ``must be a finite number``, ``must be given``."""
+    kind, value = error["type"], error.get("input")
+    base, _ = base_type(field)
+    if value is None and kind != "missing":
+        return "must be given (not None)"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return _must(_range_text(bounds(field)))
+    if kind == "literal_error":
+        return f"must be one of {', '.join(map(str, choices(field) or ()))}"
+    if kind == "finite_number" or (base is float and type(value) is int):
+        return "must be a finite number"
+    if kind == "missing":
+        return "must be given"
+    return f"must be {_NOUNS.get(base, getattr(base, '__name__', str(base)))}"

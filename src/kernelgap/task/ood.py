@@ -24,11 +24,13 @@ from itertools import combinations
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
 from .family import Family
-from .registry import Fraction, OneOf, Range, Seed, Size, register_family
+from .registry import Fraction, Seed, Size, Split, register_family
 from .witness import READINGS, Reading
 
 
@@ -139,13 +141,13 @@ def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fra
 
 @register_family("ood", memory=_ood_memory)
 def ood(
-    n: Annotated[int, Range(2)] = 8,
+    n: Annotated[Int, Field(ge=2)] = 8,
     queries_per_class: Size = 16,
     test_queries_per_class: Size = 4,
-    partners: Annotated[int, Range(0)] = 0,
+    partners: Annotated[Int, Field(ge=0)] = 0,
     test_fraction: Fraction = 0.4,
     seed: Seed = 0,
-    split: Annotated[str, OneOf("train", "test")] = "train",
+    split: Split = "train",
     reading: Reading = "first",
 ) -> Family:
     """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the
