@@ -5,14 +5,21 @@ Every config a run is made of (:class:`~kernelgap.training.FamilySpec`,
 :class:`~kernelgap.training.TrainConfig`, :class:`~kernelgap.models.ModelSpec`,
 :class:`~kernelgap.models.external.ModuleSpec`, :class:`~kernelgap.training.RunConfig`)
 is a :class:`Config`: unknown keys are refused, types are strict (an int is accepted for
-a float and becomes one; a string is never parsed as a number; a bool is not an int), and
-ranges and choices are field validators.  A :class:`pydantic.ValidationError` never leaves
-this module: :meth:`Config.parse` and the constructor turn it into one
+a float and becomes one; a string is never parsed as a number; a bool is not an int:
+:data:`Int`, :data:`Number`), ranges and choices are pydantic's own constraints
+(``Field(ge=…)``, ``Literal``; :class:`Says` gives a field a message of its own) and
+other rules are validators raising :func:`invalid`.  A :class:`pydantic.ValidationError`
+never leaves this module: :meth:`Config.parse` and the constructor turn it into one
 :class:`~kernelgap.errors.ConfigError` line naming the key::
 
     unknown key train.'learning_rate' (expected one of device, dtype, lr, …)
     train.mse_steps: expected int, got 'two'
     model.rank must be ≥ 1, got 0
+
+The other models of the package — a family's parameters (:mod:`kernelgap.task.registry`),
+a family file's structure, a sweep file's layout, ``profile.toml`` — use the same types;
+:func:`requirement` and :func:`violation` say in words what a field takes and why a value
+does not fit it.
 
 Checks that depend on the machine or on the family a model is trained on (devices,
 memory and rank limits, family files and registered parameters' ranges) are not part of
@@ -21,12 +28,12 @@ the models: each config's ``validate()`` makes them.
 
 from __future__ import annotations
 
-import math
 import types
 import typing
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, WithJsonSchema
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -34,6 +41,16 @@ from .errors import ConfigError
 
 #: The pydantic error type of the validators below (:func:`invalid`).
 ERROR_TYPE = "kernelgap"
+#: Pydantic's errors for a value of the right type that its field refuses (reported after
+#: every unknown key and wrong type, :func:`explain`).
+CONSTRAINT_ERRORS = {
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "literal_error",
+    "finite_number",
+}
 
 #: An integer and nothing else: a bool, a float or a string is refused.  "A bool is not a
 #: number" is said here once; every model of the package is strict besides.
@@ -65,39 +82,34 @@ def checked(base: type, test, text: str, schema: dict):
     return Annotated[base, AfterValidator(check), WithJsonSchema(schema)]
 
 
+@dataclass(frozen=True)
+class Says:
+    """A constrained field's own refusal: the text after its dotted name (``{value}``,
+    ``{shown}``: the value and its repr), instead of the one :func:`refusal` writes."""
+
+    text: str
+
+
 def at_least(low: int):
     """An int ≥ ``low``."""
-    return checked(int, lambda v: v >= low, f" must be ≥ {low}, got {{value}}", {"type": "integer", "minimum": low})
+    return Annotated[Int, Field(ge=low)]
 
 
 def between(low: int, high: int):
     """An int in ``low..high`` (the message names the side it crossed)."""
-
-    def check(value: int) -> int:
-        if value < low:
-            raise invalid(f" must be ≥ {low}, got {value}")
-        if value > high:
-            raise invalid(f" must be ≤ {high:,}, got {value:,}")
-        return value
-
-    return Annotated[int, AfterValidator(check), WithJsonSchema({"type": "integer", "minimum": low, "maximum": high})]
+    return Annotated[Int, Field(ge=low, le=high)]
 
 
 PositiveInt = at_least(1)
 NonNegativeInt = at_least(0)
 #: A float that is finite and > 0 (learning rates, scales, temperatures).
-FinitePositive = checked(
-    float,
-    lambda v: math.isfinite(v) and v > 0,
-    " must be a finite number > 0, got {value}",
-    {"type": "number", "exclusiveMinimum": 0},
-)
+FinitePositive = Annotated[Number, Field(gt=0), Says(" must be a finite number > 0, got {value}")]
 
 
 def one_of(choices, text: str | None = None):
     """A string among ``choices`` (``text``: the message after the field's name)."""
-    text = text or f" must be one of {', '.join(choices)}, got {{shown}}"
-    return checked(str, lambda v: v in choices, text, {"type": "string", "enum": list(choices)})
+    choice = typing.Literal[tuple(choices)]
+    return Annotated[choice, Says(text)] if text else choice
 
 
 def dotted(*parts) -> str:
@@ -154,7 +166,7 @@ def explain(exc: ValidationError, model: type[BaseModel], where: str = "") -> st
         i, e = item
         top = str(e["loc"][0]) if e["loc"] else ""
         section = order.index(top) if top in order else 0
-        return (e["type"] == ERROR_TYPE, section, e["type"] != "extra_forbidden", i)
+        return (e["type"] in (ERROR_TYPE, *CONSTRAINT_ERRORS), section, e["type"] != "extra_forbidden", i)
 
     _, first = min(enumerate(errors), key=rank)
     return describe(first, model, where)
@@ -174,6 +186,9 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
         known = f" (expected one of {', '.join(sorted(owner.model_fields))})" if owner is not None else ""
         return f"unknown key {dotted(dotted(where, *loc[:-1]), repr(loc[-1]))}{known}"
     name = dotted(where, *loc) or "config"
+    field = field_at(model, loc)
+    if kind in CONSTRAINT_ERRORS and field is not None:
+        return name + refusal(error, field)
     if kind == "missing":
         return f"{name} is missing (it has no default)"
     if kind == "too_short":
@@ -198,18 +213,25 @@ def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     return model
 
 
+def field_at(model: type[BaseModel], loc: list[str]) -> FieldInfo | None:
+    """The field at ``loc`` below ``model`` (an entry of a list field: the list's field)."""
+    if not loc:
+        return None
+    item = loc[-1].isdigit() and len(loc) > 1
+    owner = model_at(model, loc[: -2 if item else -1])
+    return owner.model_fields.get(loc[-2 if item else -1]) if owner is not None else None
+
+
 def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
     """What the field at ``loc`` takes, as a sweep file names it: ``int``, ``float``,
     ``str``, ``bool``, ``list``, or ``a table`` (a config of its own, or a dict)."""
     if not loc:
         return "a table"
-    item = loc[-1].isdigit() and len(loc) > 1  # an entry of a list field
-    owner = model_at(model, loc[: -2 if item else -1])
-    field = owner.model_fields.get(loc[-2 if item else -1]) if owner is not None else None
+    field = field_at(model, loc)
     if field is None:
         return None
     annotation = field.annotation
-    if item:
+    if loc[-1].isdigit() and len(loc) > 1:  # an entry of a list field
         lists = [o for o in _options(annotation) if typing.get_origin(o) is list]
         if not lists:
             return None
@@ -222,9 +244,36 @@ def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
             typing.get_origin(option) or option
         ) is dict:
             names.append("a table")
+        elif typing.get_origin(option) is typing.Literal:
+            names.append(type(typing.get_args(option)[0]).__name__)
         else:
             names.append(getattr(typing.get_origin(option) or option, "__name__", str(option)))
     return " or ".join(names) or None
+
+
+def refusal(error: dict, field: FieldInfo) -> str:
+    """Why a constrained field refused a value of its type, after its dotted name: its own
+    :class:`Says`, or `` must be ≥ 1, got 0`` (the side crossed), `` must be one of a, b,
+    got 'c'``, `` must be a finite number, got nan``."""
+    value = error.get("input")
+    if base_type(field)[0] is float and type(value) is int:
+        try:
+            value = float(value)  # shown as the float it became
+        except OverflowError:
+            pass
+    says = [m for m in _metadata(field) if isinstance(m, Says)]
+    if says:
+        return says[0].text.format(value=value, shown=repr(value))
+    kind, ctx = error["type"], error.get("ctx", {})
+    shown = f"{value:,}" if type(value) is int else f"{value}"
+    if kind == "literal_error":
+        return f" must be one of {', '.join(map(str, choices(field) or ()))}, got {value!r}"
+    if kind == "finite_number":
+        return f" must be a finite number, got {value}"
+    sign = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}[kind]
+    bound = next(iter(ctx.values()))
+    bound = f"{bound:,}" if kind.startswith("less") and type(bound) is int else bound
+    return f" must be {sign} {bound}, got {shown if kind.startswith('less') else value}"
 
 
 def _options(annotation) -> tuple:
@@ -249,16 +298,20 @@ def _models_in(annotation) -> list[type[BaseModel]]:
 # -- what a field takes, in words (family parameters, help texts) ------------------------------
 
 
-def bounds(field: FieldInfo) -> dict[str, Any]:
-    """The ``ge``/``gt``/``le``/``lt`` constraints of a field (also of ``T`` in ``T | None``)."""
+def _metadata(field: FieldInfo) -> list:
+    """A field's constraints and markers (also those of ``T`` in ``T | None``)."""
     items = list(field.metadata)
     for arg in typing.get_args(field.annotation):
         if typing.get_origin(arg) is Annotated:
             items += typing.get_args(arg)[1:]
+    return [part for item in items for part in (item.metadata if isinstance(item, FieldInfo) else [item])]
+
+
+def bounds(field: FieldInfo) -> dict[str, Any]:
+    """The ``ge``/``gt``/``le``/``lt`` constraints of a field (also of ``T`` in ``T | None``)."""
     out: dict[str, Any] = {}
-    for item in items:
-        for part in item.metadata if isinstance(item, FieldInfo) else [item]:
-            out.update({k: getattr(part, k) for k in ("ge", "gt", "le", "lt") if hasattr(part, k)})
+    for part in _metadata(field):
+        out.update({k: getattr(part, k) for k in ("ge", "gt", "le", "lt") if hasattr(part, k)})
     return out
 
 
