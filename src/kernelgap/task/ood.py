@@ -60,15 +60,15 @@ def _split_patterns(patterns: np.ndarray, test_fraction: float, rng) -> dict[str
     return {"test": patterns[order[:n_test]], "train": patterns[order[n_test:]]}
 
 
+#: The nuisance bits of a token: ``(bits, weight)`` of a query's and of a candidate's.
+QUERY_PATTERN, CANDIDATE_PATTERN = (8, 4), (6, 2)
+
+
 def ood_split(
     n: int = 8,
     queries_per_class: int = 16,
     test_queries_per_class: int = 4,
     partners: int = 0,
-    query_bits: int = 8,
-    query_weight: int = 4,
-    cand_bits: int = 6,
-    cand_weight: int = 2,
     test_fraction: float = 0.4,
     seed: int = 0,
 ) -> tuple[Family, Family]:
@@ -80,6 +80,7 @@ def ood_split(
     """
     if n < 2:
         raise FamilyError(f"an OOD family needs n ≥ 2 classes, got {n}")
+    (query_bits, query_weight), (cand_bits, cand_weight) = QUERY_PATTERN, CANDIDATE_PATTERN
     rng = np.random.default_rng(seed)
     code = class_code(n)
     h = code.shape[1]
