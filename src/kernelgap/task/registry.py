@@ -160,15 +160,13 @@ def check_values(name: str, params: dict) -> dict:
     try:
         values = PARAMS[name].model_validate(params)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        order = list(fields)
-        first = min(
-            errors,
-            key=lambda e: (e["type"] != "extra_forbidden", order.index(e["loc"][0]) if e["loc"][0] in fields else -1),
-        )
-        key = first["loc"][0]
-        if first["type"] == "extra_forbidden" or key not in fields:
-            raise FamilyError(_unknown(name, str(key))) from None
+        order = [None, *fields]  # unknown keys first, then in the builder's order
+        errors = [(e, e["loc"][0] if e["loc"] and e["type"] != "extra_forbidden" else None) for e in exc.errors()]
+        first, key = min(errors, key=lambda pair: order.index(pair[1]) if pair[1] in fields else 0)
+        if key is None:
+            raise FamilyError(
+                _unknown(name, str(first["loc"][0])) if first["loc"] else f"family {name!r}: {first['msg']}"
+            ) from None
         raise FamilyError(f"family {name!r}: {key} {violation(first, fields[key])}, got {params.get(key)!r}") from None
     return dict(values)
 
