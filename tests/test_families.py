@@ -69,7 +69,7 @@ def test_parse_params_uses_annotations():
         "test_fraction": 0.25,
         "split": "test",
     }
-    with pytest.raises(FamilyError, match="no parameter 'bogus'"):
+    with pytest.raises(FamilyError, match="no parameter 'bogus'; it takes m: an integer ≥ 1 .default 12.; pool_size: "):
         parse_params("pool", {"bogus": "1"})
     with pytest.raises(FamilyError, match="not a valid int"):
         parse_params("pool", {"m": "eight"})

@@ -131,7 +131,8 @@ def parse_params(name: str, raw: dict[str, str]) -> dict:
 
 
 def _unknown(name: str, key: str) -> str:
-    return f"family {name!r} has no parameter {key!r}; it takes {', '.join(family_parameters(name))}"
+    """The refusal of an unknown parameter, listing what the family takes (one line)."""
+    return f"family {name!r} has no parameter {key!r}; it takes {'; '.join(describe_parameters(name))}"
 
 
 @cache
