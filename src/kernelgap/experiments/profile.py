@@ -109,8 +109,8 @@ def load_profile(name: str | Path) -> Profile:
         )
     try:
         data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
+        raise ConfigError(f"{path}: not valid TOML ({str(exc).split(';')[0]})") from None
     experiments = _parsed(ProfileHead, {k: v for k, v in data.items() if k == "experiments"}, path).experiments
     registry = builtin()
     for exp in experiments:

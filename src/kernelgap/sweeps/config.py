@@ -191,8 +191,8 @@ def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepC
         raise ConfigError(f"sweep config {p} does not exist")
     try:
         data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
+        raise ConfigError(f"{p}: not valid TOML ({str(exc).split(';')[0]})") from None
     try:
         sweep = parse_sweep(data, FamilyFiles(str(p.resolve().parent), pinned))
         sweep.runs()

@@ -272,6 +272,8 @@ def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
         ) from None
     except RecursionError:
         raise FamilyError(f"family file {path} is nested too deeply to be a family file") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise FamilyError(f"family file {path} is not a family file ({str(exc).split(';')[0]})") from None
     try:
         return family_from_json(data)
     except FamilyError as exc:
