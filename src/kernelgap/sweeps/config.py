@@ -28,8 +28,8 @@ grid lists.
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
 the key: unknown key, wrong type, empty grid, non-positive size.  The file's layout is a
 config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family
-files and registry axes, and each run's sections are validated by the config models themselves (:meth:`RunConfig.parse`, which turns
-pydantic's errors into that line).  A model field the run's kind does not use may not be
+files and registry axes, and each run's sections are validated by the config models
+themselves (:meth:`RunConfig.parse`, which turns pydantic's errors into that line).  A model field the run's kind does not use may not be
 set, in the base ``[model]`` table of a run of that kind or in its variant, to a value
 other than its default (``kind = "softmax"`` with ``feature_map = "elu1"``); grid axes
 span every kind and may (a softmax run ignores the rank axis).  :func:`sweep_schema` is
@@ -372,8 +372,8 @@ def sweep_schema() -> dict:
         "grid axes: each key a non-empty list of values (the runs are their product)",
     )
     top = SweepFile.model_json_schema(ref_template="#/$defs/{model}")
-    for name, schema in top.pop("$defs", {}).items():  # Variant
-        defs[name] = {**_plain(schema), "description": _first_line(globals()[name])}
+    for name, schema in top.pop("$defs", {}).items():  # the models inside a sweep file: Variant
+        defs[name] = {**_plain(schema), "description": _first_line({"Variant": Variant}[name])}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kernelgap sweep file",
