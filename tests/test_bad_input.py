@@ -37,6 +37,7 @@ CONFIG_EDITS = {  # file name → (text to replace in TINY, replacement)
     "bad-readout.toml": ('feature_map = "table"', 'feature_map = "table"\nreadout = "deep"'),
     "unknown-map.toml": ('feature_map = "table"', 'feature_map = "cosine"'),
     "other-sweep.toml": ("model.rank = [1, 2]", "model.rank = [1, 2, 3]"),
+    "huge-int.toml": ("mse_steps = 4", "mse_steps = 1" + "0" * 5000),  # past Python's digit limit
 }
 
 
@@ -79,6 +80,9 @@ def world(tmp_path_factory) -> Path:
     for name, data in {"bad-bits.json": bad_bits, "unequal.json": unequal, "short-bits.json": short}.items():
         (w / name).write_text(json.dumps(data))
     (w / "not-json.json").write_text('{"m": 8, "sequences": [')
+    (w / "huge-int.json").write_text('{"m": 1' + "0" * 5000 + ', "sequences": [["0"]]}')
+    (w / "huge-profile").mkdir()
+    (w / "huge-profile" / "profile.toml").write_text('experiments = ["witness"]\n[length]\nm = 1' + "0" * 5000)
     (w / "family-folder.json").mkdir()
     (w / "probe-corrupt").mkdir()
     (w / "probe-corrupt" / "probe.json").write_text('{"target": "x", "runs": [')
@@ -190,6 +194,14 @@ CASES = [
     ("family-unequal-lengths", ["certify", "{w}/unequal.json"], "sequence 1 has length 2, the first has 3", False),
     ("family-wrong-bit-count", ["certify", "{w}/short-bits.json"], "has length 4, expected m = 8", False),
     ("family-not-json", ["certify", "{w}/not-json.json"], "is not valid JSON", False),
+    ("family-huge-int", ["certify", "{w}/huge-int.json"], "is not a family file (Exceeds the limit", False),
+    ("config-huge-int", ["sweep", "{w}/huge-int.toml", "--out", "{w}/new"], "not valid TOML (Exceeds the limit", False),
+    (
+        "config-profile-huge-int",
+        ["reproduce", "--profile", "{w}/huge-profile", "--out", "{w}/new"],
+        "profile.toml: not valid TOML (Exceeds the limit",
+        False,
+    ),
     ("family-missing", ["certify", "{w}/nope.json"], "does not exist", False),
     ("family-is-a-folder", ["certify", "{w}/family-folder.json"], "is a folder, not a file", False),
     ("family-missing-mixed-orders", ["certify", "{w}/one-order.json"], "are the mixed orders missing?", True),

@@ -194,7 +194,7 @@ def test_profile_errors_name_the_experiment(tmp_path):
     with pytest.raises(ConfigError, match="EXPERIMENT is named 'other', its folder 'toy'"):
         load_profile(clash)
     bad = write_profile(tmp_path / "c", {**TOY, "profile.toml": 'experiments = ["toy"]\n[toy]\nlabels = 1\n'})
-    with pytest.raises(ConfigError, match="unknown key toy.labels"):
+    with pytest.raises(ConfigError, match=r"profile.toml: unknown key toy\.'labels' \(expected one of label\)$"):
         load_profile(bad)
     from kernelgap.experiments.registry import load_folder
 
@@ -221,3 +221,25 @@ def test_every_builtin_experiment_is_one_folder():
             assert sweep is None or sweep.parent == PACKAGE / "experiments" / exp, (name, exp)
     assert {e.name for e in BUILTIN if "witness" in e.pools} == {"witness", "signed", "heads", "zoo"}
     assert {e.name for e in BUILTIN if "ood" in e.pools} == {"ood", "signed_ood", "zoo_ood"}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("experiments = 3", "experiments: expected list, got 3"),
+        ("experiments = []", "experiments: expected at least 1 entry, got []"),
+        ("experiments = [1]", "experiments.0: expected str, got 1"),
+        ("name = 'x'", "experiments is missing"),
+        ('experiments = ["witness"]\nbogus = 1', "unknown key 'bogus' (expected one of bound_curve, context, "),
+        ('experiments = ["witness"]\nlength = 3', "length: expected a table, got 3"),
+        ('experiments = ["witness"]\n[length]\nn = 5', "unknown key length.'n' (expected one of m)"),
+    ],
+)
+def test_profile_toml_is_a_model(tmp_path, text, message):
+    """``profile.toml`` is checked by a model built from the registry: one line naming the key."""
+    (tmp_path / "profile.toml").write_text(text + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_profile(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'profile.toml'}: ") and message in str(info.value)
+    (tmp_path / "profile.toml").write_text('experiments = ["witness", "length"]\n[length]\nm = 5\n')
+    assert load_profile(tmp_path).settings["length"] == {"m": 5}

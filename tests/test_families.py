@@ -1,5 +1,6 @@
 """Families (docs/experiments.md): exhaustive, pools, and the family file format."""
 
+import inspect
 import json
 
 import numpy as np
@@ -19,7 +20,7 @@ from kernelgap.task import (
 )
 from kernelgap.task.codes import check_code_exists, greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.family import unique_rows
-from kernelgap.task.registry import check_params
+from kernelgap.task.registry import check_params, describe_parameters
 
 
 def test_exhaustive_holds_every_sequence_once():
@@ -68,10 +69,25 @@ def test_parse_params_uses_annotations():
         "test_fraction": 0.25,
         "split": "test",
     }
-    with pytest.raises(FamilyError, match="no parameter 'bogus'"):
+    with pytest.raises(FamilyError, match="no parameter 'bogus'; it takes m: an integer ≥ 1 .default 12.; pool_size: "):
         parse_params("pool", {"bogus": "1"})
     with pytest.raises(FamilyError, match="not a valid int"):
         parse_params("pool", {"m": "eight"})
+
+
+def test_parameters_are_listed_from_their_models():
+    """Each family's listing has one line per builder parameter, with its type, range or
+    choices and default, read from the family's pydantic model."""
+    for name in FAMILIES:
+        lines = describe_parameters(name)
+        assert [line.split(":")[0] for line in lines] == list(inspect.signature(FAMILIES[name]).parameters)
+    assert "m: an integer in 2..64 (default 12)" in describe_parameters("layer")
+    assert "n: an integer ≥ 1 or none (default none)" in describe_parameters("layer")
+    assert "test_fraction: a number strictly between 0 and 1 (default 0.5)" in describe_parameters("pool")
+    assert "split: one of train, test (default train)" in describe_parameters("pool")
+    assert parse_params("layer", {"n": "none", "residue": "null", "m": "1.0"}) == {"n": None, "residue": None, "m": 1}
+    with pytest.raises(FamilyError, match="split must be one of train, test, got 'none'"):
+        check_params("pool", parse_params("pool", {"split": "none"}))  # only where none is allowed
 
 
 def test_unknown_family_lists_choices():

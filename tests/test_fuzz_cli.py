@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from kernelgap.cli import main
 from kernelgap.limits import MAX_RANK
 from kernelgap.task import FAMILIES, build_family, save_family
-from kernelgap.task.registry import OneOf, _hints, _optional
+from kernelgap.task.registry import family_parameters
+from kernelgap.validation import base_type, bounds, choices
 from test_bad_input import EXAMPLE, TINY, tree_digest
 
 pytestmark = pytest.mark.slow
@@ -131,25 +132,26 @@ def bad_family_params(draw) -> tuple[str, list[str]]:
         name = draw(WORD.filter(lambda s: s not in FAMILIES))
         return name, ["-p", "m=3"] if draw(st.booleans()) else []
     name = draw(st.sampled_from(sorted(FAMILIES)))
-    hints = {k: v for k, v in _hints(name).items() if k != "return"}
+    fields = family_parameters(name)
     pairs: list[str] = []
     if kind == "range":
-        options = [(k, c) for k, (_, cs) in hints.items() for c in cs]
+        options = [(k, "choices", choices(f)) for k, f in fields.items() if choices(f)]
+        options += [(k, side, v) for k, f in fields.items() for side, v in bounds(f).items()]
         if not options:
             kind = "unknown-key"
         else:
-            key, c = draw(st.sampled_from(options))
-            if isinstance(c, OneOf):
-                value = draw(WORD.filter(lambda s: s not in c.choices))
-            elif c.exclusive:
-                value = draw(st.sampled_from([c.lo, c.hi, c.lo - 1, c.hi + 0.5]))
-            elif c.lo is not None:
-                value = c.lo - draw(st.sampled_from([1, 2, 7, 10**12]))
+            key, side, bound = draw(st.sampled_from(options))
+            if side == "choices":
+                value = draw(WORD.filter(lambda s: s not in bound))
+            elif side in ("gt", "lt"):
+                value = draw(st.sampled_from([bound, bound - 1 if side == "gt" else bound + 0.5]))
+            elif side == "ge":
+                value = bound - draw(st.sampled_from([1, 2, 7, 10**12]))
             else:
-                value = c.hi + draw(st.sampled_from([1, 10**12]))
+                value = bound + draw(st.sampled_from([1, 10**12]))
             pairs.append(f"{key}={value}")
     if kind == "type":
-        typed = [(k, _optional(t)[0]) for k, (t, _) in hints.items() if _optional(t)[0] in (int, float)]
+        typed = [(k, base_type(f)[0]) for k, f in fields.items() if base_type(f)[0] in (int, float)]
         if not typed:
             kind = "unknown-key"
         else:
@@ -161,7 +163,7 @@ def bad_family_params(draw) -> tuple[str, list[str]]:
         else:
             pairs.append(f"{draw(st.sampled_from(SIZES[name]))}={draw(BIG)}")
     if kind == "unknown-key":
-        pairs.append(f"{draw(WORD.filter(lambda s: s not in hints))}=1")
+        pairs.append(f"{draw(WORD.filter(lambda s: s not in fields))}=1")
     if kind == "malformed":
         pairs.append(draw(st.sampled_from(["m", "=3", "", "novalue"])))
     argv = []

@@ -22,7 +22,8 @@ from kernelgap.limits import MAX_RANK, check_memory, format_bytes, memory_limit
 from kernelgap.models import ModelSpec
 from kernelgap.task import FAMILIES, build_family
 from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
-from kernelgap.task.registry import MEMORY, OneOf, Range, _hints, check_params
+from kernelgap.task.registry import MEMORY, check_params, family_parameters
+from kernelgap.validation import bounds, choices
 from test_bad_input import KERNELGAP, _check, tree_digest
 
 SWEEP = """
@@ -161,22 +162,20 @@ def test_refused_through_the_console_script(tmp_path, args, needle):
 
 
 def _constrained():
+    """``(family, parameter, a value its declared range or choices refuse)`` for every bound
+    and every choice list of every registered family."""
     for name in sorted(FAMILIES):
-        for key, (typ, constraints) in _hints(name).items():
-            for c in constraints:
-                yield name, key, typ, c
+        for key, field in family_parameters(name).items():
+            if choices(field):
+                yield name, key, "no-such-choice"
+            b = bounds(field)
+            for side, bad in (("ge", -1), ("gt", 0), ("le", 1), ("lt", 0)):
+                if side in b:
+                    yield name, key, b[side] + bad
 
 
-@pytest.mark.parametrize(
-    "name, key, typ, constraint", list(_constrained()), ids=[f"{n}.{k}" for n, k, _, _ in _constrained()]
-)
-def test_every_declared_range_and_choice_is_enforced(name, key, typ, constraint):
-    if isinstance(constraint, OneOf):
-        bad = "no-such-choice"
-    elif constraint.lo is not None:
-        bad = constraint.lo - (0 if constraint.exclusive else 1)
-    else:
-        bad = constraint.hi + 1
+@pytest.mark.parametrize("name, key, bad", list(_constrained()), ids=[f"{n}.{k}={b}" for n, k, b in _constrained()])
+def test_every_declared_range_and_choice_is_enforced(name, key, bad):
     with pytest.raises(FamilyError, match=f"family '{name}': {key} must"):
         check_params(name, {key: bad})
 
@@ -184,10 +183,10 @@ def test_every_declared_range_and_choice_is_enforced(name, key, typ, constraint)
 def test_every_seed_and_size_is_declared():
     """Seeds are ≥ 0 and counts ≥ 1 (or 0/−1 where that means a default) in every family."""
     for name in FAMILIES:
-        hints = _hints(name)
+        fields = family_parameters(name)
         for key in ("seed", "m", "n", "length", "pool_size", "sequences", "queries_per_class"):
-            if key in hints:
-                assert any(isinstance(c, Range) and c.lo is not None for c in hints[key][1]), (name, key)
+            if key in fields:
+                assert "ge" in bounds(fields[key]), (name, key)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -195,11 +194,10 @@ def test_types_are_checked_and_defaults_pass(name):
     full = check_params(name, {})
     if name in MEMORY:
         assert 0 < MEMORY[name](**full) <= memory_limit()
-    for key, (typ, _) in _hints(name).items():
-        if key == "return":
-            continue
-        with pytest.raises(FamilyError, match=f"{key} must"):
-            check_params(name, {key: [1]})
+    for key in family_parameters(name):
+        for bad in ([1], True, "1"):
+            with pytest.raises(FamilyError, match=f"{key} must"):
+                check_params(name, {key: bad})
 
 
 @pytest.mark.parametrize(

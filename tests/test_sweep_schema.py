@@ -47,6 +47,10 @@ def test_every_example_and_profile_sweep_follows_the_schema(path):
         ('feature_map = "table"', 'feature_map = "table"\nreadout = "deep"'),
         ("[train]", '[train]\ndtype = "float16"'),
         ("[family]", '[family]\nsha256 = "ab"'),
+        ("params = {m = 2, length = 2}", "params = {m = 0, length = 2}"),
+        ("params = {m = 2, length = 2}", "params = {m = 2, length = true}"),
+        ("params = {m = 2, length = 2}", "params = {m = 2, nosuch = 1}"),
+        ('name = "exhaustive"', 'name = "witness"'),  # a family without m and length
     ],
 )
 def test_the_schema_refuses_what_the_loader_refuses(tmp_path, edit):
@@ -119,3 +123,22 @@ def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_p
         RunConfig(FamilySpec("witness"), default_model(kind="softmax", feature_map="elu1")).run_id()
         == RunConfig(FamilySpec("witness"), default_model(kind="softmax")).run_id()
     )
+
+
+def test_the_file_layout_is_a_model_with_one_line_errors(tmp_path):
+    """:class:`SweepFile` and :class:`Variant` check the layout before any run is made."""
+    for text, message in [
+        ("bogus = 1\n" + TINY, "unknown key 'bogus' (expected one of family, grid, model, name, seed, test_family,"),
+        (TINY.replace('name = "tiny"', "name = 3"), "name: expected str, got 3"),
+        (TINY.replace('name = "tiny"', 'name = "tiny"\nvariants = []'), "variants: expected at least 1 entry, got []"),
+        (TINY.replace('name = "tiny"', "name = 'tiny'\nvariants = [3]"), "variants.0: expected a table, got 3"),
+        (TINY + "[[variants]]\nnosuch = 1\n", "unknown key variants.0.'nosuch' (expected one of family, grid, model,"),
+        (TINY + '[[variants]]\nseed = "x"\n', "variants.0.seed: expected int, got 'x'"),
+        (TINY + "[[variants]]\ngrid.model.rank = []\n", "variants.0.grid.model.rank: the grid axis is empty"),
+        (TINY.replace("[family]", "[family.x]"), "unknown key family.'x'"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            load_sweep(write(tmp_path, text, "bad.toml"))
+        assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+    sweep = load_sweep(write(tmp_path, TINY + "[[variants]]\nseed = 7\n[[variants]]\nmodel.rank = 3\n"))
+    assert [v for v in sweep.variants] == [{"seed": 7}, {"model.rank": 3}]

@@ -5,14 +5,21 @@ Every config a run is made of (:class:`~kernelgap.training.FamilySpec`,
 :class:`~kernelgap.training.TrainConfig`, :class:`~kernelgap.models.ModelSpec`,
 :class:`~kernelgap.models.external.ModuleSpec`, :class:`~kernelgap.training.RunConfig`)
 is a :class:`Config`: unknown keys are refused, types are strict (an int is accepted for
-a float and becomes one; a string is never parsed as a number; a bool is not an int), and
-ranges and choices are field validators.  A :class:`pydantic.ValidationError` never leaves
-this module: :meth:`Config.parse` and the constructor turn it into one
+a float and becomes one; a string is never parsed as a number; a bool is not an int:
+:data:`Int`, :data:`Number`), ranges and choices are pydantic's own constraints
+(``Field(ge=…)``, ``Literal``; :class:`Says` gives a field a message of its own) and
+other rules are validators raising :func:`invalid`.  A :class:`pydantic.ValidationError`
+never leaves this module: :meth:`Config.parse` and the constructor turn it into one
 :class:`~kernelgap.errors.ConfigError` line naming the key::
 
     unknown key train.'learning_rate' (expected one of device, dtype, lr, …)
     train.mse_steps: expected int, got 'two'
     model.rank must be ≥ 1, got 0
+
+The other models of the package — a family's parameters (:mod:`kernelgap.task.registry`),
+a family file's structure, a sweep file's layout, ``profile.toml`` — use the same types;
+:func:`requirement` and :func:`violation` say in words what a field takes and why a value
+does not fit it.
 
 Checks that depend on the machine or on the family a model is trained on (devices,
 memory and rank limits, family files and registered parameters' ranges) are not part of
@@ -21,18 +28,35 @@ the models: each config's ``validate()`` makes them.
 
 from __future__ import annotations
 
-import math
 import types
 import typing
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, WithJsonSchema
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from .errors import ConfigError
 
 #: The pydantic error type of the validators below (:func:`invalid`).
 ERROR_TYPE = "kernelgap"
+#: Pydantic's errors for a value of the right type that its field refuses (reported after
+#: every unknown key and wrong type, :func:`explain`).
+CONSTRAINT_ERRORS = {
+    "greater_than",
+    "greater_than_equal",
+    "less_than",
+    "less_than_equal",
+    "literal_error",
+    "finite_number",
+}
+
+#: An integer and nothing else: a bool, a float or a string is refused.  "A bool is not a
+#: number" is said here once; every model of the package is strict besides.
+Int = Annotated[int, Strict()]
+#: A finite number: an int (which becomes a float) or a float, never a bool or a string.
+Number = Annotated[float, Strict(), AllowInfNan(False)]
 
 
 def invalid(text: str, path: str | None = None, whole: bool = False) -> PydanticCustomError:
@@ -58,39 +82,34 @@ def checked(base: type, test, text: str, schema: dict):
     return Annotated[base, AfterValidator(check), WithJsonSchema(schema)]
 
 
+@dataclass(frozen=True)
+class Says:
+    """A constrained field's own refusal: the text after its dotted name (``{value}``,
+    ``{shown}``: the value and its repr), instead of the one :func:`refusal` writes."""
+
+    text: str
+
+
 def at_least(low: int):
     """An int ≥ ``low``."""
-    return checked(int, lambda v: v >= low, f" must be ≥ {low}, got {{value}}", {"type": "integer", "minimum": low})
+    return Annotated[Int, Field(ge=low)]
 
 
 def between(low: int, high: int):
     """An int in ``low..high`` (the message names the side it crossed)."""
-
-    def check(value: int) -> int:
-        if value < low:
-            raise invalid(f" must be ≥ {low}, got {value}")
-        if value > high:
-            raise invalid(f" must be ≤ {high:,}, got {value:,}")
-        return value
-
-    return Annotated[int, AfterValidator(check), WithJsonSchema({"type": "integer", "minimum": low, "maximum": high})]
+    return Annotated[Int, Field(ge=low, le=high)]
 
 
 PositiveInt = at_least(1)
 NonNegativeInt = at_least(0)
 #: A float that is finite and > 0 (learning rates, scales, temperatures).
-FinitePositive = checked(
-    float,
-    lambda v: math.isfinite(v) and v > 0,
-    " must be a finite number > 0, got {value}",
-    {"type": "number", "exclusiveMinimum": 0},
-)
+FinitePositive = Annotated[Number, Field(gt=0), Says(" must be a finite number > 0, got {value}")]
 
 
 def one_of(choices, text: str | None = None):
     """A string among ``choices`` (``text``: the message after the field's name)."""
-    text = text or f" must be one of {', '.join(choices)}, got {{shown}}"
-    return checked(str, lambda v: v in choices, text, {"type": "string", "enum": list(choices)})
+    choice = typing.Literal[tuple(choices)]
+    return Annotated[choice, Says(text)] if text else choice
 
 
 def dotted(*parts) -> str:
@@ -147,7 +166,7 @@ def explain(exc: ValidationError, model: type[BaseModel], where: str = "") -> st
         i, e = item
         top = str(e["loc"][0]) if e["loc"] else ""
         section = order.index(top) if top in order else 0
-        return (e["type"] == ERROR_TYPE, section, e["type"] != "extra_forbidden", i)
+        return (e["type"] in (ERROR_TYPE, *CONSTRAINT_ERRORS), section, e["type"] != "extra_forbidden", i)
 
     _, first = min(enumerate(errors), key=rank)
     return describe(first, model, where)
@@ -167,8 +186,14 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
         known = f" (expected one of {', '.join(sorted(owner.model_fields))})" if owner is not None else ""
         return f"unknown key {dotted(dotted(where, *loc[:-1]), repr(loc[-1]))}{known}"
     name = dotted(where, *loc) or "config"
+    field = field_at(model, loc)
+    if kind in CONSTRAINT_ERRORS and field is not None:
+        return name + refusal(error, field)
     if kind == "missing":
         return f"{name} is missing (it has no default)"
+    if kind == "too_short":
+        least = error["ctx"]["min_length"]
+        return f"{name}: expected at least {least} {'entry' if least == 1 else 'entries'}, got {error.get('input')!r}"
     expected = expected_type(model, loc)
     if expected is None:
         return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, got {error.get('input')!r}"
@@ -178,6 +203,8 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
 def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     """The config class at ``loc`` below ``model`` (None where there is none)."""
     for part in loc:
+        if part.isdigit():  # an item of a list of configs: the config itself
+            continue
         field = model.model_fields.get(part)
         found = _models_in(field.annotation) if field is not None else []
         if not found:
@@ -186,24 +213,67 @@ def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
     return model
 
 
+def field_at(model: type[BaseModel], loc: list[str]) -> FieldInfo | None:
+    """The field at ``loc`` below ``model`` (an entry of a list field: the list's field)."""
+    if not loc:
+        return None
+    item = loc[-1].isdigit() and len(loc) > 1
+    owner = model_at(model, loc[: -2 if item else -1])
+    return owner.model_fields.get(loc[-2 if item else -1]) if owner is not None else None
+
+
 def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
     """What the field at ``loc`` takes, as a sweep file names it: ``int``, ``float``,
-    ``str``, ``bool``, ``dict``, or ``a table`` for a config of its own."""
+    ``str``, ``bool``, ``list``, or ``a table`` (a config of its own, or a dict)."""
     if not loc:
         return "a table"
-    owner = model_at(model, loc[:-1])
-    field = owner.model_fields.get(loc[-1]) if owner is not None else None
+    field = field_at(model, loc)
     if field is None:
         return None
+    annotation = field.annotation
+    if loc[-1].isdigit() and len(loc) > 1:  # an entry of a list field
+        lists = [o for o in _options(annotation) if typing.get_origin(o) is list]
+        if not lists:
+            return None
+        annotation = typing.get_args(lists[0])[0]
     names = []
-    for option in _options(field.annotation):
+    for option in _options(annotation):
         if option is type(None):
             continue  # TOML has no null
-        if isinstance(option, type) and issubclass(option, BaseModel):
+        if (isinstance(option, type) and issubclass(option, BaseModel)) or (
+            typing.get_origin(option) or option
+        ) is dict:
             names.append("a table")
+        elif typing.get_origin(option) is typing.Literal:
+            names.append(type(typing.get_args(option)[0]).__name__)
         else:
             names.append(getattr(typing.get_origin(option) or option, "__name__", str(option)))
     return " or ".join(names) or None
+
+
+def refusal(error: dict, field: FieldInfo) -> str:
+    """Why a constrained field refused a value of its type, after its dotted name: its own
+    :class:`Says`, or `` must be ≥ 1, got 0`` (the side crossed), `` must be one of a, b,
+    got 'c'``, `` must be a finite number, got nan``."""
+    value = error.get("input")
+    if base_type(field)[0] is float and type(value) is int:
+        try:
+            value = float(value)  # shown as the float it became
+        except OverflowError:
+            pass
+    says = [m for m in _metadata(field) if isinstance(m, Says)]
+    if says:
+        return says[0].text.format(value=value, shown=repr(value))
+    kind, ctx = error["type"], error.get("ctx", {})
+    shown = f"{value:,}" if type(value) is int else f"{value}"
+    if kind == "literal_error":
+        return f" must be one of {', '.join(map(str, choices(field) or ()))}, got {value!r}"
+    if kind == "finite_number":
+        return f" must be a finite number, got {value}"
+    sign = {"greater_than": ">", "greater_than_equal": "≥", "less_than": "<", "less_than_equal": "≤"}[kind]
+    bound = next(iter(ctx.values()))
+    bound = f"{bound:,}" if kind.startswith("less") and type(bound) is int else bound
+    return f" must be {sign} {bound}, got {shown if kind.startswith('less') else value}"
 
 
 def _options(annotation) -> tuple:
@@ -215,4 +285,99 @@ def _options(annotation) -> tuple:
 
 
 def _models_in(annotation) -> list[type[BaseModel]]:
-    return [o for o in _options(annotation) if isinstance(o, type) and issubclass(o, BaseModel)]
+    """The config classes ``annotation`` holds (as itself, an option, or a list's items)."""
+    out = []
+    for option in _options(annotation):
+        if typing.get_origin(option) is list:
+            out += _models_in(typing.get_args(option)[0])
+        elif isinstance(option, type) and issubclass(option, BaseModel):
+            out.append(option)
+    return out
+
+
+# -- what a field takes, in words (family parameters, help texts) ------------------------------
+
+
+def _metadata(field: FieldInfo) -> list:
+    """A field's constraints and markers (also those of ``T`` in ``T | None``)."""
+    items = list(field.metadata)
+    for arg in typing.get_args(field.annotation):
+        if typing.get_origin(arg) is Annotated:
+            items += typing.get_args(arg)[1:]
+    return [part for item in items for part in (item.metadata if isinstance(item, FieldInfo) else [item])]
+
+
+def bounds(field: FieldInfo) -> dict[str, Any]:
+    """The ``ge``/``gt``/``le``/``lt`` constraints of a field (also of ``T`` in ``T | None``)."""
+    out: dict[str, Any] = {}
+    for part in _metadata(field):
+        out.update({k: getattr(part, k) for k in ("ge", "gt", "le", "lt") if hasattr(part, k)})
+    return out
+
+
+def choices(field: FieldInfo) -> tuple | None:
+    """The values of a ``Literal`` field (None for any other)."""
+    options = [a for a in _options(field.annotation) if typing.get_origin(a) is typing.Literal]
+    return tuple(v for a in options for v in typing.get_args(a)) or None
+
+
+def base_type(field: FieldInfo) -> tuple[type, bool]:
+    """``(type, None allowed)`` of a field: ``int``, ``float``, ``str``, ``bool`` (a
+    ``Literal`` of strings is ``str``)."""
+    options = _options(field.annotation)
+    nullable = type(None) in options
+    first = next(o for o in options if o is not type(None))
+    if typing.get_origin(first) is typing.Literal:
+        first = type(typing.get_args(first)[0])
+    return first, nullable
+
+
+def _range_text(b: dict[str, Any]) -> str:
+    """``≥ 1``, ``in 2..64``, ``strictly between 0 and 1`` (empty without bounds)."""
+    lo, hi = b.get("ge", b.get("gt")), b.get("le", b.get("lt"))
+    low, high = ("> " if "gt" in b else "≥ ") + str(lo), ("< " if "lt" in b else "≤ ") + str(hi)
+    if lo is not None and hi is not None:
+        if "gt" in b and "lt" in b:
+            return f"strictly between {lo} and {hi}"
+        return f"in {lo}..{hi}" if "ge" in b and "le" in b else f"{low} and {high}"
+    return low if lo is not None else high if hi is not None else ""
+
+
+def _must(phrase: str) -> str:
+    return f"must {'lie' if phrase.startswith(('in ', 'strictly')) else 'be'} {phrase}"
+
+
+_NOUNS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def requirement(field: FieldInfo) -> str:
+    """What a field takes, in words: ``an integer ≥ 1``, ``a number strictly between 0 and
+    1``, ``one of train, test``, each ``or none`` where it may be left out."""
+    base, nullable = base_type(field)
+    options = choices(field)
+    if options:
+        text = f"one of {', '.join(map(str, options))}"
+    else:
+        text = " ".join(
+            filter(None, [_NOUNS.get(base, getattr(base, "__name__", str(base))), _range_text(bounds(field))])
+        )
+    return text + (" or none" if nullable else "")
+
+
+def violation(error: dict, field: FieldInfo) -> str:
+    """Why the value of a pydantic ``error`` does not fit ``field``, as the end of a
+    sentence naming it: ``must be ≥ 0``, ``must lie in 2..64``, ``must be one of train,
+    test``, ``must be an integer``, ``must be a finite number``, ``must be given``."""
+    kind, value = error["type"], error.get("input")
+    base, _ = base_type(field)
+    if value is None and kind != "missing":
+        return "must be given (not None)"
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return _must(_range_text(bounds(field)))
+    if kind == "literal_error":
+        return f"must be one of {', '.join(map(str, choices(field) or ()))}"
+    if kind == "finite_number" or (base is float and type(value) is int):
+        return "must be a finite number"
+    if kind == "missing":
+        return "must be given"
+    return f"must be {_NOUNS.get(base, getattr(base, '__name__', str(base)))}"

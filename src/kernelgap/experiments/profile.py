@@ -15,8 +15,12 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, create_model
 
 from ..errors import ConfigError
+from ..validation import Config
 from .base import Experiment
 from .registry import builtin, load_folder
 
@@ -70,6 +74,26 @@ class Profile:
         }
 
 
+class ProfileHead(Config):
+    """The key of ``profile.toml`` that says which experiments (and so which other keys) it
+    has; the rest is checked by :func:`profile_model` once they are known."""
+
+    experiments: Annotated[list[str], Field(min_length=1, description="the experiments, in the order they run")]
+
+
+def profile_model(registry: dict[str, Experiment]) -> type[Config]:
+    """The model of a whole ``profile.toml`` for ``registry``: ``experiments``, a ``[name]``
+    table for each experiment with settings (its keys those settings) and each key an
+    experiment owns (its value read by the experiment's own parser)."""
+    tables = {
+        name: (create_model(name, __base__=Config, **{k: (Any, None) for k in e.settings}) | None, None)
+        for name, e in registry.items()
+        if e.settings
+    }
+    owned = {key: (Any, None) for e in registry.values() for key in e.profile_keys}
+    return create_model("Profile", __base__=ProfileHead, **tables, **owned)
+
+
 def profile_names() -> list[str]:
     return sorted(p.parent.name for p in builtin_profiles().glob("*/profile.toml"))
 
@@ -85,11 +109,9 @@ def load_profile(name: str | Path) -> Profile:
         )
     try:
         data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    experiments = data.pop("experiments", None)
-    if not experiments or not isinstance(experiments, list) or not all(isinstance(e, str) for e in experiments):
-        raise ConfigError(f"{path}: 'experiments' must be a non-empty list of names")
+    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
+        raise ConfigError(f"{path}: not valid TOML ({str(exc).split(';')[0]})") from None
+    experiments = _parsed(ProfileHead, {k: v for k, v in data.items() if k == "experiments"}, path).experiments
     registry = builtin()
     for exp in experiments:
         if exp in registry:
@@ -114,19 +136,23 @@ def load_profile(name: str | Path) -> Profile:
     return profile
 
 
+def _parsed(model: type[Config], data: dict, path: Path):
+    try:
+        return model.parse(data, where="")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
 def _settings(data: dict, registry: dict[str, Experiment], path: Path) -> dict[str, dict]:
-    """The ``[name]`` tables and owned keys of ``profile.toml`` over every experiment's defaults."""
+    """The ``[name]`` tables and owned keys of ``profile.toml`` (:func:`profile_model`) over
+    every experiment's defaults."""
+    parsed = _parsed(profile_model(registry), data, path)
     settings = default_settings(registry)
     owners = {key: name for name, e in registry.items() for key in e.profile_keys}
-    tables = [name for name, e in registry.items() if e.settings]
-    for section, values in data.items():
+    for section in [k for k in data if k != "experiments"]:
+        value = getattr(parsed, section)
         if section in owners:
-            settings[owners[section]][section] = registry[owners[section]].profile_keys[section](values, path)
-            continue
-        if section not in tables or not isinstance(values, dict):
-            raise ConfigError(f"{path}: unknown section {section!r} (expected {', '.join(tables + list(owners))})")
-        for key, value in values.items():
-            if key not in registry[section].settings:
-                raise ConfigError(f"{path}: unknown key {section}.{key}")
-            settings[section][key] = value
+            settings[owners[section]][section] = registry[owners[section]].profile_keys[section](value, path)
+        else:
+            settings[section].update({key: getattr(value, key) for key in value.model_fields_set})
     return settings

@@ -26,10 +26,10 @@ starts from its own.  Duplicate runs are dropped: ``model.kind = "softmax"`` wit
 ``model.rank = 1`` in a variant gives one softmax run per seed however many ranks the
 grid lists.
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
-the key: unknown key, wrong type, empty grid, non-positive size.  This module reads
-the file's structure (grid, variants, family files, registry axes); each run's sections
-are validated by the config models themselves (:meth:`RunConfig.parse`, which turns
-pydantic's errors into that line).  A model field the run's kind does not use may not be
+the key: unknown key, wrong type, empty grid, non-positive size.  The file's layout is a
+config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family
+files and registry axes, and each run's sections are validated by the config models
+themselves (:meth:`RunConfig.parse`, which turns pydantic's errors into that line).  A model field the run's kind does not use may not be
 set, in the base ``[model]`` table of a run of that kind or in its variant, to a value
 other than its default (``kind = "softmax"`` with ``feature_map = "elu1"``); grid axes
 span every kind and may (a softmax run ignores the rank axis).  :func:`sweep_schema` is
@@ -44,17 +44,71 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, WithJsonSchema
 
 from ..errors import ConfigError, KernelgapError
 from ..models import FEATURE_MAPS, ModelSpec
+from ..task.registry import PARAMS, family_names
 from ..training import FamilySpec, RunConfig, TrainConfig
 from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
+from ..validation import Config, Int
 
 #: Top-level sections and the config model each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec, "model": ModelSpec, "train": TrainConfig}
-TOP_KEYS = {"name", "seed", "grid", "variants", *SECTIONS}
 #: The JSON schema of sweep files (:func:`sweep_schema`), shipped with the package.
 SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")
+
+
+#: A schema node naming one of the sweep schema's definitions (``$ref`` once generated:
+#: pydantic resolves references only among its own models).
+DEF_KEY = "x-def"
+
+
+def _ref(name: str):
+    """A table whose keys the config models check, run by run (the schema names its model)."""
+    return Annotated[dict[str, Any], WithJsonSchema({DEF_KEY: name})]
+
+
+#: A section of a sweep file: a table of its config model's fields, all optional here (the
+#: base, a grid point and a variant make a run together; :func:`build_run` checks each run).
+FamilyTable, ModelTable, TrainTable = _ref("FamilySection"), _ref("ModelSpec"), _ref("TrainConfig")
+#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`_flatten`).
+GridTable = _ref("Grid")
+
+
+class Variant(Config):
+    """Overrides paired with every grid point; its own grid replaces or extends the sweep's."""
+
+    seed: Int | None = None
+    family: FamilyTable | None = None
+    test_family: FamilyTable | None = None
+    model: ModelTable | None = None
+    train: TrainTable | None = None
+    grid: GridTable = Field(default_factory=dict)
+
+    def overrides(self) -> dict:
+        """The keys the variant sets (as written: nested tables)."""
+        return {k: getattr(self, k) for k in type(self).model_fields if k in self.model_fields_set}
+
+
+class SweepFile(Config):
+    """A sweep file as :func:`tomllib.loads` reads it (module docstring): its layout, each
+    section a table; the sections' fields are checked run by run (:func:`build_run`)."""
+
+    name: str = Field("sweep", description="a label")
+    seed: Int | None = Field(None, description="base seed (usually a grid axis)")
+    family: FamilyTable
+    test_family: FamilyTable | None = None
+    model: ModelTable | None = None
+    train: TrainTable | None = None
+    grid: GridTable = Field(default_factory=dict)
+    variants: Annotated[list[Variant], Field(min_length=1)] = Field(default_factory=lambda: [Variant()])
+
+    def base(self) -> dict:
+        """The sections and seed the file sets: every run starts from them."""
+        return {k: getattr(self, k) for k in (*SECTIONS, "seed") if k in self.model_fields_set}
 
 
 @dataclass
@@ -137,8 +191,8 @@ def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepC
         raise ConfigError(f"sweep config {p} does not exist")
     try:
         data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
+        raise ConfigError(f"{p}: not valid TOML ({str(exc).split(';')[0]})") from None
     try:
         sweep = parse_sweep(data, FamilyFiles(str(p.resolve().parent), pinned))
         sweep.runs()
@@ -148,31 +202,12 @@ def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepC
 
 
 def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
-    """Validate the structure of a parsed TOML document."""
-    for key in data:
-        if key not in TOP_KEYS:
-            raise ConfigError(f"unknown key {key!r} (expected one of {', '.join(sorted(TOP_KEYS))})")
-    if "family" not in data:
-        raise ConfigError("missing section [family]")
-    name = data.get("name", "sweep")
-    if not isinstance(name, str):
-        raise ConfigError(f"name: expected a string, got {name!r}")
-    base = {k: data[k] for k in (*SECTIONS, "seed") if k in data}
-    for section in SECTIONS:
-        if section in base and not isinstance(base[section], dict):
-            raise ConfigError(f"{section}: expected a table")
-    grid = _flatten(_table(data.get("grid", {}), "grid"), "", whole_params=False)
-    for key, values in grid.items():
-        if not isinstance(values, list):
-            raise ConfigError(f"grid.{key}: expected a list of values, got {values!r}")
-        grid[key] = values = _expand_registered(key, values, f"grid.{key}")
-        if not values:
-            raise ConfigError(f"grid.{key}: the grid axis is empty")
-    variants = data.get("variants", [{}])
-    if not isinstance(variants, list) or not variants:
-        raise ConfigError("variants: expected a non-empty array of tables ([[variants]])")
-    variants = [_variant(_table(v, f"variants[{i}]"), f"variants[{i}]") for i, v in enumerate(variants)]
-    return SweepConfig(name, base, grid, variants, files or FamilyFiles())
+    """Validate the structure of a parsed TOML document (:class:`SweepFile`), and walk its
+    grids down to their axes."""
+    sweep = SweepFile.parse(data, where="")
+    grid = _grid_axes(sweep.grid, "grid")
+    variants = [_variant(v.overrides(), f"variants.{i}") for i, v in enumerate(sweep.variants)]
+    return SweepConfig(sweep.name, sweep.base(), grid, variants, files or FamilyFiles())
 
 
 def _merged_params(variant: dict) -> set[str]:
@@ -189,15 +224,21 @@ def _merged_params(variant: dict) -> set[str]:
 
 
 def _variant(table: dict, where: str) -> dict:
-    """A variant's overrides, flat; its ``grid`` table (axes of its own) walked down to lists."""
-    own = table.get("grid", {})
+    """A variant's overrides, flat; its ``grid`` table (axes of its own) as ``grid.*`` keys."""
     out = _flatten({k: v for k, v in table.items() if k != "grid"}, "")
-    for key, values in _flatten(_table(own, f"{where}.grid"), "", whole_params=False).items():
-        if isinstance(values, list):
-            values = _expand_registered(key, values, f"{where}.grid.{key}")
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{where}.grid.{key}: expected a non-empty list of values, got {values!r}")
-        out[f"grid.{key}"] = values
+    out.update({f"grid.{k}": v for k, v in _grid_axes(table.get("grid", {}), f"{where}.grid").items()})
+    return out
+
+
+def _grid_axes(grid: dict, where: str) -> dict[str, list]:
+    """A grid table walked down to its axes, each a non-empty list (registry entries expanded)."""
+    out = {}
+    for key, values in _flatten(grid, "", whole_params=False).items():
+        if not isinstance(values, list):
+            raise ConfigError(f"{where}.{key}: expected a list of values, got {values!r}")
+        out[key] = values = _expand_registered(key, values, f"{where}.{key}")
+        if not values:
+            raise ConfigError(f"{where}.{key}: the grid axis is empty")
     return out
 
 
@@ -324,40 +365,45 @@ def sweep_schema() -> dict:
         defs["ModelSpec"]["properties"][key]["default"] = value
     family = defs.pop("FamilySpec")
     del family["properties"]["sha256"]  # computed from the file, never given
-    defs["FamilySection"] = family
-    defs.update(
-        Grid=_axes(
-            {"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
-            defs,
-            "grid axes: each key a non-empty list of values (the runs are their product)",
-        ),
-        Variant={
-            "type": "object",
-            "additionalProperties": False,
-            "description": "overrides paired with every grid point; its own grid replaces or extends the sweep's",
-            "properties": {
-                "seed": {"type": "integer"},
-                **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
-                "grid": {"$ref": "#/$defs/Grid"},
-            },
-        },
+    defs["FamilySection"] = {**family, "allOf": _family_params(defs)}
+    defs["Grid"] = _axes(
+        {"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
+        defs,
+        "grid axes: each key a non-empty list of values (the runs are their product)",
     )
+    top = SweepFile.model_json_schema(ref_template="#/$defs/{model}")
+    for name, schema in top.pop("$defs", {}).items():  # the models inside a sweep file: Variant
+        defs[name] = {**_plain(schema), "description": _first_line({"Variant": Variant}[name])}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kernelgap sweep file",
         "description": 'docs/formats.md, "Sweep files"; regenerate with `make schema`',
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["family"],
-        "properties": {
-            "name": {"type": "string", "description": "a label"},
-            "seed": {"type": "integer", "description": "base seed (usually a grid axis)"},
-            **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS},
-            "grid": {"$ref": "#/$defs/Grid"},
-            "variants": {"type": "array", "minItems": 1, "items": {"$ref": "#/$defs/Variant"}},
-        },
+        **_plain(top),
+        "required": [k for k, f in SweepFile.model_fields.items() if f.is_required()],
         "$defs": dict(sorted(defs.items())),
     }
+
+
+def _first_line(cls: type) -> str:
+    """A model's docstring as a schema description: its first sentence, lower case."""
+    text = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
+def _family_params(defs: dict) -> list[dict]:
+    """For each registered family, its parameters' schema (its model, :data:`PARAMS`) where a
+    section names it; ``defs`` gains the models."""
+    out = []
+    for name in family_names():
+        model = PARAMS[name]
+        defs[model.__name__] = {**_plain(model.model_json_schema()), "description": f"parameters of the {name} family"}
+        out.append(
+            {
+                "if": {"properties": {"name": {"const": name}}, "required": ["name"]},
+                "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
+            }
+        )
+    return out
 
 
 def write_sweep_schema(path: str | Path = SCHEMA_FILE) -> Path:
@@ -384,6 +430,8 @@ def _plain(node):
         rest = [o for o in options if o != {"type": "null"}]
         merged = {k: v for k, v in node.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
         node = {**(rest[0] if len(rest) == 1 else {"anyOf": rest}), **merged}
+    if DEF_KEY in node:
+        node = {"$ref": f"#/$defs/{node[DEF_KEY]}", **{k: v for k, v in node.items() if k != DEF_KEY}}
     out = {k: _plain(v) for k, v in node.items() if k not in ("required", "title")}
     if "properties" in out:
         out.pop("description", None)

@@ -11,10 +11,12 @@ from math import comb
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .family import Family
-from .registry import Fraction, OneOf, Range, Seed, Size, register_family
+from .registry import Fraction, Position, Seed, Size, Split, register_family
 
 #: Largest family that is ever materialised in memory as one index array.
 MAX_MATERIALISED = 1 << 24
@@ -68,7 +70,7 @@ def _exhaustive_memory(m, length, query_position) -> int:
 
 
 @register_family("exhaustive", memory=_exhaustive_memory, check=_exhaustive_check)
-def exhaustive(m: Size = 3, length: Size = 3, query_position: Annotated[int | None, Range(1)] = None) -> Family:
+def exhaustive(m: Size = 3, length: Size = 3, query_position: Position | None = None) -> Family:
     """All ``length``-sequences over ``{0,1}^m`` (small m; use chunks beyond).  Parameters are
     checked by the registry (:func:`~kernelgap.task.registry.check_params`)."""
     index = next(iter_exhaustive_index(m, length, exhaustive_count(m, length)))
@@ -154,13 +156,13 @@ def _pool_check(m, pool_size, test_fraction, sequences, length, seed, split, que
 @register_family("pool", memory=_pool_memory, check=_pool_check)
 def pool(
     m: Size = 12,
-    pool_size: Annotated[int, Range(2)] = 64,
+    pool_size: Annotated[Int, Field(ge=2)] = 64,
     test_fraction: Fraction = 0.5,
     sequences: Size = 2048,
     length: Size = 3,
     seed: Seed = 0,
-    split: Annotated[str, OneOf("train", "test")] = "train",
-    query_position: Annotated[int | None, Range(1)] = None,
+    split: Split = "train",
+    query_position: Position | None = None,
 ) -> Family:
     """One side (``split='train'|'test'``) of :func:`pool_split`."""
     train, test = pool_split(m, pool_size, test_fraction, sequences, length, seed, query_position)

@@ -23,23 +23,119 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import FamilyError
+from ..validation import Int
 from .family import MAX_PRODUCT_LENGTH, AnyFamily, Family, ProductFamily, bits_to_str
 
 PRODUCT_KEYS = ("queries", "candidates")
+
+#: Bit strings of a file (their length and characters are checked once per distinct word).
+Words = Annotated[list[str], Field(min_length=1)]
+#: ``[query_bits, good_bits]``.
+Pair = Annotated[list[str], Field(min_length=2, max_length=2)]
+
+
+class FileModel(BaseModel):
+    """A family file's structure: strict JSON types; keys it does not know are ignored."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class FileHeader(FileModel):
+    """What both layouts hold: the token width and a label."""
+
+    m: Annotated[Int, Field(ge=1)]
+    name: str = "family"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class SequencesFile(FileModel):
+    """The sequences layout: every sequence listed (its rows of one length, checked after)."""
+
+    sequences: Annotated[list[Words], Field(min_length=1)]
+    query_position: Int | None = None
+    matching: list[Pair] | None = None
+
+
+class ProductFile(FileModel):
+    """The product layout: queries, candidates and the length N of every sequence."""
+
+    queries: Words
+    candidates: Words
+    length: Annotated[Int, Field(ge=3, le=MAX_PRODUCT_LENGTH)] = 3
+    query_position: Int | None = None
+    matching: list[Pair] | None = None
+
+
+def _validated(model: type[FileModel], data: dict):
+    """``data`` as ``model``; its first problem as a one-line :class:`FamilyError`."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise FamilyError(_explain(exc.errors(include_url=False)[0], data)) from None
+
+
+def _explain(error: dict, data: dict) -> str:
+    """One structure error in the words of the format (docs/formats.md)."""
+    loc, kind, value = error["loc"], error["type"], error.get("input")
+    key, rest = str(loc[0]), loc[1:]
+    not_a_word = f"expected a string of '0'/'1', got {type(value).__name__}"
+    if key == "m":
+        return (
+            "family file is missing the key 'm'"
+            if kind == "missing"
+            else f"'m' must be a positive integer, got {value!r}"
+        )
+    if key in ("name", "meta"):
+        return "'name' must be a string and 'meta' an object"
+    if key == "sequences":
+        if not rest:
+            return "'sequences' must be a non-empty list of sequences"
+        return f"sequence {rest[0]}: " + (not_a_word if len(rest) > 1 else "expected a non-empty list of bit strings")
+    if key in PRODUCT_KEYS:
+        if not rest:
+            return f"a product family needs '{key}': a non-empty list of bit strings"
+        return f"{key} entry {rest[0]}: {not_a_word}"
+    if key == "matching":
+        if not rest:
+            return "'matching' must be a list of [query_bits, good_bits] pairs"
+        return f"matching entry {rest[0]}: " + (
+            not_a_word if kind == "string_type" else "expected [query_bits, good_bits]"
+        )
+    if key == "length":
+        return (
+            f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
+            f"N − 1 candidates), got {value!r:.60}"
+        )
+    if key == "query_position":
+        product = any(k in data for k in PRODUCT_KEYS)
+        length = data.get("length", 3) if product else len(data["sequences"][0])
+        return _position_text(length, not product, value)
+    return f"{key}: {error['msg']}"
+
+
+def _position_text(length: int, allow_null: bool, value) -> str:
+    allowed = f"an integer in 1..{length}" + (" or null" if allow_null else "")
+    return f"'query_position' must be {allowed}, got {value!r}"
+
+
+def _query_position(qp: int | None, length: int, allow_null: bool) -> int | None:
+    """The file's query position, within ``1..length`` (null only for the sequences layout)."""
+    if (qp is None and not allow_null) or (qp is not None and not 1 <= qp <= length):
+        raise FamilyError(_position_text(length, allow_null, qp))
+    return qp
 
 
 class _Vocabulary:
     """Distinct words of a file, validated once, with their token ids (sorted order)."""
 
-    def __init__(self, words: list, m: int, where) -> None:
+    def __init__(self, words: list[str], m: int, where) -> None:
         """``where(word)`` names the first place a bad word occurs (for the error message)."""
-        for w in words:
-            if type(w) is not str:  # noqa: E721 - exact str: unhashable values must not reach the set
-                raise FamilyError(f"{where(w)}: expected a string of '0'/'1', got {type(w).__name__}")
         self.words = sorted(set(words))
         for w in self.words:
             if len(w) != m:
@@ -59,9 +155,7 @@ class _Vocabulary:
         return np.fromiter(map(self.ids.__getitem__, words), dtype=np.int64, count=len(words))
 
 
-def _check_word(text, m: int, where: str) -> str:
-    if not isinstance(text, str):
-        raise FamilyError(f"{where}: expected a string of '0'/'1', got {type(text).__name__}")
+def _check_word(text: str, m: int, where: str) -> str:
     if text.strip("01"):
         raise FamilyError(f"{where}: {text!r} has characters other than '0' and '1'")
     if len(text) != m:
@@ -69,99 +163,53 @@ def _check_word(text, m: int, where: str) -> str:
     return text
 
 
-def _header(data) -> tuple[int, str, dict]:
-    if not isinstance(data, dict):
-        raise FamilyError("family file must hold a JSON object")
-    if "m" not in data:
-        raise FamilyError("family file is missing the key 'm'")
-    m = data["m"]
-    if not isinstance(m, int) or isinstance(m, bool) or m <= 0:
-        raise FamilyError(f"'m' must be a positive integer, got {m!r}")
-    name, meta = data.get("name", "family"), data.get("meta", {})
-    if not isinstance(name, str) or not isinstance(meta, dict):
-        raise FamilyError("'name' must be a string and 'meta' an object")
-    return m, name, meta
+def _matching_words(matching: list[list[str]] | None, m: int) -> list[tuple[str, str]]:
+    return [tuple(_check_word(t, m, f"matching entry {k}") for t in entry) for k, entry in enumerate(matching or [])]
 
 
-def _query_position(data: dict, length: int, allow_null: bool):
-    qp = data.get("query_position")
-    if qp is None and allow_null:
-        return None
-    if not isinstance(qp, int) or isinstance(qp, bool) or not 1 <= qp <= length:
-        allowed = f"an integer in 1..{length}" + (" or null" if allow_null else "")
-        raise FamilyError(f"'query_position' must be {allowed}, got {qp!r}")
-    return qp
-
-
-def _matching_words(data: dict, m: int) -> list[tuple[str, str]]:
-    matching = data.get("matching") or []
-    if not isinstance(matching, list):
-        raise FamilyError("'matching' must be a list of [query_bits, good_bits] pairs")
-    pairs = []
-    for k, entry in enumerate(matching):
-        if not isinstance(entry, list) or len(entry) != 2:
-            raise FamilyError(f"matching entry {k}: expected [query_bits, good_bits]")
-        pairs.append(tuple(_check_word(t, m, f"matching entry {k}") for t in entry))
-    return pairs
-
-
-def _sequences_from_json(data: dict, m: int, name: str, meta: dict) -> Family:
-    seqs = data["sequences"]
-    if not isinstance(seqs, list) or not seqs:
-        raise FamilyError("'sequences' must be a non-empty list of sequences")
-    length = None
+def _sequences_from_json(data: dict, header: FileHeader) -> Family:
+    m = header.m
+    body = _validated(SequencesFile, data)
+    seqs = body.sequences
+    length = len(seqs[0])
     for s, seq in enumerate(seqs):
-        if not isinstance(seq, list) or not seq:
-            raise FamilyError(f"sequence {s}: expected a non-empty list of bit strings")
-        if length is None:
-            length = len(seq)
-        elif len(seq) != length:
+        if len(seq) != length:
             raise FamilyError(f"sequence {s} has length {len(seq)}, the first has {length}")
     flat = [w for seq in seqs for w in seq]
 
     def where(word) -> str:
-        return f"sequence {next(s for s, seq in enumerate(seqs) if any(w is word or w == word for w in seq))}"
+        return f"sequence {next(s for s, seq in enumerate(seqs) if word in seq)}"
 
     vocab = _Vocabulary(flat, m, where)
-    qp = _query_position(data, length, allow_null=True)
+    qp = _query_position(body.query_position, length, allow_null=True)
     matching = []
-    for k, (q, g) in enumerate(_matching_words(data, m)):
+    for k, (q, g) in enumerate(_matching_words(body.matching, m)):
         for role, word in (("query", q), ("good candidate", g)):
             if word not in vocab.ids:
                 raise FamilyError(f"matching entry {k}: its {role} appears in no sequence")
         matching.append((vocab.ids[q], vocab.ids[g]))
     # the family validates the rest itself (one good candidate per query, the pair meeting
     # in a sequence with the query at a scored position)
-    return Family(vocab.tokens(), vocab.index(flat).reshape(len(seqs), length), qp, matching, name, meta)
+    index = vocab.index(flat).reshape(len(seqs), length)
+    return Family(vocab.tokens(), index, qp, matching, header.name, header.meta)
 
 
-def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFamily:
-    lists = {}
-    for key in PRODUCT_KEYS:
-        value = data.get(key)
-        if not isinstance(value, list) or not value:
-            raise FamilyError(f"a product family needs '{key}': a non-empty list of bit strings")
-        lists[key] = value
-    qs, cs = lists["queries"], lists["candidates"]
+def _product_from_json(data: dict, header: FileHeader) -> ProductFamily:
+    m = header.m
+    body = _validated(ProductFile, data)
+    qs, cs = body.queries, body.candidates
 
     def where(word) -> str:
-        for key, words in lists.items():
-            for k, w in enumerate(words):
-                if w is word or w == word:
-                    return f"{key} entry {k}"
+        for key, words in (("queries", qs), ("candidates", cs)):
+            if word in words:
+                return f"{key} entry {words.index(word)}"
         return "an entry"
 
     vocab = _Vocabulary(qs + cs, m, where)
-    length = data.get("length", 3)
-    if not isinstance(length, int) or isinstance(length, bool) or not 3 <= length <= MAX_PRODUCT_LENGTH:
-        raise FamilyError(
-            f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
-            f"N − 1 candidates), got {length!r:.60}"
-        )
-    qp = _query_position(data, length, allow_null=False)
+    qp = _query_position(body.query_position, body.length, allow_null=False)
     query_set, cand_set = set(qs), set(cs)
     matching = []
-    for k, (q, g) in enumerate(_matching_words(data, m)):  # by word: the messages name the keys
+    for k, (q, g) in enumerate(_matching_words(body.matching, m)):  # by word: the messages name the keys
         if q not in query_set:
             raise FamilyError(f"matching entry {k}: its query is not in 'queries'")
         if g not in cand_set:
@@ -169,20 +217,25 @@ def _product_from_json(data: dict, m: int, name: str, meta: dict) -> ProductFami
         matching.append((vocab.ids[q], vocab.ids[g]))
     # the family validates the rest itself (one good candidate per query; a word listed twice
     # in 'queries' or 'candidates' is one token, merged)
-    return ProductFamily(vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, matching, name, meta, length)
+    return ProductFamily(
+        vocab.tokens(), vocab.index(qs), vocab.index(cs), qp, matching, header.name, header.meta, body.length
+    )
 
 
 def family_from_json(data) -> AnyFamily:
-    """Parse and validate either layout; raises a one-line :class:`FamilyError`."""
-    m, name, meta = _header(data)
+    """Parse and validate either layout (:class:`FileHeader` and :class:`SequencesFile` or
+    :class:`ProductFile`, then what only the words tell); raises a one-line :class:`FamilyError`."""
+    if not isinstance(data, dict):
+        raise FamilyError("family file must hold a JSON object")
+    header = _validated(FileHeader, data)
     product = any(k in data for k in PRODUCT_KEYS)
     if product and "sequences" in data:
         raise FamilyError("a family file holds either 'sequences' or 'queries' and 'candidates', not both")
     if product:
-        return _product_from_json(data, m, name, meta)
+        return _product_from_json(data, header)
     if "sequences" not in data:
         raise FamilyError("family file is missing the key 'sequences' (or 'queries' and 'candidates')")
-    return _sequences_from_json(data, m, name, meta)
+    return _sequences_from_json(data, header)
 
 
 def family_to_json(family: AnyFamily) -> dict:
@@ -219,6 +272,8 @@ def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
         ) from None
     except RecursionError:
         raise FamilyError(f"family file {path} is nested too deeply to be a family file") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise FamilyError(f"family file {path} is not a family file ({str(exc).split(';')[0]})") from None
     try:
         return family_from_json(data)
     except FamilyError as exc:

@@ -20,11 +20,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .codes import check_code_exists, random_code_bytes, random_constant_weight
 from .family import ProductFamily, unique_rows
-from .registry import Range, Seed, Size, register_family
+from .registry import Seed, Size, register_family
 from .witness import chain_candidate
 
 
@@ -65,13 +67,13 @@ def _ladder_check(m, n, seed, weight, max_overlap, step, rungs, query_position) 
 @register_family("ladder", memory=_ladder_memory, check=_ladder_check)
 def ladder(
     m: Size = 128,
-    n: Annotated[int, Range(2)] = 4096,
+    n: Annotated[Int, Field(ge=2)] = 4096,
     seed: Seed = 0,
-    weight: Annotated[int, Range(0)] = 0,
-    max_overlap: Annotated[int, Range(-1)] = -1,
+    weight: Annotated[Int, Field(ge=0)] = 0,
+    max_overlap: Annotated[Int, Field(ge=-1)] = -1,
     step: Size = 4,
-    rungs: Annotated[int, Range(-1)] = -1,
-    query_position: Annotated[int, Range(1, 3)] = 1,
+    rungs: Annotated[Int, Field(ge=-1)] = -1,
+    query_position: Annotated[Int, Field(ge=1, le=3)] = 1,
 ) -> ProductFamily:
     """The ladder product family (module docstring); ``weight = 0`` means m/2 and
     ``max_overlap = −1`` means 3m/8.  Parameters are checked by the registry

@@ -37,11 +37,13 @@ from math import comb
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .codes import check_bytes, check_constant_weight
 from .family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
-from .registry import Range, register_family
+from .registry import register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
 #: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).
@@ -186,13 +188,13 @@ def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None
 
 @register_family("layer", memory=_layer_memory, check=_layer_check)
 def layer(
-    m: Annotated[int, Range(2, 64)] = 12,
-    w: Annotated[int, Range(0)] = 0,
-    length: Annotated[int, Range(3, MAX_PRODUCT_LENGTH)] = 3,
-    distance: Annotated[int, Range(2, 4)] = 4,
-    residue: Annotated[int | None, Range(0)] = None,
-    n: Annotated[int | None, Range(1)] = None,
-    query_position: Annotated[int, Range(1, MAX_PRODUCT_LENGTH)] = 1,
+    m: Annotated[Int, Field(ge=2, le=64)] = 12,
+    w: Annotated[Int, Field(ge=0)] = 0,
+    length: Annotated[Int, Field(ge=3, le=MAX_PRODUCT_LENGTH)] = 3,
+    distance: Annotated[Int, Field(ge=2, le=4)] = 4,
+    residue: Annotated[Int, Field(ge=0)] | None = None,
+    n: Annotated[Int, Field(ge=1)] | None = None,
+    query_position: Annotated[Int, Field(ge=1, le=MAX_PRODUCT_LENGTH)] = 1,
 ) -> ProductFamily:
     """The layer product family (module docstring); ``w = 0`` means m/2, ``residue`` None the
     largest class, ``n`` None every word.  Parameters are checked by the registry."""

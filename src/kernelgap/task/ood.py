@@ -24,11 +24,13 @@ from itertools import combinations
 from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
 from .family import Family
-from .registry import Fraction, OneOf, Range, Seed, Size, register_family
+from .registry import Fraction, Seed, Size, Split, register_family
 from .witness import READINGS, Reading
 
 
@@ -58,15 +60,15 @@ def _split_patterns(patterns: np.ndarray, test_fraction: float, rng) -> dict[str
     return {"test": patterns[order[:n_test]], "train": patterns[order[n_test:]]}
 
 
+#: The nuisance bits of a token: ``(bits, weight)`` of a query's and of a candidate's.
+QUERY_PATTERN, CANDIDATE_PATTERN = (8, 4), (6, 2)
+
+
 def ood_split(
     n: int = 8,
     queries_per_class: int = 16,
     test_queries_per_class: int = 4,
     partners: int = 0,
-    query_bits: int = 8,
-    query_weight: int = 4,
-    cand_bits: int = 6,
-    cand_weight: int = 2,
     test_fraction: float = 0.4,
     seed: int = 0,
 ) -> tuple[Family, Family]:
@@ -78,6 +80,7 @@ def ood_split(
     """
     if n < 2:
         raise FamilyError(f"an OOD family needs n ≥ 2 classes, got {n}")
+    (query_bits, query_weight), (cand_bits, cand_weight) = QUERY_PATTERN, CANDIDATE_PATTERN
     rng = np.random.default_rng(seed)
     code = class_code(n)
     h = code.shape[1]
@@ -139,13 +142,13 @@ def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fra
 
 @register_family("ood", memory=_ood_memory)
 def ood(
-    n: Annotated[int, Range(2)] = 8,
+    n: Annotated[Int, Field(ge=2)] = 8,
     queries_per_class: Size = 16,
     test_queries_per_class: Size = 4,
-    partners: Annotated[int, Range(0)] = 0,
+    partners: Annotated[Int, Field(ge=0)] = 0,
     test_fraction: Fraction = 0.4,
     seed: Seed = 0,
-    split: Annotated[str, OneOf("train", "test")] = "train",
+    split: Split = "train",
     reading: Reading = "first",
 ) -> Family:
     """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the

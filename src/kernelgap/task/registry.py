@@ -2,12 +2,15 @@
 
 Each builder is a function of keyword parameters returning a family; it is
 registered under a name so the CLI and configs can ask for ``exhaustive``,
-``pool``, ``witness``, ``hadamard``, ``ladder``, … by name.  Parameters are
-typed by the builder's annotations, which :func:`parse_params` uses to read
-``key=value`` strings from the command line.  An annotation may carry its
-allowed values, ``Annotated[int, Range(0)]`` (the aliases :data:`Seed`,
-:data:`Size`, :data:`Fraction`) or ``Annotated[str, OneOf(...)]``.  A builder
-may also register, as functions of its complete parameters, a *check* that
+``pool``, ``witness``, ``hadamard``, ``ladder``, … by name.  Its signature is its
+parameters' schema: each annotation a pydantic type with its constraints
+(``Annotated[Int, Field(ge=2)]``, the aliases :data:`Seed`, :data:`Size`,
+:data:`Fraction`, ``Literal["train", "test"]`` for choices), each default the
+parameter's default.  :func:`register_family` turns the signature into the
+family's pydantic model (:data:`PARAMS`, strict: a bool or a float is no integer),
+from which :func:`parse_params` reads ``key=value`` strings from the command line,
+:func:`check_values` checks values and :func:`describe_parameters` lists them.  A
+builder may also register, as functions of its complete parameters, a *check* that
 refuses what cannot be built (a code larger than its Johnson bound, say) and a
 *memory* estimate (the bytes its build allocates, from the parameters alone).
 Both are arithmetic on the parameters, fast whatever their size.
@@ -22,14 +25,16 @@ builders register themselves when :mod:`kernelgap.task` is imported.
 from __future__ import annotations
 
 import inspect
-import math
-import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
+from functools import cache
+from typing import Annotated, Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from ..errors import FamilyError
 from ..limits import check_memory
+from ..validation import Int, Number, base_type, requirement, violation
 from .family import AnyFamily
 
 FamilyBuilder = Callable[..., AnyFamily]
@@ -40,44 +45,39 @@ CHECKS: dict[str, Callable[..., None]] = {}
 MEMORY: dict[str, Callable[..., int]] = {}
 
 
-@dataclass(frozen=True)
-class Range:
-    """A number's allowed interval ``lo ≤ v ≤ hi`` (``exclusive``: ``lo < v < hi``); an end
-    left ``None`` is unbounded."""
-
-    lo: float | None = None
-    hi: float | None = None
-    exclusive: bool = False
-
-    def violation(self, value) -> str | None:
-        if self.exclusive and self.lo is not None and self.hi is not None:
-            return None if self.lo < value < self.hi else f"must lie strictly between {self.lo} and {self.hi}"
-        if self.lo is not None and value < self.lo:
-            return f"must be ≥ {self.lo}" if self.hi is None else f"must lie in {self.lo}..{self.hi}"
-        if self.hi is not None and value > self.hi:
-            return f"must be ≤ {self.hi}" if self.lo is None else f"must lie in {self.lo}..{self.hi}"
-        return None
-
-
-@dataclass(frozen=True)
-class OneOf:
-    """A string parameter's choices."""
-
-    choices: tuple[str, ...]
-
-    def __init__(self, *choices: str) -> None:
-        object.__setattr__(self, "choices", tuple(choices))
-
-    def violation(self, value) -> str | None:
-        return None if value in self.choices else f"must be one of {', '.join(self.choices)}"
-
-
 #: A numpy seed (``default_rng`` takes integers ≥ 0).
-Seed = Annotated[int, Range(0)]
+Seed = Annotated[Int, Field(ge=0)]
 #: A count or a dimension.
-Size = Annotated[int, Range(1)]
+Size = Annotated[Int, Field(ge=1)]
 #: A share strictly between 0 and 1.
-Fraction = Annotated[float, Range(0, 1, exclusive=True)]
+Fraction = Annotated[Number, Field(gt=0, lt=1)]
+#: A query position (1-based).
+Position = Annotated[Int, Field(ge=1)]
+#: Which side of a train/test split a family is.
+Split = Literal["train", "test"]
+
+
+class FamilyParams(BaseModel):
+    """A family's parameters (:func:`params_model` makes one per builder): strict types, no
+    unknown keys."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+#: Every registered family's parameter model.
+PARAMS: dict[str, type[FamilyParams]] = {}
+
+
+def params_model(name: str, fn: FamilyBuilder) -> type[FamilyParams]:
+    """The builder's keyword parameters as a pydantic model: each annotation its field's
+    type and constraints, each default its default (a parameter without one is required)."""
+    hints = get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {
+        key: (hints.get(key, Any), ... if p.default is inspect.Parameter.empty else p.default)
+        for key, p in inspect.signature(fn).parameters.items()
+    }
+    title = "".join(part.title() for part in name.replace("-", "_").split("_")) + "Params"
+    return create_model(title, __base__=FamilyParams, __doc__=inspect.getdoc(fn), **fields)
 
 
 def register_family(
@@ -88,6 +88,7 @@ def register_family(
 
     def deco(fn: FamilyBuilder) -> FamilyBuilder:
         FAMILIES[name] = fn
+        PARAMS[name] = params_model(name, fn)
         if memory is not None:
             MEMORY[name] = memory
         if check is not None:
@@ -101,103 +102,74 @@ def family_names() -> list[str]:
     return sorted(FAMILIES)
 
 
-def family_parameters(name: str) -> dict[str, inspect.Parameter]:
+def family_parameters(name: str) -> dict[str, FieldInfo]:
+    """The parameters of a registered family: ``{name: pydantic field}``, in builder order."""
     if name not in FAMILIES:
         raise FamilyError(f"unknown family {name!r}; choose from {', '.join(family_names())}")
-    return dict(inspect.signature(FAMILIES[name]).parameters)
+    return dict(PARAMS[name].model_fields)
 
 
-def _hints(name: str) -> dict[str, tuple[Any, tuple]]:
-    """``{parameter: (type, constraints)}`` from the builder's annotations."""
-    out = {}
-    for key, hint in get_type_hints(FAMILIES[name], include_extras=True).items():
-        meta: tuple = ()
-        if get_origin(hint) is Annotated:
-            hint, *rest = get_args(hint)
-            meta = tuple(rest)
-        out[key] = (hint, meta)
-    return out
-
-
-def _optional(typ) -> tuple[Any, bool]:
-    """``(member type, None allowed)`` of ``T``, ``T | None`` or ``Optional[T]``."""
-    if get_origin(typ) in (Union, types.UnionType):
-        members = [a for a in get_args(typ) if a is not type(None)]
-        return members[0], len(members) < len(get_args(typ))
-    return typ, False
+def describe_parameters(name: str) -> list[str]:
+    """One line per parameter, from its field: ``m: an integer ≥ 1 (default 12)``."""
+    return [
+        f"{key}: {requirement(field)}"
+        + ("" if field.is_required() else f" (default {'none' if field.default is None else field.default})")
+        for key, field in family_parameters(name).items()
+    ]
 
 
 def parse_params(name: str, raw: dict[str, str]) -> dict:
-    """Convert ``key=value`` strings to the builder's annotated types."""
+    """``key=value`` strings as the family's parameter types (``none`` or ``null`` where a
+    parameter may be left out); ranges and choices are checked by :func:`check_values`."""
     params = family_parameters(name)
-    hints = _hints(name)
     out = {}
     for key, text in raw.items():
         if key not in params:
-            raise FamilyError(f"family {name!r} has no parameter {key!r}; it takes {', '.join(params)}")
-        out[key] = _convert(text, hints.get(key, (str, ()))[0], key)
+            raise FamilyError(_unknown(name, key))
+        out[key] = _convert(text, params[key], key)
     return out
 
 
-def _convert(text, typ, key: str):
+def _unknown(name: str, key: str) -> str:
+    """The refusal of an unknown parameter, listing what the family takes (one line)."""
+    return f"family {name!r} has no parameter {key!r}; it takes {'; '.join(describe_parameters(name))}"
+
+
+@cache
+def _reader(typ: type) -> TypeAdapter:
+    return TypeAdapter(typ)
+
+
+def _convert(text, field: FieldInfo, key: str):
+    """One value from the command line, read by pydantic's lax mode as the field's type."""
     if not isinstance(text, str):
         return text
-    base, nullable = _optional(typ)
+    typ, nullable = base_type(field)
     if nullable and text.lower() in ("none", "null"):
         return None
     try:
-        if base is bool:
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError
-            return text.lower() in ("true", "1")
-        if base in (int, float, str):
-            return base(text)
-        if getattr(base, "__origin__", None) is tuple or base is tuple:
-            return tuple(int(v) for v in text.split(",") if v)
-    except ValueError:
-        raise FamilyError(f"parameter {key}={text!r} is not a valid {getattr(base, '__name__', base)}") from None
-    return text
-
-
-def _type_violation(value, typ) -> str | None:
-    """Why ``value`` is not of the parameter type ``typ`` (None when it is)."""
-    base, nullable = _optional(typ)
-    if value is None:
-        return None if nullable else "must be given (not None)"
-    if base is bool:
-        return None if isinstance(value, bool) else "must be true or false"
-    if base is int:
-        return None if isinstance(value, int) and not isinstance(value, bool) else "must be an integer"
-    if base is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return "must be a number"
-        return None if math.isfinite(value) else "must be a finite number"
-    if base is str:
-        return None if isinstance(value, str) else "must be a string"
-    return None
+        return _reader(typ).validate_python(text, strict=False)
+    except ValidationError:
+        raise FamilyError(f"parameter {key}={text!r} is not a valid {getattr(typ, '__name__', typ)}") from None
 
 
 def check_values(name: str, params: dict) -> dict:
-    """The complete parameters of a build (defaults filled in), each checked against its
-    name, type and declared range only; a :class:`FamilyError` naming the parameter
-    otherwise.  :func:`check_params` adds the family's check and the memory limit."""
-    family_parameters(name)  # validates the name
+    """The complete parameters of a build (defaults filled in), each checked by the family's
+    model against its name, type and declared range only; a :class:`FamilyError` naming the
+    parameter otherwise.  :func:`check_params` adds the family's check and the memory limit."""
+    fields = family_parameters(name)  # validates the name
     try:
-        bound = inspect.signature(FAMILIES[name]).bind(**params)
-    except TypeError as exc:
-        raise FamilyError(f"family {name!r}: {exc}") from None
-    bound.apply_defaults()
-    full = dict(bound.arguments)
-    for key, (typ, constraints) in _hints(name).items():
-        if key not in full or key == "return":
-            continue
-        value = full[key]
-        why = _type_violation(value, typ)
-        if why is None and value is not None:
-            why = next((w for c in constraints if (w := c.violation(value)) is not None), None)
-        if why is not None:
-            raise FamilyError(f"family {name!r}: {key} {why}, got {value!r}")
-    return full
+        values = PARAMS[name].model_validate(params)
+    except ValidationError as exc:
+        order = [None, *fields]  # unknown keys first, then in the builder's order
+        errors = [(e, e["loc"][0] if e["loc"] and e["type"] != "extra_forbidden" else None) for e in exc.errors()]
+        first, key = min(errors, key=lambda pair: order.index(pair[1]) if pair[1] in fields else 0)
+        if key is None:
+            raise FamilyError(
+                _unknown(name, str(first["loc"][0])) if first["loc"] else f"family {name!r}: {first['msg']}"
+            ) from None
+        raise FamilyError(f"family {name!r}: {key} {violation(first, fields[key])}, got {params.get(key)!r}") from None
+    return dict(values)
 
 
 def check_params(name: str, params: dict) -> dict:
@@ -211,9 +183,7 @@ def check_params(name: str, params: dict) -> dict:
         except FamilyError as exc:
             raise FamilyError(f"family {name!r}: {exc}") from None
     if name in MEMORY:
-        asked = ", ".join(
-            f"{k}={v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"{k}={v}" for k, v in params.items()
-        )
+        asked = ", ".join(f"{k}={full[k]:,}" if type(full[k]) is int else f"{k}={full[k]}" for k in params)
         check_memory(f"family {name!r}" + (f" ({asked})" if asked else ""), MEMORY[name](**full), FamilyError)
     return full
 

@@ -19,11 +19,13 @@ position 3, ``(a, b, x)``).  Each family carries its matching ``(x, g_x)``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import FamilyError
+from ..validation import Int
 from .codes import (
     CW_METHODS,
     _hadamard_recipe,
@@ -33,14 +35,14 @@ from .codes import (
     random_code_bytes,
 )
 from .family import Family
-from .registry import OneOf, Range, Seed, Size, register_family
+from .registry import Seed, Size, register_family
 
 #: Query readings: (query position, order of (query, a, b) columns in a row).
 READINGS = {"first": (1, (0, 1, 2)), "final": (3, (1, 2, 0))}
 #: A family parameter naming a reading.
-Reading = Annotated[str, OneOf(*READINGS)]
+Reading = Literal[tuple(READINGS)]
 #: A chain step (0: no chain).
-ChainStep = Annotated[int, Range(0)]
+ChainStep = Annotated[Int, Field(ge=0)]
 
 
 def chain_candidate(x: np.ndarray, overlap: int) -> np.ndarray:
@@ -166,7 +168,7 @@ def _hadamard_check(m, n, reading, chain_step) -> None:
 
 @register_family("hadamard", memory=_hadamard_memory, check=_hadamard_check)
 def hadamard(
-    m: Size = 24, n: Annotated[int, Range(0)] = 0, reading: Reading = "first", chain_step: ChainStep = 0
+    m: Size = 24, n: Annotated[Int, Field(ge=0)] = 0, reading: Reading = "first", chain_step: ChainStep = 0
 ) -> Family:
     """Witness family of the first ``n`` codewords (0 = all ``m − 1``) of a Hadamard code."""
     code = hadamard_code(m)
@@ -191,9 +193,9 @@ def _cw_check(m, weight, max_overlap, n, method, seed, reading, chain_step) -> N
 def cw(
     m: Size = 16,
     weight: Size = 8,
-    max_overlap: Annotated[int, Range(0)] = 5,
+    max_overlap: Annotated[Int, Field(ge=0)] = 5,
     n: Size = 16,
-    method: Annotated[str, OneOf(*CW_METHODS)] = "random",
+    method: Literal[tuple(CW_METHODS)] = "random",
     seed: Seed = 0,
     reading: Reading = "first",
     chain_step: ChainStep = 0,
