@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernelgap.models import FEATURE_MAPS, build_model
-from kernelgap.models.attention import log_kernel
+from kernelgap.models.scorers import log_kernel
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
 from kernelgap.training import TrainConfig, default_lr, default_model

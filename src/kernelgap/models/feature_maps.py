@@ -1,7 +1,7 @@
 """Feature maps for kernel attention, one class each, in a registry (docs/theory.md, "The models").
 
 A feature map is the function ``φ`` of an **already projected head**: the scorer
-(:class:`~kernelgap.models.attention.KernelScorer`) owns, per role (queries, and
+(:class:`~kernelgap.models.scorers.KernelScorer`) owns, per role (queries, and
 keys at each key position), the projection ``u`` of a token — a linear map
 ``u = Wx + c``, an MLP ``u = MLP(x)`` or, for table maps, a free row ``u = θ[id]``
 per distinct token of the family (indexed by token id) — sized by the map's class
