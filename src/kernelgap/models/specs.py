@@ -128,12 +128,20 @@ SPECS: dict[str, type[BaseSpec]] = {"kernel": KernelSpec, "softmax": SoftmaxSpec
 
 
 def every_field() -> dict[str, FieldInfo]:
-    """The model fields of every kind, each once (the kernel's first, then the others' own)."""
-    out: dict[str, FieldInfo] = {}
+    """The model fields of every kind, each once: the kernel's, and each other kind's own
+    field placed before the next of its fields already listed (a softmax's ``score_dim``
+    before ``temperature``), so one order holds every kind's."""
+    names: list[str] = []
+    infos: dict[str, FieldInfo] = {}
     for cls in SPECS.values():
-        for name, info in cls.model_fields.items():
-            out.setdefault(name, info)
-    return out
+        own = list(cls.model_fields)
+        for i, name in enumerate(own):
+            if name in infos:
+                continue
+            infos[name] = cls.model_fields[name]
+            after = [n for n in own[i + 1 :] if n in names]
+            names.insert(names.index(after[0]) if after else len(names), name)
+    return {name: infos[name] for name in names}
 
 
 def check_kind(kind: Any) -> str:
@@ -193,4 +201,5 @@ def model_table_schema(ref_template: str = "#/$defs/{model}") -> dict:
         for name, prop in schema["properties"].items():
             properties.setdefault(name, prop)
     properties["kind"] = {"default": "kernel", "description": KIND_TEXT, "enum": list(KINDS), "type": "string"}
-    return {"additionalProperties": False, "properties": properties, "type": "object", "$defs": defs}
+    ordered = {name: properties[name] for name in every_field()}
+    return {"additionalProperties": False, "properties": ordered, "type": "object", "$defs": defs}

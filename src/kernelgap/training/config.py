@@ -17,6 +17,7 @@ them, in docs/experiments.md ("Training recipe").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -30,7 +31,7 @@ from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_STEPS
 from ..models import resolve_device
-from ..models.feature_maps import FEATURE_MAPS, FeatureMap
+from ..models.feature_maps import FeatureMap
 from ..models.sizing import check_model
 from ..models.specs import (
     SPECS,
@@ -61,17 +62,24 @@ SOFTMAX_TEMPERATURE = 4.0
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def model_defaults(kind=None, feature_map=None) -> dict:
-    """The calibrated training defaults a model starts from (:func:`default_model`); a kernel
-    model's also its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
-    (``table``: the linear readout; docs/experiments.md, "Training recipe")."""
+def model_defaults(kind: str | None = None) -> dict:
+    """The calibrated training defaults a model starts from (:func:`default_model`), of a
+    kind's fields (``None``: of every kind, where a sweep's ``[model]`` table may span kinds);
+    a kernel model's map adds its own (:func:`with_recipe`)."""
     defaults: dict[str, Any] = {"init_scale": INIT_SCALE}
     if kind == "softmax":
         defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
-    elif kind in (None, "kernel"):
-        cls = FEATURE_MAPS.get(feature_map or KernelSpec.model_fields["feature_map"].default)
-        defaults.update(cls.recipe_model if cls is not None else {})
     return defaults
+
+
+def with_recipe(spec: ModelSpec) -> ModelSpec:
+    """A kernel spec with its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
+    for the fields it was not given (``table``: the linear readout; docs/experiments.md,
+    "Training recipe"); other specs as they are."""
+    if not isinstance(spec, KernelSpec):
+        return spec
+    update = {k: v for k, v in spec.map_class.recipe_model.items() if k not in spec.model_fields_set}
+    return spec.model_copy(update=update) if update else spec
 
 
 def default_model(**fields) -> ModelSpec:
@@ -81,7 +89,9 @@ def default_model(**fields) -> ModelSpec:
     :data:`SOFTMAX_TEMPERATURE` (explicit fields override).  A run's ``model`` table (a
     sweep file's, the CLI's) starts from the same defaults.
     """
-    return model_spec(**{**model_defaults(fields.get("kind"), fields.get("feature_map")), **fields})
+    own = SPECS.get(fields.get("kind", "kernel"), KernelSpec).model_fields
+    calibrated = {k: v for k, v in model_defaults(fields.get("kind", "kernel")).items() if k in own}
+    return with_recipe(model_spec(**{**calibrated, **fields}))
 
 
 def default_lr(model: ModelSpec) -> float:
@@ -262,6 +272,7 @@ def run_identity(config: dict) -> dict:
 EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 
 
+@functools.cache
 def record_defaults() -> dict:
     """Every model field of every kind at its default, the calibrated training defaults
     (:func:`model_defaults`) included: what a record shows for the fields a run's kind does
@@ -298,8 +309,7 @@ def model_table(table: dict, explicit=()) -> dict:
                 f"(a {kind} model is built from {', '.join(list(own)[1:])})",
                 path=key,
             )
-    calibrated = model_defaults(kind, table.get("feature_map"))
-    return {**{k: v for k, v in calibrated.items() if k in own}, **kept}
+    return {**{k: v for k, v in model_defaults(kind).items() if k in own}, **kept}
 
 
 class RunConfig(Config):
@@ -316,12 +326,13 @@ class RunConfig(Config):
     seed: int = 0
     test_family: FamilySpec | None = None
 
-    @field_validator("model", mode="before")
+    @field_validator("model", mode="wrap")
     @classmethod
-    def _training_defaults(cls, value, info: ValidationInfo):
-        if isinstance(value, dict):
-            return model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ())
-        return value
+    def _training_defaults(cls, value, handler, info: ValidationInfo):
+        """A table starts from the calibrated defaults (:func:`model_table`, :func:`with_recipe`)."""
+        if not isinstance(value, dict):
+            return handler(value)
+        return with_recipe(handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ())))
 
     @model_validator(mode="after")
     def _recipe_schedule(self) -> RunConfig:
