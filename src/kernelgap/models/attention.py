@@ -21,6 +21,9 @@ appear with them as columns.  :func:`plan_pairs` finds that block once per
 family, and :meth:`AttentionModel.predict` with the plan computes the tables on
 the block (``R × C`` plus an ``R``-long diagonal of self pairs) by the same
 matrix products; the dense tables stay as the reference path.
+
+The score tables come from a scorer (:mod:`.scorers`), the pair block from :mod:`.pairs`;
+what a model is, and how a stack is made of it, are :mod:`.specs` and :mod:`.build`.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ count, never a second description of it.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..limits import check_memory, check_rank
@@ -19,10 +21,12 @@ PARAMETER_BYTES = 4
 BEYOND_INDEXING = 1 << 63
 
 
+@functools.lru_cache(maxsize=256)
 def parameter_count(spec: KernelSpec | SoftmaxSpec, m: int = 1, tokens: int = 1, members: int = 1) -> int:
     """Numbers a stack of ``members`` models of ``spec`` (kernel or softmax) holds on ``m``-bit
     tokens of a family of ``tokens`` distinct tokens, one key position: its parameters and
-    its floating-point buffers (``favor``'s fixed projections; the rank mask)."""
+    its floating-point buffers (``favor``'s fixed projections; the rank mask).  Remembered
+    per spec and sizes: the runs of a sweep differ mostly in their seed."""
     ranks = [spec_rank(spec)] * max(members, 1)
     try:
         with torch.device("meta"):
