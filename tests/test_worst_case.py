@@ -188,10 +188,8 @@ def test_models_match_the_expanded_family(seed, kind, fmap, n, causal, position_
     qpos = int(rng.integers(1, n + 1))
     size = 3 if n <= 4 else 2
     family = random_product(rng, m, n, qpos, int(rng.integers(1, 4)), int(rng.integers(1, size + 1)))
-    spec = KernelSpec(
-        kind=kind, feature_map=fmap, rank=3, d_value=4, readout=readout, causal=causal,
-        position_dependent=position_dependent, init_scale=scale,
-    )  # fmt: skip
+    shared = dict(d_value=4, readout=readout, causal=causal, position_dependent=position_dependent, init_scale=scale)
+    spec = KernelSpec(feature_map=fmap, rank=3, **shared) if kind == "kernel" else SoftmaxSpec(**shared)
     model = build_model(spec, m, n, seeds=[seed % 1000, seed % 1000 + 1], vocabulary=family.tokens, dtype=torch.float64)
     found = family_worst_case(model, family)
     truth = brute_model(model, family)

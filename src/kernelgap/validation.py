@@ -227,6 +227,8 @@ def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
             continue  # TOML has no null
         if isinstance(option, type) and issubclass(option, BaseModel):
             names.append("a table")
+        elif typing.get_origin(option) is typing.Literal:
+            names += [repr(value) for value in typing.get_args(option)]
         else:
             names.append(getattr(typing.get_origin(option) or option, "__name__", str(option)))
     return " or ".join(names) or None
