@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError, KernelgapError
-from kernelgap.models import ModelSpec, build_model
+from kernelgap.models import KernelSpec, build_model
 from kernelgap.task import Family, build_family
 from kernelgap.theory.certificate import certified_rank, certify, certify_at
 from kernelgap.theory.chains import chain_pair_bounds as pair_bounds
@@ -306,7 +306,7 @@ def _exact_rank_n_table_model(family):
     within ~1e-3 of its target.
     """
     n = len(family.matching)
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=n, d_value=family.m, readout="linear")
+    spec = KernelSpec(feature_map="table", rank=n, d_value=family.m, readout="linear")
     model = build_model(spec, family.m, 3, seeds=[0], vocabulary=family.tokens, dtype=torch.float64)
     eta, nu = 1e-4, 1e-9
     q_feat = np.full((len(family.tokens), n), 1e-300)
@@ -348,7 +348,7 @@ def test_certificate_is_tight_against_an_exact_rank_n_construction():
 
 
 def _train_table(family, ranks, steps=1500, lr=0.03):
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=max(ranks), d_value=16, readout="mlp", hidden=32)
+    spec = KernelSpec(feature_map="table", rank=max(ranks), d_value=16, readout="mlp", hidden=32)
     model = build_model(
         spec, family.m, 3, seeds=list(range(len(ranks))), ranks=ranks, vocabulary=family.tokens, dtype=torch.float32
     )

@@ -30,7 +30,6 @@ seed = [0, 1]
 model.feature_map = "table"
 [[variants]]
 model.kind = "softmax"
-model.rank = 1
 """
 
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from kernelgap.errors import KernelgapError
-from kernelgap.models import FEATURE_MAPS, ModelSpec, build_model, feature_map_class
-from kernelgap.models.attention import KernelScorer
+from kernelgap.models import FEATURE_MAPS, KernelSpec, build_model, feature_map_class
 from kernelgap.models.feature_maps import Favor, FavorIid, Hedgehog, Taylor
+from kernelgap.models.scorers import KernelScorer
 from kernelgap.models.stacked import init_members
 from kernelgap.task.exhaustive import all_tokens
 
@@ -22,7 +22,7 @@ def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
     ``query``/``key`` are the raw features ``[E·H, T, r]`` / ``[E·H, P, T, r]``."""
     cls, ranks = feature_map_class(name), [rank] * len(seeds)
     fm = cls.build(M, rank, slots=len(seeds) * heads, heads=heads)
-    scorer = KernelScorer(fm, len(seeds), ranks, M, heads=heads, key_positions=positions, vocabulary=TOKENS)
+    scorer = KernelScorer(feature_map=fm, ranks=ranks, m=M, heads=heads, key_positions=positions, vocabulary=TOKENS)
     init_members(scorer, list(seeds), ranks)
     return scorer.double()
 
@@ -99,7 +99,7 @@ def test_linear_space_kernels_have_their_declared_sign(name):
     construction): a nonnegative one stays ≥ 0 anywhere in parameter space, a signed one
     can go below 0.  ``taylor``'s features are signed, its kernel is not."""
     model = build_model(
-        ModelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3, seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64
+        KernelSpec(feature_map=name, rank=9, init_scale=3.0), M, 3, seeds=[0, 1], vocabulary=TOKENS, dtype=torch.float64
     )
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():  # anywhere in parameter space, not just at initialisation
@@ -193,7 +193,7 @@ def test_log_space_kernel_equals_direct_product(name):
     fm = make(name, rank=6)
     x = torch.from_numpy(TOKENS).double()
     q, k = fm.query(x), fm.key(x)[:, 0]
-    model = build_model(ModelSpec(feature_map=name, rank=6), M, 3, seeds=[0], vocabulary=TOKENS, dtype=torch.float64)
+    model = build_model(KernelSpec(feature_map=name, rank=6), M, 3, seeds=[0], vocabulary=TOKENS, dtype=torch.float64)
     scores = model.scorer.scores(x)[0, 0, 0]
     direct = (q.exp() @ k.exp().transpose(-1, -2))[0] if fm.log_space else (q @ k.transpose(-1, -2))[0]
     got = scores.exp() if fm.log_space else scores
@@ -202,7 +202,7 @@ def test_log_space_kernel_equals_direct_product(name):
 
 def test_log_kernel_survives_huge_log_features():
     """Normalized attention is scale invariant: log features of 1e4 must not overflow."""
-    from kernelgap.models.attention import log_kernel
+    from kernelgap.models.scorers import log_kernel
 
     lq = torch.tensor([[1e4, 0.0]], dtype=torch.float32)
     lk = torch.tensor([[1e4, 0.0], [0.0, 1e4]], dtype=torch.float32)
@@ -212,20 +212,20 @@ def test_log_kernel_survives_huge_log_features():
 
 def test_table_needs_vocabulary_and_rejects_unknown_tokens():
     with pytest.raises(KernelgapError, match="vocabulary"):
-        build_model(ModelSpec(feature_map="table", rank=2), M, 3, seeds=[0])
-    model = build_model(ModelSpec(feature_map="table", rank=2), M, 3, seeds=[0], vocabulary=TOKENS[:4])
+        build_model(KernelSpec(feature_map="table", rank=2), M, 3, seeds=[0])
+    model = build_model(KernelSpec(feature_map="table", rank=2), M, 3, seeds=[0], vocabulary=TOKENS[:4])
     with pytest.raises(KernelgapError, match="outside its vocabulary"):
         model.tables(torch.from_numpy(TOKENS[4:8]).float())
 
 
 def test_unknown_map_is_a_user_error():
     with pytest.raises(KernelgapError, match="unknown feature map 'bogus'"):
-        build_model(ModelSpec(feature_map="bogus"), M, 3, seeds=[0])
+        build_model(KernelSpec(feature_map="bogus"), M, 3, seeds=[0])
 
 
 def test_rank_must_be_positive():
     with pytest.raises(KernelgapError, match="rank must be ≥ 1"):
-        build_model(ModelSpec(feature_map="elu1", rank=0), M, 3, seeds=[0])
+        build_model(KernelSpec(feature_map="elu1", rank=0), M, 3, seeds=[0])
 
 
 def test_train_help_lists_every_registered_map(cli):

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError, KernelgapError
 from kernelgap.limits import MAX_RANK, check_memory, format_bytes, memory_limit
-from kernelgap.models import ModelSpec
+from kernelgap.models import KernelSpec, SoftmaxSpec
+from kernelgap.models.sizing import check_model
 from kernelgap.task import FAMILIES, build_family
 from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.registry import MEMORY, check_params, family_parameters
@@ -235,23 +236,25 @@ def test_the_memory_limit_is_stated():
 
 
 def test_rank_limit_and_parameter_estimate():
-    ModelSpec(feature_map="table", rank=MAX_RANK).validate()
+    check_model(KernelSpec(feature_map="table", rank=MAX_RANK))
     for rank in (MAX_RANK + 1, 2**70):
         with pytest.raises(KernelgapError, match="model.rank must be ≤"):
-            ModelSpec(rank=rank).validate()
+            check_model(KernelSpec(rank=rank))
     for spec in (
-        ModelSpec(heads=10**12),
-        ModelSpec(hidden=10**13),
-        ModelSpec(d_value=10**13),
-        ModelSpec(kind="softmax", score_dim=10**13),
-        ModelSpec(feature_map="favor", heads=10**9),
+        KernelSpec(heads=10**12),
+        KernelSpec(hidden=10**13),
+        KernelSpec(d_value=10**13),
+        SoftmaxSpec(score_dim=10**13),
+        KernelSpec(feature_map="favor", heads=10**9),
     ):
         with pytest.raises(KernelgapError, match="parameters .4 bytes each. needs about"):
-            spec.validate()
-    table = ModelSpec(feature_map="table", rank=MAX_RANK)
+            check_model(spec)
+    table = KernelSpec(feature_map="table", rank=MAX_RANK)
     with pytest.raises(KernelgapError, match="needs about"):
-        table.validate(m=24, tokens=10**6)  # 2·10^6 tokens·2^20 features
-    ModelSpec(feature_map="table", rank=16).validate(m=24, tokens=10**4, members=8)
+        check_model(table, m=24, tokens=10**6)  # 2·10^6 tokens·2^20 features
+    check_model(KernelSpec(feature_map="table", rank=16), m=24, tokens=10**4, members=8)
+    with pytest.raises(KernelgapError, match="needs about"):  # past int64: refused, not an overflow
+        check_model(KernelSpec(hidden=2**62, d_value=2**62))
 
 
 # -- codes: the Johnson bound and the searches that stop early ----------------------------

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 from kernelgap.models import FEATURE_MAPS, build_model
-from kernelgap.models.attention import log_kernel
+from kernelgap.models.scorers import log_kernel
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
 from kernelgap.training import TrainConfig, default_lr, default_model
 from kernelgap.training.config import INIT_SCALE
 from kernelgap.training.trainer import Scored, StackTrainer, configure_worker
 
-MODELS = [("kernel", f) for f in sorted(FEATURE_MAPS)] + [("softmax", "mlp_exp")]
+MODELS = [("kernel", f) for f in sorted(FEATURE_MAPS)] + [("softmax", None)]
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,8 @@ def witness():
 def test_ten_times_init_scale_and_lr_stay_finite(witness, kind, fmap, lr_factor):
     """Before the fix in ``log_kernel``, mlp_exp and favor turned NaN after one step here."""
     configure_worker()
-    spec = default_model(kind=kind, feature_map=fmap, rank=16, init_scale=10 * INIT_SCALE)
+    fields = {"kind": kind} if kind == "softmax" else {"feature_map": fmap, "rank": 16}
+    spec = default_model(**fields, init_scale=10 * INIT_SCALE)
     model = build_model(spec, witness.m, witness.length, seeds=[0, 1, 2], vocabulary=witness.tokens)
     scored = Scored.of(witness, torch.float32)
     cfg = TrainConfig(lr=lr_factor * default_lr(spec), mse_steps=8, max_steps=8, stop_below=None)

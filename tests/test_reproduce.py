@@ -51,7 +51,6 @@ seed = [0]
 model.feature_map = "table"
 [[variants]]
 model.kind = "softmax"
-model.rank = 1
 """,
     "ood.toml": """name = "ood"
 [family]
@@ -71,7 +70,6 @@ seed = [0]
 model.kind = "kernel"
 [[variants]]
 model.kind = "softmax"
-model.rank = 1
 """,
     "length.toml": """name = "length"
 [family]

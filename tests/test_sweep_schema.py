@@ -14,8 +14,7 @@ import pydantic
 import pytest
 
 from kernelgap.errors import ConfigError
-from kernelgap.models import ModelSpec
-from kernelgap.models.attention import KIND_FIELDS
+from kernelgap.models import KernelSpec, model_spec, spec_rank
 from kernelgap.sweeps.config import SCHEMA_FILE, load_sweep, sweep_schema
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
 from sweep_helpers import TINY
@@ -77,7 +76,7 @@ def test_types_are_strict_and_ints_become_floats():
             TrainConfig(**bad)
         assert str(info.value).startswith(message) and "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=r"^model\.feature_map: unknown feature map 'bogus'"):
-        ModelSpec(feature_map="bogus")
+        model_spec(feature_map="bogus")
     with pytest.raises(ConfigError, match=r"^test_family\.name: unknown family 'nonesuch'"):
         RunConfig.parse({"family": {"name": "witness"}, "test_family": {"name": "nonesuch"}})
     with pytest.raises(ConfigError, match=r"^model\.module is given exactly when model\.kind = 'module'"):
@@ -89,7 +88,7 @@ def test_configs_round_trip_and_copy_like_dataclasses():
     again = RunConfig.from_dict(run.as_dict())
     assert again.as_dict() == run.as_dict() and again.run_id() == run.run_id()
     assert pickle.loads(pickle.dumps(run)).run_id() == run.run_id()
-    assert set(run.model.identity()) == set(KIND_FIELDS["kernel"])  # no score_dim, scaled_scores, module
+    assert set(run.model.identity()) == set(KernelSpec.model_fields)  # no score_dim, scaled_scores, module
     assert run.identity()["model"] == run.model.identity()
     with pytest.raises(pydantic.ValidationError):
         run.model.rank = 8  # a model spec is frozen, as the dataclass was
@@ -99,17 +98,16 @@ KIND_SWEEP = TINY
 
 
 def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_path):
-    # the base table spans the variants, the grid spans every kind, and a softmax variant
-    # may still give the rank it ignores (the older way to collapse a rank axis)
-    runs = load_sweep(
-        write(tmp_path, KIND_SWEEP + '[[variants]]\n[[variants]]\nmodel.kind = "softmax"\nmodel.rank = 1\n')
-    ).runs()
-    assert sorted((r.model.kind, r.model.rank) for r in runs if r.seed == 0) == [
+    # the base table spans the variants and the grid spans every kind: a softmax model has
+    # no rank, so the grid's ranks give one softmax run per seed
+    runs = load_sweep(write(tmp_path, KIND_SWEEP + '[[variants]]\n[[variants]]\nmodel.kind = "softmax"\n')).runs()
+    assert sorted((r.model.kind, spec_rank(r.model) or 0) for r in runs if r.seed == 0) == [
         ("kernel", 1),
         ("kernel", 2),
-        ("softmax", 1),
+        ("softmax", 0),
     ]
     for text, key in [
+        (KIND_SWEEP + '[[variants]]\nmodel.kind = "softmax"\nmodel.rank = 1\n', "rank"),
         (KIND_SWEEP + '[[variants]]\nmodel.kind = "softmax"\nmodel.feature_map = "elu1"\n', "feature_map"),
         (KIND_SWEEP.replace('feature_map = "table"', 'kind = "softmax"\nfeature_map = "elu1"'), "feature_map"),
         (KIND_SWEEP + "[[variants]]\nmodel.score_dim = 4\n", "score_dim"),
@@ -117,12 +115,13 @@ def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_p
         with pytest.raises(ConfigError) as info:
             load_sweep(write(tmp_path, text, "bad.toml"))
         assert f"model.{key} does not apply to model.kind = " in str(info.value) and "\n" not in str(info.value)
-    # defaults are no mistake, and Python callers may build any spec
+    # defaults are no mistake; a table from elsewhere (the CLI, a record) loses what its kind
+    # does not use, and a spec of one kind has no field of another
     load_sweep(write(tmp_path, KIND_SWEEP + '[[variants]]\nmodel.kind = "softmax"\nmodel.feature_map = "mlp_exp"\n'))
-    assert (
-        RunConfig(FamilySpec("witness"), default_model(kind="softmax", feature_map="elu1")).run_id()
-        == RunConfig(FamilySpec("witness"), default_model(kind="softmax")).run_id()
-    )
+    table = {"family": {"name": "witness"}, "model": {"kind": "softmax", "feature_map": "elu1", "rank": 3}}
+    assert RunConfig.parse(table).run_id() == RunConfig(FamilySpec("witness"), default_model(kind="softmax")).run_id()
+    with pytest.raises(ConfigError, match=r"^unknown key model\.'feature_map' \(expected one of"):
+        default_model(kind="softmax", feature_map="elu1")
 
 
 def test_the_file_layout_is_a_model_with_one_line_errors(tmp_path):

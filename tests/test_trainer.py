@@ -210,8 +210,8 @@ def test_training_leaves_the_process_as_it_was():
 
 def test_a_run_id_hashes_only_what_applies():
     witness = FamilySpec("witness")
-    soft = [
-        RunConfig(witness, default_model(kind="softmax", feature_map=fm, rank=r))
+    soft = [  # a table from elsewhere (the CLI, a record) may name fields other kinds use
+        RunConfig.parse({"family": {"name": "witness"}, "model": {"kind": "softmax", "feature_map": fm, "rank": r}})
         for fm in ("table", "elu1")
         for r in (1, 16)
     ]

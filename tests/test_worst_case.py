@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import KernelgapError
-from kernelgap.models import ModelSpec, build_model
+from kernelgap.models import KernelSpec, SoftmaxSpec, build_model
 from kernelgap.models.constructions import build_construction
 from kernelgap.models.worst_case import family_worst_case
 from kernelgap.task import build_family
@@ -188,10 +188,8 @@ def test_models_match_the_expanded_family(seed, kind, fmap, n, causal, position_
     qpos = int(rng.integers(1, n + 1))
     size = 3 if n <= 4 else 2
     family = random_product(rng, m, n, qpos, int(rng.integers(1, 4)), int(rng.integers(1, size + 1)))
-    spec = ModelSpec(
-        kind=kind, feature_map=fmap, rank=3, d_value=4, readout=readout, causal=causal,
-        position_dependent=position_dependent, init_scale=scale,
-    )  # fmt: skip
+    shared = dict(d_value=4, readout=readout, causal=causal, position_dependent=position_dependent, init_scale=scale)
+    spec = KernelSpec(feature_map=fmap, rank=3, **shared) if kind == "kernel" else SoftmaxSpec(**shared)
     model = build_model(spec, m, n, seeds=[seed % 1000, seed % 1000 + 1], vocabulary=family.tokens, dtype=torch.float64)
     found = family_worst_case(model, family)
     truth = brute_model(model, family)
@@ -218,7 +216,7 @@ def test_softmax_construction_is_exact_and_rank1_is_not(m, n):
 def test_builder_family_and_float32():
     """A registered product family (layer, m = 6, N = 4) and a float32 model."""
     family = build_family("layer", m=6, length=4)
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=4, d_value=6)
+    spec = KernelSpec(feature_map="table", rank=4, d_value=6)
     model = build_model(spec, 6, 4, seeds=[0, 1, 2], vocabulary=family.tokens)
     found = family_worst_case(model, family)
     assert np.allclose(found.max_error, brute_model(model, family), atol=1e-5)
@@ -231,7 +229,7 @@ def test_sequence_family_evaluates_every_sequence():
     index = rng.integers(0, len(tokens), (50, 4))
     for position in (None, 2):
         family = Family(tokens, index, position)
-        spec = ModelSpec(kind="kernel", feature_map="mlp_exp", rank=2, d_value=4)
+        spec = KernelSpec(feature_map="mlp_exp", rank=2, d_value=4)
         model = build_model(spec, 4, 4, seeds=[0, 1], dtype=torch.float64)
         found = family_worst_case(model, family)
         with torch.no_grad():
@@ -246,12 +244,12 @@ def test_sequence_family_evaluates_every_sequence():
 
 def test_refusals_are_one_line_errors():
     family = build_family("layer", m=6, length=4)
-    two_heads = build_model(ModelSpec(kind="softmax", heads=2, d_value=4), 6, 4, seeds=[0])
+    two_heads = build_model(SoftmaxSpec(heads=2, d_value=4), 6, 4, seeds=[0])
     with pytest.raises(KernelgapError, match="one head"):
         family_worst_case(two_heads, family)
-    signed = build_model(ModelSpec(feature_map="signed", rank=2, d_value=4), 6, 4, seeds=[0])
+    signed = build_model(KernelSpec(feature_map="signed", rank=2, d_value=4), 6, 4, seeds=[0])
     with pytest.raises(KernelgapError, match="nonnegative kernel"):
         family_worst_case(signed, family)
-    longer = build_model(ModelSpec(kind="softmax", position_dependent=True, d_value=4), 6, 5, seeds=[0])
+    longer = build_model(SoftmaxSpec(position_dependent=True, d_value=4), 6, 5, seeds=[0])
     with pytest.raises(KernelgapError, match="key positions"):
         family_worst_case(longer, family)

@@ -174,7 +174,8 @@ def explain(exc: ValidationError, model: type[BaseModel], where: str = "") -> st
 
 def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
     """One pydantic error as one line, named by its dotted key below ``where``."""
-    loc = [str(p) for p in error["loc"]]
+    raw = [str(p) for p in error["loc"]]
+    loc = untagged(model, raw)
     kind = error["type"]
     if kind == ERROR_TYPE:
         ctx = error["ctx"]
@@ -182,11 +183,11 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
         text = ctx["text"].replace("{where}", base)
         return text if ctx.get("whole") else dotted(base, ctx.get("path")) + text
     if kind == "extra_forbidden":
-        owner = model_at(model, loc[:-1])
+        owner = model_at(model, raw[:-1])
         known = f" (expected one of {', '.join(sorted(owner.model_fields))})" if owner is not None else ""
         return f"unknown key {dotted(dotted(where, *loc[:-1]), repr(loc[-1]))}{known}"
     name = dotted(where, *loc) or "config"
-    field = field_at(model, loc)
+    field = field_at(model, raw)
     if kind in CONSTRAINT_ERRORS and field is not None:
         return name + refusal(error, field)
     if kind == "missing":
@@ -194,23 +195,49 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
     if kind == "too_short":
         least = error["ctx"]["min_length"]
         return f"{name}: expected at least {least} {'entry' if least == 1 else 'entries'}, got {error.get('input')!r}"
-    expected = expected_type(model, loc)
+    expected = expected_type(model, raw)
     if expected is None:
         return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, got {error.get('input')!r}"
     return f"{name}: expected {expected}, got {error.get('input')!r}"
 
 
 def model_at(model: type[BaseModel], loc: list[str]) -> type[BaseModel] | None:
-    """The config class at ``loc`` below ``model`` (None where there is none)."""
-    for part in loc:
-        if part.isdigit():  # an item of a list of configs: the config itself
+    """The config class at ``loc`` (as pydantic gives it) below ``model``, None where there
+    is none; in a union tagged by ``kind``, the member the tag after the field names."""
+    return _walk(model, loc)[1]
+
+
+def untagged(model: type[BaseModel], loc: list[str]) -> list[str]:
+    """``loc`` without the tags pydantic puts after a union tagged by ``kind`` (an error at
+    ``model.kernel.rank`` is named ``model.rank``)."""
+    return _walk(model, loc)[0]
+
+
+def _walk(model: type[BaseModel] | None, loc: list[str]) -> tuple[list[str], type[BaseModel] | None]:
+    names: list[str] = []
+    i = 0
+    while i < len(loc):
+        names.append(loc[i])
+        if loc[i].isdigit():  # an item of a list of configs: the config itself
+            i += 1
             continue
-        field = model.model_fields.get(part)
+        field = model.model_fields.get(loc[i]) if model is not None else None
         found = _models_in(field.annotation) if field is not None else []
-        if not found:
-            return None
-        model = found[0]
-    return model
+        member = _tagged(found, loc[i + 1] if i + 1 < len(loc) else None)
+        model = member or (found[0] if found else None)
+        i += 2 if member is not None else 1
+    return names, model
+
+
+def _tagged(found: list[type[BaseModel]], tag: str | None) -> type[BaseModel] | None:
+    """The member of ``found`` whose ``kind`` is ``tag``, where ``found`` is a tagged union."""
+    if len(found) < 2 or tag is None:
+        return None
+    for option in found:
+        field = option.model_fields.get("kind")
+        if field is not None and typing.get_args(field.annotation) == (tag,):
+            return option
+    return None
 
 
 def field_at(model: type[BaseModel], loc: list[str]) -> FieldInfo | None:
@@ -245,7 +272,7 @@ def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:
         ) is dict:
             names.append("a table")
         elif typing.get_origin(option) is typing.Literal:
-            names.append(type(typing.get_args(option)[0]).__name__)
+            names += [repr(value) for value in typing.get_args(option)]
         else:
             names.append(getattr(typing.get_origin(option) or option, "__name__", str(option)))
     return " or ".join(names) or None

@@ -30,7 +30,10 @@ from ..errors import KernelgapError
 from ..task.constructions import candidate_tokens, one_hot_beta, query_tokens, softmax_beta
 from ..task.exhaustive import all_tokens
 from ..task.family import AnyFamily
-from .attention import AttentionModel, ModelSpec, build_model
+from .attention import AttentionModel
+from .build import build_model
+from .sizing import check_model
+from .specs import KernelSpec, SoftmaxSpec
 
 Construction = Callable[[int, int], AttentionModel]
 CONSTRUCTIONS: dict[str, Construction] = {}
@@ -63,7 +66,7 @@ def _identity_readout(model: AttentionModel, m: int, read_scale: float, bias_per
 @register_construction("rank1")
 def rank1(m: int, length: int = 2, dtype: torch.dtype = torch.float64) -> AttentionModel:
     """Rank-1 kernel attention with ``α ≡ 1`` (exact for N ≤ 2)."""
-    spec = ModelSpec(kind="kernel", feature_map="mlp_exp", rank=1, d_value=m, readout="linear")
+    spec = KernelSpec(feature_map="mlp_exp", rank=1, d_value=m, readout="linear")
     model = build_model(spec, m, length, seeds=[0], dtype=dtype)
     with torch.no_grad():
         for proj in (model.scorer.q_proj, model.scorer.k_proj):
@@ -77,7 +80,7 @@ def rank1(m: int, length: int = 2, dtype: torch.dtype = torch.float64) -> Attent
 def softmax(m: int, length: int = 3, dtype: torch.dtype = torch.float64) -> AttentionModel:
     """Dense softmax with ``q = −βx``, ``k = z`` and ``β = ln(2(N−1)) + 1``."""
     beta = softmax_beta(length)
-    spec = ModelSpec(kind="softmax", score_dim=m, d_value=m, readout="linear")
+    spec = SoftmaxSpec(score_dim=m, d_value=m, readout="linear")
     model = build_model(spec, m, length, seeds=[0], dtype=dtype)
     eye = torch.eye(m, dtype=dtype)
     with torch.no_grad():
@@ -96,7 +99,7 @@ def positive_2m(m: int, length: int = 3, dtype: torch.dtype = torch.float64) -> 
         raise KernelgapError(f"the positive rank-2^m construction is built for m ≤ 12, got m = {m}")
     beta = softmax_beta(length)
     vocab = all_tokens(m)
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=1 << m, d_value=m, readout="linear")
+    spec = KernelSpec(feature_map="table", rank=1 << m, d_value=m, readout="linear")
     model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=dtype)
     bits = torch.from_numpy(vocab).to(dtype)
     scorer = model.scorer
@@ -119,8 +122,8 @@ def _table_model(family: AnyFamily, rank: int, q_log: torch.Tensor, k_log: torch
     """A one-member ``table`` kernel of ``rank`` with the given log-features over the family's
     tokens, ``v(z) = z`` and ``p = <x, y>``; refused in one line when it would not fit."""
     t, m = len(family.tokens), family.m
-    spec = ModelSpec(kind="kernel", feature_map="table", rank=rank, d_value=m, readout="linear")
-    spec.validate("construction", m=m, tokens=t)
+    spec = KernelSpec(feature_map="table", rank=rank, d_value=m, readout="linear")
+    check_model(spec, "construction", m=m, tokens=t)
     model = build_model(spec, m, family.length, seeds=[0], vocabulary=family.tokens, dtype=dtype)
     with torch.no_grad():
         model.scorer.q_table.theta.copy_(q_log[None])

@@ -1,7 +1,7 @@
 """Feature maps for kernel attention, one class each, in a registry (docs/theory.md, "The models").
 
 A feature map is the function ``φ`` of an **already projected head**: the scorer
-(:class:`~kernelgap.models.attention.KernelScorer`) owns, per role (queries, and
+(:class:`~kernelgap.models.scorers.KernelScorer`) owns, per role (queries, and
 keys at each key position), the projection ``u`` of a token — a linear map
 ``u = Wx + c``, an MLP ``u = MLP(x)`` or, for table maps, a free row ``u = θ[id]``
 per distinct token of the family (indexed by token id) — sized by the map's class
@@ -94,7 +94,7 @@ class FeatureMap(nn.Module):
     #: Table maps: ``θ₀`` is drawn at this multiple of the model's ``init_scale``.
     table_init_scale: ClassVar[float] = 1.0
     #: Model fields of the map's calibrated recipe, for a run that leaves them unset
-    #: (:func:`kernelgap.training.config.model_defaults`; docs/experiments.md, "Training recipe").
+    #: (:func:`kernelgap.training.config.with_recipe`; docs/experiments.md, "Training recipe").
     recipe_model: ClassVar[dict] = {}
     #: The map's calibrated ``mse_steps`` and ``max_steps``, for a run that sets neither
     #: (empty: :class:`~kernelgap.training.config.TrainConfig`'s; docs/experiments.md, "Training recipe").

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import KernelgapError
-from .attention import AttentionModel, KernelScorer, guard_denominator
+from .attention import AttentionModel, guard_denominator
+from .scorers import KernelScorer
 
 QUANTIZERS = ("uniform", "float")
 

@@ -30,9 +30,8 @@ from .constructions import CONSTRUCTIONS, build_construction
 from .devices import resolve_device
 
 #: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
-#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs, the largest run before lengths could
-#: be chosen; 64 times m = 7 at N = 3, which took about 4 s per construction on 2 busy cores).
-#: m = 4 at N = 5 (2^20 sequences of 25 pairs) is 1/46 of it.
+#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs), the largest check before lengths
+#: could be chosen, so every check made then is still allowed and none is much longer.
 MAX_VERIFY_PAIRS = 9 << 27
 #: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
 MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)

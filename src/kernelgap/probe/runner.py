@@ -57,6 +57,7 @@ from ..sweeps.executors import check_executor
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
+from ..training.config import record_model
 from ..training.curve import final_power
 from .floor import query_blind
 from .suites import BASELINE, RECIPE_KEYS, RECIPES, Suite, suites
@@ -244,8 +245,8 @@ def run_probe(
     reading = reading_of(checked[first[0].name], build_family(first[0].family, **first[0].params).m)
     chosen = suites(profile, ranks, seeds, steps, lr, reading) if reading != "first" else first
     counts = checked[first[0].name].parameter_counts()
-    module_model = {**default_model(kind="module", module=spec).model_dump(), "module": spec.model_dump()}
-    baseline_model = default_model(kind="kernel", feature_map=BASELINE).model_dump()
+    module_model = {**record_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
+    baseline_model = record_model(default_model(kind="kernel", feature_map=BASELINE))
     twin = twin_map(cls, spec.kwargs)
     twin_model = _twin_model(twin, spec.d_model) if twin else None
     suite_rows = []
@@ -393,7 +394,7 @@ def _twin_model(twin: str, d_model: int) -> dict:
         {"target": TWIN_TARGET, "kwargs": {"feature_map": twin}, "interface": "layer", "d_model": d_model},
         where="module",
     )
-    return {**default_model(kind="module", module=spec).model_dump(), "module": spec.model_dump()}
+    return {**record_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
 
 
 def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:

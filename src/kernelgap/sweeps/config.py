@@ -22,9 +22,9 @@ The runs are ``variants × grid`` (one variant, the base, when none is given).
 A variant's value wins over a grid axis of the same key; a variant's family
 parameters (``family.params.n = 16``, or a ``params`` table) merge into the base's and
 the grid's unless the variant names another family (``family.name`` or ``file``), which
-starts from its own.  Duplicate runs are dropped: ``model.kind = "softmax"`` with
-``model.rank = 1`` in a variant gives one softmax run per seed however many ranks the
-grid lists.
+starts from its own.  Duplicate runs are dropped: a variant with ``model.kind = "softmax"``
+gives one softmax run per seed however many ranks the grid lists (a softmax model has no
+rank).
 Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
 the key: unknown key, wrong type, empty grid, non-positive size.  The file's layout is a
 config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family
@@ -50,6 +50,7 @@ from pydantic import Field, WithJsonSchema
 
 from ..errors import ConfigError, KernelgapError
 from ..models import FEATURE_MAPS, ModelSpec
+from ..models.specs import model_table_schema
 from ..task.registry import PARAMS, family_names
 from ..training import FamilySpec, RunConfig, TrainConfig
 from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
@@ -356,10 +357,13 @@ def sweep_schema() -> dict:
     of their own).  Section fields are all optional here (a run is the base, a grid point
     and a variant together; :func:`load_sweep` checks each run and the cross-field rules)."""
     defs: dict = {}
-    for cls in (FamilySpec, ModelSpec, TrainConfig):
-        schema = cls.model_json_schema(ref_template="#/$defs/{model}")
+    for name, schema in (
+        ("FamilySpec", FamilySpec.model_json_schema(ref_template="#/$defs/{model}")),
+        ("ModelSpec", model_table_schema("#/$defs/{model}")),  # the fields of every kind
+        ("TrainConfig", TrainConfig.model_json_schema(ref_template="#/$defs/{model}")),
+    ):
         defs.update(schema.pop("$defs", {}))
-        defs[cls.__name__] = schema
+        defs[name] = schema
     defs = _plain(defs)
     for key, value in model_defaults().items():  # a sweep's model starts from the training defaults
         defs["ModelSpec"]["properties"][key]["default"] = value
@@ -414,7 +418,7 @@ def write_sweep_schema(path: str | Path = SCHEMA_FILE) -> Path:
 
 
 def _section_def(section: str) -> str:
-    return "FamilySection" if SECTIONS[section] is FamilySpec else SECTIONS[section].__name__
+    return {"family": "FamilySection", "test_family": "FamilySection", "model": "ModelSpec"}.get(section, "TrainConfig")
 
 
 def _plain(node):

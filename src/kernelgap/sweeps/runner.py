@@ -28,7 +28,8 @@ from rich.progress import (
 )
 
 from ..errors import ConfigError, KernelgapError
-from ..models.attention import plan_pairs
+from ..models import ModuleModelSpec, spec_rank
+from ..models.pairs import plan_pairs
 from ..task import ProductFamily
 from ..training import RunConfig
 from ..training.product import product_cost, training_family
@@ -54,11 +55,18 @@ COLUMN_COST = 30
 SLOT_COST = 300
 
 
+def attention_shape(run: RunConfig) -> tuple[int, bool, bool]:
+    """Heads, position dependence and causal mask of a run's model (a module: one head, neither)."""
+    if isinstance(run.model, ModuleModelSpec):
+        return 1, False, False
+    return run.model.heads, run.model.position_dependent, run.model.causal
+
+
 @dataclass(frozen=True)
 class FamilyCost:
     """What one member costs per step on a family: ``slots`` (sequences × scored positions ×
     keys) and ``block`` (table entries per feature column: the pair block of
-    :func:`~kernelgap.models.attention.plan_pairs`, once per key position)."""
+    :func:`~kernelgap.models.pairs.plan_pairs`, once per key position)."""
 
     slots: int
     block: int
@@ -69,8 +77,9 @@ class FamilyCost:
         if isinstance(family, ProductFamily):  # trained as a product (training/product.py)
             return cls(*product_cost(family, run.model))
         positions = family.scored_positions
-        key_positions = family.length if run.model.position_dependent else 1
-        plan = plan_pairs(torch.as_tensor(family.index), positions, key_positions, run.model.causal)
+        _, position_dependent, causal = attention_shape(run)
+        key_positions = family.length if position_dependent else 1
+        plan = plan_pairs(torch.as_tensor(family.index), positions, key_positions, causal)
         return cls(len(family) * len(positions) * family.length, plan.size * key_positions)
 
 
@@ -81,13 +90,14 @@ class StackCosts:
         self.families: dict[str, FamilyCost] = {}
 
     def family(self, run: RunConfig) -> FamilyCost:
-        key = json.dumps([run.family.model_dump(), run.model.position_dependent, run.model.causal], sort_keys=True)
+        key = json.dumps([run.family.model_dump(), *attention_shape(run)[1:]], sort_keys=True)
         if key not in self.families:
             self.families[key] = FamilyCost.of(run)
         return self.families[key]
 
     def columns(self, run: RunConfig) -> int:
-        return run.model.heads * run.model.rank
+        """Feature columns of a member: ``H·r`` (a softmax model has no rank: ``H``)."""
+        return attention_shape(run)[0] * (spec_rank(run.model) or 1)
 
     def padding(self, stack: list[RunConfig]) -> float:
         """Work spent on the padded feature columns of a stack (members padded to its largest rank)."""
@@ -101,7 +111,8 @@ class StackCosts:
     def step(self, stack: list[RunConfig]) -> float:
         """``STEP_OVERHEAD + Σ_members (heads × slots + largest H·r × column cost)``."""
         run, top = stack[0], max(self.columns(r) for r in stack)
-        return STEP_OVERHEAD + len(stack) * (run.model.heads * self.family(run).slots + top * self.column(run))
+        heads = attention_shape(run)[0]
+        return STEP_OVERHEAD + len(stack) * (heads * self.family(run).slots + top * self.column(run))
 
     def work(self, stack: list[RunConfig]) -> float:
         """Cost of a whole stack: its step cost times its schedule's steps."""
@@ -147,7 +158,7 @@ def plan_tasks(
         groups[run.stack_key()].append(run)
     tasks = []
     for members in groups.values():
-        members.sort(key=lambda r: (-r.model.rank, r.seed))
+        members.sort(key=lambda r: (-(spec_rank(r.model) or 0), r.seed))
         chunks = math.ceil(len(members) / size)
         step = math.ceil(len(members) / chunks)
         for i in range(0, len(members), step):
@@ -163,7 +174,7 @@ def _padding_limited(members: list[RunConfig], costs: StackCosts) -> list[list[R
             out[-1].append(run)
         else:
             out.append([run])
-    return [sorted(s, key=lambda r: (r.model.rank, r.seed)) for s in out]
+    return [sorted(s, key=lambda r: (spec_rank(r.model) or 0, r.seed)) for s in out]
 
 
 def longest_first(tasks: list, costs: StackCosts | None = None, stack=lambda task: task) -> list:

@@ -17,6 +17,7 @@ them, in docs/experiments.md ("Training recipe").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -29,9 +30,20 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_STEPS
-from ..models import ModelSpec, feature_map_class, resolve_device
-from ..models.attention import KIND_FIELDS, KIND_TOLERATES, model_identity
-from ..models.feature_maps import FEATURE_MAPS, FeatureMap
+from ..models import resolve_device
+from ..models.feature_maps import FeatureMap
+from ..models.sizing import check_model
+from ..models.specs import (
+    SPECS,
+    KernelSpec,
+    ModelSpec,
+    ModuleModelSpec,
+    SoftmaxSpec,
+    check_kind,
+    every_field,
+    model_identity,
+    model_spec,
+)
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
@@ -50,36 +62,45 @@ SOFTMAX_TEMPERATURE = 4.0
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def model_defaults(kind=None, feature_map=None) -> dict:
-    """The calibrated training defaults a model starts from (:func:`default_model`); a kernel
-    model's also its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
-    (``table``: the linear readout; docs/experiments.md, "Training recipe")."""
+def model_defaults(kind: str | None = None) -> dict:
+    """The calibrated training defaults a model starts from (:func:`default_model`), of a
+    kind's fields (``None``: of every kind, where a sweep's ``[model]`` table may span kinds);
+    a kernel model's map adds its own (:func:`with_recipe`)."""
     defaults: dict[str, Any] = {"init_scale": INIT_SCALE}
     if kind == "softmax":
         defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
-    elif kind in (None, "kernel"):
-        cls = FEATURE_MAPS.get(feature_map or ModelSpec.model_fields["feature_map"].default)
-        defaults.update(cls.recipe_model if cls is not None else {})
     return defaults
 
 
+def with_recipe(spec: ModelSpec) -> ModelSpec:
+    """A kernel spec with its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
+    for the fields it was not given (``table``: the linear readout; docs/experiments.md,
+    "Training recipe"); other specs as they are."""
+    if not isinstance(spec, KernelSpec):
+        return spec
+    update = {k: v for k, v in spec.map_class.recipe_model.items() if k not in spec.model_fields_set}
+    return spec.model_copy(update=update) if update else spec
+
+
 def default_model(**fields) -> ModelSpec:
-    """A :class:`ModelSpec` with the calibrated training defaults.
+    """A model spec (:func:`~kernelgap.models.specs.model_spec`) with the calibrated training defaults.
 
     ``kind='softmax'`` also gets scaled scores with temperature
     :data:`SOFTMAX_TEMPERATURE` (explicit fields override).  A run's ``model`` table (a
     sweep file's, the CLI's) starts from the same defaults.
     """
-    return ModelSpec(**{**model_defaults(fields.get("kind"), fields.get("feature_map")), **fields})
+    own = SPECS.get(fields.get("kind", "kernel"), KernelSpec).model_fields
+    calibrated = {k: v for k, v in model_defaults(fields.get("kind", "kernel")).items() if k in own}
+    return with_recipe(model_spec(**{**calibrated, **fields}))
 
 
 def default_lr(model: ModelSpec) -> float:
     """The calibrated learning rate for a model: softmax's, its feature map's, or a
     module's (docs/experiments.md, "Training recipe")."""
-    if model.kind == "softmax":
+    if isinstance(model, SoftmaxSpec):
         return SOFTMAX_LR
-    if model.kind == "kernel":
-        return feature_map_class(model.feature_map).default_lr
+    if isinstance(model, KernelSpec):
+        return model.map_class.default_lr
     return FALLBACK_LR
 
 
@@ -234,7 +255,7 @@ def file_sha256(path: str | Path) -> str:
 def run_identity(config: dict) -> dict:
     """What a run id hashes: the resolved config less what does not make the run — where
     family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`)
-    and the model fields its kind does not use (:func:`~kernelgap.models.attention.model_identity`:
+    and the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
     a softmax run has no feature map or rank)."""
     out = dict(config)
     if isinstance(out.get("model"), dict):
@@ -251,11 +272,51 @@ def run_identity(config: dict) -> dict:
 EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 
 
+@functools.cache
+def record_defaults() -> dict:
+    """Every model field of every kind at its default, the calibrated training defaults
+    (:func:`model_defaults`) included: what a record shows for the fields a run's kind does
+    not use, and the values such a field may be given explicitly (it changes nothing)."""
+    fields = {name: None if f.is_required() else f.get_default() for name, f in every_field().items()}
+    return {**fields, **model_defaults()}
+
+
+def record_model(spec: ModelSpec) -> dict:
+    """A model as a record and a checkpoint write it: its spec's fields over
+    :func:`record_defaults`, so records of every kind have one layout (report rows, the
+    columns of ``results.csv``); :func:`run_identity` keeps only its kind's fields."""
+    return {**record_defaults(), **spec.model_dump()}
+
+
+def model_table(table: dict, explicit=()) -> dict:
+    """A run's ``model`` table ready for its kind's spec: the kind's calibrated defaults
+    (:func:`model_defaults`) under what it gives, and the fields other kinds use dropped —
+    the base table of a sweep, its grid and a record span kinds — unless set explicitly
+    (``explicit``: :data:`EXPLICIT_MODEL_KEYS`) to a value other than their default: that
+    would change nothing, so it is a mistake.  ``module`` is given exactly for a module."""
+    kind = check_kind(table.get("kind", "kernel"))
+    own = SPECS[kind].model_fields
+    if (kind == "module") != (table.get("module") is not None):
+        raise invalid(" is given exactly when {where}.kind = 'module'", path="module")
+    defaults = record_defaults()
+    kept = {"kind": kind}
+    for key, value in table.items():
+        if key in own or key not in defaults:
+            kept[key] = value  # its own field, or an unknown key its spec refuses by name
+        elif key in explicit and value != defaults[key]:
+            raise invalid(
+                f" does not apply to {{where}}.kind = {kind!r}, got {value!r} "
+                f"(a {kind} model is built from {', '.join(list(own)[1:])})",
+                path=key,
+            )
+    return {**{k: v for k, v in model_defaults(kind).items() if k in own}, **kept}
+
+
 class RunConfig(Config):
     """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too.
 
     A ``model`` given as a table starts from the calibrated training defaults
-    (:func:`default_model`)."""
+    (:func:`default_model`; :func:`model_table`)."""
 
     ERROR_ORDER: ClassVar[tuple[str, ...]] = ("family", "test_family", "model", "train", "seed")
 
@@ -265,41 +326,21 @@ class RunConfig(Config):
     seed: int = 0
     test_family: FamilySpec | None = None
 
-    @field_validator("model", mode="before")
+    @field_validator("model", mode="wrap")
     @classmethod
-    def _training_defaults(cls, value):
-        if isinstance(value, dict):
-            return {**model_defaults(value.get("kind"), value.get("feature_map")), **value}
-        return value
-
-    @field_validator("model")
-    @classmethod
-    def _only_what_applies(cls, model: ModelSpec, info: ValidationInfo) -> ModelSpec:
-        """A field the model's kind does not use (:data:`~kernelgap.models.attention.KIND_FIELDS`),
-        set explicitly (the context's :data:`EXPLICIT_MODEL_KEYS`) to a value other than
-        the kind's default, is a mistake: it would change nothing."""
-        explicit = (info.context or {}).get(EXPLICIT_MODEL_KEYS)
-        if not explicit:
-            return model
-        used = (*KIND_FIELDS[model.kind], *KIND_TOLERATES.get(model.kind, ()))
-        defaults = {name: f.get_default(call_default_factory=True) for name, f in ModelSpec.model_fields.items()}
-        defaults.update(model_defaults(model.kind, model.feature_map))
-        for key in ModelSpec.model_fields:
-            if key in explicit and key not in used and getattr(model, key) != defaults[key]:
-                raise invalid(
-                    f" does not apply to {{where}}.kind = {model.kind!r}, got {getattr(model, key)!r} "
-                    f"(a {model.kind} model is built from {', '.join(KIND_FIELDS[model.kind][1:])})",
-                    path=key,
-                )
-        return model
+    def _training_defaults(cls, value, handler, info: ValidationInfo):
+        """A table starts from the calibrated defaults (:func:`model_table`, :func:`with_recipe`)."""
+        if not isinstance(value, dict):
+            return handler(value)
+        return with_recipe(handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ())))
 
     @model_validator(mode="after")
     def _recipe_schedule(self) -> RunConfig:
         """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other."""
-        if self.model.kind == "kernel" and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
-            schedule = feature_map_class(self.model.feature_map).recipe_schedule
+        if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
+            schedule = self.model.map_class.recipe_schedule
             if schedule:
                 self.train = self.train.model_copy(update=schedule)
         return self
@@ -311,7 +352,7 @@ class RunConfig(Config):
         if self.test_family is not None:
             self.test_family.validate("test_family")
         try:
-            self.model.validate("model")
+            check_model(self.model, "model")
         except KernelgapError as exc:
             raise ConfigError(str(exc)) from None
         self.train.validate("train")
@@ -329,11 +370,16 @@ class RunConfig(Config):
         return self.model_copy(update={"train": self.train.model_copy(update={"lr": default_lr(self.model)})})
 
     def as_dict(self) -> dict:
-        return self.resolved().model_dump()
+        """The resolved run as plain values, its model in the record layout (:func:`record_model`)."""
+        out = self.resolved().model_dump()
+        out["model"] = record_model(self.model)
+        return out
 
     def identity(self) -> dict:
         """What its run id hashes (:func:`run_identity`)."""
-        return run_identity(self.as_dict())
+        out = self.resolved().model_dump()
+        out["model"] = self.model.identity()
+        return run_identity(out)
 
     def run_id(self) -> str:
         """``sha256`` of the canonical JSON of the resolved config's :func:`run_identity`,
@@ -343,11 +389,11 @@ class RunConfig(Config):
     def stack_key(self) -> str:
         """Runs with equal keys can train in one stack (seed and maskable rank vary;
         a module trains alone)."""
-        if self.model.kind == "module":
+        if isinstance(self.model, ModuleModelSpec):
             return self.run_id()
         d = self.identity()
         d.pop("seed")
-        if self.model.kind == "kernel" and feature_map_class(self.model.feature_map).maskable:
+        if isinstance(self.model, KernelSpec) and self.model.map_class.maskable:
             d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}
         return config_hash(d)
 

@@ -55,8 +55,9 @@ import numpy as np
 import torch
 
 from ..errors import FamilyError, KernelgapError
-from ..models import ModelSpec, feature_map_class
-from ..models.attention import DENOMINATOR_GUARD, AttentionModel, PairPlan, guard_denominator
+from ..models import ModelSpec, ModuleModelSpec, signed_kernel
+from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
+from ..models.pairs import PairPlan
 from ..task import EXACT_THRESHOLD
 from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
 from .config import TrainConfig
@@ -84,24 +85,25 @@ WHOLE_FAMILY = "whole product family (two-candidate form)"
 LAST_BATCH = "last finite batch (diverged)"
 
 
+def two_candidate_form(heads: int, position_dependent: bool, causal: bool, nonnegative: bool) -> bool:
+    """Whether an attention model is covered by the two-candidate reduction (module
+    docstring): one head, position-free maps, no causal mask, a nonnegative kernel."""
+    return heads == 1 and not position_dependent and not causal and nonnegative
+
+
 def reducible_spec(spec: ModelSpec) -> bool:
-    """Whether a model of ``spec`` is covered by the two-candidate reduction (module
-    docstring): kernel or softmax, one head, position-free maps, no causal mask, a
-    nonnegative kernel."""
-    if spec.kind not in ("kernel", "softmax") or spec.heads != 1 or spec.position_dependent or spec.causal:
+    """:func:`two_candidate_form` for a spec (kernel or softmax; a module is not covered)."""
+    if isinstance(spec, ModuleModelSpec):
         return False
-    return spec.kind == "softmax" or feature_map_class(spec.feature_map).nonnegative
+    return two_candidate_form(spec.heads, spec.position_dependent, spec.causal, not signed_kernel(spec))
 
 
 def reducible(model) -> bool:
-    """:func:`reducible_spec` for a built model."""
-    return (
-        isinstance(model, AttentionModel)
-        and model.scorer.heads == 1
-        and not model.position_dependent
-        and not model.causal
-        and model.scorer.nonnegative
-    )
+    """:func:`two_candidate_form` for a built model."""
+    if not isinstance(model, AttentionModel):
+        return False
+    scorer = model.scorer
+    return two_candidate_form(scorer.heads, model.position_dependent, model.causal, scorer.nonnegative)
 
 
 def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
@@ -128,11 +130,10 @@ def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | No
     else as many as fit with every query and every c′ (at least one).
 
     Batches of first-slot candidates rather than of queries: every query's and every
-    candidate's parameters then get a gradient at every step.  Measured on the ladder family
-    m = 48, n = 40 at its certified rank 40 (3 seeds, 16 steps an epoch, 30,000 steps):
-    batches of queries end at max errors 1.0–1.9, batches of candidates at 0.65–0.71; over
-    120,000 steps the candidate batches are exact on 3 of 3 seeds (docs/experiments.md,
-    "The bound curve")."""
+    candidate's parameters then get a gradient at every step, where a batch of queries
+    leaves the others' rows still between its steps; on a large ladder family at its
+    certified rank query batches stall above the exact threshold and candidate batches
+    reach it (docs/experiments.md, "The bound curve", has the measurements)."""
     pairs = pairs or PAIRS_PER_STEP
     if two_candidate_count(family) <= pairs:
         return None

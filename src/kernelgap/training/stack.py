@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..models import AttentionModel
-from ..models.attention import PairPlan
+from ..models.pairs import PairPlan
 from ..task import Family, error_metrics
 from .config import TrainConfig
 from .curve import Curve

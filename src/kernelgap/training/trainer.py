@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ..errors import KernelgapError
-from ..models import AttentionModel, build_model, feature_count, feature_map_class, signed_kernel
+from ..models import AttentionModel, KernelSpec, ModuleModelSpec, build_model, feature_count, signed_kernel, spec_rank
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
@@ -88,7 +88,7 @@ def build_stack(runs: list[RunConfig]):
         family.m,
         family.length,
         seeds=[r.seed for r in runs],
-        ranks=[r.model.rank for r in runs],
+        ranks=[spec_rank(r.model) for r in runs],
         vocabulary=vocabulary(family, test_family),
         dtype=DTYPES[first.train.dtype],
         device=first.train.device,
@@ -120,7 +120,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "wall_time_s": result.wall_time_s,
         "stack_size": stack_size,
         "features": feature_count(run.model),
-        "map_facts": feature_map_class(run.model.feature_map).facts() if run.model.kind == "kernel" else None,
+        "map_facts": run.model.map_class.facts() if isinstance(run.model, KernelSpec) else None,
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
         "curve": result.curve,
@@ -153,8 +153,9 @@ def train_task(runs: list[RunConfig]) -> TaskOutput:
     """Train one stack of runs: their records and the trained weights (the executors'
     task).  Whatever a module written elsewhere raises is one line naming it
     (``SystemExit`` included)."""
-    module, first = runs[0].model.module, runs[0]
-    with module_failures(module and module.target, "training", f" at rank {first.model.rank}, seed {first.seed}"):
+    first = runs[0]
+    target = first.model.module.target if isinstance(first.model, ModuleModelSpec) else None
+    with module_failures(target, "training", f" at rank {spec_rank(first.model)}, seed {first.seed}"):
         model, results = _train(runs)
     where = checkpoint_file(runs)
     records = [

@@ -1,0 +1,205 @@
+"""What a model is: one spec per kind, and what of it a run id hashes (docs/theory.md, "The models").
+
+:data:`ModelSpec` is a union tagged by ``kind``: :class:`KernelSpec` (kernel attention with a
+registered feature map), :class:`SoftmaxSpec` (dense softmax) and :class:`ModuleModelSpec` (a
+module written elsewhere, :mod:`.external`).  Each holds only the fields its model is built
+from (:func:`~kernelgap.models.build.build_model`), so a spec's fields are its identity: equal
+models have equal specs whatever a sweep file wrote for the other kinds.  A kernel spec
+resolves its feature map's class once, when it is made (:attr:`KernelSpec.map_class`).
+
+Specs check their fields' ranges and choices when they are made; the limits that need the
+family's sizes (rank, memory) are :func:`kernelgap.models.sizing.check_model`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic.fields import FieldInfo
+
+from ..errors import ConfigError, KernelgapError
+from ..validation import Config, FinitePositive, PositiveInt, invalid, one_of
+from .external import ModuleSpec
+from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
+
+#: Value/readout shapes: affine maps of the token, or two-layer MLPs.
+READOUTS = ("linear", "mlp")
+#: Model kinds: kernel attention, dense softmax, a module written elsewhere.
+KINDS = ("kernel", "softmax", "module")
+
+# The fields, each described once (kernel and softmax models share most of them).
+Rank = Annotated[PositiveInt, Field(description="features per head (kernel), or the module's rank")]
+Heads = Annotated[PositiveInt, Field(description="attention heads")]
+DValue = Annotated[PositiveInt, Field(description="value width")]
+ReadoutName = Annotated[
+    one_of(READOUTS, " must be 'mlp' or 'linear', got {shown}"),
+    Field(description="value/readout maps: two-layer MLPs or affine"),
+]
+Hidden = Annotated[PositiveInt, Field(description="hidden width of the MLPs")]
+PositionDependent = Annotated[bool, Field(description="a key map per key position")]
+Causal = Annotated[bool, Field(description="position i attends to positions 1..i")]
+Temperature = Annotated[FinitePositive, Field(description="score temperature τ (a sweep's softmax model: 4.0)")]
+InitScale = Annotated[FinitePositive, Field(description="initial scale of the parameters")]
+KIND_TEXT = "kernel attention, dense softmax, or a module written elsewhere"
+
+
+class BaseSpec(Config):
+    """What every model spec shares: frozen, named ``model`` in messages."""
+
+    model_config = ConfigDict(frozen=True)
+    WHERE: ClassVar[str] = "model"
+
+    def identity(self) -> dict:
+        """The fields its model is built from (what a run id hashes)."""
+        return self.model_dump()
+
+
+class KernelSpec(BaseSpec):
+    """Kernel attention ``α(x, z) = <φ_Q(x), φ_K(z)>`` with a registered feature map ``φ``
+    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features."""
+
+    kind: Literal["kernel"] = Field("kernel", description=KIND_TEXT)
+    feature_map: str = Field("mlp_exp", description="a registered feature map (kind = kernel)")
+    rank: Rank = 16
+    heads: Heads = 1
+    d_value: DValue = 32
+    readout: ReadoutName = "mlp"
+    hidden: Hidden = 64
+    position_dependent: PositionDependent = False
+    causal: Causal = False
+    temperature: Temperature = 1.0
+    init_scale: InitScale = 1.0
+    _map: type[FeatureMap] = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _resolve_map(self) -> KernelSpec:
+        try:
+            self._map = feature_map_class(self.feature_map)
+        except KernelgapError as exc:
+            raise invalid(f": {exc}", path="feature_map") from None
+        return self
+
+    @property
+    def map_class(self) -> type[FeatureMap]:
+        """The feature map's class (resolved once, when the spec was made)."""
+        return self._map
+
+    def identity(self) -> dict:
+        """Its fields; a map in linear space without ``temperature`` (normalized attention is
+        invariant to it, so the kernel scorer ignores it)."""
+        out = self.model_dump()
+        if not self._map.log_space:
+            del out["temperature"]
+        return out
+
+
+class SoftmaxSpec(BaseSpec):
+    """Dense softmax ``log α(x, z) = <q(x), k(z)> / τ`` with ``q, k ∈ R^d`` (``d = score_dim``,
+    default the token width m); ``scaled_scores`` divides by ``τ·√d`` instead (scaled
+    dot-product attention; the trained softmax recipe, ``training.config.default_model``)."""
+
+    kind: Literal["softmax"] = Field("softmax", description=KIND_TEXT)
+    heads: Heads = 1
+    d_value: DValue = 32
+    readout: ReadoutName = "mlp"
+    hidden: Hidden = 64
+    position_dependent: PositionDependent = False
+    causal: Causal = False
+    score_dim: PositiveInt | None = Field(None, description="softmax d (default m)")
+    temperature: Temperature = 1.0
+    scaled_scores: bool = Field(False, description="softmax: divide scores by τ·√d instead of τ")
+    init_scale: InitScale = 1.0
+
+
+class ModuleModelSpec(BaseSpec):
+    """A module written elsewhere (:mod:`.external`): which module, with which arguments, at
+    which rank."""
+
+    kind: Literal["module"] = Field("module", description=KIND_TEXT)
+    rank: Rank = 16
+    module: ModuleSpec = Field(description="kind = module: which module, with which arguments")
+
+
+#: A model spec: one class per kind, told apart by ``kind``.
+ModelSpec = Annotated[KernelSpec | SoftmaxSpec | ModuleModelSpec, Field(discriminator="kind")]
+#: The spec class of each kind.
+SPECS: dict[str, type[BaseSpec]] = {"kernel": KernelSpec, "softmax": SoftmaxSpec, "module": ModuleModelSpec}
+
+
+def every_field() -> dict[str, FieldInfo]:
+    """The model fields of every kind, each once: the kernel's, and each other kind's own
+    field placed before the next of its fields already listed (a softmax's ``score_dim``
+    before ``temperature``), so one order holds every kind's."""
+    names: list[str] = []
+    infos: dict[str, FieldInfo] = {}
+    for cls in SPECS.values():
+        own = list(cls.model_fields)
+        for i, name in enumerate(own):
+            if name in infos:
+                continue
+            infos[name] = cls.model_fields[name]
+            after = [n for n in own[i + 1 :] if n in names]
+            names.insert(names.index(after[0]) if after else len(names), name)
+    return {name: infos[name] for name in names}
+
+
+def check_kind(kind: Any) -> str:
+    """``kind`` if it names a kind; otherwise the one-line error of a bad ``model.kind``."""
+    if not isinstance(kind, str):
+        raise invalid(f": expected str, got {kind!r}", path="kind")
+    if kind not in SPECS:
+        raise invalid(f" must be one of {', '.join(KINDS)}, got {kind!r}", path="kind")
+    return kind
+
+
+def model_spec(**fields) -> KernelSpec | SoftmaxSpec | ModuleModelSpec:
+    """The spec of ``fields["kind"]`` (default ``"kernel"``) made from ``fields``."""
+    kind = fields.get("kind", "kernel")
+    if not isinstance(kind, str) or kind not in SPECS:
+        raise ConfigError(f"model.kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    return SPECS[kind](**fields)
+
+
+def model_identity(model: dict) -> dict:
+    """:meth:`BaseSpec.identity` of a spec written as a dict (a record's ``config.model``,
+    which also lists the fields other kinds use): the fields of its kind."""
+    cls = SPECS.get(model.get("kind"))
+    keep = tuple(cls.model_fields) if cls is not None else tuple(model)
+    fmap = FEATURE_MAPS.get(model.get("feature_map")) if cls is KernelSpec else None
+    if fmap is not None and not fmap.log_space:
+        keep = tuple(k for k in keep if k != "temperature")
+    return {k: model[k] for k in keep if k in model}
+
+
+def feature_count(spec: ModelSpec) -> int | None:
+    """Total kernel features ``H · r`` actually used (None for dense softmax; a module's rank)."""
+    if isinstance(spec, KernelSpec):
+        return spec.heads * spec.map_class.output_size(spec.rank)
+    return spec.rank if isinstance(spec, ModuleModelSpec) else None
+
+
+def signed_kernel(spec: ModelSpec) -> bool:
+    """Whether the spec's kernel may take negative values (softmax weights never do)."""
+    return isinstance(spec, KernelSpec) and not spec.map_class.nonnegative
+
+
+def spec_rank(spec: ModelSpec) -> int | None:
+    """The rank a stack pads its members to (None for softmax, which has none)."""
+    return None if isinstance(spec, SoftmaxSpec) else spec.rank
+
+
+def model_table_schema(ref_template: str = "#/$defs/{model}") -> dict:
+    """The JSON schema of a ``model`` table as a sweep file writes it: the fields of every
+    kind (a sweep's base table, grid and variants may span kinds), ``kind`` one of
+    :data:`KINDS`; the configs it refers to under ``$defs``."""
+    properties: dict = {}
+    defs: dict = {}
+    for cls in SPECS.values():
+        schema = cls.model_json_schema(ref_template=ref_template)
+        defs.update(schema.pop("$defs", {}))
+        for name, prop in schema["properties"].items():
+            properties.setdefault(name, prop)
+    properties["kind"] = {"default": "kernel", "description": KIND_TEXT, "enum": list(KINDS), "type": "string"}
+    ordered = {name: properties[name] for name in every_field()}
+    return {"additionalProperties": False, "properties": ordered, "type": "object", "$defs": defs}
