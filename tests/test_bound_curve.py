@@ -4,8 +4,14 @@ import json
 
 import pytest
 
+from kernelgap.args import parse_range
 from kernelgap.errors import KernelgapError
-from kernelgap.theory.bound_curve import bound_curve, growth_rate, parse_m_range
+from kernelgap.theory.bound_curve import bound_curve
+from kernelgap.theory.series import growth_rate
+
+
+def parse_m_range(text: str) -> list[int]:
+    return parse_range(text, "--m", "m", least=2)
 
 
 def test_parse_m_range():
