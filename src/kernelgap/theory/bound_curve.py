@@ -199,14 +199,12 @@ SERIES: dict[str, Series] = {
         LayerSeries(),
     )
 }
-#: Every series ``--code`` names.
-CODES = tuple(SERIES)
 
 
 def series(code: str) -> Series:
     """The series ``--code`` names (one line naming the codes otherwise)."""
     if code not in SERIES:
-        raise KernelgapError(f"--code must be one of {', '.join(CODES)}, got {code!r}")
+        raise KernelgapError(f"--code must be one of {', '.join(SERIES)}, got {code!r}")
     return SERIES[code]
 
 
