@@ -29,8 +29,9 @@ app = typer.Typer(
 
 def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Group:
     """``--feature-map`` of the invoked subcommand as a choice of the registered maps (listed
-    in its ``--help``, checked at parse time).  Only a subcommand that takes a map reads the
-    registry, so commands that train nothing never import torch."""
+    in its ``--help``, checked at parse time), and ``bound-curve --code``'s help the registered
+    series.  Only a subcommand that takes one reads its registry, so commands that train
+    nothing never import torch."""
     sub = command.commands.get(argv[0]) if argv else None
     for param in getattr(sub, "params", []):
         if param.name == "feature_map":
@@ -38,6 +39,11 @@ def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Gro
 
             param.type = click.Choice(list(FEATURE_MAPS))
             param.metavar = "[" + "|".join(FEATURE_MAPS) + "]"
+        elif param.name == "code" and argv[0] == "bound-curve":
+            from .theory.bound_curve import SERIES
+
+            *rest, last = SERIES
+            param.help = f"{', '.join(rest)} or {last}."
     return command
 
 
@@ -157,7 +163,7 @@ def certify_cmd(
 
 @app.command("bound-curve")
 def bound_curve_cmd(
-    code: str = typer.Option("hadamard", "--code", help="hadamard, cw, ladder or layer."),
+    code: str = typer.Option("hadamard", "--code", help="A registered series (listed when the command runs)."),
     m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
     queries: int | None = typer.Option(None, "--queries", help="Most queries per family (default 128; ladder 8192)."),
     chain_step: int = typer.Option(4, "--chain-step", help="Overlap step of the amplification chains (hadamard, cw)."),
