@@ -4,8 +4,15 @@ import json
 
 import pytest
 
+from kernelgap.args import parse_range
 from kernelgap.errors import KernelgapError
-from kernelgap.theory.bound_curve import bound_curve, growth_rate, parse_m_range
+from kernelgap.task import build_family
+from kernelgap.theory.bound_curve import SERIES, bound_curve, curve_lines, figure_of, series
+from kernelgap.theory.series import PointSeries, common, growth_rate
+
+
+def parse_m_range(text: str) -> list[int]:
+    return parse_range(text, "--m", "m", least=2)
 
 
 def test_parse_m_range():
@@ -43,6 +50,63 @@ def test_ladder_series_grows_and_softmax_is_exact():
         failed = [t for t in p["tried"] if t["n"] > p["queries"]]
         assert p["limit_reached"] or all(t["certified"] is None or t["certified"] < t["n"] for t in failed)
     assert payload["growth"]["log2_per_m"] > 0.05
+
+
+def test_the_series_registry():
+    assert list(SERIES) == ["hadamard", "cw", "ladder", "layer"]
+    assert all(s.name == code for code, s in SERIES.items())
+    assert [code for code, s in SERIES.items() if s.against_length] == ["layer"]
+    assert SERIES["hadamard"].has_family(16) and not SERIES["hadamard"].has_family(14)
+    assert SERIES["cw"].has_family(14) and SERIES["ladder"].default_queries == 8192
+    assert figure_of({"code": "cw"}) == ("bound-curve-cw", "bound")
+    assert figure_of({"code": "layer", "against": "m"}) == ("bound-curve-layer", "wall")
+    assert figure_of({"code": "layer", "against": "length"}) == ("bound-curve-layer-length", "length")
+    with pytest.raises(KernelgapError, match="--code must be one of hadamard, cw, ladder, layer, got 'rs'"):
+        series("rs")
+    with pytest.raises(KernelgapError, match="--length applies to --code layer only, got --code cw"):
+        bound_curve("cw", [16], lengths=[3])
+
+
+def test_the_cw_series():
+    payload = bound_curve("cw", [16, 24], queries=6, chain_step=2)
+    assert payload["code"] == "cw" and payload["chain_step"] == 2 and payload["queries_max"] == 6
+    assert [p["m"] for p in payload["points"]] == [16, 24] and payload["skipped_m"] == []
+    for p in payload["points"]:
+        assert 2 <= p["certified_direct"] <= p["queries"] <= 6 and p["sequences_chained"] > p["sequences_direct"]
+    assert curve_lines(payload)[0].split() == ["m", "n", "direct", "chained", "trace", "softmax", "d", "2^m"]
+
+
+def test_a_new_series_is_one_registry_entry(monkeypatch):
+    """A series registered in SERIES alone is a --code: its curve, text and figure."""
+
+    class Squares(PointSeries):
+        name = "squares"
+
+        def family(self, m, options):
+            return "hadamard", {"m": 8, "n": 2}
+
+        def point(self, m, options, log=None):
+            return None if m == 5 else {**common(m), "certified": m * m}
+
+        def lines(self, payload):
+            return [f"{p['m']}: {p['certified']}" for p in payload["points"]]
+
+    monkeypatch.setitem(SERIES, "squares", Squares())
+    payload = bound_curve("squares", [3, 4, 5])
+    assert [p["certified"] for p in payload["points"]] == [9, 16] and payload["skipped_m"] == [5]
+    assert payload["queries_max"] == 128 and curve_lines(payload) == ["3: 9", "4: 16"]
+    assert figure_of(payload) == ("bound-curve-squares", "bound")
+    with pytest.raises(KernelgapError, match="no m in 5..5 has a squares family"):
+        bound_curve("squares", [5])
+
+
+def test_softmax_check_on_a_ladder_family():
+    from kernelgap.models.verify import softmax_check
+
+    family = build_family("ladder", m=16, n=4)
+    check = softmax_check(family, samples=64)
+    assert check["sampled"] == 64 and check["exact"] and 0 <= check["max_error"] < 0.5
+    assert softmax_check(family, samples=64) == check  # seeded
 
 
 def test_growth_rate_is_a_least_squares_fit():

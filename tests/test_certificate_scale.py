@@ -22,8 +22,9 @@ from kernelgap.task.layer import class_sizes, layer_words, unpack_words
 from kernelgap.task.registry import check_params
 from kernelgap.theory import certificate as cert_module
 from kernelgap.theory import least_gap as rule_module
-from kernelgap.theory.certificate import certify, describe_certificate, first_entries
+from kernelgap.theory.certificate import certify, first_entries
 from kernelgap.theory.least_gap import complement_shape, least_gap
+from kernelgap.theory.text import describe_certificate
 
 HALF = Fraction(1, 2)
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernelgap.args import parse_range
 from kernelgap.errors import ConfigError, KernelgapError
 from kernelgap.experiments.context import experiment as ctx
 from kernelgap.experiments.context.step import curves
@@ -28,14 +29,16 @@ from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.task.family import MAX_PRODUCT_LENGTH
 from kernelgap.task.layer import class_sizes
-from kernelgap.theory import bound_curve as bc
+from kernelgap.theory import layer_curve as lc
+from kernelgap.theory.bound_curve import bound_curve
 from kernelgap.theory.certificate import certify
+from kernelgap.theory.text import layer_lines
 
 HAS_CONSTRUCTION = importlib.util.find_spec("kernelgap.theory.construction") is not None
 
 
 def direct(m: int, length: int):
-    return certify(build_family("layer", m=m, length=length), bc.LAYER_DELTA, budget_s=bc.LAYER_BUDGET_S)
+    return certify(build_family("layer", m=m, length=length), lc.LAYER_DELTA, budget_s=lc.LAYER_BUDGET_S)
 
 
 # -- the curves ---------------------------------------------------------------------------
@@ -44,7 +47,7 @@ def direct(m: int, length: int):
 def test_wall_guess_is_the_least_length_with_the_pair_bound_below_one_over_n_minus_one():
     for n in range(1, 3000):
         least = next(N for N in range(3, 100) if (N - 2) ** 2 >= n - 1)
-        assert bc.wall_guess(n) == least, n
+        assert lc.wall_guess(n) == least, n
 
 
 @given(st.integers(3, 400), st.integers(3, 400))
@@ -55,18 +58,18 @@ def test_smallest_full_finds_the_threshold_from_any_guess(threshold, guess):
         calls.append(n)
         return n >= threshold
 
-    assert bc._smallest_full(full, guess) == threshold
+    assert lc._smallest_full(full, guess) == threshold
     if guess == threshold:
         assert calls == ([threshold] if threshold == 3 else [threshold, threshold - 1])
 
 
 def test_smallest_full_reports_none_when_no_length_is_full():
-    assert bc._smallest_full(lambda n: False, 3) is None
-    assert bc._smallest_full(lambda n: n >= MAX_PRODUCT_LENGTH, MAX_PRODUCT_LENGTH) == MAX_PRODUCT_LENGTH
+    assert lc._smallest_full(lambda n: False, 3) is None
+    assert lc._smallest_full(lambda n: n >= MAX_PRODUCT_LENGTH, MAX_PRODUCT_LENGTH) == MAX_PRODUCT_LENGTH
 
 
 def test_length_curve_matches_direct_certificates():
-    payload = bc.length_curve("layer", [8, 12], list(range(3, 14)))
+    payload = lc.length_curve([8, 12], list(range(3, 14)))
     assert payload["against"] == "length" and payload["delta"] == "1/2"
     for c in payload["curves"]:
         m = c["m"]
@@ -87,25 +90,25 @@ def test_length_curve_matches_direct_certificates():
         certified = [p["certified"] for p in c["points"]]
         assert certified == sorted(certified)  # ρ_N falls with N
         full = [p["length"] for p in c["points"] if p["certified"] == c["n"]]
-        assert c["full_from"] == full[0] == bc.wall_guess(c["n"])
+        assert c["full_from"] == full[0] == lc.wall_guess(c["n"])
     c12 = payload["curves"][1]
     assert (c12["n"], c12["full_from"], c12["last_short"]) == (80, 11, {"length": 10, "certified": 65})
 
 
 def test_length_curve_adds_the_wall_points():
-    (c,) = bc.length_curve("layer", [12], [3, 20], wall=True)["curves"]
+    (c,) = lc.length_curve([12], [3, 20], wall=True)["curves"]
     assert [p["length"] for p in c["points"]] == [3, 10, 11, 20]
     assert c["last_short"] == {"length": 10, "certified": 65} and c["full_from"] == 11
 
 
 def test_wall_curve_is_the_smallest_length_certifying_every_word():
-    payload = bc.wall_curve([4, 6, 8, 10, 12])
+    payload = lc.wall_curve([4, 6, 8, 10, 12])
     assert payload["against"] == "m"
     for p in payload["points"]:
         m, n = p["m"], p["n"]
         family = build_family("layer", m=m, length=p["length"])
         assert n == len(family.matching) == max(class_sizes(m, m // 2))
-        assert p["length"] == p["predicted_length"] == bc.wall_guess(n) and p["formula_holds"]
+        assert p["length"] == p["predicted_length"] == lc.wall_guess(n) and p["formula_holds"]
         assert p["certified"] == direct(m, p["length"]).certified_rank == n
         for shorter in range(3, p["length"]):  # every shorter context certifies fewer
             assert direct(m, shorter).certified_rank < n
@@ -127,33 +130,36 @@ def test_wall_curve_is_the_smallest_length_certifying_every_word():
 
 
 def test_the_wall_at_m16_matches_the_theory_table():
-    (p,) = bc.wall_curve([16])["points"]
+    (p,) = lc.wall_curve([16])["points"]
     assert (p["n"], p["length"], p["certified"], p["below_length"], p["certified_below"]) == (810, 31, 810, 30, 785)
 
 
 def test_a_wrong_guess_is_corrected_by_the_certificates(monkeypatch):
     for shift in (-3, 4):
-        monkeypatch.setattr(bc, "wall_guess", lambda n, s=shift: 11 + s)
-        (p,) = bc.wall_curve([12])["points"]
+        monkeypatch.setattr(lc, "wall_guess", lambda n, s=shift: 11 + s)
+        (p,) = lc.wall_curve([12])["points"]
         assert (p["predicted_length"], p["length"], p["certified"], p["certified_below"]) == (11 + shift, 11, 80, 65)
         assert p["formula_holds"] is False
         assert {t["length"] for t in p["tried"]} >= {10, 11}
-        assert "is NOT the smallest N at m = 12" in "\n".join(bc.layer_lines({"against": "m", "points": [p]}))
+        assert "is NOT the smallest N at m = 12" in "\n".join(layer_lines({"against": "m", "points": [p]}))
 
 
 def test_parse_length_range():
-    assert bc.parse_length_range("3..6") == [3, 4, 5, 6]
-    assert bc.parse_length_range("3..11..4") == [3, 7, 11]
-    assert bc.parse_length_range("11,31") == [11, 31]
+    def parse_length_range(text):
+        return parse_range(text, "--length", "N", least=3)
+
+    assert parse_length_range("3..6") == [3, 4, 5, 6]
+    assert parse_length_range("3..11..4") == [3, 7, 11]
+    assert parse_length_range("11,31") == [11, 31]
     for bad, why in (
-        ("2", "each N ≥ 3"),
-        ("10..5", "no valid N"),
+        ("2", "each N must be ≥ 3, got 2"),
+        ("10..5", "the range 10..5 is empty"),
         ("x", "--length must look like"),
         ("3..", "--length must look like"),
-        (f"3..{MAX_CURVE_POINTS + 3}", "a curve has at most"),
+        (f"3..{MAX_CURVE_POINTS + 3}", "a range has at most"),
     ):
         with pytest.raises(KernelgapError, match=why):
-            bc.parse_length_range(bad)
+            parse_length_range(bad)
 
 
 def small_memory(monkeypatch, largest_m: int) -> None:
@@ -168,22 +174,22 @@ def small_memory(monkeypatch, largest_m: int) -> None:
 def test_a_refused_m_is_refused_before_any_certificate(monkeypatch):
     small_memory(monkeypatch, 8)
     made = []
-    monkeypatch.setattr(bc, "certify", lambda *a, **k: made.append(a))
+    monkeypatch.setattr(lc, "certify", lambda *a, **k: made.append(a))
     with pytest.raises(KernelgapError, match="m=12.*needs about"):
-        bc.wall_curve([8, 12])
+        lc.wall_curve([8, 12])
     with pytest.raises(KernelgapError, match="m=12.*needs about"):
-        bc.length_curve("layer", [8, 12], [3, 4])
+        lc.length_curve([8, 12], [3, 4])
     assert made == []
 
 
 def test_curve_refusals_before_any_certificate():
     for call, why in (
-        (lambda: bc.length_curve("hadamard", [12], [3]), "--length applies to --code layer only"),
-        (lambda: bc.length_curve("layer", [13], [3]), "needs even m"),
-        (lambda: bc.length_curve("layer", [2], [3]), "a curve needs m ≥ 4"),
-        (lambda: bc.length_curve("layer", [8, 10], list(range(3, 600))), "1,194 points; a curve has at most"),
-        (lambda: bc.length_curve("layer", [12], [MAX_PRODUCT_LENGTH + 1]), "length must lie in"),
-        (lambda: bc.bound_curve("layer", [12], queries=4), "--queries does not apply"),
+        (lambda: bound_curve("hadamard", [12], lengths=[3]), "--length applies to --code layer only"),
+        (lambda: bound_curve("layer", [13], lengths=[3]), "needs even m"),
+        (lambda: lc.length_curve([2], [3]), "a curve needs m ≥ 4"),
+        (lambda: lc.length_curve([8, 10], list(range(3, 600))), "1,194 points; a curve has at most"),
+        (lambda: lc.length_curve([12], [MAX_PRODUCT_LENGTH + 1]), "length must lie in"),
+        (lambda: bound_curve("layer", [12], queries=4), "--queries does not apply"),
     ):
         with pytest.raises(KernelgapError, match=why):
             call()
@@ -220,10 +226,10 @@ def test_cli_wall_curve(cli, tmp_path):
 @pytest.mark.parametrize(
     "args, why",
     [
-        (["--m", "12", "--length", "2"], "--length '2' gives no valid N (each N ≥ 3)"),
-        (["--m", "12", "--length", "10..5"], "--length '10..5' gives no valid N"),
+        (["--m", "12", "--length", "2"], "--length '2': each N must be ≥ 3, got 2"),
+        (["--m", "12", "--length", "10..5"], "--length '10..5': the range 10..5 is empty"),
         (["--m", "8,10", "--length", "3..600"], "a curve has at most 1,000"),
-        (["--m", "12", "--length", "3..100000"], "gives 99,998 values of N; a curve has at most"),
+        (["--m", "12", "--length", "3..100000"], "gives 99,998 values of N; a range has at most"),
         (["--m", "13"], "--code layer needs even m"),
         (["--m", "12", "--queries", "8"], "--queries does not apply to --code layer"),
         (["--m", "2"], "a curve needs m ≥ 4"),
@@ -264,8 +270,8 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
         # no schedule in the sweep: the runs train the table map's recipe (its lr, 5,000 power steps)
         assert {(r.train.lr, r.train.mse_steps, r.train.max_steps) for r in runs} == {(None, 0, 5000)}
         for spec in prof.settings["context"]["curves"]:
-            bc.parse_length_range(spec["length"])
-        ms = bc.parse_m_range(prof.settings["context"]["m"])
+            parse_range(spec["length"], "--length", "N", least=3)
+        ms = parse_range(prof.settings["context"]["m"], "--m", "m", least=2)
         assert all(m % 2 == 0 for m in ms) and {12, 16} <= {c["m"] for c in prof.settings["context"]["curves"]}
     assert paper(BUILTIN)["context"] == ctx.PAPER
 

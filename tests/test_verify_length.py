@@ -21,7 +21,6 @@ from kernelgap.models.verify import (
     check_exhaustive,
     check_size,
     expected_exact,
-    parse_lengths,
     rank1_max_error,
     verify_constructions,
 )
@@ -159,9 +158,11 @@ def test_size_limit_boundaries():
     assert (1 << 27) * 9 == MAX_VERIFY_PAIRS
 
 
-def test_parse_lengths():
-    assert parse_lengths([]) == (1, 2, 3)
-    assert parse_lengths(["5", "4,4", "1..2"]) == (1, 2, 4, 5)
+def test_cli_lengths_are_one_range(cli):
+    """The repeated flag is one range of the common grammar (kernelgap.args), steps included."""
+    code, out, err = cli("verify", "--m", "2", "--length", "1..5..2", "--length", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["lengths"] == [1, 2, 3, 5]
 
 
 @pytest.mark.parametrize(
@@ -173,9 +174,10 @@ def test_parse_lengths():
         ("7", "--m 4 at length N = 7 is too large for exhaustive checking: 2^28 sequences"),
         ("22", "--length 22 is too large"),
         (str(10**30), "too large"),
-        ("x", "expected N, A,B,… or A..B"),
-        ("4..2", "the range is empty"),
-        ("", "expected N"),
+        ("x", "--length must look like A, A..B, A..B..STEP"),
+        ("4..2", "the range 4..2 is empty"),
+        ("", "--length must look like"),
+        ("1..3..0", "the step of 1..3..0 must be ≥ 1"),
     ],
 )
 def test_bad_length_is_one_line_exit_2(cli, value, needle):

@@ -15,6 +15,7 @@ import typer
 import typer.main
 
 from . import __version__
+from .args import argument_map, family_spec, int_list, json_object, key_values, parse_range, suite_ranks
 from .errors import KernelgapError
 
 app = typer.Typer(
@@ -28,8 +29,9 @@ app = typer.Typer(
 
 def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Group:
     """``--feature-map`` of the invoked subcommand as a choice of the registered maps (listed
-    in its ``--help``, checked at parse time).  Only a subcommand that takes a map reads the
-    registry, so commands that train nothing never import torch."""
+    in its ``--help``, checked at parse time), and ``bound-curve --code``'s help the registered
+    series.  Only a subcommand that takes one reads its registry, so commands that train
+    nothing never import torch."""
     sub = command.commands.get(argv[0]) if argv else None
     for param in getattr(sub, "params", []):
         if param.name == "feature_map":
@@ -37,6 +39,11 @@ def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Gro
 
             param.type = click.Choice(list(FEATURE_MAPS))
             param.metavar = "[" + "|".join(FEATURE_MAPS) + "]"
+        elif param.name == "code" and argv[0] == "bound-curve":
+            from .theory.bound_curve import SERIES
+
+            *rest, last = SERIES
+            param.help = f"{', '.join(rest)} or {last}."
     return command
 
 
@@ -55,16 +62,19 @@ def _root(
     """kernelgap: Min-IP, kernel attention, certificates and sweeps."""
 
 
-def _echo_lines(lines: list[str]) -> None:
-    typer.echo("\n".join(lines))
-
-
 def emit(payload: dict, as_json: bool, render) -> None:
-    """Print ``payload`` as JSON or through a human renderer."""
+    """Print ``payload`` as JSON, or the lines ``render(payload)`` returns (text, or a rich
+    table printed as one); a ``render`` that prints by itself returns None."""
     if as_json:
         typer.echo(json.dumps(payload, indent=2))
-    else:
-        render(payload)
+        return
+    for line in render(payload) or []:
+        if isinstance(line, str):
+            typer.echo(line)
+        else:
+            from rich.console import Console
+
+            Console().print(line)
 
 
 # -- verify -------------------------------------------------------------------------
@@ -74,7 +84,7 @@ def emit(payload: dict, as_json: bool, render) -> None:
 def verify(
     m: int = typer.Option(..., "--m", help="Token dimension; all sequences over {0,1}^m are checked."),
     length: list[str] = typer.Option(
-        [], "--length", help="Context lengths N (repeatable; 4, 1,2,5 or 1..5); default 1, 2, 3."
+        [], "--length", help="Context lengths N (repeatable; 4, 1..5, 1..9..2 or 1,2,5); default 1, 2, 3."
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
@@ -82,48 +92,17 @@ def verify(
     """Check every construction (docs/theory.md, "Constructions") on every sequence of each
     length N against the theory's outcome (rank 1 fails from N = 3, the others are exact);
     exit status 1 when some outcome is not the expected one."""
-    from .models.verify import parse_lengths, verify_constructions
+    from .models.text import verify_lines
+    from .models.verify import DEFAULT_LENGTHS, verify_constructions
 
-    payload = verify_constructions(m, device=device, lengths=parse_lengths(length))
-    emit(payload, as_json, _render_verify)
+    lengths = parse_range(length, "--length", "N", least=1) if length else DEFAULT_LENGTHS
+    payload = verify_constructions(m, device=device, lengths=lengths)
+    emit(payload, as_json, verify_lines)
     if not payload["as_expected"]:
         sys.exit(1)  # not typer.Exit: main() runs click non-standalone, which returns its code instead
 
 
-def _render_verify(payload: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"Constructions on every sequence over {{0,1}}^{payload['m']}")
-    for col in ("construction", "N", "sequences", "max error", "exact", "expected", "as expected"):
-        table.add_column(col, justify="left" if col == "construction" else "right")
-    for c in payload["checks"]:
-        table.add_row(
-            c["construction"],
-            str(c["N"]),
-            f"{c['sequences']:,}",
-            f"{c['max_error']:.6f}",
-            "yes" if c["exact"] else "no",
-            "exact" if c["expected_exact"] else "fails",
-            "yes" if c["as_expected"] else "NO",
-        )
-    Console().print(table)
-    wrong = [f"{c['construction']} at N = {c['N']}" for c in payload["checks"] if not c["as_expected"]]
-    typer.echo("every outcome as expected" if not wrong else f"not as expected: {', '.join(wrong)}")
-
-
 # -- certificate commands (family, certify, bound-curve, bound …) ----------------------
-
-
-def _key_values(pairs: list[str]) -> dict[str, str]:
-    """``["k=v", …]`` → ``{"k": "v"}`` (family parameters)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise KernelgapError(f"parameter {pair!r} is not key=value")
-        out[key.strip()] = value.strip()
-    return out
 
 
 @app.command("family")
@@ -136,10 +115,11 @@ def family_cmd(
 ) -> None:
     """Build a registered family and write it as a family file."""
     from .task import build_family, parse_params
-    from .task.family import count_json, count_text, sequence_count
+    from .task.family import count_json, sequence_count
     from .task.family_file import save_family
+    from .task.text import written_lines
 
-    family = build_family(name, **parse_params(name, _key_values(param)))
+    family = build_family(name, **parse_params(name, key_values(param)))
     path = save_family(family, out, overwrite=force)
     emit(
         {
@@ -151,9 +131,7 @@ def family_cmd(
             "out": str(path),
         },
         as_json,
-        lambda p: typer.echo(
-            f"wrote {p['out']}: {count_text(p['sequences'])} sequences, {p['matching']} matched queries"
-        ),
+        written_lines,
     )
 
 
@@ -169,27 +147,23 @@ def certify_cmd(
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""
     from .task import build_family, parse_params
     from .task.family_file import load_family
-    from .theory.certificate import certify, describe_certificate
-    from .theory.construction import constructed, describe_construction
+    from .theory.construction import certify_and_construct
+    from .theory.text import describe_certificate, describe_construction
 
     if (path is None) == (family is None):
         raise KernelgapError("give either a family file or --family NAME (not both)")
     if path is not None and param:
         raise KernelgapError("-p parameters only apply with --family")
-    fam = load_family(path) if path else build_family(family, **parse_params(family, _key_values(param)))
+    fam = load_family(path) if path else build_family(family, **parse_params(family, key_values(param)))
     if not budget >= 0:
         raise KernelgapError(f"--budget must be ≥ 0 seconds, got {budget}")
-    payload = certify(fam, delta, budget).to_json()
-    built = constructed(fam)  # the one-hot constructions, checked on the family (torch-free)
-    payload["constructed_rank"] = built["constructed_rank"]
-    payload["construction"] = built["construction"]
-    payload["proved_equals_constructed"] = payload["certified_rank"] == built["constructed_rank"]
-    emit(payload, as_json, lambda p: _echo_lines(describe_certificate(p) + [describe_construction(p)]))
+    payload = certify_and_construct(fam, delta, budget)  # the one-hot constructions checked torch-free
+    emit(payload, as_json, lambda p: describe_certificate(p) + [describe_construction(p)])
 
 
 @app.command("bound-curve")
 def bound_curve_cmd(
-    code: str = typer.Option("hadamard", "--code", help="hadamard, cw, ladder or layer."),
+    code: str = typer.Option("hadamard", "--code", help="A registered series (listed when the command runs)."),
     m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
     queries: int | None = typer.Option(None, "--queries", help="Most queries per family (default 128; ladder 8192)."),
     chain_step: int = typer.Option(4, "--chain-step", help="Overlap step of the amplification chains (hadamard, cw)."),
@@ -205,66 +179,29 @@ def bound_curve_cmd(
     """Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON);
     for --code layer, the smallest context length N certifying the whole code at each m, or
     with --length the certified rank against N (docs/theory.md, "The layer family")."""
-    from .theory.bound_curve import bound_curve, length_curve, parse_length_range, parse_m_range
+    from .theory.bound_curve import bound_curve, curve_lines
 
-    log = None if as_json else typer.echo
-    if length is not None:
-        payload = length_curve(code, parse_m_range(m), parse_length_range(length), log=log)
-    else:
-        payload = bound_curve(code, parse_m_range(m), queries, chain_step, seed, log=log)
+    ms = parse_range(m, "--m", "m", least=2)
+    lengths = None if length is None else parse_range(length, "--length", "N", least=3)
+    payload = bound_curve(code, ms, queries, chain_step, seed, lengths, log=None if as_json else typer.echo)
     if out is not None:
         payload["files"] = _write_curve(payload, Path(out))
-    emit(payload, as_json, _render_curve)
+    emit(payload, as_json, lambda p: curve_lines(p) + [f"wrote {path}" for path in p.get("files", [])])
 
 
 def _write_curve(payload: dict, out: Path) -> list[str]:
+    """The curve's JSON and figures in ``out``, named by :func:`~.theory.bound_curve.figure_of`."""
     from .io import atomic_write_json
     from .report.figures import draw_bound_curve, draw_length_curve, draw_wall_curve
+    from .theory.bound_curve import figure_of
 
-    stem = f"bound-curve-{payload['code']}"
-    draw = draw_bound_curve
-    if payload["code"] == "layer" and payload["against"] == "length":
-        stem, draw = f"{stem}-length", draw_length_curve
-    elif payload["code"] == "layer":
-        draw = draw_wall_curve
+    stem, figure = figure_of(payload)
+    draw = {"bound": draw_bound_curve, "wall": draw_wall_curve, "length": draw_length_curve}[figure]
     try:
         atomic_write_json(out / f"{stem}.json", payload)
         return [str(out / f"{stem}.json")] + [str(out / f) for f in draw(payload, out, stem)]
     except OSError as exc:
         raise KernelgapError(f"cannot write to {out}: {exc.strerror or exc}") from None
-
-
-def _render_curve(payload: dict) -> None:
-    if payload["code"] == "layer":
-        from .theory.bound_curve import layer_lines
-
-        _echo_lines(layer_lines(payload))
-    elif payload["code"] == "ladder":
-        typer.echo(f"{'m':>4} {'queries n':>10} {'certified':>10} {'trace':>7} {'softmax max err':>16} {'2^m':>22}")
-        for p in payload["points"]:
-            typer.echo(
-                f"{p['m']:>4} {p['queries']:>10} {p['certified']:>10} {p['trace']:>7} "
-                f"{p['softmax']['max_error']:>16.3f} {p['positive_construction']:>22}"
-            )
-        if payload.get("growth"):
-            g = payload["growth"]
-            typer.echo(
-                f"growth: log2(certified) ≈ {g['log2_per_m']:.4f}·m {g['intercept']:+.3f} "
-                f"(least squares over {g['points']} points); dense softmax's construction was "
-                f"exact on every sampled sequence: "
-                f"{all(p['softmax']['exact'] for p in payload['points'])}"
-            )
-    else:
-        typer.echo(f"{'m':>4} {'n':>5} {'direct':>7} {'chained':>8} {'trace':>6} {'softmax d':>10} {'2^m':>22}")
-        for p in payload["points"]:
-            typer.echo(
-                f"{p['m']:>4} {p['queries']:>5} {p['certified_direct']:>7} {p['certified_chained']:>8}"
-                f" {p['trace_chained']:>6} {p['softmax_score_dim']:>10} {p['positive_construction']:>22}"
-            )
-    if payload.get("skipped_m"):
-        typer.echo(f"no {payload['code']} family at m = {', '.join(map(str, payload['skipped_m']))}")
-    for path in payload.get("files", []):
-        typer.echo(f"wrote {path}")
 
 
 bound_app = typer.Typer(help="Information bounds.", no_args_is_help=True)
@@ -282,29 +219,16 @@ def bound_transcript_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Finite-precision transcript bound q·log2(s+1) and a sketch's capacity (docs/experiments.md)."""
+    from .theory.text import transcript_lines
     from .theory.transcript import transcript_bound
 
-    emit(transcript_bound(answers, values, features, value_dim, heads, bits), as_json, _render_transcript)
-
-
-def _render_transcript(payload: dict) -> None:
-    typer.echo(
-        f"{payload['answers']} answers × log2({payload['values']}) = "
-        f"{payload['bits_needed']:.4g} bits (at least {payload['bits_needed_ceil']} whole bits)"
-    )
-    if "capacity_bits" in payload:
-        verdict = "can" if payload["can_carry"] else "cannot"
-        typer.echo(
-            f"sketch: {payload['features']} features × {payload['value_dim']} value dim × "
-            f"{payload['heads']} heads × {payload['bits']} bits = {payload['capacity_bits']} bits: "
-            f"it {verdict} carry the answers"
-        )
+    emit(transcript_bound(answers, values, features, value_dim, heads, bits), as_json, transcript_lines)
 
 
 # -- training commands (train, sweep) ---------------------------------------------------
 
 
-@app.command()
+@app.command(help="Train one model (the calibrated schedule) and print its metrics.")
 def train(
     family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness) or a family file."),
     params: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
@@ -335,12 +259,13 @@ def train(
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
-    """Train one model (the calibrated schedule) and print its metrics."""
+    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .training import RunConfig, train_records
+    from .training.text import run_lines
 
     run = RunConfig.parse(
         {  # the same models, defaults and checks as a sweep file's run
-            "family": _family_spec(family, params),
+            "family": family_spec(family, params),
             "model": {
                 "kind": kind,
                 "feature_map": feature_map,
@@ -359,46 +284,10 @@ def train(
             "seed": seed,
         }
     )
-    emit(train_records([run.validate()])[0], as_json, _render_run)
+    emit(train_records([run.validate()])[0], as_json, run_lines)
 
 
-def _family_spec(family: str, params: list[str]):
-    """A registered family by name, or a family file (a path that exists or ends in .json)."""
-    from .task import parse_params
-    from .training import FamilySpec
-
-    if family.endswith(".json") or Path(family).is_file():
-        if params:
-            raise KernelgapError("-p parameters apply to a registered family, not to a family file")
-        if not Path(family).is_file():
-            raise KernelgapError(f"family file {family} does not exist")
-        return FamilySpec.from_file(family)
-    return FamilySpec.parse({"name": family, "params": parse_params(family, _key_values(params))})
-
-
-def _render_run(record: dict) -> None:
-    m = record["train"]
-    typer.echo(
-        f"run {record['id']}  status={record['status']}  steps={record['steps']}  wall={record['wall_time_s']:.1f}s"
-    )
-
-    def num(key: str) -> str:
-        return "none" if m.get(key) is None else f"{m[key]:.4f}"
-
-    typer.echo(
-        f"train: max_error={num('max_error')} exact={m['exact']} "
-        f"exact_seq_acc={num('exact_seq_acc')} mean_abs_error={num('mean_abs_error')}"
-    )
-    if "evaluated" in m:  # a product family (training/product.py)
-        from .task.family import count_text
-
-        typer.echo(f"scored on: {m['evaluated']}, {count_text(m['sequences'])} sequences")
-        if m.get("whole_family"):
-            w = m["whole_family"]
-            typer.echo(f"whole family (exact worst case): max_error={w['max_error']:.4f} exact={w['exact']}")
-
-
-@app.command()
+@app.command(help="Run a sweep resumably (skips finished runs), or report its --status.")
 def sweep(
     target: str = typer.Argument(..., help="Sweep config (TOML), or a results folder to resume / inspect."),
     out: str | None = typer.Option(None, "--out", help="Results folder (required with a config file)."),
@@ -410,41 +299,25 @@ def sweep(
     gpus: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs per task (fractions allowed)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Run a sweep resumably (skips finished runs), or report its --status."""
+    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .sweeps import run_sweep, sweep_status
+    from .sweeps.text import status_lines, summary_lines
 
     if status:
-        emit(sweep_status(target), as_json, _render_status)
+        emit(sweep_status(target), as_json, status_lines)
         return
     summary = run_sweep(
         target, out, executor=executor, workers=workers, address=address, cpus=cpus, gpus=gpus, progress=not as_json
     )
-    emit({**summary.__dict__, "left": summary.left}, as_json, _render_summary)
-
-
-def _render_status(s: dict) -> None:
-    typer.echo(
-        f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
-        f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
-        f"{s['lock_files']} lock files"
-    )
-
-
-def _render_summary(s: dict) -> None:
-    typer.echo(
-        f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
-        f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written"
-    )
-    if s["skipped_locked"]:
-        typer.echo(f"{len(s['skipped_locked'])} runs are claimed by another sweep process")
-    if s["set_aside"]:
-        typer.echo(f"{len(s['set_aside'])} corrupted result files renamed aside and redone")
+    emit({**summary.__dict__, "left": summary.left}, as_json, summary_lines)
 
 
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
 
 
-@app.command()
+@app.command(
+    help="Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."
+)
 def probe(
     target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class."),
     kwargs: str | None = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
@@ -469,21 +342,21 @@ def probe(
         True, "--recipes/--no-recipes", help="Try other schedules where a rank fails unforbidden (the recipe search)."
     ),
 ) -> None:
-    """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
+    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe import run_probe
 
     run_probe(
         target,
-        _json_object(kwargs, "--kwargs"),
+        json_object(kwargs, "--kwargs"),
         out,
         profile,
-        _ranks(ranks),
-        _int_list(seeds, "--seeds"),
+        suite_ranks(ranks),
+        int_list(seeds, "--seeds"),
         steps,
         lr,
         d_model,
         interface,
-        _arg_map(arg),
+        argument_map(arg),
         output,
         executor=executor,
         workers=workers,
@@ -492,53 +365,6 @@ def probe(
         recipes=recipes,
         log=typer.echo,
     )
-
-
-def _json_object(text: str | None, flag: str) -> dict:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise KernelgapError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(value, dict):
-        raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _arg_map(pairs: list[str]) -> dict:
-    """``NAME=m|rank|d_model`` binds a size; ``NAME=<JSON>`` a constant (``heads=1``, ``causal=false``)."""
-    out = {}
-    for key, value in _key_values(pairs).items():
-        if value in ("m", "rank", "d_model"):
-            out[key] = value
-            continue
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def _ranks(values: list[str]):
-    """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4``."""
-    if not values:
-        return None
-    if all("=" not in v for v in values):
-        return _int_list(",".join(values), "--ranks")
-    return {name: _int_list(text, f"--ranks {name}") for name, text in _key_values(values).items()}
-
-
-def _int_list(text: str | None, flag: str) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise KernelgapError(f"{flag} expects comma-separated integers, got {text!r}") from None
-    if not values:
-        raise KernelgapError(f"{flag} is empty")
-    return values
 
 
 @app.command()

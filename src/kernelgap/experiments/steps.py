@@ -17,8 +17,8 @@ from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores
 from ..task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
 from ..task.minip import error_metrics
-from ..theory.bound_curve import constructed_rank
 from ..theory.certificate import certify
+from ..theory.construction import constructed_rank
 
 
 def sweep_runs(profile, experiment: str):

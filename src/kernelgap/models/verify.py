@@ -12,6 +12,9 @@ Each check is compared with what the theory predicts (:func:`expected_exact`):
 * ``softmax`` and ``positive_2m`` (``β = ln(2(N − 1)) + 1`` of their own N) err by at
   most ``(N − 1)e^{−β} ≤ 1/(2e) < 1/2``: exact at every N.
 
+:func:`softmax_check` checks dense softmax's construction on a random sample of a product
+family's sequences (the ladder series of the bound curve, :mod:`kernelgap.theory.bound_curve`).
+
 A run is refused in one line when a length's ``2^{mN}·N²`` (query, key) pairs exceed
 :data:`MAX_VERIFY_PAIRS`.
 """
@@ -21,11 +24,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
+import numpy as np
 import torch
 
 from ..errors import KernelgapError
 from ..task.exhaustive import all_tokens, iter_exhaustive_index
-from ..task.minip import EXACT_THRESHOLD, MetricsAccumulator, targets_from_index
+from ..task.family import ProductFamily
+from ..task.minip import EXACT_THRESHOLD, MetricsAccumulator, targets, targets_from_index
 from .constructions import CONSTRUCTIONS, build_construction
 from .devices import resolve_device
 
@@ -42,6 +47,8 @@ MAX_VERIFY_M = 12
 DEFAULT_LENGTHS = (1, 2, 3)
 #: (query, key) pairs evaluated per chunk (memory: a few float64 copies of them, ~100 MB).
 CHUNK_PAIRS = 9 << 18
+#: Sequences of a product family on which dense softmax's construction is checked (:func:`softmax_check`).
+SOFTMAX_SAMPLES = 4096
 
 
 def chunk_size(length: int) -> int:
@@ -83,34 +90,6 @@ def expected_exact(name: str, m: int, length: int) -> bool:
     return True
 
 
-def parse_lengths(values: Iterable[str] | None) -> tuple[int, ...]:
-    """``--length`` values (each ``N``, ``A,B,…`` or ``A..B``) as sorted distinct lengths ≥ 1;
-    none: :data:`DEFAULT_LENGTHS`."""
-    values = list(values or [])
-    if not values:
-        return DEFAULT_LENGTHS
-    out: set[int] = set()
-    for value in values:
-        for part in str(value).split(","):
-            lo, sep, hi = part.strip().partition("..")
-            try:
-                a = int(lo)
-                b = int(hi) if sep else a
-            except ValueError:
-                raise KernelgapError(f"--length {value!r}: expected N, A,B,… or A..B (integers ≥ 1)") from None
-            if a < 1 or b < 1:
-                raise KernelgapError(f"--length must be ≥ 1, got {min(a, b)}")
-            if b < a:
-                raise KernelgapError(f"--length {part.strip()!r}: the range is empty")
-            if b > MAX_VERIFY_LENGTH:
-                raise KernelgapError(
-                    f"--length {b} is too large for exhaustive checking: 2^(mN)·N² > 9·2^27 pairs for "
-                    f"every m ≥ 1 (N ≤ {MAX_VERIFY_LENGTH})"
-                )
-            out.update(range(a, b + 1))
-    return tuple(sorted(out))
-
-
 def check_size(m: int, length: int) -> None:
     """Refuse a length whose ``2^{mN}·N²`` pairs exceed :data:`MAX_VERIFY_PAIRS` (the exponent
     is compared first, so ``2^{mN}`` is never formed for a huge m·N)."""
@@ -136,6 +115,11 @@ def verify_constructions(m: int, device: str = "cpu", lengths: Iterable[int] = D
     for n in lengths:
         if n < 1:
             raise KernelgapError(f"--length must be ≥ 1, got {n}")
+        if n > MAX_VERIFY_LENGTH:
+            raise KernelgapError(
+                f"--length {n} is too large for exhaustive checking: 2^(mN)·N² > 9·2^27 pairs for "
+                f"every m ≥ 1 (N ≤ {MAX_VERIFY_LENGTH})"
+            )
         check_size(m, n)
     dev = resolve_device(device)
     # every model is built before any is checked: a construction that refuses m (one line)
@@ -151,11 +135,27 @@ def verify_constructions(m: int, device: str = "cpu", lengths: Iterable[int] = D
     return {"m": m, "lengths": list(lengths), "checks": checks, "as_expected": all(c["as_expected"] for c in checks)}
 
 
+def softmax_check(family: ProductFamily, samples: int = SOFTMAX_SAMPLES, seed: int = 0) -> dict:
+    """Dense softmax's construction (q = −βx, k = z, β = ln 4 + 1) on random sequences of a
+    length-3 product family: the max error at the query position over ``samples`` draws."""
+    rng = np.random.default_rng(seed)
+    q = rng.choice(family.queries, samples)
+    a, b = rng.choice(family.candidates, samples), rng.choice(family.candidates, samples)
+    columns = [a, b]
+    columns.insert(family.query_position - 1, q)
+    dense = torch.from_numpy(family.tokens[np.stack(columns, 1)]).double()
+    pos = family.query_position - 1
+    model = build_construction("softmax", family.m, 3)
+    with torch.no_grad():
+        err = (model(dense)[0, :, pos] - targets(dense)[:, pos]).abs()
+    return {"sampled": samples, "max_error": float(err.max()), "exact": bool(err.max() < 0.5)}
+
+
 __all__ = [
     "check_exhaustive",
     "check_size",
     "expected_exact",
-    "parse_lengths",
+    "softmax_check",
     "rank1_max_error",
     "verify_constructions",
 ]

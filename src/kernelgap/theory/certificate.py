@@ -50,7 +50,6 @@ from ..task.family import (
     ProductFamily,
     bits_to_str,
     count_json,
-    count_text,
     sequence_count,
     sorted_unique,
 )
@@ -375,21 +374,10 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
     :data:`DENSE_QUERIES` entries beside it."""
     start = time.monotonic()
     gap = least_gap(shape, delta, family.length)
-    n, match, word = shape.n, family.matching, _words(family)
+    n, word = shape.n, _words(family)
     # every query's good level 0 against the n − 1 others' levels ≥ the least gap
     at_least = n * (n - 1) if gap.gap >= min_gap(delta) else 0
-    rule_radon = RadonBound(
-        rank=gap.rank,
-        members=range(gap.rank),
-        level=gap.rank - 1,
-        max_product=gap.product if gap.whole_set and gap.exact else None,
-        exact_search=gap.whole_set,
-        seconds=time.monotonic() - start,
-        steps=[{"level": gap.rank - 1, "answer": True, "how": "rule", "clique": gap.rank}],
-        whole_set=gap.whole_set,
-        by_rule=True,
-        max_product_bound=gap.product,
-    )
+    radon = _rule_radon(gap, time.monotonic() - start)
     common = dict(
         family=family.name,
         m=family.m,
@@ -408,43 +396,65 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
                 f"the rule certifies all {n:,} queries, which no bound exceeds: the trace bound "
                 f"(a sum over all n² pairs) is not computed"
             ),
-            radon=rule_radon,
+            radon=radon,
             weakest_pair=_rule_weakest(gap, family, word),
             unbounded_pairs=[],
             dropped_queries=[],
-            radon_queries=[word(match[k][0]) for k in rule_radon.members] if n <= LISTED_MEMBERS else None,
+            radon_queries=_rule_members(radon, family, word),
             **common,
         )
     size = min(n, DENSE_QUERIES)
     sub = family if size == n else first_entries(family, size)
     dense = _certificate(sub, family.query_position, level_pair_bounds(sub, delta), delta, budget_s)
-    use_rule = rule_radon.rank > dense.radon.rank
+    use_rule = radon.rank > dense.radon.rank
     return Certificate(
         comparisons=dense.comparisons if size == n else None,
         comparisons_at_least=None if size == n else max(at_least, dense.comparisons),
         trace=dense.trace,
-        radon=rule_radon if use_rule else dense.radon,
+        radon=radon if use_rule else dense.radon,
         weakest_pair=dense.weakest_pair,
         unbounded_pairs=dense.unbounded_pairs,
         dropped_queries=dense.dropped_queries,
-        radon_queries=(
-            ([word(match[k][0]) for k in rule_radon.members] if rule_radon.rank <= LISTED_MEMBERS else None)
-            if use_rule
-            else dense.radon_queries
-        ),
-        subfamily=None
-        if size == n
-        else {
-            "queries": size,
-            "of": n,
-            "why": (
-                f"the rule certifies {gap.rank:,} of the {n:,} queries; the first {size:,} entries, with their "
-                f"good candidates as the only candidates, are certified with the pair matrices (trace and "
-                f"Radon bounds): each of their sequences is one of the family's"
-            ),
-        },
+        radon_queries=_rule_members(radon, family, word) if use_rule else dense.radon_queries,
+        subfamily=None if size == n else _subfamily(gap, size, n),
         **common,
     )
+
+
+def _rule_radon(gap: LeastGap, seconds: float) -> RadonBound:
+    """The Radon bound the least-gap rule gives: the first ``gap.rank`` entries."""
+    return RadonBound(
+        rank=gap.rank,
+        members=range(gap.rank),
+        level=gap.rank - 1,
+        max_product=gap.product if gap.whole_set and gap.exact else None,
+        exact_search=gap.whole_set,
+        seconds=seconds,
+        steps=[{"level": gap.rank - 1, "answer": True, "how": "rule", "clique": gap.rank}],
+        whole_set=gap.whole_set,
+        by_rule=True,
+        max_product_bound=gap.product,
+    )
+
+
+def _rule_members(radon: RadonBound, family: ProductFamily, word) -> list[str] | None:
+    """The words of a clique by rule, up to :data:`LISTED_MEMBERS` of them (else None)."""
+    if radon.rank > LISTED_MEMBERS:
+        return None
+    return [word(family.matching[k][0]) for k in radon.members]
+
+
+def _subfamily(gap: LeastGap, size: int, n: int) -> dict:
+    """The ``subfamily`` field: the first ``size`` of the ``n`` entries, certified densely."""
+    return {
+        "queries": size,
+        "of": n,
+        "why": (
+            f"the rule certifies {gap.rank:,} of the {n:,} queries; the first {size:,} entries, with their "
+            f"good candidates as the only candidates, are certified with the pair matrices (trace and "
+            f"Radon bounds): each of their sequences is one of the family's"
+        ),
+    }
 
 
 def _rule_weakest(gap: LeastGap, family: ProductFamily, word) -> dict | None:
@@ -521,82 +531,3 @@ def _weakest(bounds: PairBounds, kept: np.ndarray, family: AnyFamily, word) -> d
         "s_bad": int(tok[q] @ tok[b]),
         "eps": frac_str(bounds.values[bounds.eps_id[i, j]]),
     }
-
-
-def describe_certificate(payload: dict) -> list[str]:
-    """Human lines for :meth:`Certificate.to_json`: both bounds, which one wins and why."""
-    trace, radon = payload["bounds"]["trace"], payload["bounds"]["radon"]
-    count = count_text(payload["sequences"])
-    compared = (
-        f"{payload['comparisons']:,} comparisons"
-        if payload.get("comparisons") is not None
-        else f"at least {payload.get('comparisons_at_least') or 0:,} comparisons (not counted one by one)"
-    )
-    lines = [
-        f"family {payload['family']}: {count} sequences of length {payload.get('length', 3)}, m = {payload['m']}, "
-        f"query at position {payload['query_position']}, δ = {payload['delta']}, {compared}",
-    ]
-    sub = payload.get("subfamily")
-    if sub:
-        lines.append(
-            f"sub-family: the first {sub['queries']:,} of the {sub['of']:,} queries, their good candidates the "
-            f"only candidates, certified with the pair matrices (a model exact on the family is exact on it)"
-        )
-    if trace.get("skipped"):
-        lines.append(f"trace bound: skipped ({trace['skipped']})")
-    else:
-        rel = ">" if payload["strict"] else "≥"
-        lines.append(
-            f"trace bound{' (sub-family)' if sub else ''}: {trace['queries']} of "
-            f"{sub['queries'] if sub else payload['queries_total']} queries, Σε² = {trace['sum_eps2']}, "
-            f"n²/(n + Σε²) = {trace['bound']} (≈ {payload['bound_float']:.4f}), so r {rel} that: r ≥ {trace['rank']}"
-        )
-    members = radon.get("count", len(radon.get("queries") or []))
-    rule = payload.get("rule")
-    product = radon.get("max_product")
-    if radon.get("by_rule") and rule:
-        exact = "" if rule["min_distance_exact"] else "at least "
-        which = f"all {members:,}" if radon.get("whole_set") else f"the first {members:,}"
-        lines.append(
-            f"Radon bound by rule: the query code's least distance is {exact}{rule['min_distance']}, so every pair "
-            f"has gap ≥ {rule['least_gap']}, ε ≤ ρ_N = {rule['eps']} and ε_ij·ε_ji ≤ {rule['product']} "
-            f"(≤ 1/{radon['level']}): {which} queries, r ≥ {radon['rank']} (no pair matrix, no clique search)"
-        )
-    elif product is not None or radon.get("max_product_bound") is not None:
-        search = (
-            "every pair of all the queries qualifies: no clique search"
-            if radon.get("whole_set")
-            else "exact search"
-            if radon["exact_search"]
-            else "budget ran out: greedy, may be improvable"
-        )
-        shown = product if product is not None else f"{radon['max_product_bound']} (a bound)"
-        lines.append(
-            f"Radon bound: {members} queries whose every pair has ε_ij·ε_ji ≤ "
-            f"{shown} (≤ 1/{radon['level']}), so r ≥ {radon['rank']} ({search})"
-        )
-    else:
-        lines.append("Radon bound: no pair of queries qualifies, r ≥ 1")
-    if rule and not radon.get("by_rule"):
-        lines.append(
-            f"the least-gap rule gave r ≥ {rule['rank']:,} (least distance {rule['min_distance']}): "
-            f"the pair matrices did better"
-        )
-    why = (
-        "it uses that the features are nonnegative"
-        if payload["method"] == "radon"
-        else "ε is uneven enough that the sum of squares wins"
-    )
-    lines.append(
-        f"certified: every exact nonnegative kernel model needs r ≥ {payload['certified_rank']} "
-        f"({payload['method']} bound: {why})"
-    )
-    if payload["weakest_pair"]:
-        w = payload["weakest_pair"]
-        lines.append(f"weakest pair: ε = {w['eps']} (s_good = {w['s_good']}, s_bad = {w['s_bad']})")
-    if payload["unbounded_count"]:
-        lines.append(f"{payload['unbounded_count']} pairs could not be bounded, e.g.:")
-        lines += [f"  query {p['query']} vs bad {p['bad']}: {p['reason']}" for p in payload["unbounded_pairs"][:5]]
-    if payload["dropped_count"]:
-        lines.append(f"{payload['dropped_count']} queries dropped to keep the trace bound sound")
-    return lines

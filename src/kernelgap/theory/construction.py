@@ -32,6 +32,7 @@ from ..task.constructions import ONE_HOT, candidate_tokens, one_hot_beta, query_
 from ..task.family import AnyFamily, ProductFamily
 from ..task.minip import EXACT_THRESHOLD
 from ..task.worst_case import worst_case
+from .certificate import certify
 
 #: Most query × candidate overlaps computed to find the levels each query sees (under a second
 #: of float32 products and scatters, m ≤ 128); above it every level 0..|x| is used instead.
@@ -167,18 +168,22 @@ def _sequence_check(family, construction: str, beta: float) -> float:
     return worst
 
 
-def describe_construction(payload: dict) -> str:
-    """The human line for a certificate payload's construction fields."""
-    best = payload.get("construction")
-    if best is None:
-        return "constructed: neither one-hot construction checks exact on this family"
-    levels = {
-        "family": "over the levels each query sees",
-        "all": "over every level 0..|x| (an upper bound: every input of this length)",
-        "every sequence": "on every sequence",
-    }[best["levels"]]
-    same = "= certified: proved equals constructed" if payload["proved_equals_constructed"] else "(above the certified)"
-    return (
-        f"constructed: {best['construction'].replace('_one_hot', ' one-hot')} of rank {best['rank']} {same}; its max error "
-        f"{best['error_bound']:.3g} < 1/2 {levels} (margin {best['margin']:.4f})"
-    )
+def constructed_rank(family: AnyFamily, cert) -> int | None:
+    """The smallest rank of an exact construction on the family: the ``constructed_rank`` a
+    certificate's JSON records, else the one-hot constructions checked on the family
+    (:func:`constructed`; None where neither is exact)."""
+    payload = cert.to_json(limit=0)
+    if "constructed_rank" in payload:
+        return payload["constructed_rank"]
+    return constructed(family)["constructed_rank"]
+
+
+def certify_and_construct(family: AnyFamily, delta, budget_s: float) -> dict:
+    """The certificate's JSON (:func:`~.certificate.certify`) with the least rank of an exact
+    one-hot construction beside it, and whether the two agree (``proved_equals_constructed``)."""
+    payload = certify(family, delta, budget_s).to_json()
+    built = constructed(family)
+    payload["constructed_rank"] = built["constructed_rank"]
+    payload["construction"] = built["construction"]
+    payload["proved_equals_constructed"] = payload["certified_rank"] == built["constructed_rank"]
+    return payload

@@ -205,7 +205,7 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
         src = level_index(table, q_of, source)  # −1 only if g_i were no candidate
         for start in range(0, n, chunk):
             rows = np.arange(start, min(n, start + chunk))
-            _search(table, q_of[rows], rows, src[rows], width, gap0, split, back, delta, exact, length)
+            _search(table, q_of[rows], rows, src[rows], exact)
         position = level_index(table, q_of[:, None], target)  # index of g_j's level for x_i
         vid = exact.vid[np.arange(n)[:, None] * width + np.maximum(position, 0)]
         vid[position < 0] = -1
@@ -221,22 +221,13 @@ def level_pair_bounds(family: ProductFamily, delta: Fraction) -> PairBounds:
     )
 
 
-def _search(
-    table: QueryLevels,
-    query: np.ndarray,
-    entries: np.ndarray,
-    src: np.ndarray,
-    width: int,
-    gap0: int,
-    split: int,
-    back: int,
-    delta: Fraction,
-    exact: ExactValues,
-    length: int = 3,
-) -> None:
+def _search(table: QueryLevels, query: np.ndarray, entries: np.ndarray, src: np.ndarray, exact: ExactValues) -> None:
     """The level search of some entries (global ids ``entries``, their good candidates at
     level index ``src``, −1: none), its exact values written into ``exact`` at node
-    ``entry·width + level index``."""
+    ``entry·width + level index``; δ and N are ``exact``'s."""
+    delta, length, width = exact.delta, exact.length, table.levels.shape[1]
+    gap0, split = min_gap(delta), split_length(delta, length)
+    back = 2 * split - gap0  # look-back per level (module docstring)
     lv, size = table.levels[query], table.sizes[query]
     r = len(lv)
     local = np.arange(r)[:, None]

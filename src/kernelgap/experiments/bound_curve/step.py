@@ -6,7 +6,8 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from ...theory.bound_curve import bound_curve, parse_m_range
+from ...args import parse_range
+from ...theory.bound_curve import bound_curve
 from ...theory.radon import DEFAULT_BUDGET_S
 from ..steps import trained_families
 
@@ -15,7 +16,7 @@ def curve(profile, out: Path, sweep_options: dict) -> dict:
     """The certified rank against m for the configured family series, and the certificates
     of the families the sweep trains (none without a sweep file)."""
     spec = profile.settings["bound_curve"]
-    payload = bound_curve(spec["code"], parse_m_range(spec["m"]), queries=spec["queries"])
+    payload = bound_curve(spec["code"], parse_range(spec["m"], "--m", "m", least=2), queries=spec["queries"])
     if profile.sweep_file("bound_curve") is not None:
         payload["trained_families"] = trained_families(profile, "bound_curve", Fraction(1, 2), DEFAULT_BUDGET_S)
     return payload

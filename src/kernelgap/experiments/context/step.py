@@ -7,18 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ...args import parse_range
 from ...errors import ConfigError, FamilyError
-from ...theory.bound_curve import (
-    LAYER,
-    LAYER_BUDGET_S,
-    LAYER_DELTA,
-    LayerCertificates,
-    growth_rate,
-    length_curve,
-    parse_length_range,
-    parse_m_range,
-    wall_curve,
-)
+from ...theory.layer_curve import LAYER_BUDGET_S, LAYER_DELTA, LayerCertificates, length_curve, wall_curve
+from ...theory.series import growth_rate
 from ..steps import trained_families
 
 
@@ -38,13 +30,13 @@ def curves(profile, out: Path, sweep_options: dict) -> dict:
     m whose family is refused (memory, scan limits) is listed in ``skipped`` with why."""
     start = time.perf_counter()
     spec = profile.settings["context"]
-    specs = [(m, parse_length_range(lengths)) for m, lengths in _curve_specs(spec["curves"])]
-    ms = parse_m_range(spec["m"])
+    specs = [(m, parse_range(lengths, "--length", "N", least=3)) for m, lengths in _curve_specs(spec["curves"])]
+    ms = parse_range(spec["m"], "--m", "m", least=2)
     at = LayerCertificates()
     skipped, length_curves, wall = [], [], []
     for m, lengths in specs:
         try:
-            length_curves += length_curve(LAYER, [m], lengths, wall=True, certificates=at)["curves"]
+            length_curves += length_curve([m], lengths, wall=True, certificates=at)["curves"]
         except FamilyError as exc:
             skipped.append({"m": m, "curve": "length", "why": str(exc)})
     for m in ms:

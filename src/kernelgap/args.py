@@ -1,0 +1,160 @@
+"""Argument types: the text of a flag (or of a file value written the same way) read as a value.
+
+**Ranges** — one grammar for every flag and file value that takes a set of integers
+(``verify --length``, ``bound-curve --m`` and ``--length``, a profile's ``[bound_curve] m``,
+``[context] m`` and its curves' ``length``): a comma-separated list of items, each
+
+* ``A`` — the one value A;
+* ``A..B`` — every integer from A to B, both included;
+* ``A..B..STEP`` — A, A + STEP, … up to B (STEP ≥ 1).
+
+The values are the union of the items, sorted, each once: ``1..3,8`` is 1, 2, 3, 8 and
+``12..24..4`` is 12, 16, 20, 24.  A repeated flag is one list (``--length 4 --length 1..2``
+is ``1..2,4``).  Each item is counted by arithmetic before it is listed, so ``2..10^30`` is
+refused at once; a range lists at most :data:`MAX_RANGE_VALUES` values.
+
+**Lists, pairs, JSON** — ``key=value`` pairs (the splitting only: a family's parameters are
+typed by :func:`kernelgap.task.parse_params`), comma-separated integer lists kept in their
+order (seeds, ranks), a JSON object, and the probe's constructor-argument map.
+
+Every malformed text raises a one-line :class:`~kernelgap.errors.KernelgapError` naming the
+flag.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import KernelgapError
+from .limits import MAX_CURVE_POINTS
+
+#: Most values one range lists (a range is at most one curve's points).
+MAX_RANGE_VALUES = MAX_CURVE_POINTS
+#: The range grammar, as error messages name it.
+RANGE_SHAPES = "A, A..B, A..B..STEP (integers) or a comma list of them"
+_ITEM = re.compile(r"\s*(-?\d+)(?:\.\.(-?\d+)(?:\.\.(-?\d+))?)?\s*", re.ASCII)
+
+
+def parse_range(text: str | Iterable[str], flag: str, what: str = "value", least: int | None = None) -> list[int]:
+    """The sorted distinct integers a range names (module docstring); ``text`` may be the
+    occurrences of a repeated flag.  Refused in one line, naming ``flag`` and ``what``: a
+    text outside the grammar, a step below 1, an empty ``A..B``, more than
+    :data:`MAX_RANGE_VALUES` values, or a value below ``least``."""
+    if not isinstance(text, str):
+        text = ",".join(text)
+    items = [_item(part, text, flag) for part in text.split(",")]
+    for lo, hi, step in items:
+        if hi < lo:
+            raise KernelgapError(f"{flag} {_shown(text)}: the range {lo}..{hi} is empty")
+        _check_count((hi - lo) // step + 1, text, flag, what)
+    values: set[int] = set()
+    for lo, hi, step in items:
+        values.update(range(lo, hi + 1, step))
+    _check_count(len(values), text, flag, what)
+    ordered = sorted(values)
+    if least is not None and ordered[0] < least:
+        raise KernelgapError(f"{flag} {_shown(text)}: each {what} must be ≥ {least}, got {ordered[0]}")
+    return ordered
+
+
+def _item(part: str, text: str, flag: str) -> tuple[int, int, int]:
+    """One item of a range as ``(first, last, step)``."""
+    match = _ITEM.fullmatch(part)
+    try:
+        lo, hi, step = (None if g is None else int(g) for g in match.groups())
+    except (AttributeError, ValueError):  # no match, or more digits than int() reads
+        raise KernelgapError(f"{flag} must look like {RANGE_SHAPES}; got {_shown(text)}") from None
+    if step is not None and step < 1:
+        raise KernelgapError(f"{flag} {_shown(text)}: the step of {part.strip()} must be ≥ 1")
+    return lo, lo if hi is None else hi, step or 1
+
+
+def _check_count(count: int, text: str, flag: str, what: str) -> None:
+    if count > MAX_RANGE_VALUES:
+        raise KernelgapError(
+            f"{flag} {_shown(text)} gives {count:,} values of {what}; a range has at most {MAX_RANGE_VALUES:,}"
+        )
+
+
+def _shown(text: str, most: int = 80) -> str:
+    """``repr(text)``, its middle cut out past ``most`` characters (a message stays one short line)."""
+    return repr(text) if len(text) <= most else repr(text[: most // 2]) + "…" + repr(text[-most // 4 :])
+
+
+def key_values(pairs: Iterable[str]) -> dict[str, str]:
+    """``["k=v", …]`` → ``{"k": "v"}`` (both sides stripped; the values stay text)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise KernelgapError(f"parameter {pair!r} is not key=value")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def json_object(text: str | None, flag: str) -> dict:
+    """A JSON object given as text; none: ``{}``."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KernelgapError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def int_list(text: str | None, flag: str) -> list[int] | None:
+    """``"8,16,32"`` → ``[8, 16, 32]``, in the order given (a list, not a range); none: None."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise KernelgapError(f"{flag} expects comma-separated integers, got {text!r}") from None
+    if not values:
+        raise KernelgapError(f"{flag} is empty")
+    return values
+
+
+def suite_ranks(values: list[str]) -> list[int] | dict[str, list[int]] | None:
+    """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4`` per suite."""
+    if not values:
+        return None
+    if all("=" not in v for v in values):
+        return int_list(",".join(values), "--ranks")
+    return {name: int_list(text, f"--ranks {name}") for name, text in key_values(values).items()}
+
+
+def argument_map(pairs: list[str]) -> dict:
+    """``NAME=m|rank|d_model`` binds a size; ``NAME=<JSON>`` a constant (``heads=1``,
+    ``causal=false``); any other text stays a string."""
+    out = {}
+    for key, value in key_values(pairs).items():
+        if value in ("m", "rank", "d_model"):
+            out[key] = value
+            continue
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def family_spec(family: str, params: list[str]):
+    """``--family``: a registered family by name with its ``-p`` parameters, or a family file
+    (a path that exists or ends in .json) as a :class:`~kernelgap.training.FamilySpec`."""
+    from .task import parse_params
+    from .training import FamilySpec
+
+    if family.endswith(".json") or Path(family).is_file():
+        if params:
+            raise KernelgapError("-p parameters apply to a registered family, not to a family file")
+        if not Path(family).is_file():
+            raise KernelgapError(f"family file {family} does not exist")
+        return FamilySpec.from_file(family)
+    return FamilySpec.parse({"name": family, "params": parse_params(family, key_values(params))})

@@ -1,0 +1,26 @@
+"""A run record as text (what ``kernelgap train`` prints): status, steps, the train metrics and,
+for a product family, what it was scored on (:mod:`.trainer`, :mod:`.product`)."""
+
+from __future__ import annotations
+
+from ..task.family import count_text
+
+
+def run_lines(record: dict) -> list[str]:
+    """The lines of one run record."""
+    m = record["train"]
+
+    def num(key: str) -> str:
+        return "none" if m.get(key) is None else f"{m[key]:.4f}"
+
+    lines = [
+        f"run {record['id']}  status={record['status']}  steps={record['steps']}  wall={record['wall_time_s']:.1f}s",
+        f"train: max_error={num('max_error')} exact={m['exact']} "
+        f"exact_seq_acc={num('exact_seq_acc')} mean_abs_error={num('mean_abs_error')}",
+    ]
+    if "evaluated" in m:  # a product family (training/product.py)
+        lines.append(f"scored on: {m['evaluated']}, {count_text(m['sequences'])} sequences")
+        if m.get("whole_family"):
+            w = m["whole_family"]
+            lines.append(f"whole family (exact worst case): max_error={w['max_error']:.4f} exact={w['exact']}")
+    return lines
