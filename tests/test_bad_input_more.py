@@ -30,9 +30,11 @@ FILES = {  # folder → (file, text)
     "reproduce-list": ("reproduce.json", "[1]"),
     "reproduce-user-experiments": ("reproduce.json", '{"user_experiments": 3}'),
     "reproduce-not-json": ("reproduce.json", "{not json"),
+    "reproduce-huge-int": ("reproduce.json", '{"invocations": 1' + "0" * 5000 + "}"),  # past the digit limit
     "reproduce-invocations": ("reproduce.json", '{"invocations": [{"wall_time_s": 1}]}'),
     "probe-runs-number": ("probe.json", '{"runs": 3}'),
     "probe-not-json": ("probe.json", "{not json"),
+    "probe-huge-int": ("probe.json", '{"runs": 1' + "0" * 5000 + "}"),
     "probe-list": ("probe.json", "[1]"),
     "probe-empty": ("probe.json", "{}"),
     "probe-no-suites": ("probe.json", '{"target": "x", "runs": "runs-x"}'),
@@ -96,6 +98,7 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
         "'user_experiments' must be an object of experiment folders, got 3",
     ),
     ("report-reproduce-not-json", ["report", "{w}/reproduce-not-json"], "reproduce.json is corrupted (not valid JSON)"),
+    ("report-reproduce-huge-int", ["report", "{w}/reproduce-huge-int"], "reproduce.json is corrupted"),
     ("report-reproduce-invocations", ["report", "{w}/reproduce-invocations"], "invocations[0] has no 'command' string"),
     (
         "report-probe-junk",
@@ -103,6 +106,7 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
         "probe.json is not a kernelgap probe record: has no 'target'",
     ),
     ("report-probe-not-json", ["report", "{w}/probe-not-json"], "probe.json is corrupted (not valid JSON)"),
+    ("report-probe-huge-int", ["report", "{w}/probe-huge-int"], "probe.json is corrupted"),
     ("report-probe-list", ["report", "{w}/probe-list"], "expected a JSON object, got list"),
     ("report-probe-empty", ["report", "{w}/probe-empty"], "probe.json is not a kernelgap probe record"),
     ("report-probe-no-suites", ["report", "{w}/probe-no-suites"], "has no 'suites'"),
@@ -115,6 +119,7 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     ("probe-workers-zero", [*PROBE, "--workers", "0"], "--workers must be ≥ 1, got 0"),
     ("probe-empty-interface", [*PROBE, "--interface", ""], "module.interface must be 'sequence' or 'layer', got ''"),
     ("probe-empty-kwargs", [*PROBE, "--kwargs", ""], "--kwargs is not valid JSON"),
+    ("probe-huge-kwargs", [*PROBE, "--kwargs", '{"d": 1' + "0" * 5000 + "}"], "--kwargs is not usable JSON"),
     (
         "probe-huge-rank",
         ["probe", EXAMPLE, "--steps", "2", "--ranks", str(10**12), "--out", "{w}/pr"],

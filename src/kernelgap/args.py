@@ -103,6 +103,8 @@ def json_object(text: str | None, flag: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise KernelgapError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise KernelgapError(f"{flag} is not usable JSON ({str(exc).split(';')[0]})") from None
     if not isinstance(value, dict):
         raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
@@ -140,7 +142,7 @@ def argument_map(pairs: list[str]) -> dict:
             continue
         try:
             out[key] = json.loads(value)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (or an integer past Python's digit limit): the text itself
             out[key] = value
     return out
 

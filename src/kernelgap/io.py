@@ -80,7 +80,7 @@ def read_json(path: str | os.PathLike):
     """The parsed JSON at ``path``, or ``None`` when it is missing or unreadable."""
     try:
         return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, or a too-long integer
         return None
 
 

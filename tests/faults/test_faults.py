@@ -95,6 +95,8 @@ CORRUPTIONS = {
     "binary": lambda raw: b"\x00\xff\xfe garbage \x80",
     "wrong-config": lambda raw: raw.replace(b'"rank": 4', b'"rank": 5'),
     "no-metrics": lambda raw: json.dumps({k: v for k, v in json.loads(raw).items() if k != "train"}).encode(),
+    # valid JSON syntax, but an integer past Python's digit limit: json.loads raises ValueError
+    "huge-integer": lambda raw: b'{"x": 1' + b"0" * 5000 + b", " + raw.lstrip()[1:],
 }
 
 

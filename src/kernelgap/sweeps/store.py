@@ -162,7 +162,7 @@ class ResultsDir:
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
         try:
             meta = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not UTF-8, not JSON, a too-long integer, too deep
             raise ConfigError(f"{path} is corrupted (not valid JSON); restore it or use a new --out folder") from None
         if not (
             isinstance(meta, dict) and isinstance(meta.get("runs"), list) and isinstance(meta.get("fingerprint"), str)
@@ -179,7 +179,7 @@ class ResultsDir:
         path = self.result_path(run_id)
         try:
             record = json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
+        except (FileNotFoundError, ValueError):  # gone, or not UTF-8 / JSON / a usable integer
             return None
         return record if is_valid_record(record, run_id) else None
 
@@ -242,7 +242,7 @@ class ResultsDir:
         for path in sorted(self.locks_dir.glob("*.lock")):
             try:
                 out.append(json.loads(path.read_text() or "{}") | {"id": path.stem})
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError):
                 out.append({"id": path.stem})
         return out
 
