@@ -470,28 +470,30 @@ def probe(
     ),
 ) -> None:
     """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
-    from .probe import run_probe
+    from .probe.config import ProbeConfig
+    from .probe.runner import run_probe
+    from .reproduction import build_probe_report
 
-    run_probe(
+    config = ProbeConfig(
         target,
         _json_object(kwargs, "--kwargs"),
-        out,
-        profile,
-        _ranks(ranks),
-        _int_list(seeds, "--seeds"),
-        steps,
-        lr,
-        d_model,
-        interface,
-        _arg_map(arg),
-        output,
+        out=out,
+        profile=profile,
+        ranks=_ranks(ranks),
+        seeds=_int_list(seeds, "--seeds"),
+        steps=steps,
+        lr=lr,
+        d_model=d_model,
+        interface=interface,
+        args=_arg_map(arg),
+        output=output,
         executor=executor,
         workers=workers,
         address=address,
-        report=True,
         recipes=recipes,
-        log=typer.echo,
     )
+    meta = run_probe(config, log=typer.echo)
+    build_probe_report(config.folder(meta["class"]), log=typer.echo)
 
 
 def _json_object(text: str | None, flag: str) -> dict:
@@ -550,7 +552,7 @@ def reproduce(
     address: str | None = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
-    from .experiments.pipeline import reproduce as run
+    from .reproduction.pipeline import reproduce as run
 
     run(profile, out, executor=executor, workers=workers, address=address, log=typer.echo)
 
@@ -560,7 +562,7 @@ def report(
     folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce` or `kernelgap probe`."),
 ) -> None:
     """Rebuild summary.json and report.html from the result files (no training)."""
-    from .report import build_probe_report, build_report
+    from .reproduction import build_probe_report, build_report
 
     if (folder / "probe.json").is_file() and not (folder / "reproduce.json").is_file():
         build_probe_report(folder, log=typer.echo)
@@ -575,7 +577,7 @@ def results(
 ) -> None:
     """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
     from .io import write_page
-    from .report.results_page import results_markdown
+    from .reproduction.results_page import results_markdown
 
     text = results_markdown(folders)
     if out is None:
@@ -595,7 +597,7 @@ def compare(
     """List every conclusion (verdict, count, transition rank) two reproductions of one profile
     differ on; exit 0 when all agree, 1 when some differ, 2 on bad input."""
     from .io import write_page
-    from .report.compare import compare_folders, markdown, print_comparison
+    from .reproduction.compare import compare_folders, markdown, print_comparison
 
     result = compare_folders(dir_a, dir_b)
     if out is not None:
