@@ -107,7 +107,8 @@ def sentence(summary: dict) -> str | None:
 def conclusions(summary: dict) -> dict[str, str]:
     """Per probed module (or that it was skipped) and suite: from which rank it is exact (its
     criterion), the built-in baseline's, its runs fitting the training family, diverged runs,
-    and per rank its verdict (:func:`~kernelgap.probe.verdicts.rank_verdicts`), the baseline's and the twin's."""
+    and per rank its verdict (:func:`~kernelgap.probe.verdicts.rank_verdicts`), the
+    baseline's and the twin's."""
     out = {}
     for pr in summary.get("probes") or []:
         name = pr["name"]
