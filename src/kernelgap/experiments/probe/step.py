@@ -7,6 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...io import atomic_write_json
+from ...models.external import ModuleImportError
+from ...probe.config import ProbeConfig
+from ...probe.runner import run_probe
 from ..steps import local_width
 
 
@@ -25,10 +28,6 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
 
 
 def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
-    from ...models.external import ModuleImportError
-    from ...probe.config import ProbeConfig
-    from ...probe.runner import run_probe
-
     folder = out / entry["name"]
     config = ProbeConfig(
         entry["target"],
