@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import KernelgapError
 from kernelgap.limits import MAX_CURVE_POINTS, MAX_RANK
-from kernelgap.report.schema import schema_problem, summary_schema
+from kernelgap.reproduction.schema import schema_problem, summary_schema
 from kernelgap.theory.transcript import transcript_bits_ceil, transcript_bound
 from test_bad_input import EXAMPLE, _check, tree_digest
 
@@ -207,7 +207,7 @@ def _minimal_summary(schema: dict) -> dict:
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.data())
 def test_the_schema_check_agrees_with_jsonschema(data):
-    """:func:`~kernelgap.report.schema.schema_problem` accepts exactly what jsonschema does,
+    """:func:`~kernelgap.reproduction.schema.schema_problem` accepts exactly what jsonschema does,
     on a minimal summary with one part replaced by generated JSON."""
     schema = summary_schema()
     summary = _minimal_summary(schema)

@@ -13,8 +13,8 @@ from kernelgap.models import build_model, feature_count, signed_kernel
 from kernelgap.models.attention import DENOMINATOR_GUARD, KEY_AXIS, gather_pairs
 from kernelgap.models.sketch import sketch_numbers
 from kernelgap.report.criteria import exact, first_rank
-from kernelgap.report.render import draw_all, region
-from kernelgap.report.summary import build_sections
+from kernelgap.reproduction.render import draw_all, region
+from kernelgap.reproduction.summary import build_sections
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.training import default_model

@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.experiments.pipeline import reproduce
 from kernelgap.experiments.registry import BUILTIN
-from kernelgap.report.compare import PAPER_ROW, compare, compare_folders, conclusions, markdown
-from kernelgap.report.schema import schema_problem, summary_schema
+from kernelgap.reproduction.compare import PAPER_ROW, compare, compare_folders, conclusions, markdown
+from kernelgap.reproduction.pipeline import reproduce
+from kernelgap.reproduction.schema import schema_problem, summary_schema
 
 #: A profile that reproduces in seconds: the length experiment, one run of 3 steps.
 TINY = {
@@ -509,7 +509,7 @@ def test_probe_folders_compare_on_their_verdicts(tmp_path, tiny):
 
 
 def test_a_verdict_on_one_seed_or_on_disagreeing_seeds_is_at_the_edge():
-    from kernelgap.experiments.probe.experiment import edge_note
+    from kernelgap.experiments.probe.text import edge_note
     from kernelgap.experiments.series.experiment import sentence
     from kernelgap.report.criteria import at_edge
 

@@ -24,7 +24,7 @@ from kernelgap.experiments.registry import BUILTIN
 from kernelgap.limits import MAX_CURVE_POINTS
 from kernelgap.report.context import Results
 from kernelgap.report.html import Page
-from kernelgap.report.summary import paper
+from kernelgap.reproduction.summary import paper
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.task.family import MAX_PRODUCT_LENGTH

@@ -16,11 +16,11 @@ import pytest
 
 import kernelgap
 from kernelgap.errors import ConfigError, KernelgapError
-from kernelgap.experiments.pipeline import reproduce
 from kernelgap.experiments.profile import load_profile, profile_names
 from kernelgap.experiments.registry import BUILTIN, builtin, experiments
-from kernelgap.report import build_report
-from kernelgap.report.schema import summary_schema
+from kernelgap.reproduction import build_report
+from kernelgap.reproduction.pipeline import reproduce
+from kernelgap.reproduction.schema import summary_schema
 
 PACKAGE = Path(kernelgap.__file__).resolve().parent
 

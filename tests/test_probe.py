@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.probe import run_probe
+from kernelgap.probe import ProbeConfig, run_probe
 
 TARGET = "kernelgap.probe.examples:DecayedLinearAttention"
 QUIET = {"log": lambda *_: None, "executor": "inline"}
+
+
+def probe_module(target, kwargs=None, log=print, **settings) -> dict:
+    """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
+    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+
 
 USER_MODULES = '''
 import torch
@@ -132,15 +138,15 @@ def test_the_example_through_the_cli_stands_alone(cli, tmp_path):
 def test_rerun_reuses_runs_and_an_edited_module_retrains(user_file, tmp_path):
     target = f"{user_file}:MeanModel"
     logs = []
-    meta = run_probe(target, ranks=[2], steps=6, out=tmp_path, log=logs.append, executor="inline")
+    meta = probe_module(target, ranks=[2], steps=6, out=tmp_path, log=logs.append, executor="inline")
     first = sorted((tmp_path / meta["runs"]).rglob("runs/*.json"))
     stamps = {p: p.stat().st_mtime_ns for p in first}
     logs.clear()
-    again = run_probe(target, ranks=[2], steps=6, out=tmp_path, log=logs.append, executor="inline")
+    again = probe_module(target, ranks=[2], steps=6, out=tmp_path, log=logs.append, executor="inline")
     assert again == meta and {p: p.stat().st_mtime_ns for p in first} == stamps
     assert all("0 trained" in line for line in logs if "runs," in line)
     user_file.write_text(USER_MODULES + "\n# an edit\n")
-    edited = run_probe(target, ranks=[2], steps=6, out=tmp_path, **QUIET)
+    edited = probe_module(target, ranks=[2], steps=6, out=tmp_path, **QUIET)
     assert edited["runs"] != meta["runs"] and edited["source_hash"] != meta["source_hash"]
     assert len(list((tmp_path / edited["runs"]).rglob("runs/*.json"))) == 2  # trained anew ...
     assert all(p.exists() for p in first)  # ... and the earlier results are kept
@@ -148,27 +154,30 @@ def test_rerun_reuses_runs_and_an_edited_module_retrains(user_file, tmp_path):
 
 def test_a_probe_folder_of_other_settings_is_refused_not_overwritten(user_file, tmp_path):
     target = f"{user_file}:MeanModel"
-    run_probe(target, ranks=[2], steps=3, out=tmp_path, **QUIET)
+    probe_module(target, ranks=[2], steps=3, out=tmp_path, **QUIET)
     before = (tmp_path / "probe.json").read_bytes()
     with pytest.raises(KernelgapError, match="another module or other settings"):
-        run_probe(target, {"scale": 2.0}, ranks=[2], steps=3, out=tmp_path, **QUIET)
+        probe_module(target, {"scale": 2.0}, ranks=[2], steps=3, out=tmp_path, **QUIET)
     assert (tmp_path / "probe.json").read_bytes() == before
 
 
 def test_a_causal_module_gets_the_final_query_reading(user_file, tmp_path):
-    meta = run_probe(f"{user_file}:CausalModel", ranks=[2], steps=3, out=tmp_path, **QUIET)
+    meta = probe_module(f"{user_file}:CausalModel", ranks=[2], steps=3, out=tmp_path, **QUIET)
     assert meta["reading"] == "final"
     assert all(s["params"]["reading"] == "final" for s in meta["suites"])
     record = json.loads(next((tmp_path / meta["runs"] / "witness-final" / "runs").glob("*.json")).read_text())
     assert record["config"]["family"]["params"]["reading"] == "final"
-    from kernelgap.report import build_probe_report
+    from kernelgap.reproduction import build_probe_report
 
     build_probe_report(tmp_path, log=lambda *_: None)
     assert "causal final-query reading" in (tmp_path / "report.html").read_text()
 
 
 def test_a_diverging_module_leaves_strict_json(user_file, tmp_path):
-    meta = run_probe(f"{user_file}:Exploding", ranks=[2], steps=3, out=tmp_path, report=True, **QUIET)
+    from kernelgap.reproduction import build_probe_report
+
+    meta = probe_module(f"{user_file}:Exploding", ranks=[2], steps=3, out=tmp_path, **QUIET)
+    build_probe_report(tmp_path, log=lambda *_: None)
     for path in (tmp_path / meta["runs"]).rglob("runs/*.json"):
         record = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{path} holds {c}"))
         assert record["status"] == "diverged" and record["train"]["max_error"] is None
@@ -177,7 +186,7 @@ def test_a_diverging_module_leaves_strict_json(user_file, tmp_path):
 
 
 def test_a_library_class_through_an_argument_map(user_file, tmp_path):
-    meta = run_probe(
+    meta = probe_module(
         f"{user_file}:LibraryLayer",
         ranks=[2],
         steps=3,
@@ -208,7 +217,7 @@ def test_a_library_class_through_an_argument_map(user_file, tmp_path):
 def test_modules_off_the_interface_are_one_line_errors(user_file, tmp_path, cls, kwargs, message):
     ranks = {"witness": [4], "ood-n4": [8]} if cls == "EightsOnly" else None
     with pytest.raises(KernelgapError) as info:
-        run_probe(f"{user_file}:{cls}", kwargs, ranks=ranks, out=tmp_path / "p", **QUIET)
+        probe_module(f"{user_file}:{cls}", kwargs, ranks=ranks, out=tmp_path / "p", **QUIET)
     assert message in str(info.value) and "\n" not in str(info.value)
     assert not (tmp_path / "p").exists()  # nothing written before the module was accepted
 
@@ -232,8 +241,8 @@ def test_probe_workers_give_the_same_records(user_file, tmp_path):
         return {p.name: json.loads(p.read_text()) for p in sorted(folder.rglob("runs/*.json"))}
 
     target = f"{user_file}:MeanModel"
-    meta = run_probe(target, ranks=[2, 3], steps=6, out=tmp_path / "one", **QUIET)
-    run_probe(target, ranks=[2, 3], steps=6, out=tmp_path / "two", workers=2, log=lambda *_: None)
+    meta = probe_module(target, ranks=[2, 3], steps=6, out=tmp_path / "one", **QUIET)
+    probe_module(target, ranks=[2, 3], steps=6, out=tmp_path / "two", workers=2, log=lambda *_: None)
     for part in (meta["runs"], "baseline"):
         one, two = records(tmp_path / "one" / part), records(tmp_path / "two" / part)
         assert one.keys() == two.keys() and len(one) == 4  # 2 suites × 2 ranks
@@ -249,7 +258,7 @@ def test_probe_workers_give_the_same_records(user_file, tmp_path):
 def test_a_profile_probes_several_modules_and_skips_a_missing_library(user_file, tmp_path, executor):
     """Inline, probes run one after the other; on a local pool of 2, side by side (the
     shared baseline runs are trained once, by whichever probe claims them first)."""
-    from kernelgap.experiments.pipeline import reproduce
+    from kernelgap.reproduction.pipeline import reproduce
 
     profile = tmp_path / "tiny"
     profile.mkdir()
@@ -287,6 +296,16 @@ requires = "no-such-library"
     assert len(list((out / "probe" / "baseline").rglob("runs/*.json"))) == 2 + 1 + 2
     page = (out / "report.html").read_text()
     assert "missing (no_such_library_here:Attention) was not probed: no-such-library is not installed" in page
+
+
+def test_a_probe_config_names_its_folders_and_sweep_options():
+    config = ProbeConfig(TARGET, executor="inline", workers=2)
+    assert config.folder("Decayed") == Path("results/probe-Decayed")
+    assert config.baseline_folder("Decayed") == Path("results/probe-Decayed/baseline")
+    assert ProbeConfig(TARGET, out="x", baseline="b").baseline_folder("Decayed") == Path("b")
+    assert config.sweep_options == {"executor": "inline", "workers": 2, "address": None}
+    with pytest.raises(TypeError):
+        ProbeConfig(TARGET, {}, "out")  # the module and its kwargs by position, the rest by name
 
 
 def test_an_empty_rank_list_leaves_a_suite_out():

@@ -16,11 +16,18 @@ from pathlib import Path
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.probe import run_probe
+from kernelgap.probe import ProbeConfig, run_probe
 from kernelgap.sweeps import run_sweep
 from test_bad_input import KERNELGAP, _check, tree_digest
 
 QUIET = {"log": lambda *_: None, "executor": "inline"}
+
+
+def probe_module(target, kwargs=None, log=print, **settings) -> dict:
+    """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
+    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+
+
 FAST = ["--steps", "3", "--executor", "inline"]
 
 MODULES = '''
@@ -164,7 +171,7 @@ def test_non_finite_arguments_are_refused_in_a_sweep_file_and_through_python(wor
     with pytest.raises(KernelgapError, match=r"model\.module\.kwargs\.alpha must be a finite number, got nan"):
         run_sweep(world / "nan.toml", world / "s", executor="inline", progress=False)
     with pytest.raises(KernelgapError, match=r"kwargs\.alpha must be a finite number, got inf"):
-        run_probe("mods.py:Mean", {"alpha": float("inf")}, out=world / "p", ranks=[2], steps=3, **QUIET)
+        probe_module("mods.py:Mean", {"alpha": float("inf")}, out=world / "p", ranks=[2], steps=3, **QUIET)
     assert not (world / "s").exists() and not (world / "p").exists()
 
 
@@ -222,7 +229,7 @@ def test_a_module_giving_nan_from_its_first_forward_is_a_diverged_result(world, 
 def test_checks_and_evaluation_run_with_gradients_enabled(world):
     """A module whose forward fails under torch.no_grad trains: the checks, the causality
     reading and the trainer's final evaluation all run it as a training step does."""
-    meta = run_probe("mods.py:NeedsGradients", out=world / "p", ranks=[2], steps=3, **QUIET)
+    meta = probe_module("mods.py:NeedsGradients", out=world / "p", ranks=[2], steps=3, **QUIET)
     assert meta["reading"] == "first"
     for path in (world / "p" / meta["runs"]).rglob("runs/*.json"):
         assert strict(path)["status"] == "ok"

@@ -15,21 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import ConfigError
-from kernelgap.experiments.probe.experiment import (
-    COLLAPSE_TOLERANCE,
-    collapsed,
-    needs_recipe,
-    parse_probes,
-    probe_section,
-    probe_sentence,
-    rank_verdicts,
-    recipe_rows,
-)
+from kernelgap.experiments.probe.config import parse_probes
+from kernelgap.experiments.probe.section import probe_section
+from kernelgap.experiments.probe.text import probe_sentence
 from kernelgap.models.external import ModuleError, ModuleSpec, build_module, module_features
-from kernelgap.probe import run_probe
+from kernelgap.probe import ProbeConfig, run_probe
 from kernelgap.probe.floor import Problem, loss_optimum, lp_errors, minimax_floor, minimax_problem, problems
 from kernelgap.probe.suites import RECIPES
 from kernelgap.probe.twin import TWINS, BuiltinMapAttention, twin_map
+from kernelgap.probe.verdicts import COLLAPSE_TOLERANCE, collapsed, needs_recipe, rank_verdicts, recipe_rows
 from kernelgap.report.criteria import run_row
 from kernelgap.task import build_family
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
@@ -37,6 +31,13 @@ from kernelgap.training.curve import CURVE_EVERY
 
 EXAMPLES = "kernelgap.probe.examples"
 QUIET = {"log": lambda *_: None, "executor": "inline"}
+
+
+def probe_module(target, kwargs=None, log=print, **settings) -> dict:
+    """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
+    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+
+
 #: The witness family's query-blind loss optimum at p = 8 in closed form (docs/theory.md):
 #: per query one duplicated good (error a), 15 duplicated bad and 30 mixed (error ±c),
 #: a + 3c = −6 and a⁷ = 15 c⁷, so a = 6r/(r + 3), c = 6/(r + 3) with r = 15^(1/7).
@@ -297,7 +298,7 @@ def test_the_elu1_example_is_exact_at_a_small_rank(witness_qb):
 
 
 def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
-    meta = run_probe(
+    meta = probe_module(
         f"{EXAMPLES}:Elu1LinearAttention", ranks={"witness": [16], "ood-n4": [2]}, steps=6, out=tmp_path, **QUIET
     )
     witness, ood = meta["suites"]
@@ -321,7 +322,7 @@ def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
     text = probe_sentence({**section, "name": "elu"})
     assert "on its training family by rank argument: 16 " in text and "tried lr × 3, lr ÷ 3 over 2× steps" in text
     assert "built-in elu1 in the same wrapper: 16 features" in text and "query-blind floor 3/2 (max error" in text
-    again = run_probe(
+    again = probe_module(
         f"{EXAMPLES}:Elu1LinearAttention", ranks={"witness": [16], "ood-n4": [2]}, steps=6, out=tmp_path, **QUIET
     )
     assert again == meta  # rerun: every run reused, the same record
@@ -329,7 +330,7 @@ def test_a_probe_records_features_twin_floor_and_the_recipes_it_tried(tmp_path):
 
 
 def test_the_recipe_search_runs_on_the_suites_named_only(tmp_path):
-    meta = run_probe(
+    meta = probe_module(
         f"{EXAMPLES}:Elu1LinearAttention",
         ranks={"witness": [16], "ood-n4": [2]},
         steps=6,

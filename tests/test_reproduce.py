@@ -7,11 +7,11 @@ import jsonschema
 import pytest
 
 from kernelgap.errors import KernelgapError
-from kernelgap.experiments.pipeline import reproduce
 from kernelgap.experiments.profile import load_profile
-from kernelgap.report import build_report
-from kernelgap.report.render import comparison_rows
-from kernelgap.report.schema import summary_schema
+from kernelgap.reproduction import build_report
+from kernelgap.reproduction.pipeline import reproduce
+from kernelgap.reproduction.render import comparison_rows
+from kernelgap.reproduction.schema import summary_schema
 
 SCHEMA = summary_schema()
 
@@ -204,7 +204,7 @@ def test_report_on_empty_folder_is_user_error(tmp_path):
 
 
 def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
-    from kernelgap.report.render import sentences
+    from kernelgap.reproduction.render import sentences
 
     _, out, _ = tiny
     summary = json.loads((out / "summary.json").read_text())

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernelgap.experiments.series import experiment as series
 from kernelgap.experiments.series.step import certificates
 from kernelgap.report.criteria import majority, run_row, sandwich
-from kernelgap.report.schema import schema_problem, summary_schema
+from kernelgap.reproduction.schema import schema_problem, summary_schema
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.theory.certificate import certify

@@ -53,15 +53,49 @@ def step_modules() -> set[str]:
 
 
 GRAPH = {name: imports_of(name) for name in MODULES}
-GRAPH["kernelgap.experiments.pipeline"] |= step_modules()  # lazy by name, but imports all the same
+GRAPH["kernelgap.reproduction.pipeline"] |= step_modules()  # lazy by name, but imports all the same
 
-#: The torch-free part of the experiments: what the report may import.
+#: The package's layers, bottom first: every top-level module and package of kernelgap, each
+#: in one layer.  A module imports only within its own top-level package or from a lower
+#: layer; the packages of one layer are independent of each other.  The report kit
+#: (``kernelgap.report``) reads result files by the task's thresholds and nothing else, so it
+#: sits beside the models, below everything that trains; the assembler that iterates the
+#: experiments (``kernelgap.reproduction``) sits above them.
+LAYERS: list[set[str]] = [
+    {"kernelgap", "kernelgap.errors"},
+    {"kernelgap.io", "kernelgap.limits", "kernelgap.validation"},
+    {"kernelgap.args"},  # the command-line value grammar (ranges, lists, key=value), above the limits
+    {"kernelgap.task"},
+    {"kernelgap.models", "kernelgap.report"},
+    {"kernelgap.theory", "kernelgap.training"},
+    {"kernelgap.sweeps"},
+    {"kernelgap.probe"},
+    {"kernelgap.experiments"},
+    {"kernelgap.reproduction"},
+    {"kernelgap.cli"},
+]
+
+
+def top(name: str) -> str:
+    """The top-level module or package of kernelgap that ``name`` belongs to."""
+    return ".".join(name.split(".")[:2])
+
+
+def layer_of(name: str) -> int:
+    return next(k for k, layer in enumerate(LAYERS) if top(name) in layer)
+
+
+#: The torch-free part of the experiments, what the report's assembly may import: the
+#: package, its base and registry, and every module of an experiment folder but its step.
 REPORT_PARTS = {"kernelgap.experiments", "kernelgap.experiments.base", "kernelgap.experiments.registry"} | {
     m
     for m in MODULES
-    if re.fullmatch(r"kernelgap\.experiments\.\w+(\.experiment)?", m)
-    and (m.endswith(".experiment") or MODULES[m].name == "__init__.py")
+    if re.fullmatch(r"kernelgap\.experiments\.\w+(\.\w+)?", m)
+    and (MODULES[m].parent.parent == PACKAGE / "experiments")
+    and m not in step_modules()
 }
+#: The assembler's modules that read files only (all but the pipeline, which trains).
+ASSEMBLY = {m for m in MODULES if top(m) == "kernelgap.reproduction"} - {"kernelgap.reproduction.pipeline"}
 
 
 def closure(name: str) -> set[str]:
@@ -117,67 +151,50 @@ def test_nothing_imports_the_cli():
     assert [m for m, deps in GRAPH.items() if "kernelgap.cli" in deps] == []
 
 
-@pytest.mark.parametrize(
-    "layer, forbidden",
-    [
-        (
-            "kernelgap.task",
-            {
-                "torch",
-                "kernelgap.models",
-                "kernelgap.theory",
-                "kernelgap.training",
-                "kernelgap.sweeps",
-                "kernelgap.experiments",
-                "kernelgap.report",
-            },
-        ),
-        (
-            "kernelgap.models",
-            {
-                "kernelgap.theory",
-                "kernelgap.training",
-                "kernelgap.sweeps",
-                "kernelgap.experiments",
-                "kernelgap.report",
-                "kernelgap.probe",
-            },
-        ),
-        (
-            "kernelgap.theory",
-            {"kernelgap.training", "kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report", "kernelgap.probe"},
-        ),
-        (
-            "kernelgap.training",
-            {"kernelgap.sweeps", "kernelgap.experiments", "kernelgap.report", "kernelgap.probe", "kernelgap.theory"},
-        ),
-        ("kernelgap.sweeps", {"kernelgap.experiments", "kernelgap.report", "kernelgap.probe"}),
-        (
-            "kernelgap.report",
-            {
-                "torch",
-                "kernelgap.models",
-                "kernelgap.training",
-                "kernelgap.sweeps",
-                "kernelgap.probe",
-                "kernelgap.theory",
-            },
-        ),
-    ],
-)
-def test_layers_import_one_way(layer, forbidden):
-    """A layer's modules, and everything they import in turn, stay out of the layers above."""
-    for name in (m for m in GRAPH if m == layer or m.startswith(layer + ".")):
-        reached = closure(name)
-        bad = {f for f in forbidden if any(r == f or r.startswith(f + ".") for r in reached)}
-        assert not bad, f"{name} reaches {sorted(bad)}"
+def test_every_module_has_one_layer():
+    """A new top-level module or package is declared in :data:`LAYERS` before it is used."""
+    declared = [name for layer in LAYERS for name in layer]
+    assert len(declared) == len(set(declared))
+    assert {top(m) for m in MODULES} == set(declared)
+
+
+def test_imports_run_down_the_layers():
+    """No import, lazy ones in function bodies included, runs from a layer to its own
+    (another package of it) or to a higher one."""
+    back = sorted(
+        f"{name} -> {dep}"
+        for name, deps in GRAPH.items()
+        for dep in deps
+        if dep.startswith("kernelgap") and top(dep) != top(name) and layer_of(dep) >= layer_of(name)
+    )
+    assert back == []
+
+
+def test_the_layers_test_sees_a_wrong_way_import():
+    """The check above holds a real import graph: a task module importing the models, or the
+    report kit importing the registry of experiments, would be caught."""
+    assert layer_of("kernelgap.models.attention") > layer_of("kernelgap.task.family")
+    assert layer_of("kernelgap.experiments.registry") > layer_of("kernelgap.report.criteria")
+    assert layer_of("kernelgap.report.figures") == layer_of("kernelgap.models")  # beside: neither may import the other
+    assert "kernelgap.experiments.registry" in GRAPH["kernelgap.reproduction.summary"]
+    assert "kernelgap.probe.verdicts" in GRAPH["kernelgap.experiments.probe.section"]
+
+
+@pytest.mark.parametrize("light", ["kernelgap.task", "kernelgap.report", "kernelgap.probe.verdicts"])
+def test_light_layers_stay_light(light):
+    """The task, the report kit and the probe's verdict rules reach no torch."""
+    for name in (m for m in GRAPH if m == light or m.startswith(light + ".")):
+        assert "torch" not in closure(name), name
 
 
 def test_the_report_reaches_only_the_torch_free_part_of_the_experiments():
-    """The report imports the registry and each experiment's ``experiment.py`` (and, through
-    them, nothing that trains); the steps, the profiles and the pipeline stay out of reach."""
+    """The report's assembly imports the registry and each experiment's report part (and,
+    through them, nothing that trains); the steps and the profiles stay out of reach.  The
+    report part may use the probe's verdict rules, not the probe's runner."""
     assert {"kernelgap.experiments.witness.experiment", "kernelgap.experiments.registry"} <= REPORT_PARTS
+    assert {"kernelgap.experiments.probe.section", "kernelgap.experiments.probe.page"} <= REPORT_PARTS
     assert "kernelgap.experiments.witness.step" not in REPORT_PARTS
+    assert {"kernelgap.reproduction.report", "kernelgap.reproduction.compare"} <= ASSEMBLY
     forbidden = {
         "torch",
         "kernelgap.models",
@@ -186,8 +203,9 @@ def test_the_report_reaches_only_the_torch_free_part_of_the_experiments():
         "kernelgap.probe",
         "kernelgap.theory",
     }
-    for name in (m for m in GRAPH if m.startswith("kernelgap.report") or m in REPORT_PARTS):
-        reached = closure(name)
+    allowed = {"kernelgap.probe.verdicts"}
+    for name in (m for m in GRAPH if top(m) == "kernelgap.report" or m in REPORT_PARTS or m in ASSEMBLY):
+        reached = closure(name) - allowed
         bad = {r for r in reached if r.startswith("kernelgap.experiments") and r not in REPORT_PARTS}
         bad |= {f for f in forbidden if any(r == f or r.startswith(f + ".") for r in reached)}
         assert not bad, f"{name} reaches {sorted(bad)}"
@@ -199,7 +217,7 @@ def test_steps_are_imported_only_by_the_pipeline():
     steps = step_modules()
     assert {"kernelgap.experiments.witness.step", "kernelgap.experiments.steps"} <= steps
     for name, deps in GRAPH.items():
-        if name != "kernelgap.experiments.pipeline" and name not in steps:
+        if name != "kernelgap.reproduction.pipeline" and name not in steps:
             assert not deps & steps, f"{name} imports {sorted(deps & steps)}"
 
 
@@ -224,10 +242,13 @@ def test_no_reference_leads_outside_the_repository():
 
 
 def test_report_rendering_never_loads_torch(tmp_path):
-    """Rebuilding a report is file work: importing the report layer pulls in no torch."""
+    """Rebuilding a report is file work: importing the report kit, the assembly and the
+    probe's verdict rules pulls in no torch (the probe package loads its runner only when asked)."""
     code = (
-        "import sys, kernelgap.report, kernelgap.report.render, kernelgap.report.summary, "
-        "kernelgap.report.schema, kernelgap.experiments.registry; "
+        "import sys, kernelgap.report.criteria, kernelgap.report.figures, kernelgap.reproduction, "
+        "kernelgap.reproduction.render, kernelgap.reproduction.summary, kernelgap.reproduction.schema, "
+        "kernelgap.reproduction.compare, kernelgap.reproduction.results_page, kernelgap.experiments.registry, "
+        "kernelgap.probe.verdicts; "
         "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -1,9 +1,10 @@
 """kernelgap: where nonnegative kernel attention stops matching dense softmax.
 
-Layers (imports flow one way): ``task`` ← ``models`` ← ``theory``;
-``models`` ← ``training`` ← ``sweeps`` ← ``experiments`` and ``probe``;
-``report`` only reads result files; nothing imports ``cli``.  The mathematics
-is in ``docs/theory.md``, the experiments in ``docs/experiments.md``.
+Layers (imports flow one way, down): ``cli`` → ``reproduction`` → ``experiments`` →
+``probe`` → ``sweeps`` → ``training``, ``theory`` → ``models``, ``report`` (the report
+kit: it only reads result files) → ``task`` → ``io``, ``limits``, ``validation`` →
+``errors``; nothing imports ``cli`` (``tests/test_structure.py``).  The mathematics is in
+``docs/theory.md``, the experiments in ``docs/experiments.md``.
 """
 
 from importlib.metadata import PackageNotFoundError, version

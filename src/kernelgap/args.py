@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from .errors import KernelgapError
 from .limits import MAX_CURVE_POINTS
@@ -145,18 +144,3 @@ def argument_map(pairs: list[str]) -> dict:
         except ValueError:  # not JSON (or an integer past Python's digit limit): the text itself
             out[key] = value
     return out
-
-
-def family_spec(family: str, params: list[str]):
-    """``--family``: a registered family by name with its ``-p`` parameters, or a family file
-    (a path that exists or ends in .json) as a :class:`~kernelgap.training.FamilySpec`."""
-    from .task import parse_params
-    from .training import FamilySpec
-
-    if family.endswith(".json") or Path(family).is_file():
-        if params:
-            raise KernelgapError("-p parameters apply to a registered family, not to a family file")
-        if not Path(family).is_file():
-            raise KernelgapError(f"family file {family} does not exist")
-        return FamilySpec.from_file(family)
-    return FamilySpec.parse({"name": family, "params": parse_params(family, key_values(params))})

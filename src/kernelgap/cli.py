@@ -15,7 +15,7 @@ import typer
 import typer.main
 
 from . import __version__
-from .args import argument_map, family_spec, int_list, json_object, key_values, parse_range, suite_ranks
+from .args import argument_map, int_list, json_object, key_values, parse_range, suite_ranks
 from .errors import KernelgapError
 
 app = typer.Typer(
@@ -260,12 +260,12 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    from .training import RunConfig, train_records
+    from .training import FamilySpec, RunConfig, train_records
     from .training.text import run_lines
 
     run = RunConfig.parse(
         {  # the same models, defaults and checks as a sweep file's run
-            "family": family_spec(family, params),
+            "family": FamilySpec.named_or_file(family, params),
             "model": {
                 "kind": kind,
                 "feature_map": feature_map,
@@ -343,28 +343,30 @@ def probe(
     ),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    from .probe import run_probe
+    from .probe.config import ProbeConfig
+    from .probe.runner import run_probe
+    from .reproduction import build_probe_report
 
-    run_probe(
+    config = ProbeConfig(
         target,
         json_object(kwargs, "--kwargs"),
-        out,
-        profile,
-        suite_ranks(ranks),
-        int_list(seeds, "--seeds"),
-        steps,
-        lr,
-        d_model,
-        interface,
-        argument_map(arg),
-        output,
+        out=out,
+        profile=profile,
+        ranks=suite_ranks(ranks),
+        seeds=int_list(seeds, "--seeds"),
+        steps=steps,
+        lr=lr,
+        d_model=d_model,
+        interface=interface,
+        args=argument_map(arg),
+        output=output,
         executor=executor,
         workers=workers,
         address=address,
-        report=True,
         recipes=recipes,
-        log=typer.echo,
     )
+    meta = run_probe(config, log=typer.echo)
+    build_probe_report(config.folder(meta["class"]), log=typer.echo)
 
 
 @app.command()
@@ -376,7 +378,7 @@ def reproduce(
     address: str | None = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
-    from .experiments.pipeline import reproduce as run
+    from .reproduction.pipeline import reproduce as run
 
     run(profile, out, executor=executor, workers=workers, address=address, log=typer.echo)
 
@@ -386,7 +388,7 @@ def report(
     folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce` or `kernelgap probe`."),
 ) -> None:
     """Rebuild summary.json and report.html from the result files (no training)."""
-    from .report import build_probe_report, build_report
+    from .reproduction import build_probe_report, build_report
 
     if (folder / "probe.json").is_file() and not (folder / "reproduce.json").is_file():
         build_probe_report(folder, log=typer.echo)
@@ -401,7 +403,7 @@ def results(
 ) -> None:
     """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
     from .io import write_page
-    from .report.results_page import results_markdown
+    from .reproduction.results_page import results_markdown
 
     text = results_markdown(folders)
     if out is None:
@@ -421,7 +423,7 @@ def compare(
     """List every conclusion (verdict, count, transition rank) two reproductions of one profile
     differ on; exit 0 when all agree, 1 when some differ, 2 on bad input."""
     from .io import write_page
-    from .report.compare import compare_folders, markdown, print_comparison
+    from .reproduction.compare import compare_folders, markdown, print_comparison
 
     result = compare_folders(dir_a, dir_b)
     if out is not None:

@@ -4,10 +4,11 @@ An experiment is one folder ``<name>/``: its sweep file for each profile
 (``quick.toml``, ``paper.toml``, or one ``sweep.toml`` for every profile), its
 ``experiment.py`` defining ``EXPERIMENT = Experiment(...)`` and, when it does work
 after its sweep, the module of that step (``step.py``; it may use torch).
-``experiment.py`` is the torch-free part: the report imports it, so it imports
-only the report's shared helpers (:mod:`kernelgap.report.criteria`, ``.text``,
-``.figures``, ``.html``) and never the step, which the pipeline loads by name
-(:meth:`Experiment.load_step`).
+``experiment.py`` (with any modules beside it that it imports) is the torch-free part:
+the report's assembly (:mod:`kernelgap.reproduction`) imports it, so it imports only the
+report kit (:mod:`kernelgap.report.criteria`, ``.text``, ``.figures``, ``.html``, …),
+other torch-free rules (:mod:`kernelgap.probe.verdicts`) and never the step, which the
+pipeline loads by name (:meth:`Experiment.load_step`).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Experiment:
     ``conclusions(summary) → {name: value}`` lists what a reader concludes from the
     section, each value discrete text (a verdict, a count, a transition rank; never a max
     error or a time that decides nothing): ``kernelgap compare`` reports those that differ
-    between two reproductions (:mod:`kernelgap.report.compare`, with each paper row's
+    between two reproductions (:mod:`kernelgap.reproduction.compare`, with each paper row's
     ``ours``, or its ``conclusion`` where the row gives one: ``None`` leaves it out).
 
     ``settings`` are the defaults of the ``[name]`` table of ``profile.toml``;

@@ -2,12 +2,38 @@
 
 ``kernelgap probe TARGET`` trains a module written elsewhere — ``pkg.mod:Class``
 or ``path/to/file.py:Class`` — on the witness family and an OOD pool, beside
-the built-in ``elu1`` baseline, through the ordinary sweep machinery, and
-writes a report that stands alone.  The interfaces a module can follow are
-described in :mod:`kernelgap.models.external`.
+the built-in ``elu1`` baseline, through the ordinary sweep machinery
+(:func:`run_probe` of a :class:`ProbeConfig`).  The interfaces a module can follow
+are described in :mod:`kernelgap.models.external`.
+
+The parts: :mod:`.config` (what a probe is told), :mod:`.module` (the module checked),
+:mod:`.suites` (what each profile trains), :mod:`.runner` (the sweeps and the recipe
+search), :mod:`.verdicts` (the verdict rules, torch-free: the probe experiment's report
+reads them), :mod:`.floor` (the query-blind floor) and :mod:`.twin`.  The names below are
+imported when first asked for, so that importing :mod:`.verdicts` loads no torch (the
+suites of a profile: :func:`kernelgap.probe.suites.suites`).
 """
 
-from .runner import check_module, module_spec, reading_of, run_probe
-from .suites import PROFILES, Suite, suites
+from __future__ import annotations
 
-__all__ = ["PROFILES", "Suite", "check_module", "module_spec", "reading_of", "run_probe", "suites"]
+__all__ = ["PROFILES", "ProbeConfig", "Suite", "check_module", "module_spec", "reading_of", "run_probe"]
+
+
+def __getattr__(name: str):
+    if name == "ProbeConfig":
+        from .config import ProbeConfig
+
+        return ProbeConfig
+    if name in ("check_module", "module_spec", "reading_of"):
+        from . import module
+
+        return getattr(module, name)
+    if name == "run_probe":
+        from .runner import run_probe
+
+        return run_probe
+    if name in ("PROFILES", "Suite"):
+        from . import suites
+
+        return getattr(suites, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

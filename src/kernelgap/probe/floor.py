@@ -137,21 +137,47 @@ def minimax_problem(problem: Problem) -> tuple[Fraction, list[Fraction], list[Fr
     a = [[row[c] for c in keep] for row in full]
     t = [Fraction(row[1]) for row in problem.rows]
     if np.linalg.matrix_rank(np.column_stack([dense[:, keep], target])) == len(keep):  # t = A z, no error
-        guess = np.linalg.lstsq(dense[:, keep], target, rcond=None)[0]
-        z_kept = [Fraction(float(v)).limit_denominator(RATIONAL_GUESS) for v in guess]
-
-        def fits(zk):
-            return all(sum(ar[k] * zk[k] for k in range(len(keep))) == tr for ar, tr in zip(a, t))
-
-        if not fits(z_kept):
-            z_kept = _solve(a, t)
-            if not fits(z_kept):
-                raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
-        z = [Fraction(0)] * (1 + problem.candidates)
-        for c, v in zip(keep, z_kept):
-            z[c] = v
-        return Fraction(0), z, [Fraction(0)] * len(t)
+        z_kept = _exact_fit(dense[:, keep], target, a, t)
+        return Fraction(0), _spread(z_kept, keep, problem.candidates), [Fraction(0)] * len(t)
+    dual, z_kept, value = _dual_simplex(a, t)
     n_rows, n_par = len(a), len(keep)
+    # the two certificates, checked exactly
+    best = sum(ti * li for ti, li in zip(t, dual))
+    worst = max(abs(sum(ar[k] * z_kept[k] for k in range(n_par)) - tr) for ar, tr in zip(a, t))
+    balanced = all(sum(full[r][k] * dual[r] for r in range(n_rows)) == 0 for k in range(1 + problem.candidates))
+    if not (balanced and sum(abs(x) for x in dual) <= 1 and best == value and worst == value):
+        raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
+    return value, _spread(z_kept, keep, problem.candidates), dual
+
+
+def _spread(z_kept: list[Fraction], keep: list[int], candidates: int) -> list[Fraction]:
+    """A model over the independent columns ``keep`` as one over every column (0 elsewhere)."""
+    z = [Fraction(0)] * (1 + candidates)
+    for c, v in zip(keep, z_kept):
+        z[c] = v
+    return z
+
+
+def _exact_fit(dense: np.ndarray, target: np.ndarray, a: list[list[Fraction]], t: list[Fraction]) -> list[Fraction]:
+    """The ``z`` with ``A z = t`` exactly, for ``t`` in the span of ``A``'s independent columns:
+    the least-squares solution made rational, else solved exactly (:func:`_solve`)."""
+    guess = np.linalg.lstsq(dense, target, rcond=None)[0]
+    z_kept = [Fraction(float(v)).limit_denominator(RATIONAL_GUESS) for v in guess]
+
+    def fits(zk):
+        return all(sum(ar[k] * zk[k] for k in range(len(zk))) == tr for ar, tr in zip(a, t))
+
+    if not fits(z_kept):
+        z_kept = _solve(a, t)
+        if not fits(z_kept):
+            raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
+    return z_kept
+
+
+def _dual_simplex(a: list[list[Fraction]], t: list[Fraction]) -> tuple[list[Fraction], list[Fraction], Fraction]:
+    """``(λ, z, E)`` of the dual ``max tᵀλ s.t. Aᵀλ = 0, Σ|λ| ≤ 1`` by the simplex method
+    (Bland's rule) over ``λ = λ⁺ − λ⁻``: ``z`` and ``E`` are its multipliers (unchecked)."""
+    n_rows, n_par = len(a), len(a[0])
     # columns: λ⁺ (n_rows), λ⁻ (n_rows), slack of Σλ ≤ 1; constraint rows: Aᵀλ = 0 (n_par), Σλ ≤ 1
     n_var = 2 * n_rows + 1
     m = n_par + 1
@@ -192,19 +218,8 @@ def minimax_problem(problem: Problem) -> tuple[Fraction, list[Fraction], list[Fr
     lam = [Fraction(0)] * n_var
     for i, j in enumerate(basis):
         lam[j] = tab[i][-1]
-    dual = [lam[r] - lam[n_rows + r] for r in range(n_rows)]
     multipliers = [sum(cost[basis[i]] * tab[i][n_var + k] for i in range(m)) for k in range(m)]
-    z_kept, value = multipliers[:n_par], multipliers[n_par]
-    z = [Fraction(0)] * (1 + problem.candidates)
-    for c, v in zip(keep, z_kept):
-        z[c] = v
-    # the two certificates, checked exactly
-    best = sum(ti * li for ti, li in zip(t, dual))
-    worst = max(abs(sum(ar[k] * z_kept[k] for k in range(n_par)) - tr) for ar, tr in zip(a, t))
-    balanced = all(sum(full[r][k] * dual[r] for r in range(n_rows)) == 0 for k in range(1 + problem.candidates))
-    if not (balanced and sum(abs(x) for x in dual) <= 1 and best == value and worst == value):
-        raise ArithmeticError("the query-blind floor failed its exact check")  # pragma: no cover
-    return value, z, dual
+    return [lam[r] - lam[n_rows + r] for r in range(n_rows)], multipliers[:n_par], multipliers[n_par]
 
 
 def minimax_floor(family) -> Fraction | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..errors import KernelgapError
-from ..experiments.probe.experiment import RECIPE_KEYS
 from ..limits import check_rank
 from ..training import FALLBACK_LR, TrainConfig
+from .verdicts import RECIPE_KEYS
 
 #: Map of the built-in baseline the probed module is shown beside.
 BASELINE = "elu1"

@@ -111,35 +111,7 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if payload["code"] == "ladder":
-        ax.plot(
-            ms,
-            [p["certified"] for p in pts],
-            "o-",
-            color="#d62728",
-            label="certified rank (every query of the largest ladder family)",
-        )
-        ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
-        growth = payload.get("growth")
-        if growth:
-            fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
-            ax.plot(
-                ms,
-                fit,
-                "-",
-                color="grey",
-                lw=0.8,
-                label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})",
-            )
-        capped = [p for p in pts if p.get("limit_reached")]
-        if capped:
-            ax.scatter(
-                [p["m"] for p in capped],
-                [p["certified"] for p in capped],
-                marker="^",
-                s=60,
-                color="#d62728",
-                label="search limit reached (certified ≥)",
-            )
+        _ladder_bounds(ax, payload, ms)
     else:
         ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
         ax.plot(
@@ -175,6 +147,41 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     )
     legend(ax)
     return save(fig, out_dir, stem)
+
+
+def _ladder_bounds(ax, payload: dict, ms: list[int]) -> None:
+    """The ladder series' certified ranks and trace bounds, the fitted growth line, and the
+    points where the search limit was reached (the certified rank a lower bound there)."""
+    pts = payload["points"]
+    ax.plot(
+        ms,
+        [p["certified"] for p in pts],
+        "o-",
+        color="#d62728",
+        label="certified rank (every query of the largest ladder family)",
+    )
+    ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
+    growth = payload.get("growth")
+    if growth:
+        fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
+        ax.plot(
+            ms,
+            fit,
+            "-",
+            color="grey",
+            lw=0.8,
+            label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})",
+        )
+    capped = [p for p in pts if p.get("limit_reached")]
+    if capped:
+        ax.scatter(
+            [p["m"] for p in capped],
+            [p["certified"] for p in capped],
+            marker="^",
+            s=60,
+            color="#d62728",
+            label="search limit reached (certified ≥)",
+        )
 
 
 #: Colours of the layer curves, one per m (cycled).

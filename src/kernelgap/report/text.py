@@ -28,7 +28,7 @@ def share(values: list[float]) -> str:
 
 
 def of(hits: int, total: int) -> str:
-    """``3 of 5``: a count among a total (a conclusion of :mod:`kernelgap.report.compare`)."""
+    """``3 of 5``: a count among a total (a conclusion of :mod:`kernelgap.reproduction.compare`)."""
     return f"{hits} of {total}"
 
 

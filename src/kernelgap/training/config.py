@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import torch
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_STEPS
@@ -44,7 +45,7 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
-from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
+from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes, parse_params
 from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
@@ -191,6 +192,18 @@ class FamilySpec(Config):
         """The spec of the file's present content (``name`` defaults to the file's stem)."""
         p = Path(path).resolve()
         return cls(name=name or p.stem, file=str(p), sha256=file_sha256(p))
+
+    @classmethod
+    def named_or_file(cls, family: str, params: list[str]) -> FamilySpec:
+        """A command line's ``--family``: a registered family by name with its ``-p key=value``
+        parameters, or a family file (a path that exists or ends in .json)."""
+        if family.endswith(".json") or Path(family).is_file():
+            if params:
+                raise KernelgapError("-p parameters apply to a registered family, not to a family file")
+            if not Path(family).is_file():
+                raise KernelgapError(f"family file {family} does not exist")
+            return cls.from_file(family)
+        return cls.parse({"name": family, "params": parse_params(family, key_values(params))})
 
     @model_validator(mode="after")
     def _registered(self, info: ValidationInfo) -> FamilySpec:

@@ -7,6 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...io import atomic_write_json
+from ...models.external import ModuleImportError
+from ...probe.config import ProbeConfig
+from ...probe.runner import run_probe
 from ..steps import local_width
 
 
@@ -25,27 +28,25 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
 
 
 def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
-    from ...models.external import ModuleImportError
-    from ...probe import run_probe
-
     folder = out / entry["name"]
+    config = ProbeConfig(
+        entry["target"],
+        entry["kwargs"],
+        out=folder,
+        profile=entry["profile"],
+        ranks=entry["ranks"] or None,
+        seeds=entry["seeds"] or None,
+        steps=entry["steps"],
+        lr=entry["lr"],
+        interface=entry["interface"],
+        args=entry["args"],
+        output=entry["output"],
+        baseline=out / "baseline",
+        recipes=entry["recipes"],
+        **sweep_options,
+    )
     try:
-        run_probe(
-            entry["target"],
-            entry["kwargs"],
-            folder,
-            entry["profile"],
-            entry["ranks"] or None,
-            entry["seeds"] or None,
-            entry["steps"],
-            entry["lr"],
-            interface=entry["interface"],
-            args=entry["args"],
-            output=entry["output"],
-            baseline=out / "baseline",
-            recipes=entry["recipes"],
-            **sweep_options,
-        )
+        run_probe(config)
     except ModuleImportError as exc:
         need = entry["requires"] or "its library"
         atomic_write_json(

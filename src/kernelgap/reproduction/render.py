@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..experiments.base import REGIONS
 from ..experiments.registry import experiments as registered
-from .html import Page, page, provenance, table, titled
+from ..report.html import Page, page, provenance, table, titled
 
 
 def _present(summary: dict, exp) -> bool:

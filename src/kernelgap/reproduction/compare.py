@@ -19,7 +19,9 @@ from pathlib import Path
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
+from .record import read_meta
 from .schema import schema_problem, summary_schema
+from .summary import reproduction_experiments
 
 #: The prefix of a conclusion read from a row of "The paper beside ours".
 PAPER_ROW = "paper beside ours: "
@@ -105,8 +107,6 @@ def _experiments(folder: Path, kind: str) -> list:
     profile's own where they still load (a copied folder may not find them: built-ins only)."""
     if kind == "probe":
         return [e for e in registered() if e.name == "probe"]
-    from .summary import read_meta, reproduction_experiments
-
     try:
         return reproduction_experiments(read_meta(folder))
     except KernelgapError:

@@ -3,7 +3,7 @@
 A reproduction folder holds one folder per experiment (``runs/<id>.json`` records and
 the files its after-sweep step wrote).  Each registered experiment's ``section`` reads
 them into its key of the summary (:mod:`kernelgap.experiments.registry`); this module
-only assembles.  Schema: :func:`kernelgap.report.schema.summary_schema`.
+only assembles.  Schema: :func:`kernelgap.reproduction.schema.summary_schema`.
 """
 
 from __future__ import annotations
@@ -14,66 +14,11 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
-from .context import Results
+from ..report.context import Results
+from .record import META, invocations, is_number, read_meta
 
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 3
-#: A reproduction's own record (profile, the profile's experiment folders, invocations).
-META = "reproduce.json"
-
-
-def read_meta(root: str | Path) -> dict:
-    """``reproduce.json`` of a reproduction folder (``{}`` when there is none), its shape
-    checked where it is read: an object whose ``profile`` is a string, ``user_experiments``
-    an object of folder paths, ``commands`` a list of strings and ``invocations`` a list
-    of objects with a ``command`` string and a ``wall_time_s`` number (or null).  Anything
-    else is one :class:`KernelgapError` naming the file."""
-    path = Path(root) / META
-    if not path.exists():
-        return {}
-    meta = read_json(path)
-    if meta is None:
-        raise KernelgapError(f"{path} is corrupted (not valid JSON); restore it or rerun `kernelgap reproduce`")
-    why = _meta_problem(meta)
-    if why:
-        raise KernelgapError(f"{path} is not a kernelgap reproduction record: {why}")
-    return meta
-
-
-def _meta_problem(meta) -> str | None:
-    if not isinstance(meta, dict):
-        return f"expected a JSON object, got {type(meta).__name__}"
-    if "profile" in meta and not isinstance(meta["profile"], str):
-        return f"'profile' must be a string, got {meta['profile']!r}"
-    user = meta.get("user_experiments")
-    if user is not None and not (isinstance(user, dict) and all(isinstance(v, str) for v in user.values())):
-        return f"'user_experiments' must be an object of experiment folders, got {user!r}"
-    commands = meta.get("commands")
-    if commands is not None and not (isinstance(commands, list) and all(isinstance(c, str) for c in commands)):
-        return "'commands' must be a list of strings"
-    runs = meta.get("invocations")
-    if runs is not None:
-        if not isinstance(runs, list) or not all(isinstance(i, dict) for i in runs):
-            return "'invocations' must be a list of objects"
-        for k, i in enumerate(runs):
-            if not isinstance(i.get("command"), str):
-                return f"invocations[{k}] has no 'command' string"
-            for key in ("wall_time_s", "sweeps_s"):
-                if i.get(key) is not None and not _number(i[key]):
-                    return f"invocations[{k}].{key} must be a number, got {i[key]!r}"
-            steps = i.get("steps_s")
-            if steps is not None and not (isinstance(steps, dict) and all(_number(v) for v in steps.values())):
-                return f"invocations[{k}].steps_s must be an object of numbers, got {steps!r}"
-    return None
-
-
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def invocations(meta: dict) -> list[dict]:
-    """Every recorded invocation of a reproduction (folders of older versions list commands only)."""
-    return meta.get("invocations") or [{"command": c} for c in meta.get("commands", [])]
 
 
 def merge(sections: dict, key: str, value) -> None:
@@ -148,7 +93,7 @@ def timing(root: Path, runs: list[dict], experiments) -> dict:
         records = list(_records(root / exp.name))
         stacks: dict = {}
         for path, record in records:
-            if _number(record.get("wall_time_s")):
+            if is_number(record.get("wall_time_s")):
                 where = record.get("checkpoint")
                 file = where.get("file") if isinstance(where, dict) else None
                 key = path.parents[1] / file if isinstance(file, str) else path

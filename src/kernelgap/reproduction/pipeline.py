@@ -4,7 +4,7 @@ Each experiment with a sweep file runs through the resumable sweep runner into
 ``OUT/<experiment>/``, all of them on one pool; then each after-sweep step
 (``Experiment.step``, imported only here) writes the untrained numbers beside the
 runs; then
-:func:`kernelgap.report.build_report` assembles ``summary.json`` and
+:func:`kernelgap.reproduction.build_report` assembles ``summary.json`` and
 ``report.html`` from those files alone.  ``OUT/reproduce.json`` records the
 profile, the folders of the profile's own experiments (``user_experiments``, so
 ``kernelgap report OUT`` finds their report part) and every invocation (command,
@@ -22,12 +22,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import KernelgapError
+from ..experiments.profile import load_profile
+from ..experiments.steps import local_width
 from ..io import atomic_write_json
-from ..report import build_report
-from ..report.summary import META, read_meta
 from ..sweeps.runner import run_sweeps
-from .profile import load_profile
-from .steps import local_width
+from .record import META, read_meta
+from .report import build_report
 
 
 def command_line() -> str:

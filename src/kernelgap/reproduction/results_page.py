@@ -136,7 +136,7 @@ def _run_on(summary: dict) -> str:
 
 def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
     """A second reproduction of a profile, against the first: when, on which CPU kernels, how
-    long, and every conclusion they differ on (:func:`kernelgap.report.compare.compare_folders`)."""
+    long, and every conclusion they differ on (:func:`kernelgap.reproduction.compare.compare_folders`)."""
     a, b = read_json(folder_a / "summary.json"), read_json(folder_b / "summary.json")
     c = compare_folders(folder_a, folder_b)
     lines = [

@@ -15,7 +15,7 @@ from ..experiments.registry import experiments as registered
 
 @cache
 def base_schema() -> dict:
-    return json.loads((resources.files("kernelgap.report") / "base.schema.json").read_text())
+    return json.loads((resources.files("kernelgap.reproduction") / "base.schema.json").read_text())
 
 
 def summary_schema(experiments=None) -> dict:

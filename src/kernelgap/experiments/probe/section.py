@@ -1,0 +1,142 @@
+"""The probe experiment's part of ``summary.json``: each probe folder (``kernelgap probe``,
+or ``probe/<name>/`` of a reproduction) read into its module's suites, runs and verdicts
+(:func:`~kernelgap.probe.verdicts.rank_verdicts`), beside the built-in baseline and the twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...io import read_json
+from ...probe.verdicts import probe_rows, rank_verdicts, recipe_rows
+from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool, sorted_by
+from .record import read_probe_meta
+
+#: The fields of ``probe.json`` a probe's section repeats, in this order.
+FACTS = (
+    "target",
+    "class",
+    "kwargs",
+    "interface",
+    "args",
+    "output",
+    "d_model",
+    "profile",
+    "source_hash",
+    "reading",
+    "parameters",
+    "baseline",
+    "twin",
+)
+
+SCHEMA = {"type": ["array", "null"], "items": {"type": "object", "required": ["name", "target"]}}
+
+
+def _counts(ranks: list[int], features: list | None) -> dict[int, int | None]:
+    return dict(zip(ranks, features if features is not None else [None] * len(ranks)))
+
+
+def probe_section(folder: Path) -> dict | None:
+    """A probe folder (``kernelgap probe``, or ``probe/<name>/`` of a reproduction); ``None``
+    without a ``probe.json``, an error for one that is not a probe's (:func:`read_probe_meta`)."""
+    meta = read_probe_meta(folder)
+    if meta is None:
+        return None
+    baseline = folder / (meta.get("baseline_dir") or "baseline")
+    suites = [_suite(folder, baseline, meta, suite) for suite in meta["suites"]]
+    return {"name": folder.name, **{k: meta.get(k) for k in FACTS}, "suites": suites}
+
+
+def _suite(folder: Path, baseline: Path, meta: dict, suite: dict) -> dict:
+    """One suite of a probe: the module's runs beside the baseline's and the twin's, read by
+    the suite's criterion, with a verdict per rank."""
+    sub = suite.get("folder") or suite["name"]
+    counts = _counts(suite.get("ranks") or [], suite.get("features"))
+    runs = sorted_by(probe_rows(folder / meta["runs"] / sub), "rank", "seed")
+    for r in runs:
+        r["features"] = counts.get(r["rank"])  # the true count or None, never the rank argument
+    base = sorted_by(probe_rows(baseline / (suite.get("baseline_folder") or sub)), "rank", "seed")
+    is_ood = suite.get("test_params") is not None
+    ok = solves_test_pool if is_ood else exact
+    qb, certified = suite.get("query_blind"), suite.get("certified_rank")
+    recipes = recipe_rows(folder / suite["recipe_folder"], suite.get("recipes")) if suite.get("recipe_folder") else []
+    twin = _twin(baseline, meta, suite, ok)
+    return {
+        "name": suite["name"],
+        "family": suite["family"],
+        "params": suite["params"],
+        "ood": is_ood,
+        "certified_rank": certified,
+        "criterion": f"test exact-sequence accuracy ≥ {OOD_SOLVED_ACC}" if is_ood else "train max error < 1/2",
+        "transition_rank": first_rank(runs, ok),
+        "max_rank": max((r["rank"] for r in runs), default=None),
+        "baseline_transition": first_rank(base, ok),
+        "baseline_max_rank": max((r["rank"] for r in base), default=None),
+        "fitted_runs": sum(1 for r in runs if r["exact"]),
+        "diverged": [
+            {"rank": r["rank"], "seed": r["seed"], "step": r["steps"]} for r in runs if r["status"] == "diverged"
+        ],
+        "steps": sum(r["steps"] for r in runs),
+        "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
+        "axis": "features" if runs and all(r["features"] is not None for r in runs) else "rank argument",
+        "query_blind": qb,
+        "verdicts": _verdicts(runs, counts, certified, qb, recipes, base, twin),
+        "recipes": [r for r, _ in recipes],
+        "twin": twin,
+        "runs": runs,
+        "baseline": base,
+    }
+
+
+def _twin(baseline: Path, meta: dict, suite: dict, ok) -> dict | None:
+    """The twin's runs (the built-in map of the module's kernel in the same wrapper) and its
+    verdicts by feature count; ``None`` where the suite has none."""
+    if not (suite.get("twin_folder") and meta.get("twin")):
+        return None
+    runs = sorted_by(probe_rows(baseline / suite["twin_folder"]), "rank", "seed")
+    counts = _counts(suite.get("twin_ranks") or [], suite.get("twin_features"))
+    for r in runs:
+        r.update(features=counts.get(r["rank"]), feature_map=f"{meta['twin']} (same wrapper)")
+    return {
+        "map": meta["twin"],
+        "runs": runs,
+        "verdicts": rank_verdicts(runs, counts, suite.get("certified_rank"), suite.get("query_blind")),
+        "transition_features": first_rank(runs, ok, "features"),
+    }
+
+
+def _verdicts(
+    runs: list[dict],
+    counts: dict,
+    certified: int | None,
+    qb: dict | None,
+    recipes: list,
+    base: list[dict],
+    twin: dict | None,
+) -> list[dict]:
+    """The module's verdict per rank, each with the built-in baseline's at the same rank and
+    the twin's at the same feature count."""
+    verdicts = rank_verdicts(runs, counts, certified, qb, recipes)
+    base_verdicts = rank_verdicts(base, {r["rank"]: r["features"] for r in base}, certified, qb)
+    for v in verdicts:
+        count = v["features"] if v["features"] is not None else v["rank_argument"]
+        v["baseline"] = next((b["verdict"] for b in base_verdicts if b["rank_argument"] == v["rank_argument"]), None)
+        v["twin"] = next((t["verdict"] for t in (twin or {}).get("verdicts", []) if t["features"] == count), None)
+    return verdicts
+
+
+def probes_section(folder: Path) -> list[dict] | None:
+    """Every probe of a reproduction's ``probe/`` folder (one folder each), skipped ones too."""
+    if not folder.is_dir():
+        return None
+    out = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        skipped = read_json(sub / "skipped.json")
+        if isinstance(skipped, dict):
+            out.append({"name": sub.name, "target": skipped.get("target"), "skipped": skipped.get("why")})
+        elif (section := probe_section(sub)) is not None:
+            out.append(section)
+    return out or None
+
+
+def section(results) -> list[dict] | None:
+    return probes_section(results.folder("probe"))

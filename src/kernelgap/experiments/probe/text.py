@@ -1,0 +1,135 @@
+"""The probes in words: each module's sentence, its verdicts as clauses, and the
+conclusions ``kernelgap compare`` lists (:attr:`~kernelgap.experiments.base.Experiment.conclusions`)."""
+
+from __future__ import annotations
+
+from ...probe.verdicts import judges_collapse
+from ...report.criteria import OOD_SOLVED_ACC, at_edge
+from ...report.text import of, reached
+
+
+def schedules_of(s: dict) -> dict[str, str]:
+    """The schedule of each recipe a suite tried, by the recipe's name."""
+    return {r["name"]: r.get("schedule") or r["name"] for r in s.get("recipes") or []}
+
+
+def edge_note(v: dict) -> str:
+    """`` (at the edge: one seed)`` or `` (at the edge: 1 of 3 seeds exact)`` when a verdict
+    read by majority rests on one seed or on seeds that disagree (:func:`at_edge`): another
+    CPU's rounding may read it otherwise.  Nothing for a firm verdict or one a recipe decided."""
+    seeds = v.get("seeds")
+    if v.get("recipe") or seeds is None:
+        return ""
+    if seeds < 2:
+        return " (at the edge: one seed)"
+    for key, what in (("fitted", "exact"), ("collapsed", "collapsed")):
+        if at_edge(v.get(key, 0), seeds):
+            return f" (at the edge: {of(v[key], seeds)} seeds {what})"
+    return ""
+
+
+def verdict_text(v: dict, schedules: dict[str, str]) -> str:
+    """``32 (64 features) collapsed (max error 1.975; tried lr × 0.333, …)`` for one rank."""
+    label = str(v["rank_argument"])
+    if v["features"] is not None and v["features"] != v["rank_argument"]:
+        label += f" ({v['features']} feature{'s' * (v['features'] != 1)})"
+    text = f"{label} {v['verdict']}"
+    text += edge_note(v)
+    if v.get("recipe"):
+        text += f" with {schedules.get(v['recipe'], v['recipe'])}"
+    elif v["verdict"] != "exact":
+        if v["max_error"] is not None:
+            text += f" (max error {v['max_error']:.4g})"
+        tried = [schedules.get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
+        if tried:
+            text += f" (tried {', '.join(tried)})"
+    return text
+
+
+def verdicts_text(s: dict) -> str:
+    """The verdicts of one suite, the twin's and the query-blind floor, as clauses."""
+    schedules = schedules_of(s)
+    parts = []
+    if s.get("verdicts"):
+        parts.append(
+            "on its training family by rank argument: " + ", ".join(verdict_text(v, schedules) for v in s["verdicts"])
+        )
+    twin = s.get("twin")
+    if twin and twin.get("verdicts"):
+        parts.append(
+            f"built-in {twin['map']} in the same wrapper: "
+            + ", ".join(f"{t['features']} features {t['verdict']}{edge_note(t)}" for t in twin["verdicts"])
+        )
+    qb = s.get("query_blind")
+    if judges_collapse(qb):
+        ignored = (qb.get("query_only") or {}).get("max_error")
+        parts.append(
+            f"query-blind floor {qb['floor']} (max error at the loss optimum of uniform attention "
+            f"{qb['max_error']:.4g}" + (f", of the attention's output ignored {ignored:.4g})" if ignored else ")")
+        )
+    return "; ".join(parts)
+
+
+def probe_sentence(pr: dict) -> str:
+    if pr.get("skipped"):
+        return f"{pr['name']} ({pr['target']}) was not probed: {pr['skipped']}."
+    parts = []
+    for s in pr["suites"]:
+        unit = f"test accuracy ≥ {OOD_SOLVED_ACC}" if s["ood"] else "exact"
+        ours = (
+            f"from rank {s['transition_rank']}"
+            if s["transition_rank"] is not None
+            else f"at no rank up to {s['max_rank']} ({s['fitted_runs']} of {len(s['runs'])} runs fit "
+            "the training family)"
+        )
+        base = reached(s["baseline_transition"], s["baseline_max_rank"])
+        cert = f"; certified r ≥ {s['certified_rank']}" if s.get("certified_rank") else ""
+        div = "".join(f"; diverged at step {d['step']} (rank {d['rank']}, seed {d['seed']})" for d in s["diverged"])
+        extra = verdicts_text(s)
+        parts.append(
+            f"{s['name']}: {unit} {ours} (built-in {pr.get('baseline')}: {base}{cert}){div}"
+            + (f"; {extra}" if extra else "")
+        )
+    reading = (
+        "the causal final-query reading (position 1 sees only itself)"
+        if pr.get("reading") == "final"
+        else "the first-query reading"
+    )
+    label = pr.get("class") if pr.get("name") in (None, "", pr.get("class")) else f"{pr['name']} ({pr.get('class')})"
+    return f"Probe of {label} ({pr.get('interface')} interface, {reading}): {'; '.join(parts)}."
+
+
+def sentence(summary: dict) -> str | None:
+    probes = summary.get("probes") or []
+    return " ".join(probe_sentence(pr) for pr in probes) or None
+
+
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per probed module (or that it was skipped) and suite: from which rank it is exact (its
+    criterion), the built-in baseline's, its runs fitting the training family, diverged runs,
+    and per rank its verdict (:func:`~kernelgap.probe.verdicts.rank_verdicts`), the
+    baseline's and the twin's."""
+    out = {}
+    for pr in summary.get("probes") or []:
+        name = pr["name"]
+        if pr.get("skipped"):
+            out[name] = "skipped"
+            continue
+        for s in pr.get("suites") or []:
+            at = f"{name}, {s['name']}"
+            schedules = schedules_of(s)
+            out[f"{at}: {s['criterion']} from rank"] = reached(s["transition_rank"], s["max_rank"])
+            out[f"{at}: built-in {pr.get('baseline')} from rank"] = reached(
+                s["baseline_transition"], s["baseline_max_rank"]
+            )
+            out[f"{at}: runs fitting the training family"] = of(s["fitted_runs"], len(s["runs"]))
+            out[f"{at}: diverged runs"] = str(len(s.get("diverged") or []))
+            for v in s.get("verdicts") or []:
+                rank = f"{at}, rank {v['rank_argument']}"
+                recipe = v.get("recipe")
+                out[f"{rank}: verdict"] = v["verdict"] + (f" with {schedules.get(recipe, recipe)}" if recipe else "")
+                if v.get("baseline") is not None:
+                    out[f"{rank}: built-in {pr.get('baseline')}"] = v["baseline"]
+                if v.get("twin") is not None:
+                    out[f"{rank}: same kernel, same wrapper"] = v["twin"]
+    return out

@@ -1,0 +1,56 @@
+"""What a probe is told: :class:`ProbeConfig`, one object for ``kernelgap probe``'s flags
+or one ``[[probes]]`` entry of a profile (docs/experiments.md, "Probe")."""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """One probe, as given (checked by :func:`~kernelgap.probe.runner.run_probe`, the flags
+    first, before anything is written).
+
+    The module: ``target`` (``pkg.mod:Class`` or ``path/to/file.py:Class``), its constructor
+    ``kwargs``, its ``interface`` (None: the class's own ``kernelgap_interface``), its argument
+    map ``args``, the ``output`` index of a tuple it returns and ``d_model`` (the width given
+    to a ``layer`` module).  What trains: the ``profile``'s suites, with ``ranks`` (for every
+    suite, or per suite name), ``seeds``, ``steps`` and ``lr`` overriding them
+    (:func:`~kernelgap.probe.suites.suites`).  Where: ``out`` (default
+    ``results/probe-<Class>``) and ``baseline``, the folder of the ``elu1`` and twin runs
+    (default ``out/baseline``; the probes of one reproduction share theirs).  How: the sweep
+    runner's ``executor``, ``workers`` and ``address``.  ``recipes``: whether the recipe search
+    runs (:data:`~kernelgap.probe.suites.RECIPES`), or the names of the suites it runs on."""
+
+    target: str
+    kwargs: dict | None = None
+    _: KW_ONLY
+    out: str | Path | None = None
+    profile: str = "quick"
+    ranks: dict[str, list[int]] | list[int] | None = None
+    seeds: list[int] | None = None
+    steps: int | None = None
+    lr: float | None = None
+    d_model: int = 32
+    interface: str | None = None
+    args: dict | None = None
+    output: int | None = None
+    executor: str = "local"
+    workers: int | None = None
+    address: str | None = None
+    baseline: str | Path | None = None
+    recipes: bool | list[str] = True
+
+    def folder(self, class_name: str) -> Path:
+        """The probe's results folder: ``out``, else ``results/probe-<class_name>``."""
+        return Path(self.out) if self.out is not None else Path("results") / f"probe-{class_name}"
+
+    def baseline_folder(self, class_name: str) -> Path:
+        """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
+        return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
+
+    @property
+    def sweep_options(self) -> dict:
+        """The sweep runner's options (:func:`~kernelgap.sweeps.run_sweeps`)."""
+        return {"executor": self.executor, "workers": self.workers, "address": self.address}
