@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kernelgap.errors import FamilyError
 from kernelgap.task import ProductFamily, build_family
 from kernelgap.task.codes import check_constant_weight, min_distance, shared_subword
+from kernelgap.task.families.layer import class_sizes, layer_words, unpack_words
 from kernelgap.task.family import unique_rows
-from kernelgap.task.layer import class_sizes, layer_words, unpack_words
 from kernelgap.task.registry import check_params
 from kernelgap.theory import certificate as cert_module
 from kernelgap.theory import least_gap as rule_module

@@ -17,7 +17,7 @@ from kernelgap.models.constructions import one_hot_candidates, query_one_hot
 from kernelgap.models.worst_case import family_worst_case
 from kernelgap.task import build_family
 from kernelgap.task.constructions import softmax_beta
-from kernelgap.task.exhaustive import all_tokens
+from kernelgap.task.families.exhaustive import all_tokens
 from kernelgap.task.family import Family, ProductFamily
 from kernelgap.theory import construction
 from kernelgap.theory.construction import check_construction, constructed

@@ -27,8 +27,8 @@ from kernelgap.report.html import Page
 from kernelgap.reproduction.summary import paper
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
+from kernelgap.task.families.layer import class_sizes
 from kernelgap.task.family import MAX_PRODUCT_LENGTH
-from kernelgap.task.layer import class_sizes
 from kernelgap.theory import layer_curve as lc
 from kernelgap.theory.bound_curve import bound_curve
 from kernelgap.theory.certificate import certify

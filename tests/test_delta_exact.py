@@ -14,7 +14,7 @@ import pytest
 from kernelgap.errors import KernelgapError
 from kernelgap.task import ProductFamily, build_family
 from kernelgap.task.codes import hadamard_code
-from kernelgap.task.witness import chain_candidate
+from kernelgap.task.families.witness import chain_candidate
 from kernelgap.theory.certificate import certify
 from kernelgap.theory.pair_bounds import (
     frac_str,

@@ -7,10 +7,13 @@ import torch
 
 from kernelgap.errors import KernelgapError
 from kernelgap.models import FEATURE_MAPS, KernelSpec, build_model, feature_map_class
-from kernelgap.models.feature_maps import Favor, FavorIid, Hedgehog, Taylor
+from kernelgap.models.feature_maps.favor import Favor
+from kernelgap.models.feature_maps.favor_iid import FavorIid
+from kernelgap.models.feature_maps.hedgehog import Hedgehog
+from kernelgap.models.feature_maps.taylor import Taylor
 from kernelgap.models.scorers import KernelScorer
 from kernelgap.models.stacked import init_members
-from kernelgap.task.exhaustive import all_tokens
+from kernelgap.task.families.exhaustive import all_tokens
 
 M = 5
 TOKENS = all_tokens(M)
@@ -164,7 +167,7 @@ def test_favor_draws_orthogonal_blocks_and_iid_when_asked():
 
 
 def test_orthogonal_features_are_marginally_gaussian():
-    from kernelgap.models.feature_maps import orthogonal_gaussian
+    from kernelgap.models.feature_maps.favor import orthogonal_gaussian
 
     g = torch.Generator().manual_seed(0)
     cols = orthogonal_gaussian(4, 40_000, g)
@@ -176,7 +179,7 @@ def test_orthogonal_features_are_marginally_gaussian():
 
 @pytest.mark.parametrize("orthogonal", [True, False])
 def test_favor_kernel_in_expectation(orthogonal):
-    from kernelgap.models.feature_maps import orthogonal_gaussian
+    from kernelgap.models.feature_maps.favor import orthogonal_gaussian
 
     g = torch.Generator().manual_seed(1)
     r, d = 200_000, 3

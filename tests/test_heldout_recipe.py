@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from kernelgap.models.feature_maps import FEATURE_MAPS, Table
+from kernelgap.models.feature_maps import FEATURE_MAPS
+from kernelgap.models.feature_maps.table import Table
 from kernelgap.task import family_from_json
 from kernelgap.theory.certificate import certify
 from kernelgap.training import FamilySpec, RunConfig, train_records

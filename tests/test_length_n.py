@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import Family, ProductFamily, build_family, family_from_json, family_to_json
-from kernelgap.task.layer import class_sizes, layer_code
+from kernelgap.task.families.layer import class_sizes, layer_code
 from kernelgap.theory import radon
 from kernelgap.theory.certificate import certify
 from kernelgap.theory.chains import chain_pair_bounds

@@ -52,8 +52,25 @@ def step_modules() -> set[str]:
     return {importlib.util.resolve_name(e.step.partition(":")[0], e.package) for e in BUILTIN if e.step}
 
 
+def discovered_modules() -> dict[str, set[str]]:
+    """The modules a registry imports by listing its package rather than by an import
+    statement: every built-in experiment's ``experiment.py``, every feature map's module and
+    every family builder's module, as the registries hold them."""
+    from kernelgap.experiments.registry import BUILTIN
+    from kernelgap.models.feature_maps import FEATURE_MAPS
+    from kernelgap.task import FAMILIES
+
+    return {
+        "kernelgap.experiments.registry": {f"{e.package}.experiment" for e in BUILTIN},
+        "kernelgap.models.feature_maps": {cls.__module__ for cls in FEATURE_MAPS.values()},
+        "kernelgap.task.families": {fn.__module__ for fn in FAMILIES.values()},
+    }
+
+
 GRAPH = {name: imports_of(name) for name in MODULES}
 GRAPH["kernelgap.reproduction.pipeline"] |= step_modules()  # lazy by name, but imports all the same
+for _registry, _found in discovered_modules().items():
+    GRAPH[_registry] |= _found  # imported by listing the package, but imported all the same
 
 #: The package's layers, bottom first: every top-level module and package of kernelgap, each
 #: in one layer.  A module imports only within its own top-level package or from a lower
@@ -178,6 +195,10 @@ def test_the_layers_test_sees_a_wrong_way_import():
     assert layer_of("kernelgap.report.figures") == layer_of("kernelgap.models")  # beside: neither may import the other
     assert "kernelgap.experiments.registry" in GRAPH["kernelgap.reproduction.summary"]
     assert "kernelgap.probe.verdicts" in GRAPH["kernelgap.experiments.probe.section"]
+    # what a registry imports by listing its package is in the graph too
+    assert "kernelgap.experiments.witness.experiment" in GRAPH["kernelgap.experiments.registry"]
+    assert "kernelgap.models.feature_maps.favor_iid" in GRAPH["kernelgap.models.feature_maps"]
+    assert "kernelgap.task.families.ladder" in GRAPH["kernelgap.task.families"]
 
 
 @pytest.mark.parametrize("light", ["kernelgap.task", "kernelgap.report", "kernelgap.probe.verdicts"])

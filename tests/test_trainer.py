@@ -116,7 +116,7 @@ def test_run_ids_and_stack_keys():
     assert base.stack_key() == other_seed.stack_key()
     taylor = [RunConfig(FamilySpec("witness"), default_model(feature_map="taylor", rank=r)) for r in (3, 7)]
     assert taylor[0].stack_key() != taylor[1].stack_key()
-    assert base.resolved().train.lr == 1e-2  # the table recipe (models/feature_maps.py)
+    assert base.resolved().train.lr == 1e-2  # the table recipe (models/feature_maps/table.py)
     soft = RunConfig(FamilySpec("witness"), default_model(kind="softmax"))
     assert soft.resolved().train.lr == 5e-3  # softmax recipe (training/config.py)
 

@@ -25,7 +25,7 @@ from kernelgap.models.verify import (
     verify_constructions,
 )
 from kernelgap.task.constructions import softmax_beta
-from kernelgap.task.exhaustive import iter_exhaustive_index
+from kernelgap.task.families.exhaustive import iter_exhaustive_index
 
 CPU = torch.device("cpu")
 NAMES = ("rank1", "softmax", "positive_2m")

@@ -5,7 +5,7 @@ import pytest
 
 from kernelgap.errors import FamilyError
 from kernelgap.task import build_family, family_names, load_family, save_family
-from kernelgap.task.witness import chain_candidate, witness_from_code
+from kernelgap.task.families.witness import chain_candidate, witness_from_code
 
 
 def _needed(queries, goods):

@@ -14,6 +14,7 @@ pipeline loads by name (:meth:`Experiment.load_step`).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,7 +68,8 @@ class Experiment:
     ``ood``).  ``step`` is ``"module:function"`` (``".step:run"``: relative to the
     experiment's package), called as ``step(profile, out, sweep_options)`` after the
     sweep; with ``writes`` it returns a payload written to ``out/<writes>`` and is
-    skipped once that file exists.
+    skipped once that file exists.  ``order`` places a built-in experiment among the
+    built-ins (the registry lists them by it).
     """
 
     name: str
@@ -87,6 +89,12 @@ class Experiment:
     pools: tuple[str, ...] = ()
     step: str | None = None
     writes: str | None = None
+    #: A built-in experiment's place among the built-ins: ascending (ties by name), the order
+    #: of ``summary.json``'s sections, of merging a shared key and of reading the pools.  The
+    #: built-ins count in tens (``witness`` 10 … ``probe`` 130), so a new one fits between
+    #: two; one that sets none comes after all that do.  A profile folder's experiments
+    #: follow the built-ins in the order its ``profile.toml`` lists them, whatever theirs.
+    order: float = math.inf
     #: Filled in by the registry: the package ``experiment.py`` lives in, and its folder.
     package: str = ""
     folder: Path | None = None

@@ -1,17 +1,20 @@
 """The registry of experiments: the built-in folders, and those a profile folder brings.
 
 Each built-in experiment is a folder of this package whose ``experiment.py`` defines
-``EXPERIMENT`` (:class:`~.base.Experiment`); :data:`BUILTIN` lists them in the order
-``summary.json`` lists their sections and pools their runs.  A profile given by path may
-hold experiment folders of its own (``DIR/<name>/experiment.py``), loaded by
-:func:`load_folder` the same way.  Only the torch-free ``experiment.py`` modules are
-imported here; the pipeline loads each step when it runs it.
+``EXPERIMENT`` (:class:`~.base.Experiment`); :data:`BUILTIN` holds every such folder, found
+by listing the package, in the order of their :attr:`~.base.Experiment.order` (the order
+``summary.json`` lists their sections in and their runs are pooled in), so a new built-in
+experiment is a new folder and nothing else (docs/adding-an-experiment.md).  A profile
+given by path may hold experiment folders of its own (``DIR/<name>/experiment.py``),
+loaded by :func:`load_folder` the same way.  Only the torch-free ``experiment.py`` modules
+are imported here; the pipeline loads each step when it runs it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.resources
 import re
 import sys
 import types
@@ -21,19 +24,6 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from .base import Experiment
-from .bound_curve import experiment as bound_curve
-from .context import experiment as context
-from .heads import experiment as heads
-from .length import experiment as length
-from .ood import experiment as ood
-from .precision import experiment as precision
-from .probe import experiment as probe
-from .series import experiment as series
-from .signed import experiment as signed
-from .signed_ood import experiment as signed_ood
-from .witness import experiment as witness
-from .zoo import experiment as zoo
-from .zoo_ood import experiment as zoo_ood
 
 #: The package that profile folders' experiments are imported under.
 USER_PACKAGE = "kernelgap_profile_experiments"
@@ -50,25 +40,22 @@ def _registered(module: types.ModuleType, where: str) -> Experiment:
     return replace(exp, package=module.__package__, folder=folder)
 
 
+def _builtin() -> tuple[Experiment, ...]:
+    """Every sub-folder of this package that holds an ``experiment.py``, its ``EXPERIMENT``
+    imported and registered, by :attr:`~.base.Experiment.order` (ties by name)."""
+    found = [
+        _registered(module, module.__name__)
+        for module in (
+            importlib.import_module(f"{__package__}.{child.name}.experiment")
+            for child in importlib.resources.files(__package__).iterdir()
+            if child.is_dir() and child.name.isidentifier() and child.joinpath("experiment.py").is_file()
+        )
+    ]
+    return tuple(sorted(found, key=lambda e: (e.order, e.name)))
+
+
 #: The built-in experiments, in summary order (which is also the order their pools are read in).
-BUILTIN: tuple[Experiment, ...] = tuple(
-    _registered(m, m.__name__)
-    for m in (
-        witness,
-        series,
-        ood,
-        length,
-        bound_curve,
-        context,
-        signed,
-        signed_ood,
-        heads,
-        zoo,
-        zoo_ood,
-        precision,
-        probe,
-    )
-)
+BUILTIN: tuple[Experiment, ...] = _builtin()
 
 
 def builtin() -> dict[str, Experiment]:

@@ -28,7 +28,7 @@ import torch
 
 from ..errors import KernelgapError
 from ..task.constructions import candidate_tokens, one_hot_beta, query_tokens, softmax_beta
-from ..task.exhaustive import all_tokens
+from ..task.families.exhaustive import all_tokens
 from ..task.family import AnyFamily
 from .attention import AttentionModel
 from .build import build_model

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import KernelgapError
-from ..task.exhaustive import all_tokens, iter_exhaustive_index
+from ..task.families.exhaustive import all_tokens, iter_exhaustive_index
 from ..task.family import ProductFamily
 from ..task.minip import EXACT_THRESHOLD, MetricsAccumulator, targets, targets_from_index
 from .constructions import CONSTRUCTIONS, build_construction

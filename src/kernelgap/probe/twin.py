@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..models.feature_maps import Favor, feature_map_class, orthogonal_gaussian
+from ..models.feature_maps import feature_map_class
+from ..models.feature_maps.favor import Favor, orthogonal_gaussian
 
 #: Built-in map of a module's kernel: (class path, constructor arguments it must carry) → map,
 #: first match wins (None: no built-in map has that kernel).  A module of its own may declare

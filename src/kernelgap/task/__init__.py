@@ -1,11 +1,11 @@
 """The Min-IP task: targets, metrics and families (docs/theory.md, "The task").
 
-Importing the package registers every family builder (exhaustive, pool,
-witness codes, OOD pools, ladder, layer).
+Importing the package registers every family builder: each module of :mod:`.families`
+(exhaustive, pool, witness codes, OOD pools, ladder, layer), found by listing it.
 """
 
-from . import exhaustive, ladder, layer, ood, witness  # noqa: F401  (the builders register themselves)
-from .exhaustive import iter_exhaustive_index, pool_split
+from . import families  # noqa: F401  (imports every builder module, and each registers its builders)
+from .families.exhaustive import iter_exhaustive_index, pool_split
 from .family import AnyFamily, Family, ProductFamily, as_sequences
 from .family_file import family_from_json, family_to_json, load_family, parse_family_bytes, save_family
 from .minip import EXACT_THRESHOLD, Metrics, MetricsAccumulator, error_metrics, targets

@@ -19,7 +19,8 @@ Both are arithmetic on the parameters, fast whatever their size.
 the memory estimate against the limit of :mod:`kernelgap.limits` — before
 anything is allocated;
 :func:`build_family` calls it, so no builder repeats these checks.  The
-builders register themselves when :mod:`kernelgap.task` is imported.
+builders register themselves when :mod:`kernelgap.task` is imported (it imports every module
+of :mod:`kernelgap.task.families`; docs/adding-a-family.md).
 """
 
 from __future__ import annotations
@@ -84,9 +85,13 @@ def register_family(
     name: str, memory: Callable[..., int] | None = None, check: Callable[..., None] | None = None
 ) -> Callable[[FamilyBuilder], FamilyBuilder]:
     """Decorator: make a builder available as ``build_family(name, ...)``; ``check`` and
-    ``memory`` (module docstring) run on the complete parameters before the builder."""
+    ``memory`` (module docstring) run on the complete parameters before the builder.  A
+    second builder of a name already taken (a copied module left unrenamed) is refused."""
 
     def deco(fn: FamilyBuilder) -> FamilyBuilder:
+        other = FAMILIES.get(name)
+        if other is not None and (other.__module__, other.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise TypeError(f"family {name!r} is registered twice: {other.__module__} and {fn.__module__}")
         FAMILIES[name] = fn
         PARAMS[name] = params_model(name, fn)
         if memory is not None:

@@ -8,7 +8,7 @@ The series, one :class:`~.series.Series` per ``--code`` in :data:`SERIES`:
   comparisons and with chains of intermediate candidates;
 * ``cw``: the same for a seeded random constant-weight code (weight ``m/2``,
   pairwise overlap ≤ ``3m/8``, at most ``queries`` words);
-* ``ladder``: the ladder product family (:mod:`kernelgap.task.ladder`): per m,
+* ``ladder``: the ladder product family (:mod:`kernelgap.task.families.ladder`): per m,
   the largest number of queries certified in full (doubling, then bisection
   to within an eighth), its certificate, and dense softmax's construction
   checked on a random sample of the family's sequences
@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import FamilyError, KernelgapError
 from ..task import build_family
 from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
-from ..task.witness import witness_from_code
+from ..task.families.witness import witness_from_code
 from .certificate import certify
 from .layer_curve import LayerSeries
 from .series import CurveOptions, PointSeries, Series, common, growth_rate

@@ -24,8 +24,8 @@ from fractions import Fraction
 from ..errors import KernelgapError
 from ..limits import MAX_CURVE_POINTS
 from ..task import build_family
+from ..task.families.layer import class_sizes
 from ..task.family import MAX_PRODUCT_LENGTH
-from ..task.layer import class_sizes
 from ..task.registry import check_params
 from .certificate import certify
 from .construction import constructed_rank
@@ -44,7 +44,7 @@ LAYER_BUDGET_S = 0.0
 
 def code_size(m: int) -> int:
     """n: the words of the layer family's default code at m, the largest Graham–Sloane class
-    of the weight-m/2 layer (:func:`~kernelgap.task.layer.class_sizes`, exact)."""
+    of the weight-m/2 layer (:func:`~kernelgap.task.families.layer.class_sizes`, exact)."""
     return max(class_sizes(m, m // 2))
 
 

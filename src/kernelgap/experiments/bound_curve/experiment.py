@@ -109,6 +109,7 @@ def conclusions(summary: dict) -> dict[str, str]:
 
 EXPERIMENT = Experiment(
     name="bound_curve",
+    order=50,
     title="The bound curve",
     section=section,
     schema={"type": ["object", "null"]},

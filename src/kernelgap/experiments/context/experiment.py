@@ -467,6 +467,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="context",
+    order=60,
     title=TITLE,
     section=section,
     schema=SCHEMA,

@@ -172,6 +172,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="heads",
+    order=90,
     title="Several heads at a fixed total",
     key="loopholes",
     section=section,

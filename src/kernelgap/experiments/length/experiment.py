@@ -120,6 +120,7 @@ def draw(summary: dict, out_dir) -> list[str]:
 
 EXPERIMENT = Experiment(
     name="length",
+    order=40,
     title="Length",
     section=section,
     schema=SCHEMA,

@@ -261,6 +261,7 @@ def sections_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="ood",
+    order=30,
     title="OOD scaling",
     section=section,
     schema=SCHEMA,

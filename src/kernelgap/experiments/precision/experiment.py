@@ -172,6 +172,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="precision",
+    order=120,
     title="Finite precision",
     section=section,
     schema=SCHEMA,

@@ -23,6 +23,7 @@ from .text import conclusions, sentence
 
 EXPERIMENT = Experiment(
     name="probe",
+    order=130,
     title="Probes",
     key="probes",
     section=section,

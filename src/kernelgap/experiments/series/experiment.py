@@ -427,6 +427,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="series",
+    order=20,
     title="The series: proved, constructed and trained rank",
     section=section,
     schema=SCHEMA,

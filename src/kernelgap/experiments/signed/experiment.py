@@ -238,6 +238,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="signed",
+    order=70,
     title="Signed kernels",
     key="loopholes",
     section=section,

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from ..base import Experiment
 
-EXPERIMENT = Experiment(name="signed_ood", title="Signed kernels on OOD pools", pools=("ood",))
+EXPERIMENT = Experiment(name="signed_ood", order=80, title="Signed kernels on OOD pools", pools=("ood",))

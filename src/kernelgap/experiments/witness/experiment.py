@@ -225,6 +225,7 @@ def sections_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="witness",
+    order=10,
     title="The witness family",
     section=section,
     schema=SCHEMA,

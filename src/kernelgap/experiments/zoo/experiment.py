@@ -152,6 +152,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
 
 EXPERIMENT = Experiment(
     name="zoo",
+    order=100,
     title="The feature-map zoo at the wall",
     section=section,
     schema=SCHEMA,

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from ..base import Experiment
 
-EXPERIMENT = Experiment(name="zoo_ood", title="The zoo on an OOD pool", pools=("ood",))
+EXPERIMENT = Experiment(name="zoo_ood", order=110, title="The zoo on an OOD pool", pools=("ood",))

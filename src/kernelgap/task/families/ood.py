@@ -26,11 +26,11 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from ..errors import FamilyError
-from ..validation import Int
-from .codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
-from .family import Family
-from .registry import Fraction, Seed, Size, Split, register_family
+from ...errors import FamilyError
+from ...validation import Int
+from ..codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
+from ..family import Family
+from ..registry import Fraction, Seed, Size, Split, register_family
 from .witness import READINGS, Reading
 
 

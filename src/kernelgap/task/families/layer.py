@@ -39,11 +39,11 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from ..errors import FamilyError
-from ..validation import Int
-from .codes import check_bytes, check_constant_weight
-from .family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
-from .registry import register_family
+from ...errors import FamilyError
+from ...validation import Int
+from ..codes import check_bytes, check_constant_weight
+from ..family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
+from ..registry import register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
 #: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).

@@ -24,9 +24,9 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from ..errors import FamilyError
-from ..validation import Int
-from .codes import (
+from ...errors import FamilyError
+from ...validation import Int
+from ..codes import (
     CW_METHODS,
     _hadamard_recipe,
     check_code_exists,
@@ -34,8 +34,8 @@ from .codes import (
     hadamard_matrix_bytes,
     random_code_bytes,
 )
-from .family import Family
-from .registry import Seed, Size, register_family
+from ..family import Family
+from ..registry import Seed, Size, register_family
 
 #: Query readings: (query position, order of (query, a, b) columns in a row).
 READINGS = {"first": (1, (0, 1, 2)), "final": (3, (1, 2, 0))}

@@ -13,10 +13,10 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from ..errors import FamilyError
-from ..validation import Int
-from .family import Family
-from .registry import Fraction, Position, Seed, Size, Split, register_family
+from ...errors import FamilyError
+from ...validation import Int
+from ..family import Family
+from ..registry import Fraction, Position, Seed, Size, Split, register_family
 
 #: Largest family that is ever materialised in memory as one index array.
 MAX_MATERIALISED = 1 << 24

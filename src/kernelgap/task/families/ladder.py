@@ -22,11 +22,11 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from ..errors import FamilyError
-from ..validation import Int
-from .codes import check_code_exists, random_code_bytes, random_constant_weight
-from .family import ProductFamily, unique_rows
-from .registry import Seed, Size, register_family
+from ...errors import FamilyError
+from ...validation import Int
+from ..codes import check_code_exists, random_code_bytes, random_constant_weight
+from ..family import ProductFamily, unique_rows
+from ..registry import Seed, Size, register_family
 from .witness import chain_candidate
 
 

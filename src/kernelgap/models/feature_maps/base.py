@@ -1,0 +1,150 @@
+"""The base of every feature map, and the registry the maps join (docs/adding-a-feature-map.md).
+
+:class:`FeatureMap` is ``φ`` of an already projected head, with the class facts that size
+the scorer around it and that the reports and the recipe read; :func:`register_feature_map`
+enters a subclass under its ``name`` in :data:`FEATURE_MAPS`, which lists the maps by
+:attr:`FeatureMap.order` (then name) wherever they are listed: ``train --feature-map``'s
+choices and ``"*"`` in a sweep's ``model.feature_map`` axis.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from ...errors import KernelgapError
+
+#: Every registered map by name, in listing order (:attr:`FeatureMap.order`, then name).
+FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
+
+
+def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
+    """Class decorator: enter ``cls`` under ``cls.name``, in its place among the registered maps;
+    a second class of a name already taken (a copied module left unrenamed) is refused."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"feature map {cls.__qualname__} has no name")
+    other = FEATURE_MAPS.get(name)
+    if other is not None and (other.__module__, other.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"feature map {name!r} is registered twice: {other.__module__} and {cls.__module__}")
+    FEATURE_MAPS[name] = cls
+    ordered = sorted(FEATURE_MAPS.items(), key=lambda item: (item[1].order, item[0]))
+    FEATURE_MAPS.clear()
+    FEATURE_MAPS.update(ordered)
+    return cls
+
+
+def feature_map_class(name: str) -> type[FeatureMap]:
+    if name not in FEATURE_MAPS:
+        raise KernelgapError(f"unknown feature map {name!r}; choose from {', '.join(sorted(FEATURE_MAPS))}")
+    return FEATURE_MAPS[name]
+
+
+class FeatureMap(nn.Module):
+    """``φ`` of a projected head: :meth:`phi` maps ``u [S, T, d]`` (queries) or
+    ``u [S, P, T, d]`` (keys at ``P`` positions) to ``[..., T, r]`` features, or
+    log-features when ``log_space``; ``S`` is the number of slots (members × heads),
+    ``r`` = :meth:`output_size`.
+
+    The class facts size what the scorer builds around the map: :attr:`projection`
+    (which ``u``), :meth:`projection_dim` (its width ``d``), and
+    :attr:`projection_is_feature_axis` (whether ``d`` is the feature axis, so a member
+    of rank r initialises only its first r columns).
+    """
+
+    name: ClassVar[str]
+    #: Place of the map in every listing of the maps (``train --feature-map``'s choices, ``"*"``
+    #: in a sweep's ``model.feature_map`` axis): ascending, ties by name; a map that sets
+    #: none comes after all that do.  The built-in maps count in tens (10 … 100).
+    order: ClassVar[float] = float("inf")
+    log_space: ClassVar[bool] = False
+    nonnegative: ClassVar[bool] = True
+    maskable: ClassVar[bool] = True
+    #: Adam learning rate of the calibrated recipe (docs/experiments.md, "Training recipe").
+    default_lr: ClassVar[float] = 3e-3
+    #: Colour of the map in every figure.
+    color: ClassVar[str] = "black"
+    #: Where the map comes from: paper and arXiv link (shown in the report).
+    citation: ClassVar[str] = ""
+    #: What gives the map its input ``u``: ``"linear"`` (``Wx + c``), ``"mlp"`` (``MLP(x)``)
+    #: or ``"table"`` (a free row ``θ[id]`` per distinct token, by token id).
+    projection: ClassVar[str] = "linear"
+    #: Whether the projection's output axis is the feature axis (rank-r members use its first r).
+    projection_is_feature_axis: ClassVar[bool] = True
+    #: Table maps: the rows start at ``exp(θ₀)`` instead of ``θ₀ ~ N(0, (init_scale/2)²)``.
+    exp_init: ClassVar[bool] = False
+    #: Table maps: ``θ₀`` is drawn at this multiple of the model's ``init_scale``.
+    table_init_scale: ClassVar[float] = 1.0
+    #: Model fields of the map's calibrated recipe, for a run that leaves them unset
+    #: (:func:`kernelgap.training.config.with_recipe`; docs/experiments.md, "Training recipe").
+    recipe_model: ClassVar[dict] = {}
+    #: The map's calibrated ``mse_steps`` and ``max_steps``, for a run that sets neither
+    #: (empty: :class:`~kernelgap.training.config.TrainConfig`'s; docs/experiments.md, "Training recipe").
+    recipe_schedule: ClassVar[dict] = {}
+
+    @classmethod
+    def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> FeatureMap:
+        """The map of a stack of ``slots`` heads (``heads`` per member) of rank ``rank`` on
+        ``m``-bit tokens; only a map with state of its own reads the arguments."""
+        return cls()
+
+    @classmethod
+    def projection_dim(cls, rank: int, m: int) -> int:
+        """Width ``d`` of the projection ``u`` for a requested rank on ``m``-bit tokens."""
+        return rank
+
+    @classmethod
+    def output_size(cls, rank: int) -> int:
+        """Number of features a map built for ``rank`` produces (the kernel's rank bound)."""
+        return rank
+
+    @classmethod
+    def facts(cls) -> dict:
+        """What a report needs to know of the map, as plain values."""
+        return {
+            "name": cls.name,
+            "color": cls.color,
+            "citation": cls.citation,
+            "default_lr": cls.default_lr,
+            "nonnegative": cls.nonnegative,
+            "log_space": cls.log_space,
+        }
+
+    def phi(self, u: torch.Tensor) -> torch.Tensor:
+        """Features (or log-features) of projected inputs ``u [S, …, T, d]``."""
+        raise NotImplementedError
+
+
+class ProjectedFeatureMap(FeatureMap):
+    """``φ(u)`` of a linear projection ``u = Wx + c`` (per role and key position)."""
+
+
+class MLPFeatureMap(FeatureMap):
+    """``φ = g(u)`` of a two-layer MLP ``u = MLP(x)`` (one per role and key position,
+    ``d = r``); ``g`` is the identity on log-features (``exp``) or on features."""
+
+    projection = "mlp"
+
+    def phi(self, u):
+        return u
+
+
+def vocabulary_ids(vocabulary: torch.Tensor, tokens: torch.Tensor, name: str = "table") -> torch.Tensor:
+    """Row of each token ``[T, m]`` in ``vocabulary [V, m]`` (uint8 bits), ``[T]`` on
+    ``tokens``' device; a token outside the vocabulary is a one-line error naming the map.
+
+    One sort of the vocabulary and the tokens together (``torch.unique`` over rows): rows
+    that compare equal share a class, and each token takes its class's vocabulary row."""
+    bits = tokens.detach().to("cpu", torch.uint8)
+    vocab = vocabulary.detach().to("cpu")
+    if bits.dim() != 2 or bits.shape[1] != vocab.shape[1]:
+        raise KernelgapError(f"the '{name}' map met a token outside its vocabulary")
+    _, inverse = torch.unique(torch.cat([vocab, bits]), dim=0, return_inverse=True)
+    row_of = torch.full((len(vocab) + len(bits),), -1, dtype=torch.long)
+    row_of[inverse[: len(vocab)]] = torch.arange(len(vocab))
+    ids = row_of[inverse[len(vocab) :]]
+    if bool((ids < 0).any()):
+        raise KernelgapError(f"the '{name}' map met a token outside its vocabulary")
+    return ids.to(tokens.device)
