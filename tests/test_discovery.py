@@ -197,7 +197,7 @@ def test_a_new_family_module_is_built_and_its_parameters_checked(extended):
     assert json.loads(built["out"])["sequences"] == 64 and (root / "pairs.json").is_file()
     too_big = report["runs"][3]
     assert too_big["code"] == 2 and not (root / "big.json").exists()
-    assert too_big["err"].startswith("error: family 'pairs': m ") and too_big["err"].count("\n") == 1
+    assert too_big["err"] == "error: family 'pairs': m must lie in 1..6, got 7\n"
     unknown = report["runs"][4]
     assert unknown["code"] == 2 and ", pairs, " in unknown["err"]
 
@@ -248,3 +248,13 @@ def test_a_second_map_or_family_of_a_taken_name_is_refused():
     with pytest.raises(TypeError, match="family 'witness' is registered twice"):
         register_family("witness")(witness)
     assert list(FEATURE_MAPS.items()) == list(maps.items()) and FAMILIES == families
+
+
+@pytest.mark.parametrize(
+    "doc, module",
+    [("adding-a-feature-map.md", "models/feature_maps/gauss.py"), ("adding-a-family.md", "task/families/pairs.py")],
+)
+def test_the_guides_show_the_modules_this_test_adds(doc, module):
+    """The worked example of each guide is the very module the tests above add and run."""
+    text = (PACKAGE.parents[1] / "docs" / doc).read_text()
+    assert f"```python\n{NEW_FILES[module].strip()}\n```" in text
