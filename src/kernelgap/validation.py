@@ -21,6 +21,11 @@ a family file's structure, a sweep file's layout, ``profile.toml`` — use the s
 :func:`requirement` and :func:`violation` say in words what a field takes and why a value
 does not fit it.
 
+The JSON files kernelgap writes and reads back (``summary.json`` and its sections,
+``reproduce.json``, ``probe.json``) are :class:`Record` models, typed as JSON types its
+values (:data:`JsonInt`, :data:`JsonNumber`); :func:`problem` says in one line where a file
+breaks its model, and :func:`fits` tells whether one value is of a type.
+
 Checks that depend on the machine or on the family a model is trained on (devices,
 memory and rank limits, family files and registered parameters' ranges) are not part of
 the models: each config's ``validate()`` makes them.

@@ -193,12 +193,11 @@ class Certificate:
     strict = property(lambda self: self.trace.strict)
 
     def to_json(self, limit: int = 50) -> dict:
-        """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``.
-
-        A skipped trace bound gives None for its numbers and its reason in
-        ``bounds.trace.skipped``; the Radon members are ``"all"`` (every query), ``"first"``
-        (the first ``count`` entries, by rule) or ``"listed"``, with their words in ``queries``
-        up to :data:`LISTED_MEMBERS` (else None).  Its model: :class:`~.certificate_json.CertificateJson`."""
+        """JSON-ready dict (:class:`~.certificate_json.CertificateJson`); rationals as ``"p/q"``;
+        long lists of problems cut to ``limit``.  A skipped trace bound gives None for its
+        numbers and its reason in ``bounds.trace.skipped``; the Radon members are ``"all"``
+        (every query), ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``,
+        with their words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
         t, r = self.trace, self.radon
         done = t.skipped is None
         count = len(r.members)
