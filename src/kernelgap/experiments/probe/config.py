@@ -8,18 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
-from ...validation import Config, Int, Number, checked
+from ...validation import Config, Int, Number, checked, fits
 
 
 def _recipes(value) -> bool:
-    return type(value) is bool or (isinstance(value, list) and all(isinstance(x, str) for x in value))
+    return fits(bool | list[str], value)
 
 
 def _ranks(value) -> bool:
-    def ints(v) -> bool:
-        return isinstance(v, list) and all(type(x) is int for x in v)
-
-    return ints(value) or (isinstance(value, dict) and all(ints(v) for v in value.values()))
+    return fits(list[Int] | dict[str, list[Int]], value)
 
 
 NonEmpty = checked(str, bool, " must be a non-empty string, got {shown}", {"type": "string", "minLength": 1})
