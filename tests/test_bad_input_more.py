@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import KernelgapError
 from kernelgap.limits import MAX_CURVE_POINTS, MAX_RANK
-from kernelgap.reproduction.schema import schema_problem, summary_schema
+from kernelgap.reproduction.schema import summary_problem, summary_schema
 from kernelgap.theory.transcript import transcript_bits_ceil, transcript_bound
 from test_bad_input import EXAMPLE, _check, tree_digest
 
@@ -95,24 +95,40 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     (
         "report-user-experiments",
         ["report", "{w}/reproduce-user-experiments"],
-        "'user_experiments' must be an object of experiment folders, got 3",
+        "reproduce.json is not a kernelgap reproduction record: user_experiments: expected object, got 3",
     ),
     ("report-reproduce-not-json", ["report", "{w}/reproduce-not-json"], "reproduce.json is corrupted (not valid JSON)"),
     ("report-reproduce-huge-int", ["report", "{w}/reproduce-huge-int"], "reproduce.json is corrupted"),
-    ("report-reproduce-invocations", ["report", "{w}/reproduce-invocations"], "invocations[0] has no 'command' string"),
+    (
+        "report-reproduce-invocations",
+        ["report", "{w}/reproduce-invocations"],
+        "reproduce.json is not a kernelgap reproduction record: invocations.0.command is missing",
+    ),
     (
         "report-probe-junk",
         ["report", "{w}/probe-runs-number"],
-        "probe.json is not a kernelgap probe record: has no 'target'",
+        "probe.json is not a kernelgap probe record: runs: expected string, got 3",
     ),
     ("report-probe-not-json", ["report", "{w}/probe-not-json"], "probe.json is corrupted (not valid JSON)"),
     ("report-probe-huge-int", ["report", "{w}/probe-huge-int"], "probe.json is corrupted"),
     ("report-probe-list", ["report", "{w}/probe-list"], "expected a JSON object, got list"),
     ("report-probe-empty", ["report", "{w}/probe-empty"], "probe.json is not a kernelgap probe record"),
-    ("report-probe-no-suites", ["report", "{w}/probe-no-suites"], "has no 'suites'"),
-    ("report-probe-bad-suite", ["report", "{w}/probe-bad-suite"], "suites[0] has no 'family'"),
+    (
+        "report-probe-no-suites",
+        ["report", "{w}/probe-no-suites"],
+        "probe.json is not a kernelgap probe record: suites is missing",
+    ),
+    (
+        "report-probe-bad-suite",
+        ["report", "{w}/probe-bad-suite"],
+        "probe.json is not a kernelgap probe record: suites.0.family is missing",
+    ),
     ("report-probe-no-runs", ["report", "{w}/probe-no-runs"], "holds no probe results"),
-    ("results-summary-profile", ["results", "{w}/summary-profile"], "profile: expected string, got 3"),
+    (
+        "results-summary-profile",
+        ["results", "{w}/summary-profile"],
+        "is not a reproduction summary (profile: expected string, got 3)",
+    ),
     ("results-summary-partial", ["results", "{w}/summary-partial"], "is not a reproduction summary"),
     ("probe-bad-lr", [*PROBE, "--lr", "-1"], "train.lr must be a finite number > 0, got -1.0"),
     ("probe-bad-executor", [*PROBE, "--executor", "dask"], "unknown executor 'dask'"),
@@ -188,7 +204,7 @@ def test_sketch_options_are_checked_without_features():
         transcript_bound(3, 3, heads=True)  # a bool is no count
 
 
-# -- the summary's schema, checked without jsonschema ------------------------------------
+# -- the summary's models and its generated schema agree ---------------------------------
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.5, -1.5, 2.0, 1e9]) | st.text(max_size=3),
@@ -206,9 +222,10 @@ def _minimal_summary(schema: dict) -> dict:
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.data())
-def test_the_schema_check_agrees_with_jsonschema(data):
-    """:func:`~kernelgap.reproduction.schema.schema_problem` accepts exactly what jsonschema does,
-    on a minimal summary with one part replaced by generated JSON."""
+def test_the_models_agree_with_their_generated_schema(data):
+    """:func:`~kernelgap.reproduction.schema.summary_problem` (the models) accepts exactly what
+    jsonschema does with the schema generated from them, on a minimal summary with one part
+    replaced by generated JSON."""
     schema = summary_schema()
     summary = _minimal_summary(schema)
     key = data.draw(st.sampled_from(sorted(summary) + ["invocations", "commands", "feature_maps"]))
@@ -223,5 +240,5 @@ def test_the_schema_check_agrees_with_jsonschema(data):
         summary.pop(key, None)
     else:
         summary[key] = data.draw(JSON)
-    ours = schema_problem(summary, schema) is None
-    assert ours == jsonschema.Draft202012Validator(schema).is_valid(summary), (summary, schema_problem(summary, schema))
+    ours = summary_problem(summary) is None
+    assert ours == jsonschema.Draft202012Validator(schema).is_valid(summary), (summary, summary_problem(summary))

@@ -8,11 +8,13 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from kernelgap.errors import FamilyError, KernelgapError
 from kernelgap.models import KernelSpec, build_model
 from kernelgap.task import Family, build_family
 from kernelgap.theory.certificate import certified_rank, certify, certify_at
+from kernelgap.theory.certificate_json import CertificateJson, RadonJson
 from kernelgap.theory.chains import chain_pair_bounds as pair_bounds
 from kernelgap.theory.model_matrix import model_matrices
 from kernelgap.theory.pair_bounds import NO_PATH, RATIO_ABOVE_ONE, UNANCHORED, parse_delta, rho
@@ -396,3 +398,15 @@ def test_large_family_certifies():
     assert len(family) > 60_000
     cert = certify(family, budget_s=1)  # uneven ε: the trace bound wins here
     assert cert.queries == 150 and cert.certified_rank == cert.trace.rank > 30 and cert.method == "trace"
+
+
+def test_the_certificate_json_is_its_model():
+    """``to_json`` is :class:`CertificateJson`, field for field in the order written; a value
+    of the wrong JSON type, or a key it does not name, is refused."""
+    payload = certify(build_family("witness"), "1/4", 1).to_json()
+    assert list(payload) == list(CertificateJson.model_fields)
+    assert list(payload["bounds"]["radon"]) == list(RadonJson.model_fields)
+    assert CertificateJson.model_validate(payload).model_dump() == payload
+    for bad in ({"m": True}, {"certified_rank": "16"}, {"method": "both"}, {"extra": 1}):
+        with pytest.raises(ValidationError):
+            CertificateJson.model_validate({**payload, **bad})

@@ -24,6 +24,7 @@ from kernelgap.experiments.registry import BUILTIN
 from kernelgap.limits import MAX_CURVE_POINTS
 from kernelgap.report.context import Results
 from kernelgap.report.html import Page
+from kernelgap.reproduction.schema import section_problem, section_schema
 from kernelgap.reproduction.summary import paper
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
@@ -33,6 +34,9 @@ from kernelgap.theory import layer_curve as lc
 from kernelgap.theory.bound_curve import bound_curve
 from kernelgap.theory.certificate import certify
 from kernelgap.theory.text import layer_lines
+
+#: The section's JSON schema, generated from its model.
+SCHEMA = section_schema(ctx.EXPERIMENT)
 
 HAS_CONSTRUCTION = importlib.util.find_spec("kernelgap.theory.construction") is not None
 
@@ -417,7 +421,7 @@ RECORDS = [
 
 def test_section_schema_and_sentence_on_synthetic_results(tmp_path):
     section = ctx.section(results_of(tmp_path, CURVES, RECORDS))
-    jsonschema.validate(section, ctx.SCHEMA)
+    jsonschema.validate(section, SCHEMA)
     (t,) = section["trained"]
     assert [(r["rank"], r["seeds"], r["exact"]) for r in t["ranks"]] == [(80, 2, 1), (96, 2, 2), (128, 2, 0)]
     assert (t["trained_any"], t["trained_most"], t["exact_from"], t["determined"]) == (80, 96, 96, True)
@@ -446,7 +450,7 @@ def test_sentences_follow_the_numbers(tmp_path):
     data["skipped"] = [{"m": 24, "curve": "m", "why": "family 'layer' (m=24) needs about 851 GiB"}]
     data["trained_families"][0]["constructed_rank"] = None
     section = ctx.section(results_of(tmp_path, data, [record(72, 0, 0.1), record(80, 0, 0.9)]))
-    jsonschema.validate(section, ctx.SCHEMA)
+    jsonschema.validate(section, SCHEMA)
     text = ctx.sentence(summary_of(section))
     assert "NOT the least such N at m = 16 (predicted 31, found 32)" in text
     assert "m = 16 reaches 785 of n = 810 by N = 30" in text and "stops at the code size" not in text
@@ -460,7 +464,7 @@ def test_sentences_follow_the_numbers(tmp_path):
 def test_section_without_the_step_or_without_anything(tmp_path):
     assert ctx.section(results_of(tmp_path / "a", None, [])) is None
     section = ctx.section(results_of(tmp_path / "b", None, [record(80, 0, 0.3)]))
-    jsonschema.validate(section, ctx.SCHEMA)
+    jsonschema.validate(section, SCHEMA)
     (t,) = section["trained"]
     assert t["certified_rank"] is None and not t["runs"][0]["whole_family"] and t["determined"] is False
     assert "not certified yet" in ctx.sentence(summary_of(section))
@@ -473,10 +477,12 @@ def test_schema_rejects_a_broken_section(tmp_path):
     broken = json.loads(json.dumps(section))
     del broken["wall"][0]["length"]
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, ctx.SCHEMA)
+        jsonschema.validate(broken, SCHEMA)
+    assert section_problem(ctx.EXPERIMENT, broken) == "context.wall.0.length is missing"
     broken = {**section, "trained": [{**section["trained"][0], "determined": "yes"}]}
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, ctx.SCHEMA)
+        jsonschema.validate(broken, SCHEMA)
+    assert section_problem(ctx.EXPERIMENT, broken) == "context.trained.0.determined: expected boolean, got 'yes'"
 
 
 def test_figures_and_html(tmp_path):

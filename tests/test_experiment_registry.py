@@ -16,11 +16,14 @@ import pytest
 
 import kernelgap
 from kernelgap.errors import ConfigError, KernelgapError
+from kernelgap.experiments import Experiment
 from kernelgap.experiments.profile import load_profile, profile_names
 from kernelgap.experiments.registry import BUILTIN, builtin, experiments
 from kernelgap.reproduction import build_report
 from kernelgap.reproduction.pipeline import reproduce
-from kernelgap.reproduction.schema import summary_schema
+from kernelgap.reproduction.record import read_meta
+from kernelgap.reproduction.schema import summary_problem, summary_schema
+from kernelgap.reproduction.summary import reproduction_experiments
 
 PACKAGE = Path(kernelgap.__file__).resolve().parent
 
@@ -50,8 +53,11 @@ def count(profile, out, sweep_options):
 ''',
     "toy/experiment.py": '''"""A toy experiment: mlp_exp at ranks 1 and 2 on every sequence of length 2 over {0,1}^2."""
 
+from typing import Any
+
 from kernelgap.experiments import Experiment, Figure
 from kernelgap.report.criteria import exact, first_rank
+from kernelgap.validation import JsonInt, Record
 from kernelgap.report.figures import band, exact_line, legend, plt, save
 
 
@@ -65,10 +71,16 @@ def section(results):
             "exact_from": first_rank(rows, exact)}
 
 
-SCHEMA = {"type": ["object", "null"], "required": ["sequences", "runs", "exact_from"], "properties": {
-    "sequences": {"type": ["integer", "null"]},
-    "runs": {"type": "array", "items": {"type": "object", "required": ["rank", "max_error", "exact"]}},
-    "exact_from": {"type": ["integer", "null"]}}}
+class ToyRun(Record):
+    rank: Any
+    max_error: Any
+    exact: Any
+
+
+class ToySection(Record):
+    sequences: JsonInt | None
+    runs: list[ToyRun]
+    exact_from: JsonInt | None
 
 
 def sentence(summary):
@@ -89,7 +101,7 @@ def draw(summary, out_dir):
 
 
 EXPERIMENT = Experiment(
-    name="toy", title="A toy experiment", section=section, schema=SCHEMA, sentence=sentence,
+    name="toy", title="A toy experiment", section=section, schema=ToySection | None, sentence=sentence,
     figures=(Figure("toy", draw, "Max error against rank on every sequence of the toy family."),),
     settings={"label": "mlp_exp"}, step=".step:count", writes="family.json",
 )
@@ -136,11 +148,19 @@ def test_the_toy_section_is_in_the_summary_and_valid(toy):
     assert sorted(r["rank"] for r in toy_section["runs"]) == [1, 2]
     assert summary["witness"] is None and summary["length"] == []  # the built-ins, not run
     schema = json.loads((out / "summary.schema.json").read_text())
-    assert schema["properties"]["toy"]["required"] == ["sequences", "runs", "exact_from"]
+    assert schema["$defs"]["ToySection"]["required"] == ["sequences", "runs", "exact_from"]
     assert "toy" in schema["required"] and "toy" not in summary_schema()["properties"]
     jsonschema.validate(summary, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**summary, "toy": {"runs": []}}, schema)
+    experiments = reproduction_experiments(read_meta(out))  # the models the schema came from agree
+    assert summary_problem(summary, experiments) is None
+    assert summary_problem({**summary, "toy": {"runs": []}}, experiments) == "toy.sequences is missing"
+
+
+def test_a_section_schema_is_a_model_not_a_json_schema_dict():
+    with pytest.raises(ConfigError, match="schema must be the type of its section"):
+        Experiment(name="x", title="X", schema={"type": "object"})
 
 
 def test_the_toy_sentence_and_figure_are_in_the_report(toy):

@@ -180,6 +180,9 @@ def test_library_feature_counts_and_bad_declarations():
 
     with pytest.raises(ModuleError, match="must give a positive integer feature count, got 0"):
         module_features(SequenceWrapper(Declares(), None), 4)
+    Declares.kernelgap_features = True  # a bool is no count
+    with pytest.raises(ModuleError, match="must give a positive integer feature count, got True"):
+        module_features(SequenceWrapper(Declares(), None), 4)
     assert module_features(SequenceWrapper(nn.Linear(2, 2), None), 4) is None  # cannot be told
     pp = pytest.importorskip("performer_pytorch")
     layer = pp.SelfAttention(dim=16, heads=1, dim_head=16, nb_features=12)
@@ -347,3 +350,20 @@ def test_the_recipe_search_runs_on_the_suites_named_only(tmp_path):
 def test_a_probe_entry_with_bad_recipes_is_refused(tmp_path, value):
     with pytest.raises(ConfigError, match="recipes must be"):
         parse_probes([{"name": "x", "target": "a:b", "recipes": value}], tmp_path / "p.toml")
+
+
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ({"name": "x", "target": "a:b", "colour": 1}, "unknown key probes[0].'colour'"),
+        ({"name": "", "target": "a:b"}, "probes[0].name must be a non-empty string, got ''"),
+        ({"name": "x"}, "probes[0].target is missing"),
+        ({"name": "x", "target": "a:b", "ranks": [1.5]}, "probes[0].ranks must be a list of ranks"),
+        ({"name": "x", "target": "a:b", "seeds": [True]}, "probes[0].seeds.0: expected int, got True"),
+        ({"name": "x", "target": "a:b", "lr": "fast"}, "probes[0].lr: expected float, got 'fast'"),
+    ],
+)
+def test_a_probe_entry_is_checked_against_its_model(tmp_path, entry, needle):
+    with pytest.raises(ConfigError) as caught:
+        parse_probes([entry], tmp_path / "p.toml")
+    assert str(caught.value).startswith(f"{tmp_path / 'p.toml'}: ") and needle in str(caught.value)

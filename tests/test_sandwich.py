@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernelgap.experiments.series import experiment as series
 from kernelgap.experiments.series.step import certificates
 from kernelgap.report.criteria import majority, run_row, sandwich
-from kernelgap.reproduction.schema import schema_problem, summary_schema
+from kernelgap.reproduction.schema import section_problem, section_schema
 from kernelgap.sweeps.config import load_sweep
 from kernelgap.task import build_family
 from kernelgap.theory.certificate import certify
@@ -217,12 +217,11 @@ def test_the_five_fields_per_family(summary):
     assert [b["rank"] for b in lad["exact_below_certificate"]] == [] and lad["trained"]["table"]["exact_from"] == 5
 
 
-def test_the_section_validates_against_the_assembled_schema(summary):
-    schema = summary_schema()
-    fragment = {**schema["properties"]["series"], "$defs": schema.get("$defs", {})}
+def test_the_section_validates_against_its_model_and_generated_schema(summary):
+    fragment = section_schema(series.EXPERIMENT)
     jsonschema.validate(summary["series"], fragment)
-    assert schema_problem(summary["series"], fragment) is None
-    assert set(series.SCHEMA["items"]["required"]) >= {
+    assert section_problem(series.EXPERIMENT, summary["series"]) is None
+    assert {name for name, field in series.SeriesRow.model_fields.items() if field.is_required()} >= {
         "certified",
         "constructed",
         "trained_any",
@@ -234,10 +233,11 @@ def test_the_section_validates_against_the_assembled_schema(summary):
         broken[1][key] = bad
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, fragment)
-        assert schema_problem(broken, fragment) is not None
+        assert section_problem(series.EXPERIMENT, broken).startswith(f"series.1.{key}: expected ")
     missing = [{k: v for k, v in f.items() if k != "determined"} for f in summary["series"]]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(missing, fragment)
+    assert section_problem(series.EXPERIMENT, missing) == "series.0.determined is missing"
 
 
 def test_the_sentence_table_and_figure(summary, tmp_path):

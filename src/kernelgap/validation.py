@@ -21,6 +21,11 @@ a family file's structure, a sweep file's layout, ``profile.toml`` — use the s
 :func:`requirement` and :func:`violation` say in words what a field takes and why a value
 does not fit it.
 
+The JSON files kernelgap writes and reads back (``summary.json`` and its sections,
+``reproduce.json``, ``probe.json``) are :class:`Record` models, typed as JSON types its
+values (:data:`JsonInt`, :data:`JsonNumber`); :func:`problem` says in one line where a file
+breaks its model, and :func:`fits` tells whether one value is of a type.
+
 Checks that depend on the machine or on the family a model is trained on (devices,
 memory and rank limits, family files and registered parameters' ranges) are not part of
 the models: each config's ``validate()`` makes them.
@@ -28,12 +33,24 @@ the models: each config's ``validate()`` makes them.
 
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
@@ -57,6 +74,23 @@ CONSTRAINT_ERRORS = {
 Int = Annotated[int, Strict()]
 #: A finite number: an int (which becomes a float) or a float, never a bool or a string.
 Number = Annotated[float, Strict(), AllowInfNan(False)]
+
+
+def _whole(value):
+    """An integral float as the int JSON Schema takes it for (``2.0`` is an ``integer``)."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+#: A JSON integer, as JSON Schema's ``integer`` reads one: an int or an integral float, never
+#: a bool (the files kernelgap writes and reads back: summaries, records).
+JsonInt = Annotated[int, Strict(), BeforeValidator(_whole)]
+#: A JSON number: an int or a float (NaN and infinities as Python's JSON writes them), never a bool.
+JsonNumber = Annotated[float, Strict()]
+
+
+def json_at_least(low: int):
+    """A :data:`JsonInt` ≥ ``low``."""
+    return Annotated[JsonInt, Field(ge=low)]
 
 
 def invalid(text: str, path: str | None = None, whole: bool = False) -> PydanticCustomError:
@@ -155,18 +189,68 @@ class Config(BaseModel):
             raise ConfigError(explain(exc, cls, cls.WHERE if where is None else where)) from None
 
 
+class Record(BaseModel):
+    """A JSON file kernelgap writes and reads back (``summary.json`` and its sections,
+    ``reproduce.json``, ``probe.json``): the keys it names are checked, strictly as JSON
+    Schema types them (:data:`JsonInt`, :data:`JsonNumber`), others are let through.  The
+    models only check: a file is written from plain values, never re-serialised from them."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+@functools.cache
+def _adapter(kind) -> TypeAdapter:
+    return TypeAdapter(kind)
+
+
+def fits(kind, value) -> bool:
+    """Whether ``value`` is a ``kind`` (:data:`JsonNumber`, :data:`Int`, …), strictly: a bool
+    is no number."""
+    try:
+        _adapter(kind).validate_python(value, strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+#: JSON's names of the types :func:`expected_type` names as a TOML file does.
+_JSON_NAMES = {
+    "int": "integer",
+    "float": "number",
+    "str": "string",
+    "bool": "boolean",
+    "list": "array",
+    "a table": "object",
+}
+
+
+def problem(model: type[BaseModel], value, where: str = "") -> str | None:
+    """Where ``value`` (a file's JSON) breaks ``model``, in one line (:func:`explain`):
+    ``expected a JSON object, got list``, ``invocations.0.command is missing``,
+    ``witness.runs.0.rank: expected int, got True``; ``None`` where it fits."""
+    if not isinstance(value, dict):
+        return f"expected a JSON object, got {type(value).__name__}"
+    try:
+        model.model_validate(value, strict=True)
+    except ValidationError as exc:
+        return explain(exc, model, where)
+    return None
+
+
 def explain(exc: ValidationError, model: type[BaseModel], where: str = "") -> str:
     """The first problem of ``exc`` in one line.  As a user reads a file: every unknown key
     and wrong type before any value out of range, sections in ``model.ERROR_ORDER``, and
-    within a section unknown keys first."""
+    within a section unknown keys first (in a :class:`Record`, a key it lacks last)."""
     errors = exc.errors(include_url=False)
     order = list(getattr(model, "ERROR_ORDER", ()))
+    record = issubclass(model, Record)  # a file kernelgap wrote: a wrong value before a missing key
 
     def rank(item):
         i, e = item
         top = str(e["loc"][0]) if e["loc"] else ""
         section = order.index(top) if top in order else 0
-        return (e["type"] in (ERROR_TYPE, *CONSTRAINT_ERRORS), section, e["type"] != "extra_forbidden", i)
+        late = record and e["type"] == "missing"
+        return (e["type"] in (ERROR_TYPE, *CONSTRAINT_ERRORS), section, e["type"] != "extra_forbidden", late, i)
 
     _, first = min(enumerate(errors), key=rank)
     return describe(first, model, where)
@@ -190,12 +274,14 @@ def describe(error: dict, model: type[BaseModel], where: str = "") -> str:
     field = field_at(model, raw)
     if kind in CONSTRAINT_ERRORS and field is not None:
         return name + refusal(error, field)
-    if kind == "missing":
-        return f"{name} is missing (it has no default)"
+    if kind == "missing":  # a file kernelgap wrote lacks a key; a config leaves one out
+        return f"{name} is missing" + ("" if issubclass(model, Record) else " (it has no default)")
     if kind == "too_short":
         least = error["ctx"]["min_length"]
         return f"{name}: expected at least {least} {'entry' if least == 1 else 'entries'}, got {error.get('input')!r}"
     expected = expected_type(model, raw)
+    if expected is not None and issubclass(model, Record):  # a JSON file: JSON's names
+        expected = " or ".join(_JSON_NAMES.get(n, n) for n in expected.split(" or "))
     if expected is None:
         return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, got {error.get('input')!r}"
     return f"{name}: expected {expected}, got {error.get('input')!r}"
@@ -246,7 +332,10 @@ def field_at(model: type[BaseModel], loc: list[str]) -> FieldInfo | None:
         return None
     item = loc[-1].isdigit() and len(loc) > 1
     owner = model_at(model, loc[: -2 if item else -1])
-    return owner.model_fields.get(loc[-2 if item else -1]) if owner is not None else None
+    if owner is None:
+        return None
+    name = loc[-2 if item else -1]
+    return owner.model_fields.get(name) or next((f for f in owner.model_fields.values() if f.alias == name), None)
 
 
 def expected_type(model: type[BaseModel], loc: list[str]) -> str | None:

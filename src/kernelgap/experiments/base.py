@@ -49,8 +49,10 @@ class Experiment:
     :class:`kernelgap.report.context.Results`) into the value of ``summary.json``'s key
     ``key`` (default: the name), ``None`` when there is nothing to report; experiments
     that share a key each give a dict and their dicts are merged in registry order.
-    ``schema`` is that value's JSON schema (``#/$defs/run`` and ``#/$defs/softmax`` of
-    the base schema may be referred to).  ``sentence(summary)`` and ``figures`` are
+    ``schema`` is that value's type: a :class:`~kernelgap.validation.Record` model (``… |
+    None`` where it may be null; rows of :mod:`kernelgap.report.rows` may be used)
+    or any type pydantic validates; the summary's JSON schema is generated from it and a
+    summary read back is checked against it (:mod:`kernelgap.reproduction.schema`).  ``sentence(summary)`` and ``figures`` are
     computed from the summary alone; ``html(summary, page) → {region: [html, …]}``
     places its blocks (without it, ``region`` gets the title, the sentence and the
     figures).  ``paper`` goes verbatim into ``summary["paper"]`` and
@@ -76,7 +78,7 @@ class Experiment:
     title: str
     key: str | None = None
     section: Callable[[Any], Any] | None = None
-    schema: dict | None = None
+    schema: Any = None
     sentence: Callable[[dict], str | None] | None = None
     figures: tuple[Figure, ...] = ()
     html: Callable[[dict, Any], dict[str, list[str]]] | None = None
@@ -102,6 +104,10 @@ class Experiment:
     def __post_init__(self):
         if self.region not in REGIONS:
             raise ConfigError(f"experiment {self.name!r}: region must be one of {', '.join(REGIONS)}")
+        if isinstance(self.schema, dict):
+            raise ConfigError(
+                f"experiment {self.name!r}: schema must be the type of its section (a pydantic model), not a JSON-schema dict"
+            )
         if self.writes and not self.step:
             raise ConfigError(f"experiment {self.name!r}: 'writes' needs a step")
 

@@ -41,7 +41,7 @@ from torch import nn
 from ..errors import KernelgapError
 from ..io import read_input
 from ..limits import MAX_WIDTH
-from ..validation import Config, between, invalid, one_of
+from ..validation import Config, PositiveInt, between, fits, invalid, one_of
 
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
@@ -436,7 +436,7 @@ def module_features(module: nn.Module, rank: int) -> int | None:
     if declared is None and reader is None:
         return None
     value = (declared(rank) if callable(declared) else declared) if declared is not None else reader(inner)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not fits(PositiveInt, value):
         raise ModuleError(
             f"{type(inner).__name__}.{FEATURES_ATTR} must give a positive integer feature count, got {value!r}"
         )

@@ -20,7 +20,7 @@ from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .record import read_meta
-from .schema import schema_problem, summary_schema
+from .schema import probe_summary_problem, summary_problem
 from .summary import reproduction_experiments
 
 #: The prefix of a conclusion read from a row of "The paper beside ours".
@@ -83,23 +83,14 @@ def _read(folder: Path) -> tuple[dict, str]:
     if summary is None:
         raise KernelgapError(f"{path} is damaged (not valid JSON); run `kernelgap report {folder}` to rebuild it")
     if isinstance(summary, dict) and "schema_version" not in summary and isinstance(summary.get("probes"), list):
-        why = schema_problem(summary, _probe_schema())
+        why = probe_summary_problem(summary)
         kind = "probe"
     else:
-        why = schema_problem(summary, summary_schema())
+        why = summary_problem(summary)
         kind = "reproduction"
     if why is not None:
         raise KernelgapError(f"{path} is damaged ({why}); run `kernelgap report {folder}` to rebuild it")
     return summary, kind
-
-
-def _probe_schema() -> dict:
-    probe = next(e for e in registered() if e.name == "probe")
-    return {
-        "type": "object",
-        "required": ["profile", "probes"],
-        "properties": {"profile": {"type": ["string", "null"]}, "probes": probe.schema},
-    }
 
 
 def _experiments(folder: Path, kind: str) -> list:

@@ -11,6 +11,7 @@ from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
 from ..experiments.probe.section import probe_section
 from ..io import atomic_write_json, atomic_write_text, read_json
+from ..validation import JsonNumber, fits
 from .record import read_meta
 from .render import render_report
 from .schema import summary_schema
@@ -25,7 +26,7 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
     if summary["wall_time_s"] is None:  # a folder whose runs recorded no time: keep the last report's
         last = read_json(out / "summary.json")
         wall = last.get("wall_time_s") if isinstance(last, dict) else None
-        if isinstance(wall, (int, float)) and not isinstance(wall, bool):
+        if fits(JsonNumber, wall):
             summary["wall_time_s"] = wall
     experiments = reproduction_experiments(read_meta(out))
     atomic_write_json(out / "summary.json", summary)

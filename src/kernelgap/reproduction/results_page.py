@@ -18,7 +18,7 @@ from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .compare import compare_folders, headline
 from .render import comparison_rows, sentences
-from .schema import schema_problem, summary_schema
+from .schema import summary_problem
 
 HEADER = """# Measured results
 
@@ -114,7 +114,7 @@ def results_markdown(folders: list[str | Path]) -> str:
         summary = read_json(folder / "summary.json")
         if not isinstance(summary, dict):
             raise KernelgapError(f"{folder} holds no readable summary.json; run `kernelgap report {folder}` first")
-        why = schema_problem(summary, summary_schema())
+        why = summary_problem(summary)
         if why is not None:
             raise KernelgapError(
                 f"{folder / 'summary.json'} is not a reproduction summary ({why}); "

@@ -1,112 +1,134 @@
-"""The schema of ``summary.json``: the shared part (``base.schema.json``) with each
-registered experiment's fragment under its key (experiments sharing a key merge theirs),
-and :func:`schema_problem`, which checks a summary against it where one is read (the
-results page) without jsonschema, a test dependency only."""
+"""The model of ``summary.json``: the part every reproduction shares (:class:`SummaryBase`)
+with each registered experiment's section model under its key (experiments sharing a key
+merge theirs).  Its JSON schema (:func:`summary_schema`, written beside every summary as
+``summary.schema.json``) is generated from the models, and a summary read back
+(``kernelgap results``, ``compare``) is checked against them (:func:`summary_problem`):
+one set of models, one check (docs/formats.md, "summary.json")."""
 
 from __future__ import annotations
 
-import copy
-import json
-from functools import cache
-from importlib import resources
+import functools
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, TypeAdapter, create_model
 
 from ..experiments.registry import experiments as registered
+from ..validation import JsonNumber, Record, json_at_least, problem
+from .record import Invocation
+from .summary import SCHEMA_VERSION
 
 
-@cache
-def base_schema() -> dict:
-    return json.loads((resources.files("kernelgap.reproduction") / "base.schema.json").read_text())
+class ExperimentTime(Record):
+    """Where one experiment's time went: its runs, their training and its step."""
+
+    runs: json_at_least(0)
+    train_s: JsonNumber
+    step_s: JsonNumber
+
+
+class Timing(Record):
+    """Where a reproduction's time went: the sweeps, then each experiment."""
+
+    sweeps_s: JsonNumber
+    experiments: dict[str, ExperimentTime]
+
+
+class MapFacts(Record):
+    """A feature map's facts as a run record states them (colour, citation, learning rate)."""
+
+    name: str
+    color: str
+    citation: str
+    default_lr: JsonNumber | None = None
+    nonnegative: bool | None = None
+    log_space: bool | None = None
+
+
+class SummaryBase(Record):
+    """kernelgap reproduction summary: the part every reproduction shares (each experiment
+    adds the model of its section)."""
+
+    schema_version: Literal[SCHEMA_VERSION]
+    version: str
+    profile: str
+    commands: list[str] | None = None
+    wall_time_s: JsonNumber | None = None
+    invocations: list[Invocation] | None = None
+    timing: Timing | None = None
+    paper: dict[str, Any]
+    feature_maps: dict[str, MapFacts] | None = None
+
+
+def summary_model(experiments=None) -> type[BaseModel]:
+    """The model a summary of these experiments (default: the built-in ones) follows: every
+    section with a model is required (``None`` where the section may be null)."""
+    exps = registered() if experiments is None else experiments
+    return _summary_model(tuple((e.summary_key, e.schema) for e in exps if e.section is not None))
+
+
+@functools.cache
+def _summary_model(sections: tuple) -> type[BaseModel]:
+    merged: dict[str, Any] = {}
+    for key, kind in sections:
+        kind = Any if kind is None else kind
+        merged[key] = _merge(key, merged[key], kind) if key in merged else kind
+    fields: dict[str, Any] = {key: (kind, ...) for key, kind in merged.items()}
+    return create_model("Summary", __base__=SummaryBase, __doc__=SummaryBase.__doc__, **fields)
+
+
+def _merge(key: str, first, second):
+    """The sections of two experiments sharing ``key``: one model with both models' fields
+    (null where the second may be); ``second`` alone where either is not a model."""
+    models = [_model_in(first), _model_in(second)]
+    if None in models:
+        return second
+    both = create_model(f"{key.title()}Section", __base__=tuple(models))
+    return both | None if type(None) in typing.get_args(second) else both
+
+
+def _model_in(kind) -> type[BaseModel] | None:
+    options = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    found = [o for o in options if isinstance(o, type) and issubclass(o, BaseModel)]
+    return found[0] if len(found) == 1 else None
 
 
 def summary_schema(experiments=None) -> dict:
-    """The JSON schema a summary of these experiments (default: the built-in ones) follows."""
-    schema = copy.deepcopy(base_schema())
-    props, required = schema["properties"], schema["required"]
-    for exp in registered() if experiments is None else experiments:
-        if exp.section is None:
-            continue
-        key, fragment = exp.summary_key, copy.deepcopy(exp.schema or {})
-        if key in props:
-            fragment = {
-                **props[key],
-                **fragment,
-                "properties": {**props[key].get("properties", {}), **fragment.get("properties", {})},
-            }
-        props[key] = fragment
-        if key not in required:
-            required.append(key)
-    return schema
+    """The JSON schema (draft 2020-12) a summary of these experiments follows, generated
+    from :func:`summary_model`."""
+    schema = summary_model(experiments).model_json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-_TYPES = {"object": dict, "array": list, "string": str}
+def summary_problem(summary, experiments=None) -> str | None:
+    """The first place where ``summary`` breaks its model (``witness.runs.0.rank: expected
+    integer, got 'x'``), or ``None``."""
+    return problem(summary_model(experiments), summary)
 
 
-def _is(value, kind: str) -> bool:
-    """JSON Schema's type test (``integer`` includes integral floats; booleans are no numbers)."""
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind in ("number", "integer"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        return kind == "number" or isinstance(value, int) or value.is_integer()
-    return isinstance(value, _TYPES[kind])
+def probe_summary_problem(summary) -> str | None:
+    """The same for the summary of a probe folder (``{"profile": …, "probes": [one]}``)."""
+    return problem(_probe_summary_model(), summary)
 
 
-def _equal(a, b) -> bool:
-    """JSON equality: ``true`` is not ``1``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b or (_is(a, "number") and _is(b, "number") and a == b)
+@functools.cache
+def _probe_summary_model() -> type[BaseModel]:
+    probe = next(e for e in registered() if e.name == "probe")
+    return create_model("ProbeSummary", __base__=Record, profile=(str | None, ...), probes=(probe.schema, ...))
 
 
-def schema_problem(value, schema, root: dict | None = None, where: str = "") -> str | None:
-    """The first place where ``value`` breaks ``schema`` (``"witness.runs[0].rank: …"``), or
-    ``None``.  The keywords the summary's schema uses are checked — ``type``, ``const``,
-    ``enum``, ``minimum``, ``maximum``, ``required``, ``properties``,
-    ``additionalProperties``, ``items`` and local ``$ref`` — so a summary can be checked
-    without jsonschema (a test dependency only; the tests hold the two to agree)."""
-    root = schema if root is None else root
-    at = where or "the summary"
-    if schema is True or schema is None:
-        return None
-    if schema is False:
-        return f"{at}: not allowed"
-    if "$ref" in schema:
-        target = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        if (why := schema_problem(value, target, root, where)) is not None:
-            return why
-    if "type" in schema:
-        kinds = [schema["type"]] if isinstance(schema["type"], str) else schema["type"]
-        if not any(_is(value, k) for k in kinds):
-            return f"{at}: expected {' or '.join(kinds)}, got {json.dumps(value)[:60]}"
-    if "const" in schema and not _equal(value, schema["const"]):
-        return f"{at}: must be {json.dumps(schema['const'])}, got {json.dumps(value)[:60]}"
-    if "enum" in schema and not any(_equal(value, e) for e in schema["enum"]):
-        return f"{at}: must be one of {', '.join(map(json.dumps, schema['enum']))}, got {json.dumps(value)[:60]}"
-    if _is(value, "number"):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{at}: must be ≥ {schema['minimum']}, got {value}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{at}: must be ≤ {schema['maximum']}, got {value}"
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for key, item in value.items():
-            sub = props.get(key, schema.get("additionalProperties", True))
-            if (why := schema_problem(item, sub, root, f"{where}.{key}" if where else key)) is not None:
-                return why
-        for key in schema.get("required", []):
-            if key not in value:
-                return f"{at}: {key!r} is missing"
-    if isinstance(value, list) and "items" in schema:
-        for k, item in enumerate(value):
-            if (why := schema_problem(item, schema["items"], root, f"{where}[{k}]")) is not None:
-                return why
-    return None
+def section_schema(experiment) -> dict:
+    """The JSON schema of one experiment's section, generated from its model."""
+    return TypeAdapter(Any if experiment.schema is None else experiment.schema).json_schema()
+
+
+def section_problem(experiment, value) -> str | None:
+    """Where one experiment's section breaks its model (named from its key:
+    ``series.1.determined: expected boolean, got None``), or ``None``."""
+    return problem(_section_model(experiment.summary_key, experiment.schema), {experiment.summary_key: value})
+
+
+@functools.cache
+def _section_model(key: str, kind) -> type[BaseModel]:
+    return create_model("Section", __base__=Record, **{key: (Any if kind is None else kind, ...)})

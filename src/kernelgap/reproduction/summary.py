@@ -3,7 +3,8 @@
 A reproduction folder holds one folder per experiment (``runs/<id>.json`` records and
 the files its after-sweep step wrote).  Each registered experiment's ``section`` reads
 them into its key of the summary (:mod:`kernelgap.experiments.registry`); this module
-only assembles.  Schema: :func:`kernelgap.reproduction.schema.summary_schema`.
+only assembles.  Schema: :func:`kernelgap.reproduction.schema.summary_schema`, generated
+from the sections' models.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from ..report.context import Results
-from .record import META, invocations, is_number, read_meta
+from ..validation import JsonNumber, fits
+from .record import META, invocations, read_meta
 
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 3
@@ -93,7 +95,7 @@ def timing(root: Path, runs: list[dict], experiments) -> dict:
         records = list(_records(root / exp.name))
         stacks: dict = {}
         for path, record in records:
-            if is_number(record.get("wall_time_s")):
+            if fits(JsonNumber, record.get("wall_time_s")):
                 where = record.get("checkpoint")
                 file = where.get("file") if isinstance(where, dict) else None
                 key = path.parents[1] / file if isinstance(file, str) else path

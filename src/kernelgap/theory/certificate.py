@@ -53,6 +53,7 @@ from ..task.family import (
     sequence_count,
     sorted_unique,
 )
+from .certificate_json import certificate_json
 from .chains import chain_pair_bounds, complete_quads
 from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
 from .levels import level_pair_bounds
@@ -192,64 +193,65 @@ class Certificate:
     strict = property(lambda self: self.trace.strict)
 
     def to_json(self, limit: int = 50) -> dict:
-        """JSON-ready dict; rationals as ``"p/q"``; long lists of problems cut to ``limit``.
-
-        A skipped trace bound gives None for its numbers and its reason in
-        ``bounds.trace.skipped``; the Radon members are ``"all"`` (every query), ``"first"``
-        (the first ``count`` entries, by rule) or ``"listed"``, with their words in ``queries``
-        up to :data:`LISTED_MEMBERS` (else None)."""
+        """JSON-ready dict (:class:`~.certificate_json.CertificateJson`); rationals as ``"p/q"``;
+        long lists of problems cut to ``limit``.  A skipped trace bound gives None for its
+        numbers and its reason in ``bounds.trace.skipped``; the Radon members are ``"all"``
+        (every query), ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``,
+        with their words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
         t, r = self.trace, self.radon
         done = t.skipped is None
         count = len(r.members)
         members = "all" if count == self.queries_total else "first" if r.by_rule else "listed"
-        return {
-            "family": self.family,
-            "m": self.m,
-            "sequences": count_json(self.sequences),
-            "length": self.length,
-            "query_position": self.query_position,
-            "delta": frac_str(self.delta),
-            "queries_total": self.queries_total,
-            "queries": self.queries if done else None,
-            "sum_eps2": frac_str(t.sum_eps2) if done else None,
-            "bound": frac_str(t.bound) if done else None,
-            "bound_float": float(t.bound) if done else None,
-            "strict": t.strict if done else None,
-            "certified_rank": self.certified_rank,
-            "method": self.method,
-            "bounds": {
-                "trace": {
-                    "rank": t.rank if done else None,
-                    "bound": frac_str(t.bound) if done else None,
-                    "sum_eps2": frac_str(t.sum_eps2) if done else None,
-                    "queries": len(t.kept) if done else None,
-                    "skipped": t.skipped,
+        return certificate_json(
+            {
+                "family": self.family,
+                "m": self.m,
+                "sequences": count_json(self.sequences),
+                "length": self.length,
+                "query_position": self.query_position,
+                "delta": frac_str(self.delta),
+                "queries_total": self.queries_total,
+                "queries": self.queries if done else None,
+                "sum_eps2": frac_str(t.sum_eps2) if done else None,
+                "bound": frac_str(t.bound) if done else None,
+                "bound_float": float(t.bound) if done else None,
+                "strict": t.strict if done else None,
+                "certified_rank": self.certified_rank,
+                "method": self.method,
+                "bounds": {
+                    "trace": {
+                        "rank": t.rank if done else None,
+                        "bound": frac_str(t.bound) if done else None,
+                        "sum_eps2": frac_str(t.sum_eps2) if done else None,
+                        "queries": len(t.kept) if done else None,
+                        "skipped": t.skipped,
+                    },
+                    "radon": {
+                        "rank": r.rank,
+                        "level": r.level,
+                        "members": members,
+                        "count": count,
+                        "queries": self.radon_queries,
+                        "max_product": frac_str(r.max_product) if r.max_product is not None else None,
+                        "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
+                        "exact_search": r.exact_search,
+                        "whole_set": r.whole_set,
+                        "by_rule": r.by_rule,
+                        "seconds": round(r.seconds, 4),
+                    },
                 },
-                "radon": {
-                    "rank": r.rank,
-                    "level": r.level,
-                    "members": members,
-                    "count": count,
-                    "queries": self.radon_queries,
-                    "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-                    "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
-                    "exact_search": r.exact_search,
-                    "whole_set": r.whole_set,
-                    "by_rule": r.by_rule,
-                    "seconds": round(r.seconds, 4),
-                },
-            },
-            "comparisons": self.comparisons,
-            "comparisons_at_least": self.comparisons_at_least,
-            "rule": _rule_json(self.rule),
-            "subfamily": self.subfamily,
-            "weakest_pair": self.weakest_pair,
-            "unbounded_count": len(self.unbounded_pairs),
-            "unbounded_pairs": self.unbounded_pairs[:limit],
-            "dropped_count": len(self.dropped_queries),
-            "dropped_queries": self.dropped_queries[:limit],
-            "seconds": round(self.seconds, 4),
-        }
+                "comparisons": self.comparisons,
+                "comparisons_at_least": self.comparisons_at_least,
+                "rule": _rule_json(self.rule),
+                "subfamily": self.subfamily,
+                "weakest_pair": self.weakest_pair,
+                "unbounded_count": len(self.unbounded_pairs),
+                "unbounded_pairs": self.unbounded_pairs[:limit],
+                "dropped_count": len(self.dropped_queries),
+                "dropped_queries": self.dropped_queries[:limit],
+                "seconds": round(self.seconds, 4),
+            }
+        )
 
 
 def _rule_json(rule: LeastGap | None) -> dict | None:

@@ -19,6 +19,7 @@ import decimal
 import math
 
 from ..errors import KernelgapError
+from ..validation import PositiveInt, fits
 
 #: Guard digits of the first decimal evaluation of ``q · log2(s + 1)``; each further
 #: round doubles them (:func:`transcript_bits_ceil`).
@@ -117,5 +118,5 @@ def transcript_bound(
 
 def _positive(**named: int) -> None:
     for key, value in named.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not fits(PositiveInt, value):
             raise KernelgapError(f"{key} must be a positive integer, got {value!r}")

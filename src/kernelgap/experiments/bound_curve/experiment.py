@@ -6,6 +6,8 @@ kernels on ladder families, the smallest exact trained rank beside the certified
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...report.figures import draw_bound_curve
 from ...report.text import fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
@@ -112,7 +114,7 @@ EXPERIMENT = Experiment(
     order=50,
     title="The bound curve",
     section=section,
-    schema={"type": ["object", "null"]},
+    schema=dict[str, Any] | None,
     sentence=caption,
     conclusions=conclusions,
     region="figures",

@@ -13,10 +13,13 @@ Every sentence here is computed from those files; the paper's claim is kept besi
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from ...report.figures import band, draw_length_curve, draw_wall_curve, error_axes, plt, save
 from ...report.html import table, titled
 from ...report.text import fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
+from ...validation import JsonInt, JsonNumber, Record, json_at_least
 from ..base import Experiment, Figure
 
 TITLE = "The wall in context length"
@@ -65,160 +68,113 @@ def section(results) -> dict | None:
     }
 
 
-_INT_OR_NULL = {"type": ["integer", "null"]}
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
+class LastShort(Record):
+    """The last length a curve's certificate fell short of the full set at."""
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "required": ["length_curves", "wall", "skipped", "trained"],
-    "properties": {
-        "delta": {"type": ["string", "null"]},
-        "length_curves": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["m", "n", "layer_size", "positive_construction", "points", "full_from", "last_short"],
-                "properties": {
-                    "m": {"type": "integer", "minimum": 2},
-                    "n": {"type": "integer", "minimum": 1},
-                    "layer_size": {"type": "integer"},
-                    "positive_construction": {"type": "integer"},
-                    "wall_guess": {"type": "integer"},
-                    "full_from": _INT_OR_NULL,
-                    "last_short": {
-                        "type": ["object", "null"],
-                        "required": ["length", "certified"],
-                        "properties": {"length": {"type": "integer"}, "certified": {"type": "integer"}},
-                    },
-                    "points": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["length", "certified", "trace", "radon", "method"],
-                            "properties": {
-                                "length": {"type": "integer", "minimum": 3},
-                                "certified": {"type": "integer", "minimum": 0},
-                                "trace": {"type": "integer"},
-                                "radon": {"type": "integer"},
-                                "method": {"enum": ["radon", "trace"]},
-                                "whole_set": {"type": "boolean"},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-        "wall": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": [
-                    "m",
-                    "n",
-                    "predicted_length",
-                    "length",
-                    "certified",
-                    "below_length",
-                    "certified_below",
-                    "formula_holds",
-                    "log2_rank_per_m",
-                    "log2_layer_per_m",
-                    "layer_size",
-                    "positive_construction",
-                    "constructed_rank",
-                    "proved_equals_constructed",
-                ],
-                "properties": {
-                    "m": {"type": "integer", "minimum": 2},
-                    "n": {"type": "integer", "minimum": 1},
-                    "predicted_length": {"type": "integer", "minimum": 3},
-                    "length": _INT_OR_NULL,
-                    "certified": {"type": "integer", "minimum": 0},
-                    "below_length": _INT_OR_NULL,
-                    "certified_below": _INT_OR_NULL,
-                    "formula_holds": {"type": "boolean"},
-                    "log2_rank_per_m": {"type": "number"},
-                    "log2_layer_per_m": {"type": "number"},
-                    "layer_size": {"type": "integer"},
-                    "positive_construction": {"type": "integer"},
-                    "constructed_rank": _INT_OR_NULL,
-                    "proved_equals_constructed": {"type": ["boolean", "null"]},
-                },
-            },
-        },
-        "growth": {"type": ["object", "null"]},
-        "skipped": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["m", "why"],
-                "properties": {"m": {"type": "integer"}, "why": {"type": "string"}},
-            },
-        },
-        "trained": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": [
-                    "family",
-                    "params",
-                    "certified_rank",
-                    "constructed_rank",
-                    "runs",
-                    "ranks",
-                    "exact_from",
-                    "exact_not_on_whole_family",
-                    "exact_below_certificate",
-                    "trained_any",
-                    "trained_most",
-                    "determined",
-                ],
-                "properties": {
-                    "family": {"type": "string"},
-                    "params": {"type": "object"},
-                    "m": _INT_OR_NULL,
-                    "length": _INT_OR_NULL,
-                    "n": _INT_OR_NULL,
-                    "certified_rank": _INT_OR_NULL,
-                    "constructed_rank": _INT_OR_NULL,
-                    "runs": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["feature_map", "rank", "seed", "max_error", "exact", "whole_family"],
-                            "properties": {
-                                "rank": {"type": "integer", "minimum": 1},
-                                "seed": {"type": "integer"},
-                                "max_error": _NUMBER_OR_NULL,
-                                "exact": {"type": "boolean"},
-                                "whole_family": {"type": "boolean"},
-                            },
-                        },
-                    },
-                    "ranks": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["rank", "seeds", "exact", "best_max_error"],
-                            "properties": {
-                                "rank": {"type": "integer"},
-                                "seeds": {"type": "integer", "minimum": 1},
-                                "exact": {"type": "integer", "minimum": 0},
-                                "best_max_error": _NUMBER_OR_NULL,
-                            },
-                        },
-                    },
-                    "exact_from": _INT_OR_NULL,
-                    "exact_not_on_whole_family": {"type": "integer", "minimum": 0},
-                    "exact_below_certificate": {"type": "array"},
-                    "trained_any": _INT_OR_NULL,
-                    "trained_most": _INT_OR_NULL,
-                    "determined": {"type": "boolean"},
-                },
-            },
-        },
-    },
-}
+    length: JsonInt
+    certified: JsonInt
+
+
+class CurvePoint(Record):
+    """One length of a curve: its certified rank and the method that gave it."""
+
+    length: json_at_least(3)
+    certified: json_at_least(0)
+    trace: JsonInt
+    radon: JsonInt
+    method: Literal["radon", "trace"]
+    whole_set: bool | None = None
+
+
+class LengthCurve(Record):
+    """One ``m``: the certified rank as the context grows."""
+
+    m: json_at_least(2)
+    n: json_at_least(1)
+    layer_size: JsonInt
+    positive_construction: JsonInt
+    wall_guess: JsonInt | None = None
+    full_from: JsonInt | None
+    last_short: LastShort | None
+    points: list[CurvePoint]
+
+
+class WallRow(Record):
+    """One ``m`` at its predicted wall length: whether the formula holds."""
+
+    m: json_at_least(2)
+    n: json_at_least(1)
+    predicted_length: json_at_least(3)
+    length: JsonInt | None
+    certified: json_at_least(0)
+    below_length: JsonInt | None
+    certified_below: JsonInt | None
+    formula_holds: bool
+    log2_rank_per_m: JsonNumber
+    log2_layer_per_m: JsonNumber
+    layer_size: JsonInt
+    positive_construction: JsonInt
+    constructed_rank: JsonInt | None
+    proved_equals_constructed: bool | None
+
+
+class SkippedM(Record):
+    """An ``m`` left out, and why."""
+
+    m: JsonInt
+    why: str
+
+
+class TrainedRun(Record):
+    """One trained run on a family of the context experiment."""
+
+    feature_map: Any
+    rank: json_at_least(1)
+    seed: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
+    whole_family: bool
+
+
+class TrainedRank(Record):
+    """The runs at one rank: how many seeds, how many exact, the best max error."""
+
+    rank: JsonInt
+    seeds: json_at_least(1)
+    exact: json_at_least(0)
+    best_max_error: JsonNumber | None
+
+
+class TrainedFamily(Record):
+    """One family trained: its certified and constructed ranks beside the trained ones."""
+
+    family: str
+    params: dict[str, Any]
+    m: JsonInt | None = None
+    length: JsonInt | None = None
+    n: JsonInt | None = None
+    certified_rank: JsonInt | None
+    constructed_rank: JsonInt | None
+    runs: list[TrainedRun]
+    ranks: list[TrainedRank]
+    exact_from: JsonInt | None
+    exact_not_on_whole_family: json_at_least(0)
+    exact_below_certificate: list[Any]
+    trained_any: JsonInt | None
+    trained_most: JsonInt | None
+    determined: bool
+
+
+class ContextSection(Record):
+    """The context experiment's part of ``summary.json``: length curves, the wall, the
+    trained families."""
+
+    delta: str | None = None
+    length_curves: list[LengthCurve]
+    wall: list[WallRow]
+    growth: dict[str, Any] | None = None
+    skipped: list[SkippedM]
+    trained: list[TrainedFamily]
 
 
 # -- sentences ------------------------------------------------------------------------------
@@ -470,7 +426,7 @@ EXPERIMENT = Experiment(
     order=60,
     title=TITLE,
     section=section,
-    schema=SCHEMA,
+    schema=ContextSection | None,
     sentence=sentence,
     html=section_html,
     paper={"context": PAPER},

@@ -6,10 +6,14 @@ count, the smallest exact total.  The step certifies each training family.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import band, error_axes, plt, points, save, tone
 from ...report.html import table, titled
+from ...report.rows import RunRow
 from ...report.text import exact_from, reached, yes_no
+from ...validation import JsonInt, Record
 from ..base import Experiment, Figure
 
 
@@ -33,26 +37,25 @@ def section(results) -> dict | None:
     }
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "properties": {
-        "certified_rank": {"type": ["integer", "null"]},
-        "heads": {
-            "type": "object",
-            "required": ["per_map", "runs"],
-            "properties": {
-                "per_map": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "object",
-                        "additionalProperties": {"type": "object", "required": ["transition_total", "max_total"]},
-                    },
-                },
-                "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-            },
-        },
-    },
-}
+class HeadsCell(Record):
+    """One map at one head count: the total rank where it turned exact and the largest tried."""
+
+    transition_total: Any
+    max_total: Any
+
+
+class HeadsTable(Record):
+    """Every map's cells by head count, and the runs."""
+
+    per_map: dict[str, dict[str, HeadsCell]]
+    runs: list[RunRow]
+
+
+class HeadsSection(Record):
+    """The heads experiment's part of ``summary.json``'s ``loopholes`` (shared with signed)."""
+
+    certified_rank: JsonInt | None = None
+    heads: HeadsTable | None = None
 
 
 def exact_totals(per_map: dict) -> tuple[list[int], list[int]]:
@@ -176,7 +179,7 @@ EXPERIMENT = Experiment(
     title="Several heads at a fixed total",
     key="loopholes",
     section=section,
-    schema=SCHEMA,
+    schema=HeadsSection | None,
     sentence=sentence,
     conclusions=conclusions,
     html=section_html,

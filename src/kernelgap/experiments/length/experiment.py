@@ -6,8 +6,11 @@ over {0,1}^m (``constructed.json``; ``m`` in ``[length]`` of ``profile.toml``).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ...report.figures import exact_line, legend, plt, save
 from ...report.text import of, yes_no
+from ...validation import JsonNumber, Record, json_at_least
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -30,20 +33,14 @@ def section(results) -> list[dict]:
     return sorted(rows, key=lambda r: (r["source"], r["N"], r.get("seed", 0)))
 
 
-SCHEMA = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["N", "rank", "source", "max_error", "exact"],
-        "properties": {
-            "N": {"type": "integer", "minimum": 1},
-            "rank": {"type": "integer", "minimum": 1},
-            "source": {"enum": ["constructed", "trained"]},
-            "max_error": {"type": "number"},
-            "exact": {"type": "boolean"},
-        },
-    },
-}
+class LengthRow(Record):
+    """One sequence length: the rank that fits it, constructed or trained."""
+
+    N: json_at_least(1)
+    rank: json_at_least(1)
+    source: Literal["constructed", "trained"]
+    max_error: JsonNumber
+    exact: bool
 
 
 def exact_at(rows: list[dict], n: int, source: str) -> bool | None:
@@ -123,7 +120,7 @@ EXPERIMENT = Experiment(
     order=40,
     title="Length",
     section=section,
-    schema=SCHEMA,
+    schema=list[LengthRow],
     region="figures",
     paper={"length": PAPER},
     paper_rows=paper_rows,

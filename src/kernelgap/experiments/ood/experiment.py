@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 
 from ...report.criteria import (
     OOD_SOLVED_ACC,
@@ -18,7 +19,9 @@ from ...report.criteria import (
 )
 from ...report.figures import band, legend, log2_axis, plt, save, tone
 from ...report.html import table
+from ...report.rows import RunRow, SoftmaxRow
 from ...report.text import fmt, of, reached, yes_no
+from ...validation import JsonInt, JsonNumber, Record
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -75,32 +78,26 @@ def section(results) -> dict | None:
     return {"scales": scales}
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "required": ["scales"],
-    "properties": {
-        "scales": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["label", "m", "train_sequences", "test_sequences", "transition_rank", "runs", "softmax"],
-                "properties": {
-                    "label": {"type": "string"},
-                    "n": {"type": ["integer", "null"]},
-                    "m": {"type": ["integer", "null"]},
-                    "train_sequences": {"type": ["integer", "null"]},
-                    "test_sequences": {"type": ["integer", "null"]},
-                    "test_gap_share": {"type": ["number", "null"]},
-                    "transition_rank": {"type": ["integer", "null"]},
-                    "transition_rank_fitted": {"type": ["integer", "null"]},
-                    "unfitted_runs": {"type": "array"},
-                    "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-                    "softmax": {"type": "array", "items": {"$ref": "#/$defs/softmax"}},
-                },
-            },
-        },
-    },
-}
+class OodScale(Record):
+    """One scale of the out-of-distribution experiment: its pools and runs."""
+
+    label: str
+    n: JsonInt | None = None
+    m: JsonInt | None
+    train_sequences: JsonInt | None
+    test_sequences: JsonInt | None
+    test_gap_share: JsonNumber | None = None
+    transition_rank: JsonInt | None
+    transition_rank_fitted: JsonInt | None = None
+    unfitted_runs: list[Any] | None = None
+    runs: list[RunRow]
+    softmax: list[SoftmaxRow]
+
+
+class OodSection(Record):
+    """The out-of-distribution experiment's part of ``summary.json``: one entry per scale."""
+
+    scales: list[OodScale]
 
 
 def _transition(scale: dict) -> str:
@@ -264,7 +261,7 @@ EXPERIMENT = Experiment(
     order=30,
     title="OOD scaling",
     section=section,
-    schema=SCHEMA,
+    schema=OodSection | None,
     region="figures",
     paper=PAPER,
     paper_rows=paper_rows,

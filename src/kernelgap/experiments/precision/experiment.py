@@ -9,10 +9,12 @@ through sketches rounded to each b of ``[precision] bits`` with each quantizer
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
 from ...report.html import table, titled
 from ...report.text import of
+from ...validation import Record
 from ..base import Experiment, Figure
 
 
@@ -64,17 +66,31 @@ def section(results) -> dict | None:
     }
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "required": ["bits", "quantizers", "collapse", "models"],
-    "properties": {
-        "collapse": {
-            "type": "array",
-            "items": {"type": "object", "required": ["feature_map", "rank", "quantizer", "collapse_bits"]},
-        },
-        "models": {"type": "array", "items": {"type": "object", "required": ["feature_map", "rank", "seed", "exact"]}},
-    },
-}
+class CollapseRow(Record):
+    """Where one map's exactness collapses under one quantizer."""
+
+    feature_map: Any
+    rank: Any
+    quantizer: Any
+    collapse_bits: Any
+
+
+class PrecisionModel(Record):
+    """One trained model the precision experiment quantizes."""
+
+    feature_map: Any
+    rank: Any
+    seed: Any
+    exact: Any
+
+
+class PrecisionSection(Record):
+    """The precision experiment's part of ``summary.json``."""
+
+    bits: Any
+    quantizers: Any
+    collapse: list[CollapseRow]
+    models: list[PrecisionModel]
 
 
 def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:
@@ -175,7 +191,7 @@ EXPERIMENT = Experiment(
     order=120,
     title="Finite precision",
     section=section,
-    schema=SCHEMA,
+    schema=PrecisionSection | None,
     sentence=sentence,
     conclusions=conclusions,
     html=section_html,

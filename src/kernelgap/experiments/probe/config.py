@@ -1,50 +1,84 @@
 """The probe experiment's settings: the ``[[probes]]`` entries of ``profile.toml``, each a
-module to probe with its defaults (docs/experiments.md, "Probe")."""
+module to probe with its defaults (:class:`ProbeEntry`; docs/experiments.md, "Probe")."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 from ...errors import ConfigError
+from ...validation import Config, Int, Number, checked, fits
 
-#: One entry of ``[[probes]]``: a module the probe experiment runs, with its defaults.
-PROBE: dict = {
+
+def _recipes(value) -> bool:
+    return fits(bool | list[str], value)
+
+
+def _ranks(value) -> bool:
+    return fits(list[Int] | dict[str, list[Int]], value)
+
+
+NonEmpty = checked(str, bool, " must be a non-empty string, got {shown}", {"type": "string", "minLength": 1})
+#: Ranks for every suite (a list) or per suite name (a table of lists).
+Ranks = checked(
+    Any,
+    _ranks,
+    " must be a list of ranks or a table of them by suite name, got {shown}",
+    {"anyOf": [{"type": "array", "items": {"type": "integer"}}, {"type": "object"}]},
+)
+#: ``true`` (search every suite's recipes), ``false``, or the suites to search.
+Recipes = checked(
+    Any,
+    _recipes,
+    " must be true, false or a list of suite names, got {shown}",
+    {"anyOf": [{"type": "boolean"}, {"type": "array", "items": {"type": "string"}}]},
+)
+
+
+class ProbeEntry(Config):
+    """One entry of ``[[probes]]``: a module the probe experiment runs (``name``, ``target``:
+    ``module:Class``) with its constructor's ``kwargs``, its interface, argument map and
+    output index, the profile whose suites it runs with their ranks, seeds, steps and
+    learning rate, the library it ``requires`` and the suites whose ``recipes`` are searched
+    (each passed on to :class:`~kernelgap.probe.config.ProbeConfig`, which checks them further)."""
+
+    name: NonEmpty
+    target: NonEmpty
+    kwargs: dict[str, Any] = {}
+    interface: str | None = None
+    args: dict[str, Any] = {}
+    output: Int | None = None
+    profile: str = "quick"
+    ranks: Ranks = {}
+    seeds: list[Int] = []
+    steps: Int | None = None
+    lr: Number | None = None
+    requires: str | None = None
+    recipes: Recipes = True
+
+
+#: One entry of ``[[probes]]`` at its defaults (``name`` and ``target`` are required).
+PROBE: dict = {name: copy.deepcopy(field.default) for name, field in ProbeEntry.model_fields.items()} | {
     "name": "",
     "target": "",
-    "kwargs": {},
-    "interface": None,
-    "args": {},
-    "output": None,
-    "profile": "quick",
-    "ranks": {},
-    "seeds": [],
-    "steps": None,
-    "lr": None,
-    "requires": None,
-    "recipes": True,
 }
 DEFAULT_PROBES = [{**PROBE, "name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"}]
 
 
 def parse_probes(entries, path: Path) -> list[dict]:
-    """``[[probes]]``: each a module to probe (``name`` and ``target`` required)."""
+    """``[[probes]]``: each entry checked against :class:`ProbeEntry` and filled in with its
+    defaults; the names are distinct."""
     if entries is None:
         return copy.deepcopy(DEFAULT_PROBES)
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ConfigError(f"{path}: 'probes' must be an array of tables ([[probes]])")
     out = []
     for k, entry in enumerate(entries):
-        unknown = set(entry) - set(PROBE)
-        if unknown:
-            raise ConfigError(f"{path}: unknown key probes[{k}].{sorted(unknown)[0]}")
-        if not entry.get("name") or not entry.get("target"):
-            raise ConfigError(f"{path}: probes[{k}] needs a name and a target")
-        searched = entry.get("recipes", True)
-        if not isinstance(searched, bool) and not (
-            isinstance(searched, list) and all(isinstance(x, str) for x in searched)
-        ):
-            raise ConfigError(f"{path}: probes[{k}].recipes must be true, false or a list of suite names")
+        try:
+            ProbeEntry.parse(entry, f"probes[{k}]")
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         out.append({**copy.deepcopy(PROBE), **entry})
     if len({e["name"] for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")

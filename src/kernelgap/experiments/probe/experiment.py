@@ -18,7 +18,7 @@ from ..base import Experiment
 from .blocks import probes_html
 from .config import parse_probes
 from .figure import PROBE_FIGURE
-from .section import SCHEMA, section
+from .section import SECTION, section
 from .text import conclusions, sentence
 
 EXPERIMENT = Experiment(
@@ -27,7 +27,7 @@ EXPERIMENT = Experiment(
     title="Probes",
     key="probes",
     section=section,
-    schema=SCHEMA,
+    schema=SECTION,
     sentence=sentence,
     conclusions=conclusions,
     html=lambda summary, pg: {"probes": probes_html(summary, pg)},

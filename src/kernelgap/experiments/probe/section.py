@@ -5,10 +5,12 @@ or ``probe/<name>/`` of a reproduction) read into its module's suites, runs and 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ...io import read_json
 from ...probe.verdicts import probe_rows, rank_verdicts, recipe_rows
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool, sorted_by
+from ...validation import Record
 from .record import read_probe_meta
 
 #: The fields of ``probe.json`` a probe's section repeats, in this order.
@@ -28,7 +30,16 @@ FACTS = (
     "twin",
 )
 
-SCHEMA = {"type": ["array", "null"], "items": {"type": "object", "required": ["name", "target"]}}
+
+class ProbeEntry(Record):
+    """One probe of ``summary.json``'s ``probes``: its name and target (skipped ones too)."""
+
+    name: Any
+    target: Any
+
+
+#: The probe experiment's part of ``summary.json``.
+SECTION = list[ProbeEntry] | None
 
 
 def _counts(ranks: list[int], features: list | None) -> dict[int, int | None]:

@@ -11,12 +11,14 @@ the certificate and the smallest exact construction or trained model
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import of, reached
 from ...report.trained import same_family
+from ...validation import JsonInt, Record, json_at_least
 from ..base import Experiment, Figure
 
 #: The family type of the witness series proper (Hadamard codes, certificate = n); a
@@ -79,50 +81,30 @@ def section(results) -> list[dict] | None:
     return out
 
 
-_RANK_OR_NULL = {"type": ["integer", "null"]}
+class SeriesTrained(Record):
+    """One map on one family of the series: where it turned exact, over how many seeds."""
 
-SCHEMA = {
-    "type": ["array", "null"],
-    "items": {
-        "type": "object",
-        "required": [
-            "family",
-            "n",
-            "certified_rank",
-            "trace_rank",
-            "constructed_rank",
-            "constructed_exact",
-            "trained",
-            "certified",
-            "constructed",
-            "trained_any",
-            "trained_most",
-            "determined",
-        ],
-        "properties": {
-            "kind": {"type": "string"},
-            "n": {"type": "integer"},
-            "certified_rank": {"type": "integer"},
-            "trace_rank": {"type": "integer"},
-            "constructed_rank": _RANK_OR_NULL,
-            "constructed_exact": {"type": "boolean"},
-            "trained": {
-                "type": "object",
-                "additionalProperties": {
-                    "type": "object",
-                    "required": ["exact_from", "seeds"],
-                    "properties": {"exact_from": {"type": ["integer", "null"]}, "seeds": {"type": "integer"}},
-                },
-            },
-            "exact_not_on_every_sequence": {"type": "integer", "minimum": 0},
-            "certified": {"type": "integer"},
-            "constructed": _RANK_OR_NULL,
-            "trained_any": _RANK_OR_NULL,
-            "trained_most": _RANK_OR_NULL,
-            "determined": {"type": "boolean"},
-        },
-    },
-}
+    exact_from: JsonInt | None
+    seeds: JsonInt
+
+
+class SeriesRow(Record):
+    """One family of the series: its certified, constructed and trained ranks."""
+
+    family: Any
+    kind: str | None = None
+    n: JsonInt
+    certified_rank: JsonInt
+    trace_rank: JsonInt
+    constructed_rank: JsonInt | None
+    constructed_exact: bool
+    trained: dict[str, SeriesTrained]
+    exact_not_on_every_sequence: json_at_least(0) | None = None
+    certified: JsonInt
+    constructed: JsonInt | None
+    trained_any: JsonInt | None
+    trained_most: JsonInt | None
+    determined: bool
 
 
 def upper(fam: dict) -> int | None:
@@ -430,7 +412,7 @@ EXPERIMENT = Experiment(
     order=20,
     title="The series: proved, constructed and trained rank",
     section=section,
-    schema=SCHEMA,
+    schema=list[SeriesRow] | None,
     sentence=sentence,
     conclusions=conclusions,
     html=section_html,

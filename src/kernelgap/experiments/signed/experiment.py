@@ -7,6 +7,8 @@ against the nonnegative maps trained there.  The step certifies each training fa
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...report.criteria import (
     OOD_SOLVED_ACC,
     exact,
@@ -25,7 +27,9 @@ from ...report.figures import (
     tone,
 )
 from ...report.html import table, titled
+from ...report.rows import RunRow
 from ...report.text import exact_from, reached, share
+from ...validation import JsonInt, Record
 from ..base import Experiment, Figure
 
 #: The sweeps whose runs make this item: the loopholes section exists once any of them ran.
@@ -80,24 +84,25 @@ def section(results) -> dict | None:
     return out
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "properties": {
-        "certified_rank": {"type": ["integer", "null"]},
-        "signed": {
-            "type": "object",
-            "required": ["witness", "ood"],
-            "properties": {
-                "witness": {
-                    "type": "object",
-                    "required": ["transition", "runs"],
-                    "properties": {"runs": {"type": "array", "items": {"$ref": "#/$defs/run"}}},
-                },
-                "ood": {"type": "array"},
-            },
-        },
-    },
-}
+class SignedWitness(Record):
+    """Signed maps on the witness family: their transition and runs."""
+
+    transition: Any
+    runs: list[RunRow]
+
+
+class SignedPart(Record):
+    """Signed maps on the witness family and out of distribution."""
+
+    witness: SignedWitness
+    ood: list[Any]
+
+
+class SignedSection(Record):
+    """The signed experiment's part of ``summary.json``'s ``loopholes`` (shared with heads)."""
+
+    certified_rank: JsonInt | None = None
+    signed: SignedPart | None = None
 
 
 def _sign_use(runs: list[dict]) -> str:
@@ -242,7 +247,7 @@ EXPERIMENT = Experiment(
     title="Signed kernels",
     key="loopholes",
     section=section,
-    schema=SCHEMA,
+    schema=SignedSection | None,
     sentence=sentence,
     conclusions=conclusions,
     html=section_html,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from ...report.criteria import every, exact, first_rank
 from ...report.figures import band, error_axes, map_color, plt, save
 from ...report.html import table
+from ...report.rows import RunRow, SoftmaxRow
 from ...report.text import fmt, of, reached, yes_no
+from ...validation import JsonInt, Record
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
@@ -50,19 +52,17 @@ def section(results) -> dict | None:
     }
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "required": ["m", "sequences", "certified_rank", "runs", "softmax", "transition_rank"],
-    "properties": {
-        "m": {"type": ["integer", "null"]},
-        "sequences": {"type": ["integer", "null"]},
-        "certified_rank": {"type": ["integer", "null"]},
-        "runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-        "softmax": {"type": "array", "items": {"$ref": "#/$defs/softmax"}},
-        "transition_rank": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
-        "exact_all_seeds_rank": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
-    },
-}
+class WitnessSection(Record):
+    """The witness experiment's part of ``summary.json``: every trained run and each map's
+    transition rank."""
+
+    m: JsonInt | None
+    sequences: JsonInt | None
+    certified_rank: JsonInt | None
+    runs: list[RunRow]
+    softmax: list[SoftmaxRow]
+    transition_rank: dict[str, JsonInt | None]
+    exact_all_seeds_rank: dict[str, JsonInt | None] | None = None
 
 
 def agreement(cert, built: dict, trained: list[int]) -> str:
@@ -228,7 +228,7 @@ EXPERIMENT = Experiment(
     order=10,
     title="The witness family",
     section=section,
-    schema=SCHEMA,
+    schema=WitnessSection | None,
     region="figures",
     paper={"witness": PAPER},
     paper_rows=paper_rows,

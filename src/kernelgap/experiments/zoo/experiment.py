@@ -7,10 +7,14 @@ maps other experiments train.  The step certifies each training family.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
 from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
 from ...report.html import table, titled
+from ...report.rows import RunRow
 from ...report.text import of, reached
+from ...validation import Record
 from ..base import Experiment, Figure
 
 #: The zoo's sweep on an OOD pool (its own experiment: the quick profile leaves it out).
@@ -54,15 +58,21 @@ def section(results) -> dict | None:
     }
 
 
-SCHEMA = {
-    "type": ["object", "null"],
-    "required": ["certified_rank", "ood_label", "table", "witness_runs", "ood_runs"],
-    "properties": {
-        "table": {"type": "array", "items": {"type": "object", "required": ["feature_map", "witness_transition"]}},
-        "witness_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-        "ood_runs": {"type": "array", "items": {"$ref": "#/$defs/run"}},
-    },
-}
+class ZooRow(Record):
+    """One map of the zoo table."""
+
+    feature_map: Any
+    witness_transition: Any
+
+
+class ZooSection(Record):
+    """The zoo experiment's part of ``summary.json``: its table and runs."""
+
+    certified_rank: Any
+    ood_label: Any
+    table: list[ZooRow]
+    witness_runs: list[RunRow]
+    ood_runs: list[RunRow]
 
 
 def sentence(summary: dict) -> str | None:
@@ -155,7 +165,7 @@ EXPERIMENT = Experiment(
     order=100,
     title="The feature-map zoo at the wall",
     section=section,
-    schema=SCHEMA,
+    schema=ZooSection | None,
     sentence=sentence,
     conclusions=conclusions,
     html=section_html,

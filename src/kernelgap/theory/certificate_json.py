@@ -1,0 +1,105 @@
+"""The JSON of a certificate (``kernelgap certify --json``, and what the experiments' steps
+write), as models: :class:`CertificateJson` holds the fields in the order they are written,
+each strictly typed; :meth:`~kernelgap.theory.certificate.Certificate.to_json` fills it in
+(docs/formats.md, "Certificates")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..validation import Int, Number
+
+#: A rational written exactly, as ``"p/q"`` (or ``"p"``).
+Rational = str
+
+
+class Written(BaseModel):
+    """A JSON object kernelgap writes: exactly these keys, each strictly typed."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TraceJson(Written):
+    """The trace bound: its rank, bound, ``Σ ε²`` and query count (``None`` where skipped, with why)."""
+
+    rank: Int | None
+    bound: Rational | None
+    sum_eps2: Rational | None
+    queries: Int | None
+    skipped: str | None
+
+
+class RadonJson(Written):
+    """The Radon bound: its rank and level, its members (``all``, the ``first`` count by rule,
+    or ``listed`` with their words in ``queries``), the largest product and how it was found."""
+
+    rank: Int
+    level: Int
+    members: Literal["all", "first", "listed"]
+    count: Int
+    queries: list[str] | None
+    max_product: Rational | None
+    max_product_bound: Rational | None
+    exact_search: bool
+    whole_set: bool
+    by_rule: bool
+    seconds: Number
+
+
+class BoundsJson(Written):
+    """Both bounds of a certificate."""
+
+    trace: TraceJson
+    radon: RadonJson
+
+
+class RuleJson(Written):
+    """The least-gap rule's numbers (a family of complement shape)."""
+
+    min_distance: Int
+    min_distance_exact: bool
+    least_gap: Int
+    eps: Rational | None
+    product: Rational | None
+    level: Int
+    rank: Int
+    whole_set: bool
+    dense_limit: Int
+
+
+class CertificateJson(Written):
+    """A certified rank for a family at one query position, with both bounds, their
+    intermediate numbers and the pairs that weaken them (lists cut to a limit, with counts)."""
+
+    family: str
+    m: Int
+    sequences: Int | str
+    length: Int
+    query_position: Int
+    delta: Rational
+    queries_total: Int
+    queries: Int | None
+    sum_eps2: Rational | None
+    bound: Rational | None
+    bound_float: Number | None
+    strict: bool | None
+    certified_rank: Int
+    method: Literal["radon", "trace"]
+    bounds: BoundsJson
+    comparisons: Int | None
+    comparisons_at_least: Int | None
+    rule: RuleJson | None
+    subfamily: dict[str, Any] | None
+    weakest_pair: dict[str, Any] | None
+    unbounded_count: Int
+    unbounded_pairs: list[dict[str, Any]]
+    dropped_count: Int
+    dropped_queries: list[dict[str, Any]]
+    seconds: Number
+
+
+def certificate_json(fields: dict) -> dict:
+    """``fields`` checked against :class:`CertificateJson`, as the plain dict written."""
+    return CertificateJson.model_validate(fields).model_dump()
