@@ -78,7 +78,13 @@ seed = [0]
     "experiments/toy/experiment.py": '''
 """The toy's report part: how many runs, and the map they trained."""
 
+from ...validation import Record
 from ..base import Experiment
+
+
+class ToySection(Record):
+    runs: int
+    maps: list[str]
 
 
 def section(results):
@@ -91,7 +97,7 @@ EXPERIMENT = Experiment(
     order=15,  # between witness (10) and series (20)
     title="A new built-in experiment",
     section=section,
-    schema={"type": ["object", "null"]},
+    schema=ToySection | None,
     sentence=lambda summary: f"The toy trained {summary['toy']['runs']} run.",
     settings={"label": "toy"},
 )
