@@ -221,3 +221,32 @@ def test_trained_ladder_runs_can_reproduce_the_overlaps(profile):
     for run in runs:
         assert run.family.name == "ladder"
         assert run.model.d_value >= run.family.params["m"], (run.family.params, run.model.d_value)
+
+
+def test_the_report_reads_the_shape_of_the_points_not_the_code(tmp_path):
+    """A curve whose points are certified in full (one ``certified`` rank per m) reads as the
+    ladder's whatever its code; one certified directly and with chains reads as a code's."""
+    from kernelgap.experiments.bound_curve import experiment as bc
+    from kernelgap.report.figures import certified_in_full
+
+    softmax = {"exact": True, "max_error": 0.1, "sampled": 10}
+    in_full = {
+        "code": "squares",
+        "points": [{"m": 4, "certified": 3, "trace": 2, "queries": 5, "limit_reached": True, "softmax": softmax}],
+        "skipped_m": [],
+        "trained": [],
+    }
+    coded = {
+        "code": "ladder",
+        "points": [{"m": 8, "certified_direct": 4, "certified_chained": 6, "trace_chained": 5, "queries": 7}],
+        "skipped_m": [],
+        "trained": [],
+        "chain_step": 4,
+    }
+    assert certified_in_full(in_full) and not certified_in_full(coded) and not certified_in_full({"points": []})
+    full = bc.conclusions({"bound_curve": in_full})
+    assert full["m = 4: certified rank"] == "3" and full["m = 4: search limit reached"] == "yes"
+    assert "every one of 5 queries is certified (the search limit)" in bc.caption({"bound_curve": in_full})
+    assert bc.conclusions({"bound_curve": coded})["m = 8: certified rank (direct / chained)"] == "4 / 6"
+    assert "queries is certified" not in bc.caption({"bound_curve": coded})
+    assert bc.draw_bound_curve(in_full, tmp_path / "a") and bc.draw_bound_curve(coded, tmp_path / "b")

@@ -404,11 +404,11 @@ def test_m20_at_length_99_by_rule(cli):
 @given(st.lists(st.tuples(st.integers(-2, 9), st.integers(-2, 9)), max_size=8))
 def test_vectorised_matching_check_equals_the_loop(pairs):
     """The fast path of the matching check keeps the loop's result and its first error message."""
-    from kernelgap.task.family import _matching
+    from kernelgap.task.family_checks import matching_pairs
 
     def run(value):
         try:
-            return _matching(value, 8)
+            return matching_pairs(value, 8)
         except FamilyError as exc:
             return str(exc)
 

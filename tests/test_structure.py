@@ -274,3 +274,84 @@ def test_report_rendering_never_loads_torch(tmp_path):
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+# -- sizes -------------------------------------------------------------------------------
+
+#: Most lines of a function (its decorators and docstring included), parameters of a
+#: signature (``self`` and ``cls`` not counted) and lines of a module.
+MAX_FUNCTION_LINES, MAX_PARAMETERS, MAX_MODULE_LINES = 60, 8, 500
+#: The stated exceptions: a function (``module:Class.function``) or module over a limit, and
+#: the words of the reason its docstring's first line (a module's: its first lines) gives.
+SIZE_EXCEPTIONS = {
+    "kernelgap.cli:train": "typer reads the flags from the signature",
+    "kernelgap.cli:sweep": "typer reads the flags from the signature",
+    "kernelgap.cli:probe": "typer reads the flags from the signature",
+    "kernelgap.models.scorers:KernelScorer.__init__": "sized by all nine",
+}
+
+
+def functions_of(tree: ast.Module):
+    """``(qualified name, node)`` of every function of a module, methods as ``Class.name``."""
+    todo = [("", node) for node in tree.body]
+    while todo:
+        prefix, node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield prefix + node.name, node
+            todo += [(f"{prefix}{node.name}.", n) for n in node.body]
+        elif isinstance(node, ast.ClassDef):
+            todo += [(f"{prefix}{node.name}.", n) for n in node.body]
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    a = node.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+    return len(names) - (names[:1] in (["self"], ["cls"]))
+
+
+def oversized() -> dict[str, str]:
+    """Every function and module of the package over a limit, with what it measures."""
+    out = {}
+    for name, path in sorted(MODULES.items()):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            out[name] = f"{len(text.splitlines())} lines"
+        for qual, node in functions_of(ast.parse(text)):
+            lines, params = (
+                node.end_lineno - min([node.lineno] + [d.lineno for d in node.decorator_list]) + 1,
+                (parameter_count(node)),
+            )
+            if lines > MAX_FUNCTION_LINES or params > MAX_PARAMETERS:
+                out[f"{name}:{qual}"] = f"{lines} lines, {params} parameters"
+    return out
+
+
+def stated_reason(entry: str) -> str:
+    """The first line of a function's docstring, or the first lines of a module's."""
+    module, _, qual = entry.partition(":")
+    tree = ast.parse(MODULES[module].read_text())
+    if not qual:
+        return " ".join((ast.get_docstring(tree) or "").split("\n\n")[0].split())
+    node = dict(functions_of(tree))[qual]
+    return (ast.get_docstring(node) or "").strip().splitlines()[0] if ast.get_docstring(node) else ""
+
+
+def test_functions_and_modules_stay_small():
+    """No function over 60 lines or 8 parameters, no module over 500 lines, unless listed
+    in :data:`SIZE_EXCEPTIONS` with the reason its docstring states; a listed one that no
+    longer exceeds a limit leaves the list."""
+    found = oversized()
+    assert sorted(set(found) - set(SIZE_EXCEPTIONS)) == [], found
+    assert sorted(set(SIZE_EXCEPTIONS) - set(found)) == []
+    for entry, reason in SIZE_EXCEPTIONS.items():
+        assert reason in stated_reason(entry), f"{entry}: its docstring does not say {reason!r}"
+
+
+def test_the_size_scan_measures_what_it_claims(tmp_path):
+    """Methods are named with their class, decorators count as lines and ``self`` as no
+    parameter: the scan would see a long method or a wide signature."""
+    source = "class A:\n    @staticmethod\n    def f(self, a, b, c, d, e, f, g, h):\n" + "        x = 1\n" * 60
+    tree = ast.parse(source)
+    (qual, node), *_ = functions_of(tree)
+    assert qual == "A.f" and parameter_count(node) == 8
+    assert node.end_lineno - node.decorator_list[0].lineno + 1 == 62

@@ -22,9 +22,9 @@ from kernelgap.training.product import (
     ProductScored,
     product_trainer,
     reducible_spec,
-    sampled_family,
     training_family,
 )
+from kernelgap.training.sampled import SAMPLED_TUPLES, sampled_family
 from kernelgap.training.trainer import Scored, StackTrainer, build_stack, train_task
 from numerics import assert_same_sums
 
@@ -301,7 +301,7 @@ def test_uncovered_models_train_on_sampled_sequences_with_the_exact_check():
         assert type(trainer) is StackTrainer
         (res,) = trainer.run()
         assert res.train["evaluated"].startswith("two-candidate sequences and 65,536 sampled tuples")
-        assert res.train["sequences"] == 4 * 12 * 12 + product.SAMPLED_TUPLES
+        assert res.train["sequences"] == 4 * 12 * 12 + SAMPLED_TUPLES
         if checked:
             found = family_worst_case(model, family)
             assert res.train["whole_family"]["max_error"] == pytest.approx(float(found.max_error[0]), abs=1e-12)

@@ -16,7 +16,7 @@ from kernelgap.models.constructions import build_construction
 from kernelgap.models.worst_case import family_worst_case
 from kernelgap.task import build_family
 from kernelgap.task.family import Family, ProductFamily
-from kernelgap.task.worst_case import worst_case
+from kernelgap.task.worst_case import HeadTables, worst_case
 
 # -- the numpy core against a brute force over every tuple -----------------------------
 
@@ -96,8 +96,8 @@ def core_problems(draw):
 def test_core_matches_every_tuple(problem):
     scores, values, self_scores, self_values, bias, levels, n, qpos, causal, log_space, guard = problem
     found = worst_case(
-        scores, values, self_scores, self_values, levels, n, qpos,
-        causal=causal, log_space=log_space, guard=guard, bias=bias,
+        HeadTables(scores, values, self_scores, self_values, levels, bias), n, qpos,
+        causal=causal, log_space=log_space, guard=guard,
     )  # fmt: skip
     truth, error_of = brute_force(
         scores, values, self_scores, self_values, bias, levels, n, qpos - 1, causal, log_space, guard
@@ -119,11 +119,11 @@ def test_core_matches_every_tuple(problem):
 def test_core_refuses_negative_weights_and_nan():
     args = np.zeros((1, 1, 1, 2)), np.zeros((1, 1, 1, 2)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 2), int)
     with pytest.raises(KernelgapError, match="nonnegative"):
-        worst_case(-np.ones((1, 1, 1, 2)), *args[1:], 3, 1, log_space=False)
+        worst_case(HeadTables(-np.ones((1, 1, 1, 2)), *args[1:]), 3, 1, log_space=False)
     with pytest.raises(KernelgapError, match="finite"):
-        worst_case(args[0], np.full((1, 1, 1, 2), np.nan), *args[2:], 3, 1)
+        worst_case(HeadTables(args[0], np.full((1, 1, 1, 2), np.nan), *args[2:]), 3, 1)
     with pytest.raises(KernelgapError, match="key positions"):
-        worst_case(np.zeros((1, 2, 1, 2)), np.zeros((1, 2, 1, 2)), *args[2:], 3, 1)
+        worst_case(HeadTables(np.zeros((1, 2, 1, 2)), np.zeros((1, 2, 1, 2)), *args[2:]), 3, 1)
 
 
 def test_core_long_family_is_linear_in_length():
@@ -131,7 +131,7 @@ def test_core_long_family_is_linear_in_length():
     rng = np.random.default_rng(1)
     scores, values = rng.normal(size=(2, 1, 5, 6)), rng.normal(size=(2, 1, 5, 6))
     levels = rng.integers(0, 3, (5, 6))
-    found = worst_case(scores, values, rng.normal(size=(2, 5)), rng.normal(size=(2, 5)), levels, 2000, 7)
+    found = worst_case(HeadTables(scores, values, rng.normal(size=(2, 5)), rng.normal(size=(2, 5)), levels), 2000, 7)
     assert np.isfinite(found.bound).all() and np.allclose(found.bound, found.error, rtol=1e-9)
 
 

@@ -135,7 +135,6 @@ def between(low: int, high: int):
 
 
 PositiveInt = at_least(1)
-NonNegativeInt = at_least(0)
 #: A float that is finite and > 0 (learning rates, scales, temperatures).
 FinitePositive = Annotated[Number, Field(gt=0), Says(" must be a finite number > 0, got {value}")]
 

@@ -20,7 +20,7 @@ import torch
 from ..errors import KernelgapError
 from ..task.family import AnyFamily, Family, ProductFamily
 from ..task.minip import EXACT_THRESHOLD
-from ..task.worst_case import CHUNK_ELEMENTS, worst_case
+from ..task.worst_case import CHUNK_ELEMENTS, HeadTables, worst_case
 from .attention import DENOMINATOR_GUARD, AttentionModel
 
 #: Most sequences of a sequence-list family predicted at once (each ``[E, N]`` scores).
@@ -133,17 +133,12 @@ def _product_worst_case(model: AttentionModel, family: ProductFamily, device) ->
         scores, values, self_scores, self_values, bias = _tables(model, tokens, qs, candidates, qpos)
         levels = bits[qs] @ bits[candidates].T
         found = worst_case(
-            scores,
-            values,
-            self_scores,
-            self_values,
-            levels,
+            HeadTables(scores, values, self_scores, self_values, levels, bias),
             n,
             family.query_position,
             causal=model.causal,
             log_space=model.scorer.log_space,
             guard=0.0 if model.scorer.log_space else DENOMINATOR_GUARD,
-            bias=bias,
         )
         errors.append(found.error)
         bounds.append(found.bound)

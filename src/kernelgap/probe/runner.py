@@ -45,7 +45,7 @@ from ..sweeps.executors import check_executor
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
-from ..training.config import record_model
+from ..training.config import sweep_table_model
 from ..training.curve import final_power
 from .config import ProbeConfig
 from .floor import query_blind
@@ -184,8 +184,8 @@ def _plan(config: ProbeConfig) -> _Plan:
         reading=reading,
         suites=chosen,
         counts=checked[first[0].name].parameter_counts(),
-        module_model={**record_model(default_model(kind="module", module=spec)), "module": spec.model_dump()},
-        baseline_model=record_model(default_model(kind="kernel", feature_map=BASELINE)),
+        module_model={**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()},
+        baseline_model=sweep_table_model(default_model(kind="kernel", feature_map=BASELINE)),
         twin=twin,
         twin_model=_twin_model(twin, spec.d_model) if twin else None,
     )
@@ -308,7 +308,7 @@ def _twin_model(twin: str, d_model: int) -> dict:
         {"target": TWIN_TARGET, "kwargs": {"feature_map": twin}, "interface": "layer", "d_model": d_model},
         where="module",
     )
-    return {**record_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
+    return {**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
 
 
 def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:

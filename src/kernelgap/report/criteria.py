@@ -15,8 +15,6 @@ from ..task.minip import EXACT_THRESHOLD
 #: Test max error < 1/2 is the stricter reading; MLP readouts leave 0.3–0.9 on a few
 #: unseen tokens, so exact-sequence accuracy is the usable OOD metric.
 OOD_SOLVED_ACC = 0.95
-#: A run *fits* its training family when its train max error is below the exact threshold.
-FIT_THRESHOLD = EXACT_THRESHOLD
 
 
 def exact(row: dict) -> bool:
@@ -119,7 +117,7 @@ def run_row(rec: dict) -> dict:
         "kind": kind,
         "rank": model["rank"],
         "heads": model["heads"],
-        "features": rec.get("features", model["rank"] * model["heads"] if kind != "softmax" else None),
+        "features": rec.get("features", _features(model)),
         "signed": bool(rec.get("signed_kernel", "kernel" in train)),  # older records: sign use recorded
         "seed": rec["seed"],
         "status": rec["status"],
@@ -138,6 +136,14 @@ def run_row(rec: dict) -> dict:
         row["test_exact"] = test_exact(row)
     row.update(train.get("kernel") or {})  # sign use of a signed kernel
     return row
+
+
+def _features(model: dict) -> int | None:
+    """A record's feature count where it does not list one (older records): rank × heads
+    of a kernel, a module's rank, None for softmax (a module has no heads: null or 1)."""
+    if model["kind"] == "softmax":
+        return None
+    return model["rank"] * (model.get("heads") or 1)
 
 
 def rows_of(folder: Path) -> list[dict]:

@@ -103,15 +103,23 @@ def error_axes(
     legend(ax, **legend_kw)
 
 
+def certified_in_full(curve: dict) -> bool:
+    """Whether a bound curve's points each hold the largest family certified in full (one
+    ``certified`` rank with its ``trace`` bound, as the ladder series writes them) rather than
+    a code certified directly and with chains (``certified_direct``, ``certified_chained``)."""
+    return any("certified" in p for p in curve.get("points") or ())
+
+
 def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
     """Certified rank against m (log2 axis) beside the 2^m positive construction and the
-    m-dimensional softmax scores; for the ladder series with the fitted growth line, and the
-    smallest exact trained ranks of ``payload["trained"]`` where there are any."""
+    m-dimensional softmax scores; for a series certified in full (:func:`certified_in_full`)
+    with the fitted growth line, and the smallest exact trained ranks of
+    ``payload["trained"]`` where there are any."""
     pts = payload["points"]
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    if payload["code"] == "ladder":
-        _ladder_bounds(ax, payload, ms)
+    if certified_in_full(payload):
+        _in_full_bounds(ax, payload, ms)
     else:
         ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
         ax.plot(
@@ -149,18 +157,19 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     return save(fig, out_dir, stem)
 
 
-def _ladder_bounds(ax, payload: dict, ms: list[int]) -> None:
-    """The ladder series' certified ranks and trace bounds, the fitted growth line, and the
-    points where the search limit was reached (the certified rank a lower bound there)."""
+def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
+    """A series' ranks certified in full and their trace bounds, the fitted growth line, and
+    the points where the search limit was reached (the certified rank a lower bound there)."""
     pts = payload["points"]
     ax.plot(
         ms,
         [p["certified"] for p in pts],
         "o-",
         color="#d62728",
-        label="certified rank (every query of the largest ladder family)",
+        label=f"certified rank (every query of the largest {payload['code']} family)",
     )
-    ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
+    if all("trace" in p for p in pts):
+        ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
     growth = payload.get("growth")
     if growth:
         fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]

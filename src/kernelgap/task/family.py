@@ -11,8 +11,8 @@ every position is a query (bidirectional reading).  ``matching`` lists
 
 **Families validate themselves** (docs/formats.md, "Family files"): whatever
 builds one (the file loader, a registered builder, the Python API), the
-constructor checks everything the certificate takes for granted and raises a
-one-line :class:`~kernelgap.errors.FamilyError` otherwise, and so does every
+constructor checks everything the certificate takes for granted (:mod:`.family_checks`)
+and raises a one-line :class:`~kernelgap.errors.FamilyError` otherwise, and so does every
 later assignment to a validated field (``tokens``, ``index``, ``queries``,
 ``candidates``, ``query_position``, ``matching``).  A list or array changed
 in place is caught by :meth:`Family.validate`, which the certificate calls
@@ -21,202 +21,28 @@ before it uses a family.
 
 from __future__ import annotations
 
-import operator
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import FamilyError
+from .family_checks import (
+    SelfValidating,
+    distinct_tokens,
+    matching_pairs,
+    member,
+    query_position_in,
+    sorted_unique,
+    token_ids,
+    token_table,
+    unique_rows,
+)
 from .minip import targets_from_index
 
 
-def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(bits, axis=0, return_inverse=True)`` for rows of 0/1 values, fast.
-
-    Each row is packed into bytes, most significant bit first, so the packed
-    rows sort (as big-endian integers, or as bytes past 64 bits) in the same
-    order as the rows themselves: the same distinct rows in the same order,
-    and the same inverse, as the row-wise ``np.unique``, which sorts rows as
-    structured values (tens of times slower on 10⁵ rows).
-    """
-    bits = np.ascontiguousarray(bits, dtype=np.uint8)
-    if bits.ndim != 2 or bits.size == 0 or bits.max() > 1:
-        tokens, inverse = np.unique(bits, axis=0, return_inverse=True)
-        return tokens, inverse.reshape(-1)
-    packed = np.packbits(bits, axis=1)
-    width = packed.shape[1]
-    if width <= 8:  # one big-endian integer per row
-        padded = np.zeros((len(bits), 8), dtype=np.uint8)
-        padded[:, :width] = packed
-        keys = padded.view(">u8").ravel()
-    else:
-        keys = packed.view(np.dtype((np.void, width))).ravel()
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return bits[first], inverse.reshape(-1)
-
-
-# -- validation (module docstring) ------------------------------------------------------
-
-
-def _token_table(tokens) -> np.ndarray:
-    """``tokens`` as a ``uint8 [T, m]`` array, m ≥ 1, every value 0 or 1 (checked before the
-    cast, so a 2 or 256 or 0.5 is refused, not wrapped or truncated)."""
-    raw = np.asarray(tokens)
-    if raw.ndim != 2:
-        raise FamilyError(f"tokens must be a [T, m] array of 0/1 values, got shape {raw.shape}")
-    if raw.shape[1] < 1:
-        raise FamilyError("tokens must have m ≥ 1 bits, got m = 0")
-    if raw.dtype.kind not in "biuf":
-        raise FamilyError(f"tokens must be 0/1 numbers, got dtype {raw.dtype}")
-    if raw.size and raw.dtype.kind != "b" and not (raw.dtype == np.uint8 and raw.max() <= 1):
-        bad = (raw != 0) & (raw != 1)  # NaN is neither
-        if bad.any():
-            t, k = np.argwhere(bad)[0].tolist()
-            raise FamilyError(
-                f"non-binary tokens: token {t} has the value {raw[t, k].item()!r} at bit {k} (values are 0/1 only)"
-            )
-    return np.ascontiguousarray(raw, dtype=np.uint8)
-
-
-def _token_ids(values, what: str, count: int, ndim: int) -> np.ndarray:
-    """``values`` as int64 token ids of the given rank, each in ``0..count − 1``."""
-    raw = np.asarray(values)
-    if raw.size == 0:
-        shape = raw.shape if raw.ndim == ndim else (0,) * ndim
-        return np.zeros(shape, dtype=np.int64)
-    if raw.ndim != ndim:
-        raise FamilyError(f"{what} must be a {ndim}-d array of token ids, got shape {raw.shape}")
-    if raw.dtype.kind not in "iu":
-        raise FamilyError(f"{what} must be integer token ids, got dtype {raw.dtype}")
-    low, high = raw.min(), raw.max()
-    if low < 0 or high >= count:
-        bad = low if low < 0 else high
-        raise FamilyError(f"{what} holds token id {int(bad)}, outside 0..{count - 1}")
-    return np.ascontiguousarray(raw, dtype=np.int64)
-
-
-def _position(value, length: int, allow_none: bool) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        allowed = f"an integer in 1..{length}" + (" or None" if allow_none else "")
-        raise FamilyError(f"query_position must be {allowed}, got {value!r}")
-    if not 1 <= value <= length:
-        raise FamilyError(f"query_position {value} is outside 1..{length}")
-    return int(value)
-
-
-def _distinct(tokens: np.ndarray) -> None:
-    """Token ids ↔ bit vectors one to one: the certificate keys everything by id."""
-    if len(tokens) < 2:
-        return
-    uniq, inverse = unique_rows(tokens)
-    if len(uniq) < len(tokens):
-        order = np.argsort(inverse, kind="stable")
-        same = np.flatnonzero(inverse[order][1:] == inverse[order][:-1])
-        first, second = sorted(order[same[0] : same[0] + 2].tolist())
-        raise FamilyError(f"tokens {first} and {second} are the same bit vector: a family's tokens must be distinct")
-
-
-def sorted_unique(ids: np.ndarray) -> np.ndarray:
-    """``np.unique`` of a 1-d array by one sort (numpy's default hash path is many times slower
-    on 10⁶ ids)."""
-    ordered = np.sort(np.asarray(ids), kind="stable")
-    if len(ordered) < 2:
-        return ordered
-    first = np.ones(len(ordered), dtype=bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    return ordered[first]
-
-
-def _matching_fast(matching, count: int) -> list[tuple[int, int]] | None:
-    """:func:`_matching` for an ``[n, 2]`` integer array-like whose every entry is valid, at numpy
-    speed; None whenever anything is off (the loop then finds and words the first problem)."""
-    if isinstance(matching, np.ndarray):
-        raw = matching
-    elif isinstance(matching, (list, tuple)) and matching and isinstance(matching[0], tuple):
-        try:
-            raw = np.array(matching)
-        except (ValueError, TypeError, OverflowError):
-            return None
-    else:
-        return None
-    if raw.ndim != 2 or raw.shape[1] != 2 or raw.dtype.kind not in "iu" or not len(raw):
-        return None
-    if raw.min() < 0 or raw.max() >= count:
-        return None
-    queries = raw[:, 0].astype(np.int64)
-    if len(sorted_unique(queries)) < len(queries):
-        return None
-    return list(zip(queries.tolist(), raw[:, 1].astype(np.int64).tolist()))
-
-
-def _matching(matching, count: int) -> list[tuple[int, int]]:
-    """Pairs of token ids in range, no query twice (one good candidate per query); a valid
-    integer array (or list of int pairs) is checked vectorised (:func:`_matching_fast`)."""
-    fast = _matching_fast(matching, count)
-    if fast is not None:
-        return fast
-    try:
-        entries = list(matching)
-    except TypeError:
-        raise FamilyError("matching must be a list of (query id, good id) pairs") from None
-    out, first_of = [], {}
-    for k, entry in enumerate(entries):
-        try:
-            q, g = entry
-            q, g = operator.index(q), operator.index(g)
-        except (TypeError, ValueError):
-            raise FamilyError(
-                f"matching entry {k}: expected a (query id, good id) pair of integers, got {entry!r:.60}"
-            ) from None
-        for role, token in (("query", q), ("good candidate", g)):
-            if not 0 <= token < count:
-                raise FamilyError(f"matching entry {k}: its {role} id {token} is outside 0..{count - 1}")
-        if q in first_of:
-            raise FamilyError(
-                f"matching entries {first_of[q]} and {k} have the same query (token {q}): "
-                f"each query has one good candidate"
-            )
-        first_of[q] = k
-        out.append((q, g))
-    return out
-
-
-def _member(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """``np.isin(ids, table)`` for a sorted, duplicate-free ``table``, by binary search."""
-    at = np.minimum(np.searchsorted(table, ids), len(table) - 1)
-    return table[at] == ids
-
-
-class _SelfValidating:
-    """Assigning a validated field re-runs :meth:`validate`; a refused value is not kept."""
-
-    _VALIDATED: frozenset[str] = frozenset()
-
-    def __setattr__(self, name: str, value) -> None:
-        if name not in self._VALIDATED or not self.__dict__.get("_valid"):
-            object.__setattr__(self, name, value)
-            return
-        old = self.__dict__.get(name)
-        object.__setattr__(self, name, value)
-        try:
-            self.validate()
-        except FamilyError:
-            object.__setattr__(self, name, old)
-            raise
-
-    def __post_init__(self) -> None:
-        self.validate()
-        object.__setattr__(self, "_valid", True)
-
-    def validate(self) -> None:  # pragma: no cover - each family class defines it
-        raise NotImplementedError
-
-
 @dataclass
-class Family(_SelfValidating):
+class Family(SelfValidating):
     """Sequences over a set of distinct tokens (docs/experiments.md).
 
     Validated on construction and on every assignment to a field (module docstring):
@@ -243,13 +69,13 @@ class Family(_SelfValidating):
 
     def validate(self) -> None:
         """Check (and normalise) every field; raises a one-line :class:`FamilyError`."""
-        tokens = _token_table(self.tokens)
-        index = _token_ids(self.index, "index", len(tokens), 2)
+        tokens = token_table(self.tokens)
+        index = token_ids(self.index, "index", len(tokens), 2)
         if index.shape[1] < 1:
             raise FamilyError("index must be [S, N] with sequences of length N ≥ 1")
-        position = _position(self.query_position, index.shape[1], allow_none=True)
-        _distinct(tokens)
-        matching = _matching(self.matching, len(tokens))
+        position = query_position_in(self.query_position, index.shape[1], allow_none=True)
+        distinct_tokens(tokens)
+        matching = matching_pairs(self.matching, len(tokens))
         for name, value in (("tokens", tokens), ("index", index), ("query_position", position), ("matching", matching)):
             object.__setattr__(self, name, value)
         self._check_matching_meets()
@@ -335,7 +161,7 @@ class Family(_SelfValidating):
         if raw.ndim != 3:
             raise FamilyError("sequences must be a [S, N, m] array")
         s, n, m = raw.shape
-        seq = _token_table(raw.reshape(s * n, m)).reshape(s, n, m)  # 0/1 checked before the cast
+        seq = token_table(raw.reshape(s * n, m)).reshape(s, n, m)  # 0/1 checked before the cast
         tokens, inverse = unique_rows(seq.reshape(s * n, m))
         ids = {row.tobytes(): i for i, row in enumerate(tokens)}
         matching = []
@@ -355,7 +181,7 @@ MAX_PRODUCT_LENGTH = 1 << 16
 
 
 @dataclass
-class ProductFamily(_SelfValidating):
+class ProductFamily(SelfValidating):
     """Every sequence of length N with a query ``x`` at its position and any N − 1 candidates.
 
     ``x`` sits at ``query_position`` (1-based) and the other ``N − 1`` positions
@@ -390,9 +216,9 @@ class ProductFamily(_SelfValidating):
 
     def validate(self) -> None:
         """Check (and normalise) every field; raises a one-line :class:`FamilyError`."""
-        tokens = _token_table(self.tokens)
-        queries = sorted_unique(_token_ids(self.queries, "queries", len(tokens), 1))
-        candidates = sorted_unique(_token_ids(self.candidates, "candidates", len(tokens), 1))
+        tokens = token_table(self.tokens)
+        queries = sorted_unique(token_ids(self.queries, "queries", len(tokens), 1))
+        candidates = sorted_unique(token_ids(self.candidates, "candidates", len(tokens), 1))
         if not len(queries) or not len(candidates):
             raise FamilyError("a product family needs at least one query and one candidate")
         length = self.length
@@ -405,12 +231,12 @@ class ProductFamily(_SelfValidating):
                 f"a product family's length must be an integer N in 3..{MAX_PRODUCT_LENGTH:,}, got {length!r:.60}"
             )
         length = int(length)
-        position = _position(self.query_position, length, allow_none=False)
-        _distinct(tokens)
-        matching = _matching(self.matching, len(tokens))
+        position = query_position_in(self.query_position, length, allow_none=False)
+        distinct_tokens(tokens)
+        matching = matching_pairs(self.matching, len(tokens))
         if matching:
             pairs = np.array(matching, dtype=np.int64)
-            bad_q, bad_g = ~_member(pairs[:, 0], queries), ~_member(pairs[:, 1], candidates)
+            bad_q, bad_g = ~member(pairs[:, 0], queries), ~member(pairs[:, 1], candidates)
             if (bad_q | bad_g).any():
                 k = int(np.flatnonzero(bad_q | bad_g)[0])
                 q, g = matching[k]

@@ -126,35 +126,81 @@ def _cases(length: int, qpos: int, causal: bool, tables: int) -> list[_Case]:
     return cases
 
 
+@dataclass(frozen=True)
+class HeadTables:
+    """E heads' tables on the queries of a product family (:func:`worst_case`).
+
+    ``scores [E, P, Q, C]``: ``log α`` (log space) or ``α ≥ 0`` of each query against each
+    candidate, per key position (``P = 1``: one map for every slot; ``P = N``: the map of
+    position p at index p); ``values [E, P, Q, C]``: ``U + b``; ``self_scores``,
+    ``self_values [E, Q]``: the query's own term at its position; ``levels [Q, C]``: the
+    overlaps ``<x, c>``; ``bias [E, Q]``: the readout's bias ``b`` (None: zero), needed apart
+    where a guard replaces the total weight.
+    """
+
+    scores: np.ndarray
+    values: np.ndarray
+    self_scores: np.ndarray
+    self_values: np.ndarray
+    levels: np.ndarray
+    bias: np.ndarray | None = None
+
+    def queries(self, rows: slice) -> HeadTables:
+        """The tables of the queries ``rows`` (axis Q of every table)."""
+        bias = None if self.bias is None else self.bias[:, rows]
+        return HeadTables(
+            self.scores[:, :, rows],
+            self.values[:, :, rows],
+            self.self_scores[:, rows],
+            self.self_values[:, rows],
+            self.levels[rows],
+            bias,
+        )
+
+
 def worst_case(
-    scores: np.ndarray,
-    values: np.ndarray,
-    self_scores: np.ndarray,
-    self_values: np.ndarray,
-    levels: np.ndarray,
+    tables: HeadTables,
     length: int,
     query_position: int,
     *,
     causal: bool = False,
     log_space: bool = True,
     guard: float = 0.0,
-    bias: np.ndarray | None = None,
 ) -> WorstCase:
     """``max |p − t|`` of E heads on every query of a product family (module docstring).
 
-    ``scores [E, P, Q, C]``: ``log α`` (``log_space``) or ``α ≥ 0`` of each query against each
-    candidate, per key position (``P = 1``: one map for every slot; ``P = N``: the map of
-    position p at index p); ``values [E, P, Q, C]``: ``U + b``; ``self_scores``,
-    ``self_values [E, Q]``: the query's own term at its position; ``levels [Q, C]``: the
-    overlaps ``<x, c>``; ``query_position`` 1-based; ``causal``: the query sees positions
-    ``1..query_position`` only; ``guard``: a total weight D below it is replaced by it, so there
-    ``p = Σ α·U/guard + b`` (linear-space kernels; 0: no guard), which needs the bias
-    ``b [E, Q]`` (``bias``) apart.
+    ``tables``: the heads' scores, values and self terms and the queries' levels
+    (:class:`HeadTables`; ``scores`` in log space when ``log_space``); ``query_position``
+    1-based; ``causal``: the query sees positions ``1..query_position`` only; ``guard``: a
+    total weight D below it is replaced by it, so there ``p = Σ α·U/guard + b``
+    (linear-space kernels; 0: no guard), which needs the bias ``tables.bias`` apart.
     """
-    scores, values = np.asarray(scores, dtype=np.float64), np.asarray(values, dtype=np.float64)
-    self_scores = np.asarray(self_scores, dtype=np.float64)
-    self_values = np.asarray(self_values, dtype=np.float64)
-    levels = np.asarray(levels)
+    tables = _checked(tables, length, query_position, log_space)
+    e, p, q, c = tables.scores.shape
+    cases = _cases(length, query_position - 1, causal, p)
+    chunk = max(1, CHUNK_ELEMENTS // max(1, e * p * c))
+    parts = [
+        _solve_chunk(tables.queries(slice(lo, lo + chunk)), length, cases, log_space, guard)
+        for lo in range(0, q, chunk)
+    ]
+    return WorstCase(
+        error=np.concatenate([x.error for x in parts], axis=1),
+        bound=np.concatenate([x.bound for x in parts], axis=1),
+        slots=np.concatenate([x.slots for x in parts], axis=1),
+        target=np.concatenate([x.target for x in parts], axis=1),
+        guarded=np.concatenate([x.guarded for x in parts], axis=1),
+        iterations=max(x.iterations for x in parts),
+    )
+
+
+def _checked(tables: HeadTables, length: int, query_position: int, log_space: bool) -> HeadTables:
+    """The tables as float64 arrays (levels as given, the bias broadcast to ``[E, Q]``, zero
+    when None), their shapes and values checked; a :class:`KernelgapError` otherwise."""
+    scores = np.asarray(tables.scores, dtype=np.float64)
+    values = np.asarray(tables.values, dtype=np.float64)
+    self_scores = np.asarray(tables.self_scores, dtype=np.float64)
+    self_values = np.asarray(tables.self_values, dtype=np.float64)
+    levels = np.asarray(tables.levels)
     if scores.ndim != 4 or values.shape != scores.shape:
         raise KernelgapError(f"scores and values must be [E, P, Q, C] arrays of one shape, got {scores.shape}")
     e, p, q, c = scores.shape
@@ -170,33 +216,9 @@ def worst_case(
     for arr in (scores, self_scores):
         if np.isnan(arr).any() or (not log_space and (arr < 0).any()) or (log_space and (arr == np.inf).any()):
             raise KernelgapError("the worst case needs finite nonnegative attention weights")
-    bias = np.zeros((e, q)) if bias is None else np.broadcast_to(np.asarray(bias, dtype=np.float64), (e, q))
-    cases = _cases(length, query_position - 1, causal, p)
-    chunk = max(1, CHUNK_ELEMENTS // max(1, e * p * c))
-    parts = [
-        _solve_chunk(
-            scores[:, :, lo : lo + chunk],
-            values[:, :, lo : lo + chunk],
-            self_scores[:, lo : lo + chunk],
-            self_values[:, lo : lo + chunk],
-            bias[:, lo : lo + chunk],
-            levels[lo : lo + chunk],
-            length,
-            query_position - 1,
-            cases,
-            log_space,
-            guard,
-        )
-        for lo in range(0, q, chunk)
-    ]
-    return WorstCase(
-        error=np.concatenate([x.error for x in parts], axis=1),
-        bound=np.concatenate([x.bound for x in parts], axis=1),
-        slots=np.concatenate([x.slots for x in parts], axis=1),
-        target=np.concatenate([x.target for x in parts], axis=1),
-        guarded=np.concatenate([x.guarded for x in parts], axis=1),
-        iterations=max(x.iterations for x in parts),
-    )
+    raw = tables.bias
+    bias = np.zeros((e, q)) if raw is None else np.broadcast_to(np.asarray(raw, dtype=np.float64), (e, q))
+    return HeadTables(scores, values, self_scores, self_values, levels, bias)
 
 
 def _relative_weights(scores, self_scores, log_space):
@@ -212,11 +234,26 @@ def _relative_weights(scores, self_scores, log_space):
     return scores / scale[:, None, :, None], self_scores / scale, np.where(top > 0, top, 0.0)
 
 
-def _solve_chunk(
-    scores, values, self_scores, self_values, bias, levels, length, qpos, cases, log_space, guard
-) -> WorstCase:
-    e, _, q, c = scores.shape
-    w, w0, scale = _relative_weights(scores, self_scores, log_space)
+@dataclass(frozen=True)
+class _Level:
+    """One target level t and direction σ of a chunk, over its queries Q' with a candidate at
+    t: relative weights ``w [E, P, Q', C]`` and ``w0 [E, Q']``, the terms ``h = σ(u − t)`` and
+    ``h0``, which candidates are at t (``eq``, the witness's) and at or above it (``ge``),
+    both ``[Q', C]``, and the guard's relative weight ``floor [E, Q']``."""
+
+    w: np.ndarray
+    h: np.ndarray
+    w0: np.ndarray
+    h0: np.ndarray
+    eq: np.ndarray
+    ge: np.ndarray
+    floor: np.ndarray
+
+
+def _solve_chunk(tables: HeadTables, length: int, cases: list[_Case], log_space: bool, guard: float) -> WorstCase:
+    e, _, q, _ = tables.scores.shape
+    levels, values, self_values, bias = tables.levels, tables.values, tables.self_values, tables.bias
+    w, w0, scale = _relative_weights(tables.scores, tables.self_scores, log_space)
     with np.errstate(divide="ignore"):
         floor = guard / scale if guard > 0 else np.zeros_like(scale)  # relative weight of the guard
     error = np.full((e, q), -np.inf)
@@ -234,10 +271,9 @@ def _solve_chunk(
         ft, st, bt = floor[:, sub], scale[:, sub], bias[:, sub]
         witness_col = np.argmax(eq, axis=1)  # [Q']: a level-t candidate (hidden slots hold it)
         for sign in (1.0, -1.0):
-            h = sign * (vt - t)  # [E, P, Q', C]
-            h0 = sign * (sv - t)  # [E, Q']
+            level = _Level(wt, sign * (vt - t), w0t, sign * (sv - t), eq, ge, ft)  # h: [E, P, Q', C], h0: [E, Q']
             for case in cases:
-                ratio, upper, cols, den, n = _dinkelbach(wt, h, w0t, h0, eq, ge, case, ft)
+                ratio, upper, cols, den, n = _dinkelbach(level, case)
                 steps = max(steps, n)
                 if guard > 0:
                     sb = sign * (bt - t)  # σ(b − t)
@@ -245,7 +281,7 @@ def _solve_chunk(
                     with np.errstate(invalid="ignore"):
                         linear_error = np.where(den > 0, st * den * (ratio - sb) / guard, 0.0) + sb
                     ratio = np.where(small, linear_error, ratio)
-                    linear = _guarded_bound(wt, h, w0t, h0, eq, ge, case, ft, st, guard, sb)
+                    linear = _guarded_bound(level, case, st, guard, sb)
                     guarded[:, sub] |= np.isfinite(linear)
                     upper = np.maximum(upper, linear)
                 bound[:, sub] = np.maximum(bound[:, sub], upper)
@@ -265,12 +301,13 @@ def _solve_chunk(
     return WorstCase(error, bound, slots, target, guarded, steps)
 
 
-def _dinkelbach(w, h, w0, h0, eq, ge, case: _Case, floor):
+def _dinkelbach(level: _Level, case: _Case):
     """Maximise ``N(τ)/D(τ)`` over the case's tuples for every ``[E, Q]`` (module docstring).
 
     Returns the best ratio found, the upper bound ``λ + max(F(λ), 0)/D_min`` on the ratio of
     every tuple whose weight is at least ``floor`` (``D_min`` raised to it), each group's
     chosen candidate column ``[E, Q]``, the best tuple's weight ``D`` and the steps taken."""
+    w, h, w0, h0, eq, ge, floor = level.w, level.h, level.w0, level.h0, level.eq, level.ge, level.floor
     e, q = w0.shape
     groups = case.groups
     masks = [eq if witness else ge for _, witness, _, _ in groups]
@@ -318,11 +355,12 @@ def _dinkelbach(w, h, w0, h0, eq, ge, case: _Case, floor):
     return best, upper, best_cols, best_den, steps
 
 
-def _guarded_bound(w, h, w0, h0, eq, ge, case: _Case, floor, scale, guard, sb):
+def _guarded_bound(level: _Level, case: _Case, scale, guard, sb):
     """An upper bound on ``σ(p − t)`` over the tuples whose total weight is below the guard
     (``-inf`` where there are none): there ``p = Σ α·U/guard + b`` is linear in the slots, and
     each term's weight is below the guard, so slot by slot
     ``σ(p − t) ≤ σ(b − t) + (A·σU_0 + Σ_j max_{α_j(c) < guard} α_j(c)·σU_j(c))/guard``."""
+    w, h, w0, h0, eq, ge, floor = level.w, level.h, level.w0, level.h0, level.eq, level.ge, level.floor
     total = np.where(w0 < floor, w0 * (h0 - sb), -np.inf)  # σU = σ(u − t) − σ(b − t)
     for table, witness, k, _ in case.groups:
         mask = (eq if witness else ge)[None] & (w[:, table] < floor[..., None])

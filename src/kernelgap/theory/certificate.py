@@ -8,21 +8,14 @@ normalized nonnegative kernel model with max error ``≤ δ`` (``< 1/2`` at
 computed from the same pair bounds ε (:mod:`.pair_bounds`) and the larger is
 certified:
 
-* **trace** (Schur): ``|tr B|² ≤ rank B · ‖B‖_F²`` gives
-  ``r ≥ n²/(n + Σ_{i≠j} ε_ij²)``; holds for any real B;
+* **trace** (Schur, :mod:`.trace`): ``|tr B|² ≤ rank B · ‖B‖_F²`` gives
+  ``r ≥ n²/(n + Σ_{i≠j} ε_ij²)``; holds for any real B; unbounded pairs are left out
+  by dropping queries (a principal submatrix), strict bounds add one;
 * **Radon** (:mod:`.radon`): uses that the features are nonnegative; a clique
-  of ``r + 1`` queries with every ``ε_ij ε_ji ≤ 1/r`` certifies ``r + 1``.
+  of ``r + 1`` queries with every ``ε_ij ε_ji ≤ 1/r`` certifies ``r + 1``; it simply
+  never uses an unbounded pair.
 
-**Unbounded pairs (trace bound).**  An entry with no chain, ``R > 1``, or in an
-unanchored row can be arbitrarily large, so capping it would be unsound.  The
-trace bound works on a principal submatrix instead: queries are dropped greedily
-(most unbounded pairs first) until every remaining pair is bounded — any
-principal submatrix of B has rank ≤ rank B — then while that raises the bound.
-Every dropped query and unbounded pair is reported.  The Radon clique simply
-never uses an unbounded pair.
-
-**Strictness.**  At δ = 1/2 every non-empty chain is a strict bound, so the
-trace bound gives ``r₀ = ⌊bound⌋ + 1`` (if any such ε is used), else ``⌈bound⌉``.
+Every dropped query and unbounded pair is reported.
 
 **At scale** (docs/theory.md, "The whole set by rule").  A product family with more than
 :data:`DENSE_QUERIES` matching entries and of complement shape is certified without any
@@ -36,7 +29,6 @@ better of that and the rule is certified.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -59,95 +51,18 @@ from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
 from .levels import level_pair_bounds
 from .pair_bounds import REASONS, PairBounds, frac_str, min_gap, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
+from .trace import TraceBound, skipped_trace, trace_certificate
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
 MAX_TOKENS = 1 << 21
 #: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
-#: search, trace bound, clique search: about 6 s and 1 GiB at 4,096 layer queries, quadratic);
-#: above it a complement-shaped family is certified by rule, and this many of its entries
+#: search, trace bound, clique search: time and memory grow with n², and 2^12 entries keep each
+#: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many of its entries
 #: form the sub-family certified densely (module docstring, "At scale").
 DENSE_QUERIES = 4096
 #: Radon members are listed by word up to this many; a larger clique (only ever one given by
 #: rule) is described by its count instead.
 LISTED_MEMBERS = 4096
-
-
-# -- the trace bound --------------------------------------------------------------------
-
-
-def trace_bound(n: int, sum_eps2: Fraction) -> Fraction:
-    """``n² / (n + Σ ε²)`` (Schur: ``|tr B|² ≤ rank B · ‖B‖_F²``)."""
-    return Fraction(n * n) / (n + sum_eps2) if n else Fraction(0)
-
-
-def sum_eps2(bounds: PairBounds, kept: np.ndarray) -> Fraction:
-    """Exact ``Σ_{i≠j} ε_ij²`` over the kept entries (all pairs bounded)."""
-    sub = bounds.eps_id[np.ix_(kept, kept)]
-    off = ~np.eye(len(sub), dtype=bool)
-    counts = np.bincount(sub[off], minlength=len(bounds.values))
-    return sum((int(c) * bounds.values[v] ** 2 for v, c in enumerate(counts) if c), Fraction(0))
-
-
-def certified_rank(bound: Fraction, strict: bool) -> int:
-    """``⌊bound⌋ + 1`` for a strict bound, else ``⌈bound⌉``."""
-    return math.floor(bound) + 1 if strict else math.ceil(bound)
-
-
-def select_queries(bounds: PairBounds) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Kept entry indices and dropped ``(entry, why)`` (module docstring, 'Unbounded pairs')."""
-    n = bounds.n
-    kept = np.ones(n, dtype=bool)
-    unbounded = bounds.reason != 0
-    counts = unbounded.sum(0) + unbounded.sum(1)
-    eps2 = bounds.eps_squared()
-    loads = eps2.sum(0) + eps2.sum(1)
-    dropped = []
-
-    def drop(k: int, why: str) -> None:
-        nonlocal counts, loads
-        kept[k] = False
-        counts = counts - unbounded[:, k] - unbounded[k, :]
-        loads = loads - eps2[:, k] - eps2[k, :]
-        dropped.append((k, why))
-
-    while kept.any() and counts[kept].max() > 0:
-        worst = np.flatnonzero(kept & (counts == counts[kept].max()))
-        drop(int(worst[np.argmax(loads[worst])]), "has unbounded pairs")
-    while kept.sum() > 1:
-        alive = np.flatnonzero(kept)
-        nk, total = len(alive), eps2[np.ix_(alive, alive)].sum()
-        k = int(alive[np.argmax((nk - 1) ** 2 / (nk - 1 + total - loads[alive]))])
-        trial = kept.copy()
-        trial[k] = False
-        if trace_bound(nk - 1, sum_eps2(bounds, np.flatnonzero(trial))) <= trace_bound(nk, sum_eps2(bounds, alive)):
-            break
-        drop(k, "dropping it raises the bound")
-    return np.flatnonzero(kept), dropped
-
-
-@dataclass
-class TraceBound:
-    """The trace bound on the kept entries; ``skipped``: why it was not computed (then rank 0)."""
-
-    rank: int
-    bound: Fraction
-    sum_eps2: Fraction
-    strict: bool
-    kept: np.ndarray
-    dropped: list[tuple[int, str]]
-    skipped: str | None = None
-
-
-def skipped_trace(why: str) -> TraceBound:
-    return TraceBound(0, Fraction(0), Fraction(0), False, np.zeros(0, dtype=np.int64), [], why)
-
-
-def trace_certificate(bounds: PairBounds) -> TraceBound:
-    kept, dropped = select_queries(bounds)
-    total = sum_eps2(bounds, kept)
-    bound = trace_bound(len(kept), total)
-    strict = bool(bounds.strict[np.ix_(kept, kept)].any())
-    return TraceBound(certified_rank(bound, strict), bound, total, strict, kept, dropped)
 
 
 # -- the certificate ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import numpy as np
 from ..task.constructions import ONE_HOT, candidate_tokens, one_hot_beta, query_tokens
 from ..task.family import AnyFamily, ProductFamily
 from ..task.minip import EXACT_THRESHOLD
-from ..task.worst_case import worst_case
+from ..task.worst_case import HeadTables, worst_case
 from .certificate import certify
 
 #: Most query × candidate overlaps computed to find the levels each query sees (under a second
@@ -130,7 +130,9 @@ def _product_check(family: ProductFamily, construction: str, beta: float) -> tup
     values = levels[None, None].astype(np.float64)
     self_scores = np.where(self_in, -beta * weight, -np.inf)[None].astype(np.float64)
     self_values = weight[None].astype(np.float64)
-    found = worst_case(scores, values, self_scores, self_values, levels, family.length, family.query_position)
+    found = worst_case(
+        HeadTables(scores, values, self_scores, self_values, levels), family.length, family.query_position
+    )
     return float(found.error.max()), float(found.bound.max()), used
 
 

@@ -288,16 +288,26 @@ EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 @functools.cache
 def record_defaults() -> dict:
     """Every model field of every kind at its default, the calibrated training defaults
-    (:func:`model_defaults`) included: what a record shows for the fields a run's kind does
-    not use, and the values such a field may be given explicitly (it changes nothing)."""
+    (:func:`model_defaults`) included: the values a field a run's kind does not use may be
+    given explicitly (it changes nothing)."""
     fields = {name: None if f.is_required() else f.get_default() for name, f in every_field().items()}
     return {**fields, **model_defaults()}
 
 
 def record_model(spec: ModelSpec) -> dict:
-    """A model as a record and a checkpoint write it: its spec's fields over
-    :func:`record_defaults`, so records of every kind have one layout (report rows, the
-    columns of ``results.csv``); :func:`run_identity` keeps only its kind's fields."""
+    """A model as a record and a checkpoint write it: every model field of every kind, so
+    records of every kind have one layout (report rows, the columns of ``results.csv``),
+    its spec's fields with their values and the fields its kind does not use null (a
+    softmax run has no rank, a module no heads); :func:`run_identity` keeps only its kind's
+    fields."""
+    return {**dict.fromkeys(every_field()), **spec.model_dump()}
+
+
+def sweep_table_model(spec: ModelSpec) -> dict:
+    """A model as the probe writes it into a sweep file's ``model`` table: its spec's fields
+    over :func:`record_defaults` (the other kinds' fields at the defaults they may be given;
+    the layout whose hash names the probe's baseline and recipe folders, kept so those
+    folders are found again)."""
     return {**record_defaults(), **spec.model_dump()}
 
 

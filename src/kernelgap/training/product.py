@@ -38,12 +38,9 @@ falls below the model's guard divides by the guard instead, which a record repor
 Mean errors and the share of exact sequences are averages over the two-candidate sequences
 (``averaged_over``), not over the family, whose tuples they weight differently.
 
-**Other models** (several heads: a sum of ratios is not linear-fractional; position-dependent
-maps; a causal mask; signed kernels; modules): a product family small enough is expanded
-and trained on every sequence; a larger one trains on its two-candidate sequences plus
-:data:`SAMPLED_TUPLES` random tuples (a fixed seed), and the record adds the exact worst case
-over the whole family from :func:`~kernelgap.models.worst_case.family_worst_case` where it
-applies (one head, a nonnegative kernel).
+**Other models** (several heads, position-dependent maps, a causal mask, signed kernels,
+modules) train on the expanded family where it is small, else on sampled sequences
+(:mod:`.sampled`).
 """
 
 from __future__ import annotations
@@ -59,8 +56,9 @@ from ..models import ModelSpec, ModuleModelSpec, signed_kernel
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
 from ..models.pairs import PairPlan
 from ..task import EXACT_THRESHOLD
-from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
+from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily, count_json
 from .config import TrainConfig
+from .sampled import SAMPLED_TUPLES, SampledScored, sampled_family
 from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
 
 #: Most two-candidate sequences of one member scored in one step: a family with at most
@@ -75,10 +73,6 @@ MAX_PAIRS_PER_QUERY = 1 << 26
 #: Seed of the batched query schedule: one schedule for every member of a stack, so a
 #: member's run does not depend on its stack mates.
 SCHEDULE_SEED = 0
-#: Random tuples added to the two-candidate sequences for models the reduction does not cover.
-SAMPLED_TUPLES = 1 << 16
-#: Seed of those tuples.
-SAMPLE_SEED = 0
 #: What a record's ``train.evaluated`` says for the reduction.
 WHOLE_FAMILY = "whole product family (two-candidate form)"
 #: ... and for a member whose batched training diverged (its last finite batch).
@@ -368,48 +362,6 @@ class ProductScored:
         }
 
 
-def sampled_family(family: ProductFamily, tuples: int = SAMPLED_TUPLES, seed: int = SAMPLE_SEED) -> Family:
-    """The two-candidate sequences of ``family`` (c in the first candidate slot, c′ in the
-    others) and ``tuples`` uniformly random sequences of it (``seed``), as a sequence family
-    (refused above :data:`~kernelgap.task.family.MAX_EXPANDED` sequences)."""
-    q, c, n = len(family.queries), len(family.candidates), family.length
-    pairs = two_candidate_count(family)
-    if pairs + tuples > MAX_EXPANDED:
-        raise FamilyError(
-            f"product family {family.name!r}: a model the two-candidate form does not cover trains on the "
-            f"{pairs:,} two-candidate sequences and {tuples:,} sampled ones; at most {MAX_EXPANDED:,} are formed"
-        )
-    others = [p for p in range(n) if p != family.query_position - 1]
-    grid = np.meshgrid(np.arange(q), np.arange(c), np.arange(c), indexing="ij")
-    qi, ci, di = (g.ravel() for g in grid)
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, c, size=(tuples, n - 1))
-    index = np.empty((pairs + tuples, n), dtype=np.int64)
-    index[:pairs, family.query_position - 1] = family.queries[qi]
-    index[:pairs, others[0]] = family.candidates[ci]
-    index[:pairs, others[1:]] = family.candidates[di][:, None]
-    index[pairs:, family.query_position - 1] = family.queries[rng.integers(0, q, size=tuples)]
-    index[pairs:, others] = family.candidates[drawn]
-    return Family(family.tokens, index, family.query_position, [], family.name, dict(family.meta))
-
-
-def sampled_evaluated(tuples: int = SAMPLED_TUPLES) -> str:
-    """What a record's ``train.evaluated`` says for a model trained on :func:`sampled_family`."""
-    return f"two-candidate sequences and {tuples:,} sampled tuples (not the whole family)"
-
-
-def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
-    """Per member, the exact worst case over the whole family
-    (:func:`~kernelgap.models.worst_case.family_worst_case`), or None where it does not apply."""
-    from ..models.worst_case import family_worst_case
-
-    try:
-        found = family_worst_case(model, family, device=next(model.parameters()).device)
-    except KernelgapError:
-        return None
-    return [found.to_json(e) for e in range(model.members)]
-
-
 def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
     """``(slots, block)`` of one member's training step on a product family that trains as a
     product (:func:`training_family`), for the sweep planner's cost model: three weighted
@@ -419,31 +371,6 @@ def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
     if not reducible_spec(model):
         return (two_candidate_count(family) + SAMPLED_TUPLES) * family.length, q * (c + 1)
     return 3 * q * (firsts_per_step(family) or c) * c, q * (c + 1)
-
-
-@dataclass
-class SampledScored(Scored):
-    """:func:`sampled_family`'s sequences, scored as a sequence family; each record adds the
-    exact worst case over the whole product (``whole_family``, :func:`whole_family_check`;
-    None where it does not apply)."""
-
-    product: ProductFamily | None = None
-    tuples: int = SAMPLED_TUPLES
-    checked: tuple | None = field(default=None, repr=False)  # (parameter versions, per-member checks)
-
-    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
-        out = {**metrics_of(err), "evaluated": sampled_evaluated(self.tuples)}
-        if model is not None and self.product is not None:
-            out["whole_family"] = self.check(model)[member]
-        return out
-
-    def check(self, model) -> list:
-        """:func:`whole_family_check` of the model's present parameters (computed once per update)."""
-        versions = tuple(p._version for p in model.parameters())
-        if self.checked is None or self.checked[0] != versions:
-            found = whole_family_check(model, self.product)
-            self.checked = (versions, found if found is not None else [None] * model.members)
-        return self.checked[1]
 
 
 class BatchedProductTrainer(StackTrainer):

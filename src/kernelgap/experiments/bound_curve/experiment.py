@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...report.figures import draw_bound_curve
+from ...report.figures import certified_in_full, draw_bound_curve
 from ...report.text import fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
 from ..base import Experiment, Figure
@@ -60,7 +60,7 @@ def caption(summary: dict) -> str:
         f"({curve['code']} families, m = {pts[0]['m']}…{pts[-1]['m']}), beside the positive "
         "construction (rank 2^m) and dense softmax (m-dimensional scores)."
     )
-    if curve["code"] == "ladder":
+    if certified_in_full(curve):
         last = pts[-1]
         text += (
             f" At m = {last['m']} every one of {last['queries']:,} queries is certified "
@@ -81,16 +81,17 @@ def caption(summary: dict) -> str:
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """Per m: the certified rank (the ladder: the queries certified in full, whether the search
-    hit its limit, whether softmax's construction was exact on its sample; other codes: direct
-    and chained); the m without a family; per trained family its sandwich."""
+    """Per m: the certified rank (a series certified in full, the ladder's: the queries
+    certified in full, whether the search hit its limit, whether softmax's construction was
+    exact on its sample; a code's: direct and chained); the m without a family; per trained
+    family its sandwich."""
     curve = summary["bound_curve"]
     out = {}
     if curve.get("points"):
         out["code"] = fmt(curve.get("code"))
     for p in curve.get("points") or []:
         at = f"m = {p['m']}"
-        if curve.get("code") == "ladder":
+        if certified_in_full(curve):
             out[f"{at}: certified rank"] = fmt(p.get("certified"))
             out[f"{at}: queries certified in full"] = fmt(p.get("queries"))
             out[f"{at}: search limit reached"] = yes_no(p.get("limit_reached"))
