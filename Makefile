@@ -7,9 +7,11 @@ PROFILE ?= quick
 OUT    ?= results/reproduce-$(PROFILE)
 # pytest options of `make test`: both cores (pytest-xdist), each test file on one worker, so a
 # module's costly fixture (a reference sweep, a Ray head) is built once (`loadgroup` does not group
-# with pytest 9.2 and xdist 3.8: the marked tests were spread over both workers); PYTEST_ARGS=
+# with pytest 9.2 and xdist 3.8: the marked tests were spread over both workers), in the order
+# tests/conftest.py sorts them (longest modules first; xdist's own reordering puts the modules with
+# the most tests first, leaving a long one-test module to run alone at the end); PYTEST_ARGS=
 # runs serially
-PYTEST_ARGS ?= -n 2 --dist loadfile
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: install reproduce test test-capabilities test-fast lint bench schema clean
 

@@ -53,17 +53,24 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "numerics: floating-point results; rerun under other CPU capabilities")
 
 
-#: the longest test modules (`pytest --durations=0`, summed per file: 12–50 s each), started
-#: first so that the two workers of `make test` (one module each at a time) finish together
-#: rather than one running the longest module alone at the end
+#: the longest test modules (`pytest --junitxml`, time summed per file), started first so that
+#: the two workers of `make test` (one module each at a time) finish together rather than one
+#: running a long module alone at the end; `make test` passes `--no-loadscope-reorder`, or
+#: xdist would hand out the modules with the most tests first instead
 LONGEST_FIRST = (
     "test_install",
     "test_faults",
     "test_length_n",
-    "test_kill_resume",
     "test_ray_faults",
     "test_probe",
     "test_probe_safety",
+    "test_kill_resume",
+    "test_ray",
+    "test_product_family",
+    "test_heldout_recipe",
+    "test_block_tables",
+    "test_determinism",
+    "test_sweeps",
 )
 
 
