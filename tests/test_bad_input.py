@@ -194,7 +194,7 @@ CASES = [
     ("family-unequal-lengths", ["certify", "{w}/unequal.json"], "sequence 1 has length 2, the first has 3", False),
     ("family-wrong-bit-count", ["certify", "{w}/short-bits.json"], "has length 4, expected m = 8", False),
     ("family-not-json", ["certify", "{w}/not-json.json"], "is not valid JSON", False),
-    ("family-huge-int", ["certify", "{w}/huge-int.json"], "is not a family file (Exceeds the limit", False),
+    ("family-huge-int", ["certify", "{w}/huge-int.json"], "is not usable JSON (Exceeds the limit", False),
     ("config-huge-int", ["sweep", "{w}/huge-int.toml", "--out", "{w}/new"], "not valid TOML (Exceeds the limit", False),
     (
         "config-profile-huge-int",

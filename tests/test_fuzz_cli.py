@@ -429,6 +429,139 @@ TOML_EDITS = {  # (text of TINY to replace, replacements that make the file bad)
 }
 
 
+# -- unreadable inputs and escaping names: every JSON/TOML input, each way it can fail -----
+
+#: Over-long integers: past Python's int-string limit (4,300 digits), of any length after it.
+HUGE_INT = st.integers(4301, 12_000).map(lambda n: "9" * n)
+#: Bytes no UTF-8 text holds.
+BAD_UTF8 = st.sampled_from([b"\xff", b"\xfe\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80", b"\xf8\x88\x80\x80\x80"])
+
+
+@st.composite
+def nested(draw, fmt: str) -> str:
+    """Arrays or tables nested deeper than the parser recurses."""
+    depth = draw(st.integers(2_000, 60_000))
+    if fmt == "json":
+        return draw(st.sampled_from(["[", '{"a": '])) * depth
+    return "a = " + draw(st.sampled_from(["[", "{b = "])) * depth
+
+
+@st.composite
+def unreadable_text(draw, good: str, fmt: str) -> bytes:
+    """``good`` (a JSON or TOML input) made unreadable: an over-long integer in place of a
+    value or on a line of its own, nesting past the parser's depth, or a byte that is not
+    UTF-8 at any place."""
+    import re  # here, not above: this section's own
+
+    kind = draw(st.sampled_from(["huge-int", "deep", "bad-utf8"]))
+    if kind == "huge-int":
+        digits = draw(HUGE_INT)
+        numbers = [m.span() for m in re.finditer(r"(?<![\w.\"])\d+(?![\w.\"])", good)]
+        if fmt == "json" or not numbers or draw(st.booleans()):
+            start, end = draw(st.sampled_from(numbers)) if numbers else (len(good), len(good))
+            return (good[:start] + digits + good[end:]).encode() if numbers else f"[{digits}]".encode()
+        return f"huge = {digits}\n{good}".encode()
+    if kind == "deep":
+        return draw(nested(fmt)).encode()
+    raw = good.encode()
+    at = draw(st.integers(0, len(raw)))
+    return raw[:at] + draw(BAD_UTF8) + raw[at:]
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory) -> Path:
+    """Files the fuzzed commands read that the folder hash cannot: a sparse 1 TB file and a
+    pipe (hashing would read a terabyte, or block)."""
+    folder = tmp_path_factory.mktemp("outside")
+    try:
+        with open(folder / "sparse", "wb") as fh:
+            fh.truncate(1 << 40)
+    except OSError:
+        (folder / "sparse").unlink(missing_ok=True)
+    os.mkfifo(folder / "pipe")
+    return folder
+
+
+@st.composite
+def unreadable_file(draw, world: Path, outside: Path, name: str, good: str, fmt: str) -> Path:
+    """An input named ``name`` that no reader takes: unreadable content, a folder, a pipe,
+    or a sparse 1 TB file (linked under the input's name where the name matters)."""
+    kind = draw(st.sampled_from(["content", "content", "content", "folder", "pipe", "sparse"]))
+    if kind == "content":
+        return write_input(world, name, draw(unreadable_text(good, fmt)))
+    if kind == "folder":
+        path = world / "inputs" / f"{next(_counter)}-{name}"
+        path.mkdir()
+        return path
+    target = outside / kind
+    if not target.exists():  # a filesystem without sparse files
+        return write_input(world, name, draw(unreadable_text(good, fmt)))
+    path = outside / f"{next(_counter)}-{name}"
+    path.symlink_to(target)
+    return path
+
+
+@st.composite
+def escaping_name(draw) -> str:
+    """A name that would lead out of its folder: ``..``, ``.``, a path, an absolute path."""
+    parts = draw(st.lists(st.sampled_from(["..", ".", "witness", "x", "other"]), min_size=1, max_size=4))
+    name = ("/" if draw(st.booleans()) else "") + "/".join(parts)
+    return name if ("/" in name or name in (".", "..")) else "../" + name
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_unreadable_inputs(world, outside, data):
+    """Every JSON or TOML input (family file, sweep file and the family file it names,
+    profile.toml, sweep.json, reproduce.json, a module file, ``--kwargs``, ``--arg``) made
+    unreadable, and names that lead out of their folder: one line, nothing written."""
+    good_family = (world / "good.json").read_text()
+    target = data.draw(
+        st.sampled_from(["family", "sweep", "sweep-family", "profile", "sweep.json", "reproduce.json", "module"])
+        | st.sampled_from(["kwargs", "arg", "experiment-name", "probe-name"])
+    )
+    new = world / "new"
+    if target == "family":
+        argv = ["certify", data.draw(unreadable_file(world, outside, "f.json", good_family, "json"))]
+    elif target == "sweep":
+        argv = ["sweep", data.draw(unreadable_file(world, outside, "s.toml", TINY, "toml")), "--out", new]
+    elif target == "sweep-family":
+        family = data.draw(unreadable_file(world, outside, "f.json", good_family, "json"))
+        text = TINY.replace('name = "exhaustive"\nparams = {m = 2, length = 2}', f"file = {json.dumps(str(family))}")
+        assert text != TINY
+        argv = ["sweep", write_input(world, "s.toml", text), "--out", new]
+    elif target in ("profile", "experiment-name", "probe-name"):
+        good = 'experiments = ["witness"]\n[length]\nm = 2\n'
+        bad = data.draw(unreadable_file(world, outside, "profile.toml", good, "toml"))
+        # beside a pipe or a sparse file, the profile folder lies outside the hashed folder
+        folder = (outside if bad.parent == outside else world / "inputs") / f"{next(_counter)}-profile"
+        folder.mkdir()
+        if target == "profile":
+            (folder / "profile.toml").symlink_to(bad, target_is_directory=bad.is_dir())
+        elif target == "experiment-name":
+            (folder / "profile.toml").write_text(f"experiments = {json.dumps([data.draw(escaping_name())])}\n")
+        else:
+            name = json.dumps(data.draw(escaping_name()))
+            (folder / "profile.toml").write_text(
+                f'experiments = ["probe"]\n[[probes]]\nname = {name}\ntarget = "{EXAMPLE}"\n'
+            )
+        argv = ["reproduce", "--profile", folder, "--executor", "inline", "--out", new]
+    elif target in ("sweep.json", "reproduce.json"):
+        folder = world / "inputs" / f"{next(_counter)}-results"
+        folder.mkdir()
+        good = json.dumps({"name": "tiny", "runs": [1, 2], "fingerprint": "f", "experiments": ["length"]})
+        (folder / target).write_bytes(data.draw(unreadable_text(good, "json")))
+        argv = ["sweep", folder, "--status"] if target == "sweep.json" else ["report", folder]
+    elif target == "module":
+        module = data.draw(unreadable_file(world, outside, "m.py", "import torch\n", "python"))
+        argv = ["probe", f"{module}:Cls", "--steps", "2", "--ranks", "2", "--executor", "inline", "--out", new]
+    else:
+        text = data.draw(nested("json") | HUGE_INT | HUGE_INT.map(lambda d: f'{{"d": {d}}}'))
+        flag = ["--kwargs", text] if target == "kwargs" else ["--arg", f"d_model={text}"]
+        argv = ["probe", EXAMPLE, *flag, "--steps", "2", "--ranks", "2", "--executor", "inline", "--out", new]
+    assert_refused(world, argv)
+
+
 @given(st.data())
 @FUZZ
 def test_fuzz_sweep(world, data):

@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable
 
 from .errors import KernelgapError
+from .io import parse_json
 from .limits import MAX_CURVE_POINTS
 
 #: Most values one range lists (a range is at most one curve's points).
@@ -98,12 +99,7 @@ def json_object(text: str | None, flag: str) -> dict:
     """A JSON object given as text; none: ``{}``."""
     if text is None:
         return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise KernelgapError(f"{flag} is not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise KernelgapError(f"{flag} is not usable JSON ({str(exc).split(';')[0]})") from None
+    value = parse_json(text, flag, KernelgapError)
     if not isinstance(value, dict):
         raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
@@ -141,6 +137,8 @@ def argument_map(pairs: list[str]) -> dict:
             continue
         try:
             out[key] = json.loads(value)
-        except ValueError:  # not JSON (or an integer past Python's digit limit): the text itself
+        except (json.JSONDecodeError, UnicodeDecodeError):  # not JSON: the text itself
             out[key] = value
+        except (ValueError, RecursionError, MemoryError):  # JSON no parser should take: refused
+            parse_json(value, f"--arg {key}", KernelgapError)
     return out

@@ -1,10 +1,14 @@
-"""Atomic file writes: a reader never sees a half-written file."""
+"""Atomic file writes (a reader never sees a half-written file) and the one reader of input
+files: every JSON or TOML file kernelgap reads goes through :func:`read_input` and
+:func:`load_json` / :func:`load_toml` / :func:`read_json` (docs/formats.md, "Reading files")."""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import tomllib
 from pathlib import Path
 
 from .errors import KernelgapError
@@ -62,26 +66,128 @@ def atomic_write_json(path: str | os.PathLike, obj) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
+#: Largest input file read (family, sweep, profile, record, summary, module file): 1 GiB.
+#: Checked from the file's size before a byte is read, so a sparse 1 TB file is refused at
+#: once; the largest family file a registered family writes is a few MiB.
+MAX_INPUT_BYTES = 1 << 30
+
+
 def read_input(path: str | os.PathLike, what: str, error: type[Exception]) -> bytes:
     """The bytes of a file the user named (``what``: "family file", "module file", …); a
-    missing file, a folder or an unreadable file is one line of ``error``."""
+    missing file, a folder or other non-regular file, one larger than
+    :data:`MAX_INPUT_BYTES` or an unreadable file is one line of ``error``."""
     p = Path(path)
-    if p.is_dir():
-        raise error(f"{what} {p} is a folder, not a file")
-    if not p.is_file():
-        raise error(f"{what} {p} does not exist")
     try:
-        return p.read_bytes()
+        st = p.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise error(f"{what} {p} does not exist") from None
+    except (OSError, ValueError) as exc:  # permission, a loop of links, a NUL in the name
+        raise error(f"{what} {p} cannot be read: {_why(exc)}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"{what} {p} is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{what} {p} is not a regular file")
+    if st.st_size > MAX_INPUT_BYTES:
+        raise error(f"{what} {p} is too large ({st.st_size:,} bytes; the most an input may be is {MAX_INPUT_BYTES:,})")
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
-        raise error(f"{what} {p} cannot be read: {exc.strerror or exc}") from None
+        raise error(f"{what} {p} cannot be read: {_why(exc)}") from None
+    except MemoryError:
+        raise error(f"{what} {p} cannot be read: not enough memory") from None
+    if len(data) > MAX_INPUT_BYTES:  # it grew while we looked
+        raise error(f"{what} {p} is too large (more than {MAX_INPUT_BYTES:,} bytes)")
+    return data
+
+
+def _why(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _parse(raw: bytes | str, name: str, error: type[Exception], toml: bool = False):
+    """``raw`` parsed as JSON (or TOML); every failure is one line of ``error`` starting
+    with ``name``: not UTF-8, a syntax error (with its line), nesting too deep for the
+    parser, an integer past Python's int-string digit limit, or not enough memory."""
+    kind = "TOML" if toml else "JSON"
+    bad = f"{name}: not valid {kind}" if toml else f"{name} is not valid {kind}"
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return tomllib.loads(text) if toml else json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise error(f"{bad} (not UTF-8 text: byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{bad} ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{bad} ({exc})") from None
+    except RecursionError:
+        raise error(f"{bad} (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's int-string digit limit
+        detail = str(exc).split(";")[0]
+        raise error(f"{bad} ({detail})" if toml else f"{name} is not usable {kind} ({detail})") from None
+    except MemoryError:
+        raise error(f"{name} is too large to parse in this machine's memory") from None
+
+
+def parse_json(text: str | bytes, what: str, error: type[Exception]):
+    """A JSON value given as text (a flag's value: ``what`` is "--kwargs"); every failure is
+    one line of ``error`` (:func:`load_json`)."""
+    return _parse(text, what, error)
+
+
+def load_json(path: str | os.PathLike, what: str, error: type[Exception]):
+    """The parsed JSON file ``path`` (``what``: "family file", "run record", …); a missing
+    file, a folder, a file too large (:func:`read_input`), bad UTF-8, a syntax error, deep
+    nesting, an over-long integer or no memory is one line of ``error``."""
+    return _parse(read_input(path, what, error), f"{what} {path}", error)
+
+
+def load_toml(path: str | os.PathLike, what: str, error: type[Exception]) -> dict:
+    """:func:`load_json` for a TOML file (a sweep file, ``profile.toml``)."""
+    return _parse(read_input(path, what, error), f"{what} {path}", error, toml=True)
+
+
+class _Unreadable(Exception):
+    pass
 
 
 def read_json(path: str | os.PathLike):
-    """The parsed JSON at ``path``, or ``None`` when it is missing or unreadable."""
+    """The parsed JSON at ``path``, or ``None`` when :func:`load_json` would refuse it
+    (missing, a folder, too large, unreadable, not UTF-8, not JSON, too deep, an over-long
+    integer)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON, or a too-long integer
+        return load_json(path, "file", _Unreadable)
+    except _Unreadable:
         return None
+
+
+def plain_name(name: str, what: str, error: type[Exception]) -> str:
+    """``name`` read from a file and used as one folder or file name under an output folder
+    (an experiment of ``profile.toml``, a probe): a single path component, so that it cannot
+    lead out of that folder.  Empty, ``.``, ``..``, a slash or backslash, a NUL or more than
+    255 bytes is one line of ``error``."""
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or any(c in name for c in "/\\\0")
+        or len(name.encode("utf-8", "surrogatepass")) > 255
+    ):
+        raise error(f"{what} {name!r} is not a plain name (one folder name: no '/', '..' or '.')")
+    return name
+
+
+def confined(folder: str | os.PathLike, name: str, what: str, error: type[Exception]) -> Path:
+    """``folder / name`` for a relative ``name`` read from a file of ``folder`` (a sub-folder
+    named in ``probe.json``), refused with one line of ``error`` when it is absolute or
+    leads out of ``folder`` (through ``..`` or a symbolic link)."""
+    base = Path(folder)
+    if not isinstance(name, str) or "\0" in name or Path(name).is_absolute():
+        raise error(f"{what} {name!r} must be a path relative to {base}")
+    path = base / name
+    root = base.resolve()
+    if not path.resolve().is_relative_to(root):
+        raise error(f"{what} {name!r} leads out of {base}")
+    return path
 
 
 def read_run_records(sweep_dir: str | os.PathLike) -> list[dict]:

@@ -14,7 +14,9 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
 * a training phase asks for more than :data:`MAX_STEPS` steps, a layer for more than
   :data:`MAX_WIDTH` units.
 
-The limits are defined here and nowhere else.
+The limits are defined here and nowhere else, but for the size of an input file
+(:data:`kernelgap.io.MAX_INPUT_BYTES`), which belongs to the reader that checks it (a module
+of this layer, which may not import this one).
 """
 
 from __future__ import annotations

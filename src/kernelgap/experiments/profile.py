@@ -11,7 +11,6 @@ folder of the profile: ``DIR/E/experiment.py`` (:func:`.registry.load_folder`).
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Annotated, Any
 from pydantic import Field, create_model
 
 from ..errors import ConfigError
+from ..io import load_toml, plain_name
 from ..validation import Config
 from .base import Experiment
 from .registry import builtin, load_folder
@@ -102,16 +102,15 @@ def load_profile(name: str | Path) -> Profile:
     """A built-in profile by name, or a folder holding ``profile.toml``."""
     folder = Path(name) if Path(name).is_dir() else builtin_profiles() / str(name)
     path = folder / "profile.toml"
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(
             f"unknown profile {str(name)!r}; choose from {', '.join(profile_names())} "
             "or give a folder holding profile.toml"
         )
-    try:
-        data = tomllib.loads(path.read_text())
-    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
-        raise ConfigError(f"{path}: not valid TOML ({str(exc).split(';')[0]})") from None
+    data = load_toml(path, "profile", ConfigError)
     experiments = _parsed(ProfileHead, {k: v for k, v in data.items() if k == "experiments"}, path).experiments
+    for exp in experiments:  # each is a folder of the results: it may not lead out of --out
+        plain_name(exp, f"{path}: experiment", ConfigError)
     registry = builtin()
     for exp in experiments:
         if exp in registry:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +48,7 @@ from typing import Annotated, Any
 from pydantic import Field, WithJsonSchema
 
 from ..errors import ConfigError, KernelgapError
+from ..io import load_toml
 from ..models import FEATURE_MAPS, ModelSpec
 from ..models.specs import model_table_schema
 from ..task.registry import PARAMS, family_names
@@ -188,12 +188,7 @@ def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepC
     """Read and validate a sweep file (every run is resolved once to check it); family
     files it names are found relative to its folder, or in ``pinned`` (:class:`FamilyFiles`)."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"sweep config {p} does not exist")
-    try:
-        data = tomllib.loads(p.read_text())
-    except ValueError as exc:  # not TOML, not UTF-8, or an integer past Python's digit limit
-        raise ConfigError(f"{p}: not valid TOML ({str(exc).split(';')[0]})") from None
+    data = load_toml(p, "sweep config", ConfigError)
     try:
         sweep = parse_sweep(data, FamilyFiles(str(p.resolve().parent), pinned))
         sweep.runs()

@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import FamilyError
+from ..io import atomic_write_text, parse_json, read_input
 from ..validation import Int
 from .family import MAX_PRODUCT_LENGTH, AnyFamily, Family, ProductFamily, bits_to_str
 
@@ -256,24 +257,13 @@ def family_to_json(family: AnyFamily) -> dict:
 
 def load_family(path: str | os.PathLike) -> AnyFamily:
     """Read a family file; every problem is a one-line :class:`FamilyError` naming the file."""
-    from ..io import read_input
-
     return parse_family_bytes(read_input(path, "family file", FamilyError), Path(path))
 
 
 def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
     """A family file's content, already read (so a caller can hash exactly what is parsed);
     ``path`` names the file in every error."""
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FamilyError(
-            f"family file {path} is not valid JSON ({exc.__class__.__name__}: line {getattr(exc, 'lineno', '?')})"
-        ) from None
-    except RecursionError:
-        raise FamilyError(f"family file {path} is nested too deeply to be a family file") from None
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise FamilyError(f"family file {path} is not a family file ({str(exc).split(';')[0]})") from None
+    data = parse_json(raw, f"family file {path}", FamilyError)
     try:
         return family_from_json(data)
     except FamilyError as exc:
@@ -282,8 +272,6 @@ def parse_family_bytes(raw: bytes, path: str | os.PathLike) -> AnyFamily:
 
 def save_family(family: AnyFamily, path: str | os.PathLike, overwrite: bool = False) -> Path:
     """Write a family file atomically; refuses to replace an existing file unless told."""
-    from ..io import atomic_write_text
-
     p = Path(path)
     if p.exists() and not overwrite:
         raise FamilyError(f"{p} already exists (pass --force to replace it)")

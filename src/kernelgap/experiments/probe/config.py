@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigError
+from ...io import plain_name
 from ...validation import Config, Int, Number, checked, fits
 
 
@@ -79,6 +80,7 @@ def parse_probes(entries, path: Path) -> list[dict]:
             ProbeEntry.parse(entry, f"probes[{k}]")
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
+        plain_name(entry["name"], f"{path}: probes[{k}].name", ConfigError)  # the folder probe/<name>/
         out.append({**copy.deepcopy(PROBE), **entry})
     if len({e["name"] for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")

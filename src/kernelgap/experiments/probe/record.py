@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from ...errors import ConfigError
-from ...io import read_json
+from ...io import confined, read_json
 from ...validation import Int, Record, problem
 
 
@@ -73,4 +73,21 @@ def read_probe_meta(folder: Path) -> dict | None:
         why = problem(ProbeRecord, meta)
     if why:
         raise ConfigError(f"{path} is not a kernelgap probe record: {why}")
+    for base, key, name in _folders(folder, meta):  # read from the file: none leads out of its folder
+        confined(base, name, f"{path}: {key}", ConfigError)
     return meta
+
+
+def _folders(folder: Path, meta: dict) -> list[tuple[Path, str, str]]:
+    """The sub-folder names ``probe.json`` holds, each with the folder it is relative to
+    and its key: the runs and recipes in the probe folder, the baseline's and the twin's in
+    the baseline folder (``baseline_dir``, which may be a folder shared by several probes)."""
+    runs = folder / meta["runs"]
+    baseline = folder / (meta.get("baseline_dir") or "baseline")
+    out = [(folder, "runs", meta["runs"])]
+    for k, suite in enumerate(meta["suites"]):
+        where = f"suites[{k}]."
+        out += [(runs, where + "folder", suite.get("folder") or suite["name"])]
+        out += [(folder, where + "recipe_folder", suite["recipe_folder"])] if suite.get("recipe_folder") else []
+        out += [(baseline, where + key, suite[key]) for key in ("baseline_folder", "twin_folder") if suite.get(key)]
+    return out
