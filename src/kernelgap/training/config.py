@@ -46,7 +46,7 @@ from ..models.specs import (
     model_spec,
 )
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes, parse_params
-from ..validation import Config, FinitePositive, between, checked, invalid, one_of
+from ..validation import Config, Device, FinitePositive, Seed, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -142,14 +142,15 @@ class TrainConfig(Config):
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
-    device: str = Field("cpu", description="a torch device (cpu, cuda, cuda:1); results are recorded per device")
+    device: Device = Field("cpu", description="a torch device (cpu, cuda, cuda:1, mps); results are recorded per device")
 
     def model_post_init(self, context: Any, /) -> None:
         if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
             self.stop_below = None
 
     def validate(self, where: str = "train") -> TrainConfig:
-        """That the device exists here (its fields were checked when it was made)."""
+        """That the device exists here (its name was checked when it was made:
+        :data:`~kernelgap.validation.Device`)."""
         try:
             resolve_device(self.device)
         except KernelgapError as exc:
@@ -346,7 +347,7 @@ class RunConfig(Config):
     family: FamilySpec
     model: ModelSpec = Field(default_factory=default_model)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    seed: int = 0
+    seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
 
     @field_validator("model", mode="wrap")
