@@ -142,7 +142,9 @@ class TrainConfig(Config):
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
-    device: Device = Field("cpu", description="a torch device (cpu, cuda, cuda:1, mps); results are recorded per device")
+    device: Device = Field(
+        "cpu", description="a torch device (cpu, cuda, cuda:1, mps); results are recorded per device"
+    )
 
     def model_post_init(self, context: Any, /) -> None:
         if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
