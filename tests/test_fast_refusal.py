@@ -57,6 +57,7 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
     missing = str(tmp / "missing")
     (tmp / "a-file").write_text("x\n")
     (tmp / "not-json.json").write_text("{")
+    (tmp / "empty.json").write_text('{"m": 2}')
     seeds = ["-1", HUGE, str(2**100), "x", "1.5"]
     devices = ["meta", "cuda:x", "tpu", "", "cpu:-1", "hpu:0"]
     families = ["nope", "witness:x", ""]
@@ -67,6 +68,11 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
             *(["train", "--family", f] for f in families),
             *(["train", "--family", name, "-p", "nope=1"] for name in FAMILIES),
             ["train", "--family", "ladder", "-p", "seed=-1"],
+            *(
+                ["train", "--family", path]
+                for path in (missing + ".json", str(tmp / "not-json.json"), str(tmp / "empty.json"))
+            ),
+            ["train", "--family", str(tmp / "empty.json"), "-p", "m=2"],
             ["train", "--family", "witness", "--rank", "x"],
             ["train", "--family", "witness", "--nope"],
             ["train"],

@@ -310,20 +310,12 @@ TRAIN_KERNEL = {"feature_map": "table", "rank": 16}
 def _precheck_run(raw: dict, params: list[str]) -> None:
     """What of a command line's run can be refused before torch is imported, with the lines
     the run's config models write (:data:`~kernelgap.validation.Seed`,
-    :data:`~kernelgap.validation.Device`, a registered family's name and parameters); the
-    rest is checked when the run is made."""
+    :data:`~kernelgap.validation.Device`, the family: :func:`~kernelgap.task.registry.check_family_argument`);
+    the rest is checked when the run is made."""
+    from .task.registry import check_family_argument
     from .validation import DEVICE_TEXT, device_problem, seed_problem
 
-    family = raw["family"]
-    if not (family.endswith(".json") or Path(family).is_file()):
-        from .task import parse_params
-        from .task.registry import check_params
-
-        values = parse_params(family, key_values(params))  # its name and keys: the spec's lines
-        try:
-            check_params(family, values)
-        except KernelgapError as exc:
-            raise KernelgapError(f"family.params: {exc}") from None
+    check_family_argument(raw["family"], key_values(params))
     problem = seed_problem(raw["seed"])
     if problem is not None:
         raise KernelgapError(f"seed{problem}")

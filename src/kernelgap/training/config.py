@@ -45,7 +45,7 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
-from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes, parse_params
+from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, Device, FinitePositive, Seed, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
@@ -200,13 +200,10 @@ class FamilySpec(Config):
     def named_or_file(cls, family: str, params: list[str]) -> FamilySpec:
         """A command line's ``--family``: a registered family by name with its ``-p key=value``
         parameters, or a family file (a path that exists or ends in .json)."""
-        if family.endswith(".json") or Path(family).is_file():
-            if params:
-                raise KernelgapError("-p parameters apply to a registered family, not to a family file")
-            if not Path(family).is_file():
-                raise KernelgapError(f"family file {family} does not exist")
-            return cls.from_file(family)
-        return cls.parse({"name": family, "params": parse_params(family, key_values(params))})
+        from ..task.registry import check_family_argument
+
+        values = check_family_argument(family, key_values(params), load=False)
+        return cls.from_file(family) if values is None else cls.parse({"name": family, "params": values})
 
     @model_validator(mode="after")
     def _registered(self, info: ValidationInfo) -> FamilySpec:
