@@ -383,31 +383,33 @@ def probe(
     from .probe.config import ProbeConfig
     from .validation import seed_problem
 
+    constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
     seed_list = int_list(seeds, "--seeds")
+    arg_map = argument_map(arg)
     for value in seed_list or ():
         if value >= 0 and seed_problem(value) is not None:  # a negative one: the config's own line
             raise KernelgapError(f"--seeds{seed_problem(value)}")
+    from .probe.runner import run_probe  # torch: after the flags are checked
+    from .reproduction import build_probe_report
+
     config = ProbeConfig(
         target,
-        json_object(kwargs, "--kwargs"),
+        constructor,
         out=out,
         profile=profile,
-        ranks=suite_ranks(ranks),
+        ranks=suite,
         seeds=seed_list,
         steps=steps,
         lr=lr,
         d_model=d_model,
         interface=interface,
-        args=argument_map(arg),
+        args=arg_map,
         output=output,
         executor=executor,
         workers=workers,
         address=address,
         recipes=recipes,
     )
-    from .probe.runner import run_probe  # torch: after the flags are checked
-    from .reproduction import build_probe_report
-
     meta = run_probe(config, log=typer.echo)
     build_probe_report(config.folder(meta["class"]), log=typer.echo)
 
