@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from kernelgap.errors import ConfigError, FamilyError, KernelgapError
 from kernelgap.models.devices import resolve_device
+from kernelgap.run_values import SEED_LIMIT, device_problem, seed_problem
 from kernelgap.task import ProductFamily, build_family, load_family, save_family
 from kernelgap.task.family_checks import check_consistent, first_inconsistent
 from kernelgap.task.family_file import family_from_json
 from kernelgap.theory.certificate import certify
 from kernelgap.training import RunConfig, TrainConfig
-from kernelgap.validation import SEED_LIMIT, device_problem, seed_problem
 from test_fuzz_cli import assert_refused, run_cli
 
 SWEEP = """

@@ -92,7 +92,7 @@ def verify(
     """Check every construction (docs/theory.md, "Constructions") on every sequence of each
     length N against the theory's outcome (rank 1 fails from N = 3, the others are exact);
     exit status 1 when some outcome is not the expected one."""
-    from .validation import device_problem
+    from .run_values import device_problem
 
     lengths = parse_range(length, "--length", "N", least=1) if length else None
     if device_problem(device) is not None:  # before torch is imported
@@ -267,13 +267,7 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    given = {
-        "feature_map": feature_map,
-        "rank": rank,
-        "readout": readout,
-        "d_value": d_value,
-        "temperature": temperature,
-    }
+    given = dict(feature_map=feature_map, rank=rank, readout=readout, d_value=d_value, temperature=temperature)
     model = {"kind": kind, **{k: v for k, v in given.items() if v is not None}}
     if kind == "kernel":
         model = {**TRAIN_KERNEL, **model}
@@ -302,18 +296,17 @@ def train(
     emit(train_records([run.validate()])[0], as_json, run_lines)
 
 
-#: The feature map and rank ``train`` gives a kernel model when ``--feature-map`` or ``--rank``
-#: is not given (a softmax model is given neither: it has none).
+#: What ``train`` gives a kernel model without ``--feature-map`` and ``--rank`` (a softmax model: neither).
 TRAIN_KERNEL = {"feature_map": "table", "rank": 16}
 
 
 def _precheck_run(raw: dict, params: list[str]) -> None:
     """What of a command line's run can be refused before torch is imported, with the lines
-    the run's config models write (:data:`~kernelgap.validation.Seed`,
-    :data:`~kernelgap.validation.Device`, the family: :func:`~kernelgap.task.registry.check_family_argument`);
+    the run's config models write (:data:`~kernelgap.run_values.Seed`,
+    :data:`~kernelgap.run_values.Device`, the family: :func:`~kernelgap.task.registry.check_family_argument`);
     the rest is checked when the run is made."""
+    from .run_values import DEVICE_TEXT, device_problem, seed_problem
     from .task.registry import check_family_argument
-    from .validation import DEVICE_TEXT, device_problem, seed_problem
 
     check_family_argument(raw["family"], key_values(params))
     problem = seed_problem(raw["seed"])
@@ -381,7 +374,7 @@ def probe(
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe.config import ProbeConfig
-    from .validation import seed_problem
+    from .run_values import seed_problem
 
     constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
     seed_list = int_list(seeds, "--seeds")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from ..errors import KernelgapError
-from ..validation import device_problem
+from ..run_values import device_problem
 
 
 def resolve_device(device: str) -> torch.device:
     """A torch device a model can train on here, with a one-line error when its name is not
-    one (:func:`kernelgap.validation.device_problem`: ``meta``, a malformed name), its kind is
+    one (:func:`kernelgap.run_values.device_problem`: ``meta``, a malformed name), its kind is
     not available (CUDA or MPS absent) or its index is past the devices present."""
     problem = device_problem(device) if isinstance(device, str) else f"{device!r:.60} is not a device name"
     if problem is not None:

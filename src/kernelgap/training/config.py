@@ -45,8 +45,9 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
+from ..run_values import Device, Seed
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
-from ..validation import Config, Device, FinitePositive, Seed, between, checked, invalid, one_of
+from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -152,7 +153,7 @@ class TrainConfig(Config):
 
     def validate(self, where: str = "train") -> TrainConfig:
         """That the device exists here (its name was checked when it was made:
-        :data:`~kernelgap.validation.Device`)."""
+        :data:`~kernelgap.run_values.Device`)."""
         try:
             resolve_device(self.device)
         except KernelgapError as exc:
