@@ -48,6 +48,21 @@ print(json.dumps(results))
 """
 
 HUGE = str(2**64)
+#: Model and schedule flags with values their config models refuse.
+MODEL_FLAGS = [
+    ("--rank", "0"),
+    ("--lr", "nan"),
+    ("--lr", "0"),
+    ("--temperature", "-1"),
+    ("--kind", "dense"),
+    ("--readout", "deep"),
+    ("--d-value", "0"),
+    ("--mse-steps", "-1"),
+    ("--max-steps", "100000000"),
+    ("--power", "0.5"),
+]
+#: Fields a softmax model is not built from, at values other than their defaults.
+NOT_SOFTMAX = [("--feature-map", "elu1"), ("--feature-map", "table"), ("--rank", "8")]
 FAMILY = ["--family", "exhaustive", "-p", "m=2", "-p", "length=2"]
 
 
@@ -74,6 +89,8 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
             ),
             ["train", "--family", str(tmp / "empty.json"), "-p", "m=2"],
             ["train", "--family", "witness", "--rank", "x"],
+            *(["train", *FAMILY, flag, value] for flag, value in MODEL_FLAGS),
+            *(["train", *FAMILY, "--kind", "softmax", flag, value] for flag, value in NOT_SOFTMAX),
             ["train", "--family", "witness", "--nope"],
             ["train"],
         ],
@@ -144,5 +161,5 @@ def test_every_refusal_is_one_line_exit_2_and_imports_no_torch(refusals):
 
 def test_the_driver_sees_torch_when_a_command_imports_it(tmp_path):
     """The check above can fail: a run that trains imports torch, and the driver says so."""
-    (result,) = run_driver([["train", *FAMILY, "--rank", "0"]], tmp_path)
+    (result,) = run_driver([["train", *FAMILY, "--feature-map", "nope"]], tmp_path)  # the maps' registry
     assert result["code"] == 2 and result["torch"]

@@ -255,3 +255,11 @@ def test_ties_at_the_least_overlap_are_consistent():
     }
     assert family_from_json(data).matching
     assert first_inconsistent(tokens, np.array([[3, 2]]), np.array([1, 2])) is None
+
+
+def test_the_fallback_learning_rate_is_a_generic_feature_maps():
+    """``FALLBACK_LR`` is written out in the config (which imports no torch, unlike the maps)."""
+    from kernelgap.models.feature_maps import FeatureMap
+    from kernelgap.training.config import FALLBACK_LR
+
+    assert FALLBACK_LR == FeatureMap.default_lr

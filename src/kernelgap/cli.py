@@ -284,37 +284,26 @@ def train(
         },
         "seed": seed,
     }
-    _precheck_run(raw, params)  # before torch is imported
-    from .training import FamilySpec, RunConfig, train_records
-    from .training.config import EXPLICIT_MODEL_KEYS
-    from .training.text import run_lines
+    from .models.specs import FIELDS_ONLY
+    from .task.registry import check_family_argument
+    from .training.config import EXPLICIT_MODEL_KEYS, FamilySpec, RunConfig
 
+    check_family_argument(family, key_values(params))  # a family file loaded, parameters checked
     raw["family"] = FamilySpec.named_or_file(family, params)
     # the same models, defaults and checks as a sweep file's run: a field the kind does not use,
-    # given on the command line, is refused as in a sweep file's [model] table
-    run = RunConfig.parse(raw, context={EXPLICIT_MODEL_KEYS: set(model) - {"kind"}})
+    # given on the command line, is refused as in a sweep file's [model] table; every field is
+    # checked before torch is imported, then the run is made (its feature map resolved)
+    context = {EXPLICIT_MODEL_KEYS: set(model) - {"kind"}}
+    RunConfig.parse(raw, context={**context, FIELDS_ONLY: True})
+    run = RunConfig.parse(raw, context=context)
+    from .training import train_records
+    from .training.text import run_lines
+
     emit(train_records([run.validate()])[0], as_json, run_lines)
 
 
 #: What ``train`` gives a kernel model without ``--feature-map`` and ``--rank`` (a softmax model: neither).
 TRAIN_KERNEL = {"feature_map": "table", "rank": 16}
-
-
-def _precheck_run(raw: dict, params: list[str]) -> None:
-    """What of a command line's run can be refused before torch is imported, with the lines
-    the run's config models write (:data:`~kernelgap.run_values.Seed`,
-    :data:`~kernelgap.run_values.Device`, the family: :func:`~kernelgap.task.registry.check_family_argument`);
-    the rest is checked when the run is made."""
-    from .run_values import DEVICE_TEXT, device_problem, seed_problem
-    from .task.registry import check_family_argument
-
-    check_family_argument(raw["family"], key_values(params))
-    problem = seed_problem(raw["seed"])
-    if problem is not None:
-        raise KernelgapError(f"seed{problem}")
-    device = raw["train"]["device"]
-    if device_problem(device) is not None:
-        raise KernelgapError("train.device" + DEVICE_TEXT.format(shown=repr(device)))
 
 
 @app.command(help="Run a sweep resumably (skips finished runs), or report its --status.")

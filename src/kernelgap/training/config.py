@@ -24,17 +24,14 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_STEPS
-from ..models import resolve_device
-from ..models.feature_maps import FeatureMap
-from ..models.sizing import check_model
 from ..models.specs import (
+    FIELDS_ONLY,
     SPECS,
     KernelSpec,
     ModelSpec,
@@ -51,8 +48,9 @@ from ..validation import Config, FinitePositive, between, checked, invalid, one_
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
-#: Learning rate of a module written elsewhere: that of a generic feature map.
-FALLBACK_LR = FeatureMap.default_lr
+#: Learning rate of a module written elsewhere: that of a generic feature map
+#: (``FeatureMap.default_lr``, which a test checks it equals; the maps import torch).
+FALLBACK_LR = 3e-3
 #: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
 #: training stalls; docs/experiments.md, "Training recipe").
 INIT_SCALE = 2.0
@@ -60,8 +58,21 @@ INIT_SCALE = 2.0
 #: starts near uniform and the scorer trains slower than the readout, which it needs to
 #: find the good candidates (docs/experiments.md, "Training recipe", has the measurements).
 SOFTMAX_TEMPERATURE = 4.0
-#: Floating-point types a run may train in.
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: Floating-point types a run may train in, by name (:func:`torch_dtype`: the torch type).
+DTYPE_NAMES = ("float32", "float64")
+
+
+def torch_dtype(name: str):
+    """The torch type of a :data:`DTYPE_NAMES` name (torch is imported here, not with the config)."""
+    import torch
+
+    return {"float32": torch.float32, "float64": torch.float64}[name]
+
+
+def __getattr__(name: str):
+    if name == "DTYPES":  # the torch types by name, imported when asked for
+        return {n: torch_dtype(n) for n in DTYPE_NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def model_defaults(kind: str | None = None) -> dict:
@@ -115,7 +126,7 @@ Power = checked(
 StopBelow = checked(
     float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
 )
-DType = one_of(tuple(DTYPES))
+DType = one_of(DTYPE_NAMES)
 
 
 #: Steps of a phase: 0 (skip it) up to :data:`kernelgap.limits.MAX_STEPS`.
@@ -154,6 +165,8 @@ class TrainConfig(Config):
     def validate(self, where: str = "train") -> TrainConfig:
         """That the device exists here (its name was checked when it was made:
         :data:`~kernelgap.run_values.Device`)."""
+        from ..models.devices import resolve_device
+
         try:
             resolve_device(self.device)
         except KernelgapError as exc:
@@ -356,13 +369,16 @@ class RunConfig(Config):
         """A table starts from the calibrated defaults (:func:`model_table`, :func:`with_recipe`)."""
         if not isinstance(value, dict):
             return handler(value)
-        return with_recipe(handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ())))
+        spec = handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ()))
+        return spec if (info.context or {}).get(FIELDS_ONLY) else with_recipe(spec)
 
     @model_validator(mode="after")
-    def _recipe_schedule(self) -> RunConfig:
+    def _recipe_schedule(self, info: ValidationInfo) -> RunConfig:
         """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other."""
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self
         if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
             schedule = self.model.map_class.recipe_schedule
             if schedule:
@@ -375,6 +391,8 @@ class RunConfig(Config):
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
+        from ..models.sizing import check_model
+
         try:
             check_model(self.model, "model")
         except KernelgapError as exc:
