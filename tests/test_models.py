@@ -168,7 +168,7 @@ def test_the_memory_estimate_counts_the_model_it_builds(spec):
 
 
 def test_a_spec_has_only_its_kinds_fields_and_resolves_its_map_once(monkeypatch):
-    from kernelgap.models import feature_maps, specs
+    from kernelgap.models import feature_maps
 
     assert "feature_map" not in SoftmaxSpec.model_fields and "score_dim" not in KernelSpec.model_fields
     assert set(ModuleModelSpec.model_fields) == {"kind", "rank", "module"}
