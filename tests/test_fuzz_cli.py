@@ -262,6 +262,94 @@ TRAIN_FLAGS = [
 ]
 
 
+# -- devices, seeds and model fields a kind does not use (train, verify, probe, sweep files) ----
+
+#: Device kinds torch names that hold no data or that kernelgap never trains on.
+NOT_TRAINING = ["meta", "hpu", "xla", "xpu", "ipu", "lazy", "vulkan", "mkldnn", "opengl", "ve", "mtia", "maia"]
+
+
+@st.composite
+def bad_devices(draw) -> str:
+    """A device a model cannot train on here: a kind torch names but no model trains on, a
+    malformed name, an index that is not one, CUDA where there is none or an index past the
+    devices present, a CPU other than cpu:0."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    kind = draw(st.sampled_from(["other", "malformed", "index", "absent", "cpu"]))
+    if kind == "other":
+        index = draw(st.one_of(st.just(""), st.integers(0, 9).map(lambda i: f":{i}")))
+        return draw(st.sampled_from(NOT_TRAINING)) + index
+    if kind == "malformed":
+        return draw(
+            st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=12).filter(
+                lambda t: t.partition(":")[0] not in ("cpu", "cuda", "mps") or t.count(":") > 1 or t != t.strip()
+            )
+        )
+    if kind == "index":
+        base = draw(st.sampled_from(["cpu", "cuda", "mps"]))
+        return f"{base}:{draw(st.sampled_from(['', '-1', 'x', '0x1', '1.0', ' 1', '١', '99999']))}"
+    if kind == "absent":
+        return f"cuda:{count + draw(st.integers(0, 50))}" if count else draw(st.sampled_from(["cuda", "cuda:0"]))
+    return f"cpu:{draw(st.integers(1, 64))}"
+
+
+#: A seed out of 0..2^64 − 1 (below Python's digit limit for integers read from text).
+BAD_SEEDS = st.one_of(st.integers(max_value=-1, min_value=-(2**200)), st.integers(min_value=2**64, max_value=2**200))
+
+#: A model field of one kind and a value other than its default, given to a model of another
+#: kind (a default, mlp_exp or rank 16, changes nothing and is let through, in a sweep file too).
+NOT_ITS_FIELD = {
+    "softmax": [("feature_map", ["elu1", "favor", "relu", "table"]), ("rank", [1, 2, 8, 64])],
+    "kernel": [("score_dim", [1, 3]), ("scaled_scores", [True])],
+}
+#: The ``train`` flags of the fields above (a kernel model has no flag for a softmax-only field).
+FIELD_FLAGS = {"feature_map": "--feature-map", "rank": "--rank"}
+
+
+@st.composite
+def misplaced_field(draw) -> tuple[str, str, object]:
+    kind = draw(st.sampled_from(sorted(NOT_ITS_FIELD)))
+    key, values = draw(st.sampled_from(NOT_ITS_FIELD[kind]))
+    return kind, key, draw(st.sampled_from(values))
+
+
+def _toml(value) -> str:
+    return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_devices_seeds_and_kinds(world, data):
+    where = data.draw(st.sampled_from(["train", "sweep", "verify", "probe"]))
+    what = data.draw(st.sampled_from(["device", "seed", "kind"] if where in ("train", "sweep") else ["device", "seed"]))
+    family = ["--family", "exhaustive", "-p", "m=2", "-p", "length=2", "--mse-steps", "1", "--max-steps", "1"]
+    if where == "verify" and what == "seed":
+        what = "device"
+    if where == "probe":
+        argv = ["probe", EXAMPLE, "--seeds", f"0,{data.draw(st.integers(2**64, 2**200))}"]
+    elif where == "verify":
+        argv = ["verify", "--m", "2", "--device", data.draw(bad_devices())]
+    elif where == "train" and what == "kind":
+        kind, key, value = data.draw(misplaced_field().filter(lambda f: f[1] in FIELD_FLAGS))
+        argv = ["train", *family, "--kind", kind, FIELD_FLAGS[key], str(value)]
+    elif where == "train":
+        value = data.draw(bad_devices()) if what == "device" else str(data.draw(BAD_SEEDS))
+        argv = ["train", *family, "--device" if what == "device" else "--seed", value]
+    else:
+        text = TINY
+        if what == "device":
+            text = text.replace("[train]", f"[train]\ndevice = {json.dumps(data.draw(bad_devices()))}")
+        elif what == "seed":
+            text = text.replace("seed = [0, 1]", f"seed = [0, {data.draw(BAD_SEEDS)}]")
+        else:
+            kind, key, value = data.draw(misplaced_field())
+            text = text.replace('feature_map = "table"', f'kind = "{kind}"\n{key} = {_toml(value)}')
+            text = text.replace("model.rank = [1, 2]", "model.heads = [1]")
+        argv = ["sweep", write_input(world, "s.toml", text), "--out", world / "new", "--executor", "inline"]
+    assert_refused(world, argv)
+
+
 @given(st.data())
 @FUZZ
 def test_fuzz_train(world, data):

@@ -110,16 +110,16 @@ def test_the_kernel_identity_drops_temperature_only_in_linear_space():
 
 def test_a_run_looks_its_feature_map_up_once(monkeypatch):
     """Parsing, identifying and building a kernel run resolve the map's name once."""
-    from kernelgap.models import specs
+    from kernelgap.models import feature_maps
     from kernelgap.training.trainer import build_stack, run_record
 
     names = []
 
     def counted(name):
         names.append(name)
-        return specs.FEATURE_MAPS[name]
+        return feature_maps.FEATURE_MAPS[name]
 
-    monkeypatch.setattr(specs, "feature_map_class", counted)
+    monkeypatch.setattr(feature_maps, "feature_map_class", counted)  # what a spec looks maps up with
     parsed = RunConfig.parse(
         {
             "family": {"name": "exhaustive", "params": {"m": 2, "length": 2}},

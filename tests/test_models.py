@@ -168,7 +168,7 @@ def test_the_memory_estimate_counts_the_model_it_builds(spec):
 
 
 def test_a_spec_has_only_its_kinds_fields_and_resolves_its_map_once(monkeypatch):
-    from kernelgap.models import feature_maps, specs
+    from kernelgap.models import feature_maps
 
     assert "feature_map" not in SoftmaxSpec.model_fields and "score_dim" not in KernelSpec.model_fields
     assert set(ModuleModelSpec.model_fields) == {"kind", "rank", "module"}
@@ -178,7 +178,7 @@ def test_a_spec_has_only_its_kinds_fields_and_resolves_its_map_once(monkeypatch)
     def no_lookup(name):
         raise AssertionError(f"looked up {name!r} again")
 
-    monkeypatch.setattr(specs, "feature_map_class", no_lookup)
+    monkeypatch.setattr(feature_maps, "feature_map_class", no_lookup)  # what a spec looks maps up with
     model = build_model(spec, 3, 3, seeds=[0])  # no further registry look-up
     assert type(model.scorer.feature_map) is feature_maps.elu1.Elu1 and feature_count(spec) == 16
     assert signed_kernel(spec) is False and "temperature" not in spec.identity()

@@ -50,10 +50,30 @@ def product_dicts(draw):
     }
 
 
+def product_of(data: dict) -> ProductFamily:
+    """The family ``data`` describes, through the file reader where its matching is consistent;
+    otherwise the reader refuses it in one line (a good candidate above its query's least
+    overlap) and the same family is built through the API, which keeps any matching."""
+    try:
+        return family_from_json(data)
+    except FamilyError as exc:
+        assert "least overlap" in str(exc) and "\n" not in str(exc)
+    words_ = sorted(set(data["queries"] + data["candidates"]))
+    tokens = np.array([[int(c) for c in w] for w in words_], dtype=np.uint8)
+    ids = {w: i for i, w in enumerate(words_)}
+    return ProductFamily(
+        tokens,
+        [ids[w] for w in data["queries"]],
+        [ids[w] for w in data["candidates"]],
+        data["query_position"],
+        [(ids[q], ids[g]) for q, g in data["matching"]],
+    )
+
+
 @settings(max_examples=150, deadline=None)
 @given(product_dicts(), st.sampled_from([Fraction(1, 2), Fraction(2, 5), Fraction(1, 4)]))
 def test_product_certificate_equals_the_expanded_one(data, delta):
-    family = family_from_json(data)
+    family = product_of(data)
     assert isinstance(family, ProductFamily) and len(family) == len(family.queries) * len(family.candidates) ** 2
     expanded = family.expand()
     assert len(expanded) == len(family)

@@ -81,7 +81,9 @@ for _registry, _found in discovered_modules().items():
 LAYERS: list[set[str]] = [
     {"kernelgap", "kernelgap.errors"},
     {"kernelgap.io", "kernelgap.limits", "kernelgap.validation"},
-    {"kernelgap.args"},  # the command-line value grammar (ranges, lists, key=value), above the limits
+    # the command-line value grammar (ranges, lists, key=value), above the limits; a run's seed
+    # and device names
+    {"kernelgap.args", "kernelgap.run_values"},
     {"kernelgap.task"},
     {"kernelgap.models", "kernelgap.report"},
     {"kernelgap.theory", "kernelgap.training"},

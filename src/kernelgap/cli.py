@@ -28,13 +28,13 @@ app = typer.Typer(
 
 
 def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Group:
-    """``--feature-map`` of the invoked subcommand as a choice of the registered maps (listed
-    in its ``--help``, checked at parse time), and ``bound-curve --code``'s help the registered
-    series.  Only a subcommand that takes one reads its registry, so commands that train
-    nothing never import torch."""
+    """``--feature-map`` of the invoked subcommand as a choice of the registered maps, listed
+    in its ``--help``, and ``bound-curve --code``'s help the registered series.  Only a help
+    page reads the maps' registry (which imports torch): a run's map is checked by its model
+    spec, after the arguments torch is not needed for (``_precheck_run``)."""
     sub = command.commands.get(argv[0]) if argv else None
     for param in getattr(sub, "params", []):
-        if param.name == "feature_map":
+        if param.name == "feature_map" and "--help" in argv:
             from .models import FEATURE_MAPS
 
             param.type = click.Choice(list(FEATURE_MAPS))
@@ -92,10 +92,15 @@ def verify(
     """Check every construction (docs/theory.md, "Constructions") on every sequence of each
     length N against the theory's outcome (rank 1 fails from N = 3, the others are exact);
     exit status 1 when some outcome is not the expected one."""
+    from .run_values import device_problem
+
+    lengths = parse_range(length, "--length", "N", least=1) if length else None
+    if device_problem(device) is not None:  # before torch is imported
+        raise KernelgapError(f"--device: {device_problem(device)}")
     from .models.text import verify_lines
     from .models.verify import DEFAULT_LENGTHS, verify_constructions
 
-    lengths = parse_range(length, "--length", "N", least=1) if length else DEFAULT_LENGTHS
+    lengths = lengths or DEFAULT_LENGTHS
     payload = verify_constructions(m, device=device, lengths=lengths)
     emit(payload, as_json, verify_lines)
     if not payload["as_expected"]:
@@ -233,15 +238,17 @@ def train(
     family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness) or a family file."),
     params: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     kind: str = typer.Option("kernel", "--kind", help="kernel or softmax."),
-    feature_map: str = typer.Option("table", "--feature-map", help="Feature map of a kernel model."),
-    rank: int = typer.Option(16, "--rank", help="Feature rank r."),
+    feature_map: str | None = typer.Option(
+        None, "--feature-map", help="Feature map of a kernel model (default table).", show_default=False
+    ),
+    rank: int | None = typer.Option(None, "--rank", help="Feature rank r of a kernel model (default 16)."),
     readout: str | None = typer.Option(
         None, "--readout", help="mlp or linear value/readout (default: the map's calibrated recipe, else mlp)."
     ),
     d_value: int | None = typer.Option(
         None, "--d-value", help="Value width (default 32; at least m where the overlaps have rank above 32)."
     ),
-    seed: int = typer.Option(0, "--seed", help="Initialisation seed."),
+    seed: int = typer.Option(0, "--seed", help="Initialisation seed, 0..2^64 − 1."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
     temperature: float | None = typer.Option(
         None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."
@@ -256,35 +263,47 @@ def train(
         None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."
     ),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
-    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:N or mps."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    from .training import FamilySpec, RunConfig, train_records
+    given = dict(feature_map=feature_map, rank=rank, readout=readout, d_value=d_value, temperature=temperature)
+    model = {"kind": kind, **{k: v for k, v in given.items() if v is not None}}
+    if kind == "kernel":
+        model = {**TRAIN_KERNEL, **model}
+    steps = {k: v for k, v in (("mse_steps", mse_steps), ("max_steps", max_steps)) if v is not None}
+    raw = {
+        "family": family,
+        "model": model,
+        "train": {
+            "lr": lr,
+            **steps,
+            **({} if power is None else {"power": power}),
+            "stop_below": None if no_early_stop else 0.5,
+            "device": device,
+        },
+        "seed": seed,
+    }
+    from .models.specs import FIELDS_ONLY
+    from .task.registry import check_family_argument
+    from .training.config import EXPLICIT_MODEL_KEYS, FamilySpec, RunConfig
+
+    check_family_argument(family, key_values(params))  # a family file loaded, parameters checked
+    raw["family"] = FamilySpec.named_or_file(family, params)
+    # the same models, defaults and checks as a sweep file's run: a field the kind does not use,
+    # given on the command line, is refused as in a sweep file's [model] table; every field is
+    # checked before torch is imported, then the run is made (its feature map resolved)
+    context = {EXPLICIT_MODEL_KEYS: set(model) - {"kind"}}
+    RunConfig.parse(raw, context={**context, FIELDS_ONLY: True})
+    run = RunConfig.parse(raw, context=context)
+    from .training import train_records
     from .training.text import run_lines
 
-    run = RunConfig.parse(
-        {  # the same models, defaults and checks as a sweep file's run
-            "family": FamilySpec.named_or_file(family, params),
-            "model": {
-                "kind": kind,
-                "feature_map": feature_map,
-                "rank": rank,
-                **({} if readout is None else {"readout": readout}),
-                **({} if d_value is None else {"d_value": d_value}),
-                **({} if temperature is None else {"temperature": temperature}),
-            },
-            "train": {
-                "lr": lr,
-                **{k: v for k, v in (("mse_steps", mse_steps), ("max_steps", max_steps)) if v is not None},
-                **({} if power is None else {"power": power}),
-                "stop_below": None if no_early_stop else 0.5,
-                "device": device,
-            },
-            "seed": seed,
-        }
-    )
     emit(train_records([run.validate()])[0], as_json, run_lines)
+
+
+#: What ``train`` gives a kernel model without ``--feature-map`` and ``--rank`` (a softmax model: neither).
+TRAIN_KERNEL = {"feature_map": "table", "rank": 16}
 
 
 @app.command(help="Run a sweep resumably (skips finished runs), or report its --status.")
@@ -344,21 +363,29 @@ def probe(
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe.config import ProbeConfig
-    from .probe.runner import run_probe
+    from .run_values import seed_problem
+
+    constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
+    seed_list = int_list(seeds, "--seeds")
+    arg_map = argument_map(arg)
+    for value in seed_list or ():
+        if value >= 0 and seed_problem(value) is not None:  # a negative one: the config's own line
+            raise KernelgapError(f"--seeds{seed_problem(value)}")
+    from .probe.runner import run_probe  # torch: after the flags are checked
     from .reproduction import build_probe_report
 
     config = ProbeConfig(
         target,
-        json_object(kwargs, "--kwargs"),
+        constructor,
         out=out,
         profile=profile,
-        ranks=suite_ranks(ranks),
-        seeds=int_list(seeds, "--seeds"),
+        ranks=suite,
+        seeds=seed_list,
         steps=steps,
         lr=lr,
         d_model=d_model,
         interface=interface,
-        args=argument_map(arg),
+        args=arg_map,
         output=output,
         executor=executor,
         workers=workers,

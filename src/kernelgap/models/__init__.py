@@ -1,34 +1,36 @@
-"""Attention models: feature maps, kernel and softmax heads, constructions (docs/theory.md, "The models")."""
+"""Attention models: feature maps, kernel and softmax heads, constructions (docs/theory.md, "The models").
 
-from .attention import AttentionModel, Tables
-from .build import build_model
-from .devices import resolve_device
-from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
-from .specs import (
-    KernelSpec,
-    ModelSpec,
-    ModuleModelSpec,
-    SoftmaxSpec,
-    feature_count,
-    model_spec,
-    signed_kernel,
-    spec_rank,
-)
+The names below are imported when first used (PEP 562), so that :mod:`.specs` and
+:mod:`.module_spec` — what a run's config is checked with — load without torch.
+"""
 
-__all__ = [
-    "FEATURE_MAPS",
-    "AttentionModel",
-    "FeatureMap",
-    "KernelSpec",
-    "ModelSpec",
-    "ModuleModelSpec",
-    "SoftmaxSpec",
-    "Tables",
-    "build_model",
-    "feature_count",
-    "feature_map_class",
-    "model_spec",
-    "resolve_device",
-    "signed_kernel",
-    "spec_rank",
-]
+import importlib
+
+#: Each public name and the module of this package that defines it.
+_WHERE = {
+    "AttentionModel": "attention",
+    "Tables": "attention",
+    "build_model": "build",
+    "resolve_device": "devices",
+    "FEATURE_MAPS": "feature_maps",
+    "FeatureMap": "feature_maps",
+    "feature_map_class": "feature_maps",
+    "KernelSpec": "specs",
+    "ModelSpec": "specs",
+    "ModuleModelSpec": "specs",
+    "SoftmaxSpec": "specs",
+    "feature_count": "specs",
+    "model_spec": "specs",
+    "signed_kernel": "specs",
+    "spec_rank": "specs",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,22 +7,29 @@ from (:func:`~kernelgap.models.build.build_model`), so a spec's fields are its i
 models have equal specs whatever a sweep file wrote for the other kinds.  A kernel spec
 resolves its feature map's class once, when it is made (:attr:`KernelSpec.map_class`).
 
-Specs check their fields' ranges and choices when they are made; the limits that need the
-family's sizes (rank, memory) are :func:`kernelgap.models.sizing.check_model`.
+Specs check their fields' ranges and choices when they are made, without torch: a kernel
+spec imports the feature maps (and torch) only once its other fields are valid, so a refused
+field costs no torch import; the limits that need the family's sizes (rank, memory) are
+:func:`kernelgap.models.sizing.check_model`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, KernelgapError
 from ..validation import Config, FinitePositive, PositiveInt, invalid, one_of
-from .external import ModuleSpec
-from .feature_maps import FEATURE_MAPS, FeatureMap, feature_map_class
+from .module_spec import ModuleSpec
 
+if TYPE_CHECKING:
+    from .feature_maps import FeatureMap
+
+#: Validation context key: check a spec's fields alone, without resolving a kernel spec's
+#: feature map (which imports torch): a spec made so has no :attr:`KernelSpec.map_class`.
+FIELDS_ONLY = "fields_only"
 #: Value/readout shapes: affine maps of the token, or two-layer MLPs.
 READOUTS = ("linear", "mlp")
 #: Model kinds: kernel attention, dense softmax, a module written elsewhere.
@@ -73,7 +80,11 @@ class KernelSpec(BaseSpec):
     _map: type[FeatureMap] = PrivateAttr()
 
     @model_validator(mode="after")
-    def _resolve_map(self) -> KernelSpec:
+    def _resolve_map(self, info: ValidationInfo) -> KernelSpec:
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self  # a check of the fields alone: the map is not resolved
+        from .feature_maps import feature_map_class  # torch: once every other field is valid
+
         try:
             self._map = feature_map_class(self.feature_map)
         except KernelgapError as exc:
@@ -164,6 +175,8 @@ def model_spec(**fields) -> KernelSpec | SoftmaxSpec | ModuleModelSpec:
 def model_identity(model: dict) -> dict:
     """:meth:`BaseSpec.identity` of a spec written as a dict (a record's ``config.model``,
     which also lists the fields other kinds use): the fields of its kind."""
+    from .feature_maps import FEATURE_MAPS
+
     cls = SPECS.get(model.get("kind"))
     keep = tuple(cls.model_fields) if cls is not None else tuple(model)
     fmap = FEATURE_MAPS.get(model.get("feature_map")) if cls is KernelSpec else None

@@ -194,3 +194,60 @@ class SelfValidating:
 
     def validate(self) -> None:  # pragma: no cover - each family class defines it
         raise NotImplementedError
+
+
+#: Overlaps formed at once by :func:`first_inconsistent` (entries × candidates).
+CONSISTENCY_CELLS = 1 << 22
+
+
+def first_inconsistent(tokens: np.ndarray, pairs: np.ndarray, candidates: np.ndarray) -> tuple[int, int, int] | None:
+    """The first matching entry of a product family whose good candidate is not a
+    least-overlap candidate of its query, as ``(entry, a candidate with less overlap, that
+    overlap)``; None when the matching is *consistent*.
+
+    Consistent: for every entry ``(x, g)``, ``<x, g> = min_c <x, c>`` over the family's
+    candidates — ``g`` is an answer of the Min-IP task at ``x`` (docs/theory.md, "The task").
+    The certificate bounds the row of ``x`` by the chains ``R(x; g → c)`` that climb from
+    ``g``'s overlap (docs/theory.md, "From masses to kernel values", "Product families"): a
+    good candidate above the least overlap leaves the candidates below it unbounded, so such
+    a matching still gives a sound certificate, only a weaker one, and names a good
+    candidate the task does not.  Ties at the least overlap are consistent.  Overlaps are
+    float32 products of 0/1 rows, exact below 2^24 bits (float64 above), in chunks of
+    :data:`CONSISTENCY_CELLS`."""
+    if not len(pairs) or not len(candidates):
+        return None
+    dtype = np.float32 if tokens.shape[1] < 1 << 24 else np.float64
+    cand = tokens[candidates].astype(dtype)
+    step = max(1, CONSISTENCY_CELLS // len(candidates))
+    for start in range(0, len(pairs), step):
+        chunk = pairs[start : start + step]
+        query = tokens[chunk[:, 0]].astype(dtype)
+        overlaps = query @ cand.T  # [k, C]
+        good = np.einsum("ij,ij->i", query, tokens[chunk[:, 1]].astype(dtype))
+        least = overlaps.min(axis=1)
+        bad = np.flatnonzero(least < good)
+        if len(bad):
+            k = int(bad[0])
+            lower = int(candidates[int(np.argmin(overlaps[k]))])
+            return start + k, lower, int(least[k])
+    return None
+
+
+def check_consistent(family):
+    """``family`` itself when it is a list of sequences or a product family whose matching is
+    consistent (:func:`first_inconsistent`); otherwise a one-line :class:`FamilyError` naming
+    the first entry whose good candidate is not of its query's least overlap."""
+    if not hasattr(family, "candidates") or not family.matching:
+        return family
+    pairs = np.array(family.matching, dtype=np.int64)
+    found = first_inconsistent(family.tokens, pairs, np.asarray(family.candidates))
+    if found is not None:
+        k, lower, least = found
+        q, g = family.matching[k]
+        overlap = int(family.tokens[q].astype(np.int64) @ family.tokens[g].astype(np.int64))
+        word = "".join(map(str, family.tokens[lower].tolist()))
+        raise FamilyError(
+            f"matching entry {k}: its good candidate overlaps its query in {overlap} bits, candidate "
+            f"{word:.40} in {least}: a good candidate has its query's least overlap (the Min-IP answer)"
+        )
+    return family

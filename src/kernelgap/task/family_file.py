@@ -32,6 +32,7 @@ from ..errors import FamilyError
 from ..io import atomic_write_text, parse_json, read_input
 from ..validation import Int
 from .family import MAX_PRODUCT_LENGTH, AnyFamily, Family, ProductFamily, bits_to_str
+from .family_checks import check_consistent
 
 PRODUCT_KEYS = ("queries", "candidates")
 
@@ -233,7 +234,7 @@ def family_from_json(data) -> AnyFamily:
     if product and "sequences" in data:
         raise FamilyError("a family file holds either 'sequences' or 'queries' and 'candidates', not both")
     if product:
-        return _product_from_json(data, header)
+        return check_consistent(_product_from_json(data, header))
     if "sequences" not in data:
         raise FamilyError("family file is missing the key 'sequences' (or 'queries' and 'candidates')")
     return _sequences_from_json(data, header)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
@@ -198,3 +199,34 @@ def build_family(name: str, **params) -> AnyFamily:
     :func:`check_params` before anything is allocated."""
     full = check_params(name, params)
     return FAMILIES[name](**full)
+
+
+def is_family_file(family: str) -> bool:
+    """Whether a command line's ``--family`` names a family file (a path that exists or ends in
+    ``.json``) rather than a registered family."""
+    return family.endswith(".json") or Path(family).is_file()
+
+
+def check_family_argument(family: str, params: dict[str, str], load: bool = True) -> dict | None:
+    """A command line's ``--family`` and ``-p key=value`` parameters checked, each problem a
+    one-line :class:`FamilyError`: a family file exists and takes no parameters (``load``: and
+    is loaded); a registered family's name and parameter names are known, its parameters'
+    values read (``load``: and checked, :func:`check_params`, as ``family.params: …``).  The
+    registered family's parameters, read; None for a file."""
+    if is_family_file(family):
+        if params:
+            raise FamilyError("-p parameters apply to a registered family, not to a family file")
+        if not Path(family).is_file():
+            raise FamilyError(f"family file {family} does not exist")
+        if load:
+            from .family_file import load_family
+
+            load_family(Path(family).resolve())
+        return None
+    values = parse_params(family, params)
+    if load:
+        try:
+            check_params(family, values)
+        except FamilyError as exc:
+            raise FamilyError(f"family.params: {exc}") from None
+    return values

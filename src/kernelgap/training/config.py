@@ -24,17 +24,14 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_STEPS
-from ..models import resolve_device
-from ..models.feature_maps import FeatureMap
-from ..models.sizing import check_model
 from ..models.specs import (
+    FIELDS_ONLY,
     SPECS,
     KernelSpec,
     ModelSpec,
@@ -45,13 +42,15 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
-from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes, parse_params
+from ..run_values import Device, Seed
+from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, FinitePositive, between, checked, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
-#: Learning rate of a module written elsewhere: that of a generic feature map.
-FALLBACK_LR = FeatureMap.default_lr
+#: Learning rate of a module written elsewhere: that of a generic feature map
+#: (``FeatureMap.default_lr``, which a test checks it equals; the maps import torch).
+FALLBACK_LR = 3e-3
 #: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
 #: training stalls; docs/experiments.md, "Training recipe").
 INIT_SCALE = 2.0
@@ -59,8 +58,21 @@ INIT_SCALE = 2.0
 #: starts near uniform and the scorer trains slower than the readout, which it needs to
 #: find the good candidates (docs/experiments.md, "Training recipe", has the measurements).
 SOFTMAX_TEMPERATURE = 4.0
-#: Floating-point types a run may train in.
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+#: Floating-point types a run may train in, by name (:func:`torch_dtype`: the torch type).
+DTYPE_NAMES = ("float32", "float64")
+
+
+def torch_dtype(name: str):
+    """The torch type of a :data:`DTYPE_NAMES` name (torch is imported here, not with the config)."""
+    import torch
+
+    return {"float32": torch.float32, "float64": torch.float64}[name]
+
+
+def __getattr__(name: str):
+    if name == "DTYPES":  # the torch types by name, imported when asked for
+        return {n: torch_dtype(n) for n in DTYPE_NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def model_defaults(kind: str | None = None) -> dict:
@@ -114,7 +126,7 @@ Power = checked(
 StopBelow = checked(
     float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
 )
-DType = one_of(tuple(DTYPES))
+DType = one_of(DTYPE_NAMES)
 
 
 #: Steps of a phase: 0 (skip it) up to :data:`kernelgap.limits.MAX_STEPS`.
@@ -142,14 +154,19 @@ class TrainConfig(Config):
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
-    device: str = Field("cpu", description="a torch device (cpu, cuda, cuda:1); results are recorded per device")
+    device: Device = Field(
+        "cpu", description="a torch device (cpu, cuda, cuda:1, mps); results are recorded per device"
+    )
 
     def model_post_init(self, context: Any, /) -> None:
         if self.stop_below == 0:  # "never stop early" has one spelling, so one run id
             self.stop_below = None
 
     def validate(self, where: str = "train") -> TrainConfig:
-        """That the device exists here (its fields were checked when it was made)."""
+        """That the device exists here (its name was checked when it was made:
+        :data:`~kernelgap.run_values.Device`)."""
+        from ..models.devices import resolve_device
+
         try:
             resolve_device(self.device)
         except KernelgapError as exc:
@@ -197,13 +214,10 @@ class FamilySpec(Config):
     def named_or_file(cls, family: str, params: list[str]) -> FamilySpec:
         """A command line's ``--family``: a registered family by name with its ``-p key=value``
         parameters, or a family file (a path that exists or ends in .json)."""
-        if family.endswith(".json") or Path(family).is_file():
-            if params:
-                raise KernelgapError("-p parameters apply to a registered family, not to a family file")
-            if not Path(family).is_file():
-                raise KernelgapError(f"family file {family} does not exist")
-            return cls.from_file(family)
-        return cls.parse({"name": family, "params": parse_params(family, key_values(params))})
+        from ..task.registry import check_family_argument
+
+        values = check_family_argument(family, key_values(params), load=False)
+        return cls.from_file(family) if values is None else cls.parse({"name": family, "params": values})
 
     @model_validator(mode="after")
     def _registered(self, info: ValidationInfo) -> FamilySpec:
@@ -346,7 +360,7 @@ class RunConfig(Config):
     family: FamilySpec
     model: ModelSpec = Field(default_factory=default_model)
     train: TrainConfig = Field(default_factory=TrainConfig)
-    seed: int = 0
+    seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
 
     @field_validator("model", mode="wrap")
@@ -355,13 +369,16 @@ class RunConfig(Config):
         """A table starts from the calibrated defaults (:func:`model_table`, :func:`with_recipe`)."""
         if not isinstance(value, dict):
             return handler(value)
-        return with_recipe(handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ())))
+        spec = handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ()))
+        return spec if (info.context or {}).get(FIELDS_ONLY) else with_recipe(spec)
 
     @model_validator(mode="after")
-    def _recipe_schedule(self) -> RunConfig:
+    def _recipe_schedule(self, info: ValidationInfo) -> RunConfig:
         """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other."""
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self
         if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
             schedule = self.model.map_class.recipe_schedule
             if schedule:
@@ -374,6 +391,8 @@ class RunConfig(Config):
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
+        from ..models.sizing import check_model
+
         try:
             check_model(self.model, "model")
         except KernelgapError as exc:

@@ -1,0 +1,48 @@
+"""A run's seed and device, checked by their values alone: before torch is imported (a
+refusal costs no torch import), by the run's config models and by the command line alike.
+Whether a device exists here is :func:`kernelgap.models.devices.resolve_device`'s question."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from .validation import Int, Says, checked
+
+#: Seeds run from 0 to ``2^64 − 1``: every generator a run seeds takes them (numpy's
+#: ``default_rng`` refuses a negative seed, torch's ``manual_seed`` one of 2^64 or more).
+SEED_LIMIT = 2**64
+SEED_TEXT = " must be an integer in 0..2^64 − 1, got {value}"
+Seed = Annotated[Int, Field(ge=0, lt=SEED_LIMIT), Says(SEED_TEXT)]
+
+
+def seed_problem(value: int) -> str | None:
+    """Why ``value`` is not a :data:`Seed` (the text after its name), or None."""
+    return None if 0 <= value < SEED_LIMIT else SEED_TEXT.format(value=value)
+
+
+#: The device types a model trains on, each alone or with an index (``cuda:1``); torch names
+#: others (``meta``, ``hpu``…) that hold no data or that kernelgap never trains on.
+TRAINING_DEVICES = ("cpu", "cuda", "mps")
+
+
+def device_problem(device: str) -> str | None:
+    """Why ``device`` does not name a device a model trains on (its spelling alone, without
+    asking torch: whether it exists here is :func:`kernelgap.models.devices.resolve_device`),
+    or None."""
+    kind, colon, index = device.partition(":")
+    if kind in TRAINING_DEVICES and (not colon or (index.isdigit() and index.isascii() and len(index) <= 4)):
+        return None
+    return f"{device!r:.60} is not a device to train on (cpu, cuda, cuda:N or mps)"
+
+
+#: What follows a device field's name when its spelling is refused.
+DEVICE_TEXT = " must be cpu, cuda, cuda:N or mps, got {shown:.60}"
+#: A device's name, checked by its spelling (:func:`device_problem`).
+Device = checked(
+    str,
+    lambda v: device_problem(v) is None,
+    DEVICE_TEXT,
+    {"type": "string", "pattern": "^(cpu|cuda|mps)(:[0-9]{1,4})?$"},
+)
