@@ -36,7 +36,7 @@ seed = [0]
 ARTEFACTS = ["record", "checkpoint", "family", "sweep.json", "summary.json"]
 DAMAGES = ["truncate", "delete", "alter", "folder"]
 #: Where "alter" changes a character of a text file: the first letter or digit after this.
-MARKERS = {"record": '"max_error": ', "sweep.json": '"fingerprint": "', "summary.json": '"runs": '}
+MARKERS = {"record": '"max_error": ', "sweep.json": '"fingerprint": "', "summary.json": '"certified_rank": '}
 
 
 @pytest.fixture(scope="module")

@@ -319,9 +319,10 @@ def check(
 ) -> None:
     """Verify a results folder without changing it: run records, checkpoints (size, sha256),
     family copies, summary.json against the runs; one line per problem, exit 2 if any."""
+    from .reproduction.report import summary_drift
     from .sweeps.verify import check_folder, check_lines
 
-    result = check_folder(folder)
+    result = check_folder(folder, summary_check=summary_drift)
     emit(result, as_json, check_lines)
     if result["problems"]:
         raise KernelgapError(f"{folder}: {len(result['problems'])} problem(s) found; nothing was changed")

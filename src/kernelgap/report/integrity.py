@@ -56,8 +56,8 @@ def fingerprint(run_ids: list[str]) -> str:
 
 
 def record_digest(record: dict) -> str:
-    """A record's own checksum (``record["record_sha256"]``): the sha256 of its canonical
-    JSON without that key, so any edit of a written record shows."""
+    """A record's own checksum (``record["record_sha256"]``, also in ``sweep.json``): the
+    sha256 of its canonical JSON without that key, so any edit of a written record shows."""
     rest = {k: v for k, v in record.items() if k != DIGEST_KEY}
     return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
@@ -141,6 +141,11 @@ def sweep_meta_problem(meta) -> str | None:
         return "is corrupted (family_files is not a table of file → sha256)"
     if meta["fingerprint"] != fingerprint(runs):
         return "was altered (its fingerprint is not the hash of its run ids)"
+    unknown = sorted(set(meta) - {"name", "fingerprint", "runs", "family_files", DIGEST_KEY})
+    if unknown:
+        return f"is corrupted (unknown key {unknown[0][:40]!r})"
+    if DIGEST_KEY in meta and meta[DIGEST_KEY] != record_digest(meta):
+        return f"was altered (its content does not match its {DIGEST_KEY})"
     return None
 
 

@@ -93,3 +93,28 @@ def build_probe_report(out: str | Path, log=print) -> Path:
         report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")
     return report
+
+
+def summary_drift(out: str | Path) -> list[str]:
+    """``summary.json`` of a reproduction folder against what its result files give now
+    (:func:`~.summary.build_summary`): each top-level key that differs, as a line ``summary.json:
+    …`` (a summary edited, or results changed since ``report``).  The version that wrote it
+    is not compared; nothing is written."""
+    out = Path(out)
+    stored = read_json(out / "summary.json")
+    if not isinstance(stored, dict) or "probes" in stored and "schema_version" not in stored:
+        return []  # missing or unreadable (named elsewhere), or a probe's summary
+    try:
+        rebuilt = json.loads(json.dumps(build_summary(out, stored.get("profile"))))
+    except (KernelgapError, ValueError) as exc:
+        return [f"summary.json: cannot be rebuilt from the result files ({' '.join(str(exc).split())})"]
+    if rebuilt.get("wall_time_s") is None:
+        rebuilt["wall_time_s"] = stored.get("wall_time_s")
+    gone = object()  # a key renamed: absent on one side, even where the other's value is null
+    keys = sorted(
+        k for k in set(stored) | set(rebuilt) if k != "version" and stored.get(k, gone) != rebuilt.get(k, gone)
+    )
+    return [
+        f"summary.json: {k[:40]!r} is not what the result files give (edited, or results changed since `report`)"
+        for k in keys
+    ]

@@ -1,7 +1,7 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, and the
+    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, and the
                           family files the sweep names (as written → sha256 of the content)
     DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
                           run trains and resumes from it, never from the original
@@ -94,6 +94,7 @@ class ResultsDir:
     def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
         meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
+        meta[DIGEST_KEY] = record_digest(meta)
         meta_path = self.root / "sweep.json"
         if (
             self.root.exists()

@@ -9,6 +9,7 @@ names only verified runs and counts each experiment's runs as its folder holds t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import KernelgapError
@@ -17,9 +18,11 @@ from ..report.integrity import folder_problems, read_sweep_meta, summary_problem
 from .store import is_valid_record
 
 
-def check_folder(root: str | Path) -> dict:
+def check_folder(root: str | Path, summary_check: Callable[[Path], list[str]] | None = None) -> dict:
     """``{"folder", "sweeps", "runs", "checkpoints", "unverified_checkpoints", "family_copies",
-    "problems"}``: what was verified and every problem found, one line each (read-only)."""
+    "problems"}``: what was verified and every problem found, one line each (read-only).
+    ``summary_check``: further problems of ``summary.json`` (the reproduction's own rebuild
+    of it, which this layer cannot import)."""
     root = Path(root)
     if not root.is_dir():
         why = "is a file, not a folder" if root.exists() else "does not exist"
@@ -52,6 +55,8 @@ def check_folder(root: str | Path) -> dict:
         if top is not None:
             counts[top] = counts.get(top, 0) + sum(1 for i in meta["runs"] if i in ids)
     problems += summary_problems(root, ids, counts)
+    if summary_check is not None:
+        problems += summary_check(root)
     return {
         "folder": str(root),
         "sweeps": len(folders),
