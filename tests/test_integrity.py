@@ -248,3 +248,21 @@ def test_check_refuses_what_is_not_a_results_folder(tmp_path, cli):
     for folder, why in (("empty", "holds no sweep folder"), ("file", "is a file"), ("gone", "does not exist")):
         code, _, err = cli("check", str(tmp_path / folder))
         assert is_refusal(code, err) and why in err
+
+
+@pytest.mark.parametrize("file", ["../outside.pt", "/tmp/outside.pt", 3, None])
+def test_a_record_naming_a_checkpoint_outside_its_folder_is_set_aside_alone(rep, cli, file):
+    from kernelgap.report.integrity import record_digest
+
+    outside = rep / "outside.pt"
+    outside.write_bytes(b"not ours")
+    path = target(rep, "record")
+    record = json.loads(path.read_text())
+    record["checkpoint"]["file"] = file
+    record["record_sha256"] = record_digest(record)
+    path.write_text(json.dumps(record))
+    status = json.loads(cli("sweep", str(rep / "witness"), "--status", "--json")[1])
+    assert status["damage"] == {path.stem: f"runs/{path.name} names no valid checkpoint file"}
+    code, out, err = cli("sweep", str(rep / "witness"), "--executor", "inline", "--json")
+    assert code == 0 and json.loads(out)["set_aside"] == [path.stem], err
+    assert outside.read_bytes() == b"not ours"

@@ -88,9 +88,12 @@ def record_problem(path: Path, run_id: str) -> str | None:
     return None
 
 
-def _inside(folder: Path, file: str) -> Path | None:
-    """``folder/file`` when ``file`` is a relative path that stays inside ``folder``."""
-    if not file or os.path.isabs(file) or ".." in Path(file).parts:
+def checkpoint_path(folder: Path, record: dict) -> Path | None:
+    """The checkpoint file a record names (``folder/<file>``), when it names one as a relative
+    path that stays inside ``folder``; else ``None``."""
+    where = record.get("checkpoint")
+    file = where.get("file") if isinstance(where, dict) else None
+    if not isinstance(file, str) or not file or os.path.isabs(file) or ".." in Path(file).parts:
         return None
     return folder / file
 
@@ -104,10 +107,10 @@ def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) ->
     where = record.get("checkpoint")
     if where is None:
         return None
-    file = where.get("file") if isinstance(where, dict) else None
-    path = _inside(folder, file) if isinstance(file, str) else None
+    path = checkpoint_path(folder, record)
     if path is None:
         return "names no valid checkpoint file"
+    file = where["file"]
     cache = {} if cache is None else cache
     if path not in cache:
         cache[path] = digest(path)

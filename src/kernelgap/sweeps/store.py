@@ -38,6 +38,7 @@ from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_
 from ..report.integrity import (
     DIGEST_KEY,
     RECORD_KEYS,
+    checkpoint_path,
     checkpoint_problem,
     digest,
     fingerprint,
@@ -218,8 +219,8 @@ class ResultsDir:
         record = self.read(run_id)
         stamp = time.time_ns()
         try:
-            if record is not None and checkpoint_problem(self.root, record):
-                weights = self.root / record["checkpoint"]["file"]
+            weights = checkpoint_path(self.root, record) if record is not None else None
+            if weights is not None and checkpoint_problem(self.root, record):
                 if weights.exists():
                     os.replace(weights, weights.with_name(f"{weights.name}.corrupt-{stamp}"))
             aside = path.with_name(f"{path.name}.corrupt-{stamp}")
