@@ -266,3 +266,16 @@ def test_a_record_naming_a_checkpoint_outside_its_folder_is_set_aside_alone(rep,
     code, out, err = cli("sweep", str(rep / "witness"), "--executor", "inline", "--json")
     assert code == 0 and json.loads(out)["set_aside"] == [path.stem], err
     assert outside.read_bytes() == b"not ours"
+
+
+def test_status_and_check_say_what_is_wrong_in_words(rep, cli):
+    record, summary = target(rep, "record"), rep / "summary.json"
+    damage(record, "record", "truncate")
+    damage(summary, "summary.json", "alter")
+    code, out, _ = cli("sweep", str(rep / "witness"), "--status")
+    assert code == 0 and f"corrupted: runs/{record.name} is corrupted (not valid JSON)" in out
+    code, out, err = cli("check", str(rep))
+    assert f"witness/runs/{record.name}: is corrupted (not valid JSON)" in out
+    assert "summary.json: 'witness' is not what the result files give" in out  # and what the cut record changes
+    assert out.strip().splitlines()[-1].startswith(f"{rep}: 6 problem(s)")
+    assert err.strip() == f"error: {rep}: 6 problem(s) found; nothing was changed"
