@@ -208,9 +208,6 @@ class ResultsDir:
         found = {i: self.problem(i, cache) for i in run_ids}
         return {i: why for i, why in found.items() if why}
 
-    def is_corrupt(self, run_id: str) -> bool:
-        return self.problem(run_id) is not None
-
     def set_aside(self, run_id: str) -> Path:
         """Rename a damaged result out of the way so the run is redone; the checkpoint it
         names goes aside too when it is there but not the recorded one (a missing one needs
