@@ -226,6 +226,7 @@ def test_a_folder_another_sweep_is_opening_is_not_foreign(tmp_path):
     root = tmp_path / "shared"
     root.mkdir()
     (root / ".sweep.json.123.tmp").write_text("{")
+    (root / "..sweep.json.123.tmp.x1y2.tmp").write_text("{")  # the temp file's own atomic write
     (root / ".sweep.toml.abc.tmp").write_text("")
     ResultsDir(root).open_for("tiny", "name = 'tiny'\n", ["a", "b"])
     assert json.loads((root / "sweep.json").read_text())["runs"] == ["a", "b"]

@@ -348,7 +348,8 @@ def _column_order(column: str) -> tuple:
 
 def _opening_file(name: str) -> bool:
     """A file a sweep writes while it opens a new folder (another sweep may be opening it)."""
-    return name in ("sweep.toml", "families") or name.startswith((".sweep.json.", ".sweep.toml."))
+    # ``..sweep.json.<pid>.tmp.…``: the atomic write's own temp file of sweep.json's temp file
+    return name in ("sweep.toml", "families") or name.startswith((".sweep.json.", ".sweep.toml.", "..sweep.json."))
 
 
 def _create_exclusive_json(path: Path, obj) -> None:
