@@ -99,10 +99,20 @@ model.rank = [2, 5]
 
 
 def _records(out):
-    return {
-        p.name: {k: v for k, v in json.loads(p.read_text()).items() if k != "wall_time_s"}
-        for p in (out / "runs").glob("*.json")
-    }
+    """Records less the wall time, the record's checksum (which covers the wall time) and
+    the checkpoint file's digest (``torch.save`` writes a per-save id into the file: the
+    weights in it are compared by :func:`_weights`)."""
+    out_records = {}
+    for p in (out / "runs").glob("*.json"):
+        record = {k: v for k, v in json.loads(p.read_text()).items() if k not in ("wall_time_s", "record_sha256")}
+        record["checkpoint"] = {k: v for k, v in record["checkpoint"].items() if k in ("file", "member")}
+        out_records[p.name] = record
+    return out_records
+
+
+def _weights(out):
+    """Every checkpoint's weights, by file."""
+    return {p.name: torch.load(p, weights_only=True)["state"] for p in sorted((out / "checkpoints").glob("*.pt"))}
 
 
 @pytest.mark.slow
@@ -115,3 +125,8 @@ def test_whole_sweeps_are_bitwise_reproducible(tmp_path):
     run_sweep(cfg, pool, executor="local", workers=1, progress=False)
     ra, rb, rp = _records(a), _records(b), _records(pool)
     assert len(ra) == 4 and ra == rb == rp
+    wa, wp = _weights(a), _weights(pool)
+    assert wa.keys() == wp.keys() and len(wa) >= 1
+    for name, state in wa.items():
+        assert state.keys() == wp[name].keys()
+        assert all(torch.equal(state[k], wp[name][k]) for k in state)

@@ -724,6 +724,91 @@ JUNK_PROBE = st.sampled_from(
 )
 
 
+# -- a finished results folder, damaged: check and report name it, change nothing ---------
+
+#: The artefacts of a finished reproduction a damage may hit (relative globs), and whether
+#: ``report`` rebuilds it (an output) rather than refusing.
+DAMAGEABLE = {
+    "witness/runs/*.json": False,
+    "witness/checkpoints/*.pt": False,
+    "witness/families/*.json": False,
+    "witness/sweep.json": False,
+    "summary.json": True,
+}
+
+
+@st.composite
+def folder_damage(draw) -> tuple[str, str, object]:
+    """``(artefact glob, kind, argument)``: cut at a fraction, deleted, one byte XOR a mask,
+    replaced by a folder, or its content replaced by generated JSON."""
+    artefact = draw(st.sampled_from(sorted(DAMAGEABLE)))
+    kind = draw(st.sampled_from(["cut", "delete", "flip", "folder", "json"]))
+    if kind == "cut":
+        return artefact, kind, draw(st.integers(0, 999)) / 1000  # integers: torch may flush subnormals
+    if kind == "flip":
+        return artefact, kind, (draw(st.integers(0, 999)) / 1000, draw(st.integers(1, 255)))
+    if kind == "json":
+        return artefact, kind, draw(JUNK_JSON | st.builds(json.dumps, st.dictionaries(WORD, st.integers(), max_size=3)))
+    return artefact, kind, None
+
+
+def damage_file(path: Path, kind: str, arg) -> bool:
+    """Damage ``path``; ``False`` when the damage left its content as it was (a byte of
+    JSON whitespace turned into another, the same bytes written back)."""
+    before = path.read_bytes()
+    if kind == "delete":
+        path.unlink()
+    elif kind == "folder":
+        path.unlink()
+        path.mkdir()
+    elif kind == "cut":
+        path.write_bytes(before[: int(len(before) * arg)])
+    elif kind == "json":
+        path.write_text(arg)
+    else:
+        at = int(len(before) * arg[0])
+        path.write_bytes(before[:at] + bytes([before[at] ^ arg[1]]) + before[at + 1 :])
+    if not path.is_file():
+        return True
+    after = path.read_bytes()
+    try:
+        return after != before and (path.suffix != ".json" or json.loads(after) != json.loads(before))
+    except ValueError:
+        return True
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished tiny reproduction (one sweep trained from a family file)."""
+    from kernelgap.reproduction.pipeline import reproduce
+    from test_integrity import WITNESS
+
+    profile = tmp_path_factory.mktemp("damage-profile")
+    (profile / "profile.toml").write_text('experiments = ["witness"]\n')
+    (profile / "witness.toml").write_text(WITNESS)
+    save_family(build_family("hadamard", m=8, n=3), profile / "fam.json")
+    out = tmp_path_factory.mktemp("damage") / "rep"
+    reproduce(profile, out, executor="inline", log=lambda *_: None)
+    return out
+
+
+@given(st.data())
+@FUZZ
+def test_fuzz_damaged_results_folder(world, finished, data):
+    import shutil
+
+    from hypothesis import assume
+
+    artefact, kind, arg = data.draw(folder_damage())
+    folder = Path(shutil.copytree(finished, world / "inputs" / f"{next(_counter)}-damaged"))
+    path = sorted(folder.glob(artefact))[0]
+    assume(damage_file(path, kind, arg))
+    if not (artefact == "summary.json" and kind == "delete"):  # no summary yet is no damage
+        assert_refused(world, ["check", folder])
+    if not DAMAGEABLE[artefact]:
+        assert_refused(world, ["report", folder])
+
+
 @given(st.data())
 @FUZZ
 def test_fuzz_report(world, data):

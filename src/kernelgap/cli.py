@@ -331,6 +331,22 @@ def sweep(
     emit({**summary.__dict__, "left": summary.left}, as_json, summary_lines)
 
 
+@app.command()
+def check(
+    folder: Path = typer.Argument(..., help="A sweep's results folder, or a reproduction or probe folder."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Verify a results folder without changing it: run records, checkpoints (size, sha256),
+    family copies, summary.json against the runs; one line per problem, exit 2 if any."""
+    from .reproduction.report import summary_drift
+    from .sweeps.verify import check_folder, check_lines
+
+    result = check_folder(folder, summary_check=summary_drift)
+    emit(result, as_json, check_lines)
+    if result["problems"]:
+        raise KernelgapError(f"{folder}: {len(result['problems'])} problem(s) found; nothing was changed")
+
+
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
 
 

@@ -4,6 +4,8 @@ reproduction folder or of a probe folder, from the result files alone (no traini
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
@@ -11,17 +13,23 @@ from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
 from ..experiments.probe.section import probe_section
 from ..io import atomic_write_json, atomic_write_text, read_json
+from ..report.integrity import folder_problems, one_line
 from ..validation import JsonNumber, fits
 from .record import read_meta
 from .render import render_report
 from .schema import summary_schema
 from .summary import build_summary, feature_maps, reproduction_experiments
 
+#: What ``report`` writes into a folder (besides ``figures/``).
+WRITES = ("summary.json", "summary.schema.json", "report.html")
+
 
 def build_report(out: str | Path, profile: str | None = None, log=print) -> Path:
     """``summary.json`` (with its schema beside it, ``summary.schema.json``) and
-    ``report.html`` for a reproduction folder."""
+    ``report.html`` for a reproduction folder; refused while a planned run of its sweeps is
+    missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned."""
     out = Path(out)
+    refuse_damage(out)
     summary = build_summary(out, profile)
     if summary["wall_time_s"] is None:  # a folder whose runs recorded no time: keep the last report's
         last = read_json(out / "summary.json")
@@ -29,16 +37,46 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
         if fits(JsonNumber, wall):
             summary["wall_time_s"] = wall
     experiments = reproduction_experiments(read_meta(out))
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
-    report = atomic_write_text(out / "report.html", render_report(summary, out, experiments))
+    with writing(out):
+        atomic_write_json(out / "summary.json", summary)
+        atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
+        report = atomic_write_text(out / "report.html", render_report(summary, out, experiments))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")
     return report
+
+
+def refuse_damage(out: Path) -> None:
+    """One line naming the damaged or missing runs (and checkpoints, family copies) of the
+    folder's sweeps (:func:`~kernelgap.report.integrity.folder_problems`), if any."""
+    problems = folder_problems(out)
+    if problems:
+        raise KernelgapError(
+            f"{out} has {len(problems)} missing or damaged result file(s), so summary.json is left as it "
+            f"was: {one_line(problems)}; `kernelgap sweep` on the sweep folder (or `kernelgap reproduce`) "
+            f"redoes them, `kernelgap check {out}` lists them all"
+        )
+
+
+@contextmanager
+def writing(out: Path):
+    """Check that the report's files can be written before writing any (none is a folder,
+    the folder takes a new file); any later write failure is one line too."""
+    try:
+        for name in (*WRITES, "figures"):
+            if (out / name).exists() and (out / name).is_dir() != (name == "figures"):
+                raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
+        probe = out / f".report-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        yield
+    except OSError as exc:
+        raise KernelgapError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
 
 
 def build_probe_report(out: str | Path, log=print) -> Path:
     """``summary.json`` (``{"probes": [one]}``), figures and ``report.html`` for a probe folder."""
     out = Path(out)
+    refuse_damage(out)
     probe = probe_section(out)
     if probe is None:
         raise KernelgapError(f"{out} holds no probe (no probe.json); run `kernelgap probe … --out {out}`")
@@ -50,7 +88,33 @@ def build_probe_report(out: str | Path, log=print) -> Path:
         "probes": [probe],
         "feature_maps": feature_maps(out),
     }
-    atomic_write_json(out / "summary.json", summary)
-    report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
+    with writing(out):
+        atomic_write_json(out / "summary.json", summary)
+        report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")
     return report
+
+
+def summary_drift(out: str | Path) -> list[str]:
+    """``summary.json`` of a reproduction folder against what its result files give now
+    (:func:`~.summary.build_summary`): each top-level key that differs, as a line ``summary.json:
+    …`` (a summary edited, or results changed since ``report``).  The version that wrote it
+    is not compared; nothing is written."""
+    out = Path(out)
+    stored = read_json(out / "summary.json")
+    if not isinstance(stored, dict) or "probes" in stored and "schema_version" not in stored:
+        return []  # missing or unreadable (named elsewhere), or a probe's summary
+    try:
+        rebuilt = json.loads(json.dumps(build_summary(out, stored.get("profile"))))
+    except (KernelgapError, ValueError) as exc:
+        return [f"summary.json: cannot be rebuilt from the result files ({' '.join(str(exc).split())})"]
+    if rebuilt.get("wall_time_s") is None:
+        rebuilt["wall_time_s"] = stored.get("wall_time_s")
+    gone = object()  # a key renamed: absent on one side, even where the other's value is null
+    keys = sorted(
+        k for k in set(stored) | set(rebuilt) if k != "version" and stored.get(k, gone) != rebuilt.get(k, gone)
+    )
+    return [
+        f"summary.json: {k[:40]!r} is not what the result files give (edited, or results changed since `report`)"
+        for k in keys
+    ]

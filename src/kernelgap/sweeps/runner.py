@@ -8,6 +8,7 @@ where it stopped; a corrupted result is renamed aside and redone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -30,6 +31,7 @@ from rich.progress import (
 from ..errors import ConfigError, KernelgapError
 from ..models import ModuleModelSpec, spec_rank
 from ..models.pairs import plan_pairs
+from ..report.integrity import family_problems
 from ..task import ProductFamily
 from ..training import RunConfig
 from ..training.product import product_cost, training_family
@@ -130,6 +132,7 @@ class SweepSummary:
     ran: int
     skipped_locked: list[str] = field(default_factory=list)
     set_aside: list[str] = field(default_factory=list)
+    damage: dict[str, str] = field(default_factory=dict)
     wall_time_s: float = 0.0
 
     @property
@@ -274,15 +277,19 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
                 raise ConfigError(
                     f"the family files of {config_path} changed while the sweep was being set up; run it again"
                 )
-        set_aside = [i for i in ids if store.is_corrupt(i)]
-        for run_id in set_aside:
-            store.set_aside(run_id)
+        damaged: dict[str, str] = {}
+        while found := store.damaged(ids):  # a record, or the checkpoint it names, not as written
+            for run_id in found:  # (again: a checkpoint set aside takes its stack's records with it)
+                store.set_aside(run_id)
+            damaged |= {i: f"runs/{i}.json {why}" for i, why in found.items()}
     except BaseException:
         if opened.created:
             store.remove_if_unused()
         raise
     opened.pending = [r for r, i in zip(opened.runs, ids) if store.read(i) is None]
-    opened.summary = SweepSummary(str(out_dir), len(ids), len(ids) - len(opened.pending), 0, set_aside=set_aside)
+    opened.summary = SweepSummary(
+        str(out_dir), len(ids), len(ids) - len(opened.pending), 0, set_aside=list(damaged), damage=damaged
+    )
     return opened
 
 
@@ -374,7 +381,9 @@ def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int
     claimed = {c.run_id for c in claims}
     mine = [r for r in records if r["id"] in claimed]
     if mine:  # the weights first: a record never names a checkpoint that is not there
-        store.write_checkpoint(mine[0]["checkpoint"]["file"], output.checkpoint)
+        file = store.write_checkpoint(mine[0]["checkpoint"]["file"], output.checkpoint)
+        check = {"file": file, "sha256": hashlib.sha256(output.checkpoint).hexdigest(), "bytes": len(output.checkpoint)}
+        mine = [{**r, "checkpoint": {**r["checkpoint"], **check}} for r in mine]
     for record in mine:
         store.write(record)
     written = {r["id"] for r in mine}
@@ -410,15 +419,17 @@ def sweep_status(target: str | Path) -> dict:
     store = ResultsDir(target)
     meta = store.meta()
     ids = meta["runs"]
-    done = store.records(ids)
-    corrupt = [i for i in ids if store.is_corrupt(i)]
+    damaged = store.damaged(ids)
+    done = [r for r in store.records(ids) if r["id"] not in damaged]
     return {
         "out": str(target),
         "name": meta.get("name"),
         "total": len(ids),
         "done": len(done),
         "left": len(ids) - len(done),
-        "corrupt": len(corrupt),
+        "corrupt": len(damaged),
+        "damage": {i: f"runs/{i}.json {why}" for i, why in damaged.items()},
+        "family_damage": family_problems(store.root, meta),
         "exact": sum(1 for r in done if r["train"].get("exact")),
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
         "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,

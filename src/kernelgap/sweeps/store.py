@@ -1,7 +1,7 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, and the
+    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, and the
                           family files the sweep names (as written → sha256 of the content)
     DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
                           run trains and resumes from it, never from the original
@@ -10,7 +10,9 @@
     DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
                           when its holder dies, so a stale lock is simply taken over)
     DIR/checkpoints/<stack>.pt   the trained weights of one stack (every run trained in it
-                          names the file and its member index: ``record["checkpoint"]``)
+                          names the file, its member index and the file's sha256 and size:
+                          ``record["checkpoint"]``); a missing or altered one is renamed
+                          aside (``.corrupt-<ns>``) with the records naming it, and redone
     DIR/results.csv       every finished run, one row each
 
 A folder made for one sweep refuses any other (a different run set); a
@@ -32,14 +34,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from ..report.integrity import (
+    DIGEST_KEY,
+    RECORD_KEYS,
+    checkpoint_path,
+    checkpoint_problem,
+    digest,
+    fingerprint,
+    missing_what,
+    record_digest,
+    record_problem,
+    sweep_meta_problem,
+)
 from ..training import FamilySpec, RunConfig, config_hash, run_identity
-
-RECORD_KEYS = ("id", "config", "status", "steps", "train")
-
-
-def fingerprint(run_ids: list[str]) -> str:
-    return config_hash(sorted(run_ids))
 
 
 @dataclass
@@ -87,6 +95,7 @@ class ResultsDir:
     def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
         meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
+        meta[DIGEST_KEY] = record_digest(meta)
         meta_path = self.root / "sweep.json"
         if (
             self.root.exists()
@@ -139,9 +148,11 @@ class ResultsDir:
         copies = {}
         for written, sha in self.meta().get("family_files", {}).items():
             copy = self.families_dir / f"{sha}.json"
-            if not copy.is_file():
+            held = digest(copy)
+            if held is None or held[0] != sha:
+                why = missing_what(copy) if held is None else "was altered (its sha256 is not its name)"
                 raise ConfigError(
-                    f"{copy} is missing: the family file {written!r} of this sweep cannot "
+                    f"{copy} {why}: the family file {written!r} of this sweep cannot "
                     "be read back; restore it or use a new --out folder"
                 )
             copies[written] = str(copy)
@@ -157,17 +168,14 @@ class ResultsDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def meta(self) -> dict:
+        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.sweep_meta_problem`)."""
         path = self.root / "sweep.json"
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
-        try:
-            meta = json.loads(path.read_text())
-        except (ValueError, RecursionError):  # not UTF-8, not JSON, a too-long integer, too deep
-            raise ConfigError(f"{path} is corrupted (not valid JSON); restore it or use a new --out folder") from None
-        if not (
-            isinstance(meta, dict) and isinstance(meta.get("runs"), list) and isinstance(meta.get("fingerprint"), str)
-        ):
-            raise ConfigError(f"{path} is corrupted (not a sweep description); restore it or use a new --out folder")
+        meta = read_json(path) if path.is_file() else None
+        why = sweep_meta_problem(meta) if path.is_file() else missing_what(path)
+        if why:
+            raise ConfigError(f"{path} {why}; restore it or use a new --out folder")
         return meta
 
     # -- results --------------------------------------------------------------
@@ -175,37 +183,79 @@ class ResultsDir:
         return self.runs_dir / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
-        """The valid record of a run, else ``None`` (missing or corrupted)."""
-        path = self.result_path(run_id)
-        try:
-            record = json.loads(path.read_text())
-        except (FileNotFoundError, ValueError):  # gone, or not UTF-8 / JSON / a usable integer
-            return None
+        """The valid record of a run, else ``None`` (missing or corrupted; its checkpoint is
+        checked by :meth:`problem`)."""
+        record = read_json(self.result_path(run_id))  # None: gone, a folder, not JSON …
         return record if is_valid_record(record, run_id) else None
 
-    def is_corrupt(self, run_id: str) -> bool:
-        return self.result_path(run_id).exists() and self.read(run_id) is None
+    def problem(self, run_id: str, cache: dict | None = None) -> str | None:
+        """Why a run's result is damaged: its record present but not valid (not JSON, not a
+        record, a folder, its config not hashing to its id) or the checkpoint it names
+        missing or altered (:func:`~kernelgap.report.integrity.checkpoint_problem`).
+        ``None`` when it is sound or simply not there yet."""
+        path = self.result_path(run_id)
+        if not path.exists():
+            return None
+        record = self.read(run_id)
+        if record is None:
+            why = record_problem(path, run_id)
+            return why or "is corrupted (its config does not hash to its id)"
+        return checkpoint_problem(self.root, record, cache)
+
+    def damaged(self, run_ids: list[str]) -> dict[str, str]:
+        """``{run id: why}`` of every damaged result (:meth:`problem`), each checkpoint hashed once."""
+        cache: dict = {}
+        found = {i: self.problem(i, cache) for i in run_ids}
+        return {i: why for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
-        """Rename a corrupted result out of the way so the run is redone."""
+        """Rename a damaged result out of the way so the run is redone; the checkpoint it
+        names goes aside too when it is there but not the recorded one (a missing one needs
+        nothing).  Nothing is deleted."""
         path = self.result_path(run_id)
-        aside = path.with_name(f"{path.name}.corrupt-{time.time_ns()}")
-        os.replace(path, aside)
+        record = self.read(run_id)
+        stamp = time.time_ns()
+        try:
+            weights = checkpoint_path(self.root, record) if record is not None else None
+            if weights is not None and checkpoint_problem(self.root, record):
+                if weights.exists():
+                    os.replace(weights, weights.with_name(f"{weights.name}.corrupt-{stamp}"))
+            aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+            os.replace(path, aside)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot set aside the damaged result {path}: {exc.strerror or exc}; move it away by hand"
+            ) from None
         return aside
 
     def write(self, record: dict) -> None:
+        """A finished run's record, with its own checksum (:func:`~kernelgap.report.integrity.record_digest`)."""
+        record = {**record, DIGEST_KEY: record_digest(record)}
         try:
             atomic_write_json(self.result_path(record["id"]), record)
         except OSError as exc:  # disk full, folder removed …: a clear line, not a traceback
             raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
-    def write_checkpoint(self, relative: str, data: bytes) -> None:
-        """A stack's weights, atomically (trained again, they are the same bytes)."""
+    def write_checkpoint(self, relative: str, data: bytes) -> str:
+        """A stack's weights, atomically; returns the file (relative) that holds them.
+
+        A checkpoint is never replaced by different bytes, since records name it by its
+        sha256: the same bytes again are not rewritten; other bytes (a stack trained again
+        in another process: ``torch.save`` writes a per-save id into the file) go beside it
+        as ``<stack>-<sha256 prefix>.pt``."""
         path = self.root / relative
+        sha = hashlib.sha256(data).hexdigest()
+        held = digest(path)
+        if held == (sha, len(data)):
+            return relative
+        if held is not None:
+            path = path.with_name(f"{path.stem}-{sha[:16]}{path.suffix}")
+            relative = path.relative_to(self.root).as_posix()
         try:
             atomic_write_bytes(path, data)
         except OSError as exc:
             raise ConfigError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
+        return relative
 
     def records(self, run_ids: list[str]) -> list[dict]:
         return [r for r in (self.read(i) for i in run_ids) if r is not None]
@@ -265,10 +315,19 @@ def is_valid_record(record, run_id: str) -> bool:
         and all(k in record for k in RECORD_KEYS)
         and record["id"] == run_id
         and isinstance(record["config"], dict)
-        and config_hash(run_identity(record["config"])) == run_id
         and isinstance(record["train"], dict)
         and "max_error" in record["train"]
+        and _config_hash(record["config"]) == run_id
+        and record.get(DIGEST_KEY, record_digest(record)) == record_digest(record)
     )
+
+
+def _config_hash(config: dict) -> str | None:
+    """The run id a record's config hashes to; ``None`` for a config too damaged to hash."""
+    try:
+        return config_hash(run_identity(config))
+    except (TypeError, ValueError, AttributeError, RecursionError):
+        return None
 
 
 def flatten(record: dict, prefix: str = "") -> dict:
@@ -289,7 +348,8 @@ def _column_order(column: str) -> tuple:
 
 def _opening_file(name: str) -> bool:
     """A file a sweep writes while it opens a new folder (another sweep may be opening it)."""
-    return name in ("sweep.toml", "families") or name.startswith((".sweep.json.", ".sweep.toml."))
+    # ``..sweep.json.<pid>.tmp.…``: the atomic write's own temp file of sweep.json's temp file
+    return name in ("sweep.toml", "families") or name.startswith((".sweep.json.", ".sweep.toml.", "..sweep.json."))
 
 
 def _create_exclusive_json(path: Path, obj) -> None:

@@ -10,7 +10,7 @@ def status_lines(s: dict) -> list[str]:
         f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
         f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
         f"{s['lock_files']} lock files"
-    ]
+    ] + [f"corrupted: {why}" for why in [*s.get("damage", {}).values(), *s.get("family_damage", [])]]
 
 
 def summary_lines(s: dict) -> list[str]:
@@ -23,4 +23,5 @@ def summary_lines(s: dict) -> list[str]:
         lines.append(f"{len(s['skipped_locked'])} runs are claimed by another sweep process")
     if s["set_aside"]:
         lines.append(f"{len(s['set_aside'])} corrupted result files renamed aside and redone")
+        lines += [f"  {why}" for why in s.get("damage", {}).values()]
     return lines

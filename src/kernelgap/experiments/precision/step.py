@@ -22,6 +22,7 @@ import torch
 from ...errors import KernelgapError
 from ...io import read_run_records
 from ...models.sketch import build_sketch, read_sketch, sketch_numbers
+from ...report.integrity import checkpoint_problem
 from ...task import Family, error_metrics
 from ...theory.transcript import transcript_bound
 from ...training import RunConfig
@@ -60,10 +61,16 @@ def quantized_runs(folder: Path, runs: list[RunConfig], bits: list[int], quantiz
     checkpoint; each checkpoint is read once) and score it through quantized sketches."""
     records = read_records(folder)
     stacks: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    digests: dict = {}
     for run in runs:
         rec = records.get(run.run_id())
         if rec is None or "checkpoint" not in rec:
             raise KernelgapError(f"{folder}: run {run.run_id()} has no record with a checkpoint; run its sweep first")
+        why = checkpoint_problem(folder, rec, digests)  # verified before torch loads it
+        if why:
+            raise KernelgapError(
+                f"{folder / 'runs' / (run.run_id() + '.json')} {why}; `kernelgap sweep {folder}` redoes the run"
+            )
         stacks[rec["checkpoint"]["file"]].append((rec["checkpoint"]["member"], rec))
     scored = [_score_stack(folder / file, members, bits, quantizers) for file, members in stacks.items()]
     return {

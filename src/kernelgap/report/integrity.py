@@ -1,0 +1,261 @@
+"""What a sweep folder's files must be, checked from the files alone (no torch): every run
+its ``sweep.json`` plans has a record, every record names a checkpoint whose size and
+sha256 are the ones recorded, every family copy hashes to its name (docs/formats.md,
+"Verifying a results folder").
+
+Each check returns problems as lines ``<path>: <what is wrong>`` (paths relative to the
+folder checked), never raises on a damaged file, and changes nothing.  The sweep runner
+sets aside what these name and redoes it; ``report`` refuses a folder with any;
+``kernelgap check`` prints them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from ..io import read_json
+
+#: Keys every run record has.
+RECORD_KEYS = ("id", "config", "status", "steps", "train")
+#: The key of a record's own checksum (:func:`record_digest`).
+DIGEST_KEY = "record_sha256"
+#: The files that make a folder a sweep folder.
+MARKS = ("sweep.json", "sweep.toml")
+#: A sha256 as ``sweep.json`` and records write it.
+SHA256 = re.compile(r"[0-9a-f]{64}")
+#: What a run id of ``sweep.json`` may be: a file name in ``runs/`` (no path, no dot first).
+RUN_NAME = re.compile(r"[0-9A-Za-z_-]{1,64}")
+_CHUNK = 1 << 20
+
+
+def digest(path: Path) -> tuple[str, int] | None:
+    """``(sha256, size in bytes)`` of a regular file, ``None`` when it is missing, not a file
+    or unreadable (read in chunks: a checkpoint is never held whole)."""
+    try:
+        if not path.is_file():
+            return None
+        sha, size = hashlib.sha256(), 0
+        with path.open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                sha.update(chunk)
+                size += len(chunk)
+    except OSError:
+        return None
+    return sha.hexdigest(), size
+
+
+def fingerprint(run_ids: list[str]) -> str:
+    """A sweep's fingerprint: the hash of its sorted run ids (as a run id hashes its config)."""
+    text = json.dumps(sorted(run_ids), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def record_digest(record: dict) -> str:
+    """A record's own checksum (``record["record_sha256"]``, also in ``sweep.json``): the
+    sha256 of its canonical JSON without that key, so any edit of a written record shows."""
+    rest = {k: v for k, v in record.items() if k != DIGEST_KEY}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def missing_what(path: Path) -> str:
+    """Why ``path`` cannot be read as a file: a folder, or missing."""
+    return "is a folder, not a file" if path.is_dir() else "is missing"
+
+
+def record_problem(path: Path, run_id: str) -> str | None:
+    """Why the file at ``path`` is not a complete run record of ``run_id`` (``None``: it is).
+    The config's hash is checked by the runner (:func:`kernelgap.sweeps.store.is_valid_record`)."""
+    if not path.is_file():
+        return missing_what(path)
+    record = read_json(path)
+    if record is None:
+        return "is corrupted (not valid JSON)"
+    if not (isinstance(record, dict) and all(k in record for k in RECORD_KEYS)):
+        return "is corrupted (not a run record)"
+    if record["id"] != run_id:
+        return f"is corrupted (its id is {str(record['id'])[:20]!r})"
+    if not (
+        isinstance(record["config"], dict) and isinstance(record["train"], dict) and "max_error" in record["train"]
+    ):
+        return "is corrupted (not a run record)"
+    if DIGEST_KEY in record and record[DIGEST_KEY] != record_digest(record):
+        return "was altered (its content does not match its record_sha256)"
+    return None
+
+
+def checkpoint_path(folder: Path, record: dict) -> Path | None:
+    """The checkpoint file a record names (``folder/<file>``), when it names one as a relative
+    path that stays inside ``folder``; else ``None``."""
+    where = record.get("checkpoint")
+    file = where.get("file") if isinstance(where, dict) else None
+    if not isinstance(file, str) or not file or os.path.isabs(file) or ".." in Path(file).parts:
+        return None
+    return folder / file
+
+
+def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) -> str | None:
+    """Why the checkpoint a valid record names is not the one it was written with: missing,
+    a folder, truncated or altered (size or sha256 not the recorded ones).  A record written
+    before checkpoints carried their sha256 only needs its file to exist; a record without a
+    ``checkpoint`` (trained elsewhere) has none to check.  ``cache``: digests by path, so
+    the members of one stack hash their file once."""
+    where = record.get("checkpoint")
+    if where is None:
+        return None
+    path = checkpoint_path(folder, record)
+    if path is None:
+        return "names no valid checkpoint file"
+    file = where["file"]
+    cache = {} if cache is None else cache
+    if path not in cache:
+        cache[path] = digest(path)
+    got = cache[path]
+    if got is None:
+        return f"names checkpoint {file}, which {missing_what(path)}"
+    sha, size = where.get("sha256"), where.get("bytes")
+    if sha is None and size is None:
+        return None
+    if size != got[1]:
+        return f"names checkpoint {file} of {size} bytes; it has {got[1]} (truncated or altered)"
+    if sha != got[0]:
+        return f"names checkpoint {file} with sha256 {str(sha)[:12]}…; it has {got[0][:12]}… (altered)"
+    return None
+
+
+def sweep_meta_problem(meta) -> str | None:
+    """Why a parsed ``sweep.json`` is not a sweep description (``None``: it is)."""
+    if meta is None:
+        return "is corrupted (not valid JSON)"
+    if not (isinstance(meta, dict) and isinstance(meta.get("fingerprint"), str)):
+        return "is corrupted (not a sweep description)"
+    runs = meta.get("runs")
+    if not (isinstance(runs, list) and all(isinstance(r, str) and RUN_NAME.fullmatch(r) for r in runs)):
+        return "is corrupted (runs is not a list of run ids)"
+    families = meta.get("family_files", {})
+    if not (
+        isinstance(families, dict)
+        and all(isinstance(k, str) and isinstance(v, str) and SHA256.fullmatch(v) for k, v in families.items())
+    ):
+        return "is corrupted (family_files is not a table of file → sha256)"
+    if meta["fingerprint"] != fingerprint(runs):
+        return "was altered (its fingerprint is not the hash of its run ids)"
+    unknown = sorted(set(meta) - {"name", "fingerprint", "runs", "family_files", DIGEST_KEY})
+    if unknown:
+        return f"is corrupted (unknown key {unknown[0][:40]!r})"
+    if DIGEST_KEY in meta and meta[DIGEST_KEY] != record_digest(meta):
+        return f"was altered (its content does not match its {DIGEST_KEY})"
+    return None
+
+
+def read_sweep_meta(folder: Path) -> tuple[dict | None, str | None]:
+    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``."""
+    path = folder / "sweep.json"
+    if not path.is_file():
+        return None, missing_what(path)
+    meta = read_json(path)
+    why = sweep_meta_problem(meta)
+    return (None, why) if why else (meta, None)
+
+
+def family_problems(folder: Path, meta: dict) -> list[str]:
+    """Every family copy ``families/<sha256>.json`` the sweep names that is missing or whose
+    bytes do not hash to its name."""
+    out = []
+    for written, sha in sorted(meta.get("family_files", {}).items()):
+        copy = f"families/{sha}.json"
+        got = digest(folder / copy)
+        if got is None:
+            out.append(f"{copy}: the copy of family file {written!r} {missing_what(folder / copy)}")
+        elif got[0] != sha:
+            out.append(f"{copy}: the copy of family file {written!r} was altered (sha256 {got[0][:12]}…)")
+    return out
+
+
+def run_problems(folder: Path, run_ids: list[str], valid: Callable[[dict, str], bool] | None = None) -> dict[str, str]:
+    """``{run id: why}`` for every planned run whose record is missing or damaged or whose
+    checkpoint is not the recorded one (``valid``: a further check of a record, e.g. its
+    config's hash)."""
+    cache: dict = {}
+    out = {}
+    for run_id in run_ids:
+        path = folder / "runs" / f"{run_id}.json"
+        why = record_problem(path, run_id)
+        if why is None:
+            record = read_json(path)
+            if valid is not None and not valid(record, run_id):
+                why = "is corrupted (its config does not hash to its id)"
+            else:
+                why = checkpoint_problem(folder, record, cache)
+        if why is not None:
+            out[run_id] = why
+    return out
+
+
+def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
+    """Every problem of one sweep folder, as lines ``<path>: <why>`` relative to ``folder``."""
+    meta, why = read_sweep_meta(folder)
+    if meta is None:
+        return [f"sweep.json: {why}"]
+    lines = family_problems(folder, meta)
+    lines += [f"runs/{i}.json: {w}" for i, w in run_problems(folder, meta["runs"], valid).items()]
+    return lines
+
+
+def sweep_folders(root: Path) -> list[Path]:
+    """The sweep folders of a results folder: itself when it holds ``sweep.json`` (or the
+    ``sweep.toml`` every sweep folder keeps beside it), else every folder below it that does
+    (a reproduction: one per experiment; a probe: one per suite)."""
+    if any((root / name).exists() for name in MARKS):
+        return [root]
+    return sorted({p.parent for name in MARKS for p in root.rglob(name)}) if root.is_dir() else []
+
+
+def folder_problems(root: Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
+    """Every problem of every sweep folder under ``root``, paths relative to ``root``."""
+    out = []
+    for folder in sweep_folders(root):
+        prefix = "" if folder == root else f"{folder.relative_to(root)}/"
+        out += [prefix + line for line in sweep_problems(folder, valid)]
+    return out
+
+
+def summary_problems(root: Path, record_ids: set[str], counts: dict[str, int]) -> list[str]:
+    """``summary.json`` against the runs: every run id it names is a verified record of the
+    folder (``record_ids``), and each experiment's run count is the number of records in its
+    folder (``counts``: experiment → verified records)."""
+    path = root / "summary.json"
+    if not path.exists():
+        return []
+    summary = read_json(path)
+    if not isinstance(summary, dict):
+        return [f"summary.json: {missing_what(path) if not path.is_file() else 'is corrupted (not a JSON object)'}"]
+    named = sorted(_ids(summary) - record_ids)
+    out = [f"summary.json: names run {i}, which has no verified record" for i in named]
+    timing = summary.get("timing")
+    per = timing.get("experiments") if isinstance(timing, dict) else None
+    for name, entry in sorted(per.items()) if isinstance(per, dict) else ():
+        said = entry.get("runs") if isinstance(entry, dict) else None
+        if name in counts and said != counts[name]:
+            out.append(f"summary.json: counts {said} runs of {name}; its folder holds {counts[name]} verified")
+    return out
+
+
+def _ids(obj) -> set[str]:
+    """Every run id (``"id"``: 16 hex digits) a summary names, at any depth."""
+    if isinstance(obj, dict):
+        own = {obj["id"]} if isinstance(obj.get("id"), str) and re.fullmatch(r"[0-9a-f]{16}", obj["id"]) else set()
+        return own.union(*(_ids(v) for v in obj.values()))
+    if isinstance(obj, list):
+        return set().union(*(_ids(v) for v in obj))
+    return set()
+
+
+def one_line(problems: list[str], shown: int = 3) -> str:
+    """The first ``shown`` problems on one line (for a refusal), and how many more there are."""
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    return " ".join("; ".join(problems[:shown]).split()) + more

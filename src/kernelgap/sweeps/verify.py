@@ -1,0 +1,81 @@
+"""``kernelgap check DIR``: verify a whole results folder without changing it.
+
+A sweep folder, or a folder holding several (a reproduction, a probe): every planned run
+has a valid record whose config hashes to its id, every checkpoint a record names has the
+recorded size and sha256, every family copy hashes to its name, and ``summary.json``
+names only verified runs and counts each experiment's runs as its folder holds them
+(docs/formats.md, "Verifying a results folder").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import KernelgapError
+from ..io import read_json
+from ..report.integrity import folder_problems, read_sweep_meta, summary_problems, sweep_folders
+from .store import is_valid_record
+
+
+def check_folder(root: str | Path, summary_check: Callable[[Path], list[str]] | None = None) -> dict:
+    """``{"folder", "sweeps", "runs", "checkpoints", "unverified_checkpoints", "family_copies",
+    "problems"}``: what was verified and every problem found, one line each (read-only).
+    ``summary_check``: further problems of ``summary.json`` (the reproduction's own rebuild
+    of it, which this layer cannot import)."""
+    root = Path(root)
+    if not root.is_dir():
+        why = "is a file, not a folder" if root.exists() else "does not exist"
+        raise KernelgapError(f"results folder {root} {why}")
+    folders = sweep_folders(root)
+    if not folders:
+        raise KernelgapError(f"{root} holds no sweep folder (no sweep.json in it or below it)")
+    problems = folder_problems(root, valid=is_valid_record)
+    ids: set[str] = set()
+    counts: dict[str, int] = {}
+    seen = {"runs": 0, "checkpoints": set(), "unverified_checkpoints": set(), "family_copies": 0}
+    damaged = {line.split(":", 1)[0] for line in problems}
+    for folder in folders:
+        meta, _ = read_sweep_meta(folder)
+        if meta is None:
+            continue
+        seen["family_copies"] += len(meta.get("family_files", {}))
+        prefix = "" if folder == root else f"{folder.relative_to(root).as_posix()}/"
+        for run_id in meta["runs"]:
+            if f"{prefix}runs/{run_id}.json" in damaged:
+                continue
+            record = read_json(folder / "runs" / f"{run_id}.json")
+            ids.add(run_id)
+            seen["runs"] += 1
+            where = record.get("checkpoint")
+            if isinstance(where, dict):
+                kind = "checkpoints" if "sha256" in where else "unverified_checkpoints"
+                seen[kind].add(folder / where["file"])
+        top = folder.relative_to(root).parts[0] if folder != root else None
+        if top is not None:
+            counts[top] = counts.get(top, 0) + sum(1 for i in meta["runs"] if i in ids)
+    problems += summary_problems(root, ids, counts)
+    if summary_check is not None:
+        problems += summary_check(root)
+    return {
+        "folder": str(root),
+        "sweeps": len(folders),
+        "runs": seen["runs"],
+        "checkpoints": len(seen["checkpoints"]),
+        "unverified_checkpoints": len(seen["unverified_checkpoints"] - seen["checkpoints"]),
+        "family_copies": seen["family_copies"],
+        "problems": problems,
+    }
+
+
+def check_lines(result: dict) -> list[str]:
+    """One line per problem, then the total."""
+    verified = (
+        f"{result['sweeps']} sweep folder(s), {result['runs']} runs, {result['checkpoints']} checkpoints, "
+        f"{result['family_copies']} family copies"
+    )
+    if result["unverified_checkpoints"]:
+        verified += f" ({result['unverified_checkpoints']} checkpoints written without a sha256: present only)"
+    lines = [f"{Path(result['folder']).as_posix()}/{p}" for p in result["problems"]]
+    lines.append(f"{result['folder']}: {len(result['problems'])} problem(s) in {verified}")
+    return lines
