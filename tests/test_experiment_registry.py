@@ -163,6 +163,13 @@ def test_a_section_schema_is_a_model_not_a_json_schema_dict():
         Experiment(name="x", title="X", schema={"type": "object"})
 
 
+@pytest.mark.parametrize("writes", ["../x.json", "/tmp/x.json", "a/b.json", ".."])
+def test_a_step_writes_one_file_of_the_results_folder(writes):
+    with pytest.raises(ConfigError, match="'writes' .* is not a plain name"):
+        Experiment(name="x", title="X", step=".step:f", writes=writes)
+    assert Experiment(name="x", title="X", step=".step:f", writes="x.json").writes == "x.json"
+
+
 def test_the_toy_sentence_and_figure_are_in_the_report(toy):
     _, out = toy
     summary = json.loads((out / "summary.json").read_text())

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io import plain_name
 
 #: Where a block of an experiment's HTML goes in ``report.html``, in page order:
 #: ``lead`` (after the paper-beside-ours table), ``figures`` (the paper's figures),
@@ -110,6 +111,8 @@ class Experiment:
             )
         if self.writes and not self.step:
             raise ConfigError(f"experiment {self.name!r}: 'writes' needs a step")
+        if self.writes:  # a file of the results folder, never a path out of it
+            plain_name(self.writes, f"experiment {self.name!r}: 'writes'", ConfigError)
 
     @property
     def summary_key(self) -> str:
