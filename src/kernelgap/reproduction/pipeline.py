@@ -111,7 +111,8 @@ def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> N
     for exp, sweep in sweeps:
         log(f"[{exp}] sweep {sweep} → {out / exp}")
     if sweeps:
-        results = run_sweeps([(sweep, out / exp) for exp, sweep in sweeps], **options)
+        # the bar on a terminal only: piped, stderr holds errors alone (an interrupt: one line)
+        results = run_sweeps([(sweep, out / exp) for exp, sweep in sweeps], progress=sys.stderr.isatty(), **options)
         for (exp, _), res in zip(sweeps, results):
             log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained")
         log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")

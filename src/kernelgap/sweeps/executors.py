@@ -54,12 +54,27 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
             ctx.set_forkserver_preload(preload)
     else:
         ctx.set_forkserver_preload(preload)
-    return ProcessPoolExecutor(
+    return LocalPool(
         max_workers=workers or available_cores(),
         mp_context=ctx,
         initializer=watch_driver,
         initargs=(os.getpid(), process_start(os.getpid())),
     )
+
+
+class LocalPool(ProcessPoolExecutor):
+    """A process pool whose ``shutdown(wait=False)`` stops the workers that are still busy:
+    the driver was interrupted or failed with tasks in flight, and no worker may go on
+    training after it is gone (the standard pool lets them finish, and the driver's exit
+    waits for them).  A task whose worker died is one line (:class:`WorkerDied`)."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        busy = bool(getattr(self, "_pending_work_items", None))
+        if busy and not wait:
+            for process in list((getattr(self, "_processes", None) or {}).values()):
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    process.kill()
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 #: Seconds between a worker's checks that its driver is alive.
@@ -168,11 +183,15 @@ def watch_driver(driver: int, started: int | None = None) -> None:
       worker has exited, the forkserver exits too (end-of-file on the pipe that only
       the driver and the workers hold open).
 
-    Neither touches what a worker computes.
+    Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
+    answers an interrupt and stops its workers.
     """
     parent = os.getppid()
     if parent != driver and set_parent_death_signal() and os.getppid() != parent:
         os._exit(1)
+    # Ctrl-C reaches the whole process group: the driver answers it and stops the workers
+    # (:class:`LocalPool`); an idle worker must not print its own traceback meanwhile.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if driver_gone(driver, started):
         os._exit(1)
 
