@@ -342,6 +342,9 @@ def probe(
     recipes: bool = typer.Option(
         True, "--recipes/--no-recipes", help="Try other schedules where a rank fails unforbidden (the recipe search)."
     ),
+    time_limit: list[str] = typer.Option(
+        [], "--time-limit", help="PHASE=SECONDS for the module's import, check or step (repeatable)."
+    ),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe.config import ProbeConfig
@@ -365,6 +368,7 @@ def probe(
         workers=workers,
         address=address,
         recipes=recipes,
+        time_limits=key_values(time_limit),
     )
     meta = run_probe(config, log=typer.echo)
     build_probe_report(config.folder(meta["class"]), log=typer.echo)
@@ -455,7 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     if code == 130:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the clean-up
         typer.echo("error: interrupted", err=True)
-    sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

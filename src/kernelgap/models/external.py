@@ -29,7 +29,10 @@ import importlib
 import importlib.util
 import inspect
 import math
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -382,21 +385,40 @@ class ModuleModel(nn.Module):
     def __init__(self, module: nn.Module, target: str | None = None) -> None:
         super().__init__()
         self.module, self.target = module, target  # the target names the module in messages
+        self.steps, self.shape = 0, None  # training steps so far, the shape of the first's predictions
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> torch.Tensor:
         """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.
 
         The module always runs with gradients enabled, as in a training step (some
         modules, fla's layers on the CPU among them, fail under ``torch.no_grad``); the
-        result is detached where the caller had them disabled."""
+        result is detached where the caller had them disabled.  A call with gradients
+        enabled is a training step: its predictions must have the first step's shape (a
+        shape that changes would be broadcast against the targets and train on silently)."""
         grad = torch.is_grad_enabled()
-        with torch.enable_grad():
+        step = self.steps
+        what = f"training step {step}" if grad else "an evaluation"
+        with torch.enable_grad(), leashed(self.target, what):
             out = self.module(tokens[index])
+        if grad:
+            self.steps += 1
+            self._same_shape(out, step)
         if not grad and isinstance(out, torch.Tensor):
             out = out.detach()
         if positions is not None:
             out = out[:, positions]
         return out.unsqueeze(0)
+
+    def _same_shape(self, out, step: int) -> None:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        if self.shape is None:
+            self.shape = shape
+        elif shape != self.shape:
+            label = target_label(self.target) if self.target else type(self.module).__name__
+            raise ModuleFailure(
+                f"module {label} returned predictions of shape {shape} at training step {step}, where step 0 "
+                f"gave {self.shape}: a module's output shape must not change between steps"
+            )
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters of the module itself and of kernelgap's wrapper (embedding, readout)."""
@@ -447,6 +469,11 @@ def build_external(
     spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype, device: str | torch.device = "cpu"
 ) -> ModuleModel:
     """The module of a run, refused when its source is no longer the one the run names."""
+    with leashed(spec.target, "being built"):
+        return _build_external(spec, m, rank, seed, dtype, device)
+
+
+def _build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype, device) -> ModuleModel:
     cls = load_target(spec.target)
     if spec.source_hash and source_hash(cls) != spec.source_hash:
         raise ModuleFailure(
@@ -454,3 +481,53 @@ def build_external(
             f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again"
         )
     return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)
+
+
+# -- the step limit of a pool worker -------------------------------------------------------
+
+#: Seconds one call into a module may take in this process (None: no limit); set in the
+#: pool workers that train modules (:func:`arm_step_limit`).
+_STEP_SECONDS: float | None = None
+#: What the module is doing now, for the message of an overrun: ``(label, what)``.
+_RUNNING: list[tuple[str, str]] = []
+
+
+def arm_step_limit(seconds: float) -> None:
+    """In a pool worker's main thread (the worker's own process: the executors' initializer):
+    hold every call into a module (its construction, each forward pass) to ``seconds``
+    (``SIGALRM``; :func:`leashed`), the probe's ``step`` limit (docs/experiments.md)."""
+    global _STEP_SECONDS
+    signal.signal(signal.SIGALRM, _overrun)
+    _STEP_SECONDS = seconds
+
+
+def _overrun(signum, frame) -> None:
+    label, what = _RUNNING[-1] if _RUNNING else ("written elsewhere", "its work")
+    raise ModuleFailure(
+        f"module {label} did not finish {what} within its time limit of {_STEP_SECONDS:g} s (--time-limit step=SECONDS)"
+    )
+
+
+def _refuse_exit(code: int = 0) -> None:
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def leashed(target: str | None, what: str):
+    """Meanwhile, in a worker armed by :func:`arm_step_limit`: a call into the module that
+    outlasts the limit raises a :class:`ModuleFailure` naming it and ``what``, and its
+    ``os._exit`` is a ``SystemExit`` (one line naming the module, not a dead worker).
+    Elsewhere (the driver, another thread) it does nothing."""
+    if _STEP_SECONDS is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    hard_exit = os._exit
+    _RUNNING.append((target_label(target) if target else "written elsewhere", what))
+    os._exit = _refuse_exit
+    signal.setitimer(signal.ITIMER_REAL, _STEP_SECONDS)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        os._exit = hard_exit
+        _RUNNING.pop()

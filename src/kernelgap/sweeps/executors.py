@@ -18,7 +18,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextvars import ContextVar
 
 from ..errors import KernelgapError
 
@@ -37,8 +39,20 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
     A driver killed with ``-9`` leaves no process behind, even while it is a zombie
     that its own parent has not reaped (see :func:`watch_driver` for the mechanism):
     its forkserver and workers die with it, and then the resource tracker exits at
-    end-of-file on its pipe, whose write ends only they and the driver held.
+    end-of-file on its pipe, whose write ends only they and the driver held.  Each
+    worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`).
     """
+    return LocalPool(
+        max_workers=workers or available_cores(),
+        mp_context=forkserver_context(),
+        initializer=watch_driver,
+        initargs=(os.getpid(), process_start(os.getpid()), STEP_LIMIT.get()),
+    )
+
+
+def forkserver_context():
+    """The ``forkserver`` context, its server started (torch preloaded) from the main thread
+    where possible, armed to die with this process (:func:`local_executor`)."""
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
@@ -54,12 +68,27 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
             ctx.set_forkserver_preload(preload)
     else:
         ctx.set_forkserver_preload(preload)
-    return LocalPool(
-        max_workers=workers or available_cores(),
-        mp_context=ctx,
-        initializer=watch_driver,
-        initargs=(os.getpid(), process_start(os.getpid())),
-    )
+    return ctx
+
+
+#: Seconds a pool worker gives one forward pass of a module written elsewhere (None: no
+#: limit); a probe sets its ``step`` limit meanwhile (:func:`step_limit`).
+STEP_LIMIT: ContextVar[float | None] = ContextVar("kernelgap_step_limit", default=600.0)
+
+
+@contextlib.contextmanager
+def step_limit(seconds: float | None):
+    """Pools made meanwhile (in this context) hold each module forward pass of their
+    workers to ``seconds`` (:func:`kernelgap.models.external.arm_step_limit`)."""
+    token = STEP_LIMIT.set(seconds)
+    try:
+        yield
+    finally:
+        STEP_LIMIT.reset(token)
+
+
+class WorkerDied(KernelgapError):
+    """A pool worker ended while it ran a task (killed, or an exit from C code)."""
 
 
 class LocalPool(ProcessPoolExecutor):
@@ -75,6 +104,34 @@ class LocalPool(ProcessPoolExecutor):
                 with contextlib.suppress(OSError, ValueError, AttributeError):
                     process.kill()
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
+        """As the standard pool, but a broken pool or a worker that died is one line."""
+        try:
+            inner = super().submit(fn, *args, **kwargs)
+        except BrokenProcessPool:
+            inner = Future()
+            inner.set_exception(BrokenProcessPool())
+        outer: Future = Future()
+
+        def settle(done: Future) -> None:
+            if done.cancelled():
+                outer.set_exception(CancelledError())
+                return
+            exc = done.exception()
+            if isinstance(exc, BrokenProcessPool):
+                exc = WorkerDied(
+                    f"a worker process ended abruptly (killed, or an exit from C code) while running "
+                    f"{getattr(fn, '__name__', 'a task')}; its runs were not written"
+                )
+            if exc is None:
+                outer.set_result(done.result())
+            else:
+                outer.set_exception(exc)
+
+        outer.set_running_or_notify_cancel()
+        inner.add_done_callback(settle)
+        return outer
 
 
 #: Seconds between a worker's checks that its driver is alive.
@@ -160,7 +217,7 @@ def driver_gone(driver: int, started: int | None = None) -> bool:
     return False
 
 
-def watch_driver(driver: int, started: int | None = None) -> None:
+def watch_driver(driver: int, started: int | None = None, step_seconds: float | None = None) -> None:
     """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
 
     Two mechanisms, because an exited driver may stay a zombie (its own parent has not
@@ -184,7 +241,8 @@ def watch_driver(driver: int, started: int | None = None) -> None:
       the driver and the workers hold open).
 
     Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
-    answers an interrupt and stops its workers.
+    answers an interrupt and stops its workers.  ``step_seconds``: the time limit of a
+    module's forward pass in this worker (:func:`~kernelgap.models.external.arm_step_limit`).
     """
     parent = os.getppid()
     if parent != driver and set_parent_death_signal() and os.getppid() != parent:
@@ -192,13 +250,19 @@ def watch_driver(driver: int, started: int | None = None) -> None:
     # Ctrl-C reaches the whole process group: the driver answers it and stops the workers
     # (:class:`LocalPool`); an idle worker must not print its own traceback meanwhile.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if step_seconds is not None:
+        from ..models.external import arm_step_limit
+
+        arm_step_limit(step_seconds)
     if driver_gone(driver, started):
         os._exit(1)
+
+    hard_exit = os._exit  # a module's call is refused meanwhile (the step limit), never this one
 
     def watch() -> None:
         while not driver_gone(driver, started):
             time.sleep(DRIVER_CHECK_S)
-        os._exit(1)
+        hard_exit(1)
 
     threading.Thread(target=watch, name="kernelgap-driver-watch", daemon=True).start()
 
