@@ -86,7 +86,7 @@ def one_line(code: int, err: str, *needles: str) -> str:
             "pass",
             "time.sleep(600)",
             "self.big >= 1",
-            ["m.py:M did not finish a training step", "time limit of 3 s", "step="],
+            ["m.py:M did not finish checking a training step", "time limit of 3 s", "step="],
         ),
     ],
     ids=["import", "check", "check-step"],

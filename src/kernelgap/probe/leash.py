@@ -24,7 +24,7 @@ from ..models.external import ModuleFailure, target_label
 from .config import TIME_LIMITS
 
 #: How each phase is named in messages.
-PHASE_WORDS = {"import": "importing", "check": "being checked", "step": "a training step"}
+PHASE_WORDS = {"import": "importing", "check": "being checked", "step": "checking a training step"}
 #: Seconds the child may take to start (a fresh process, before the module's first phase).
 START_S = 300.0
 
