@@ -210,3 +210,32 @@ def test_a_sweep_of_a_module_holds_its_steps_to_the_step_limit(tmp_path, monkeyp
     with step_limit(2.0), pytest.raises(KernelgapError, match=r"m\.py:M did not finish training step 1 within"):
         run_sweep(tmp_path / "sweep.toml", tmp_path / "out", workers=1, progress=False)
     assert not list((tmp_path / "out" / "runs").glob("*.json"))
+
+
+def reproduce(folder: Path, limits: str) -> tuple[int, str, str]:
+    (folder / "prof").mkdir()
+    (folder / "prof" / "profile.toml").write_text(
+        f'experiments = ["probe"]\n[[probes]]\nname = "m"\ntarget = "m.py:M"\ntime_limits = {limits}\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelgap.cli", "reproduce", "--profile", "prof", "--out", "r", "--workers", "1"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_profiles_probe_entry_sets_its_time_limits(tmp_path):
+    module(tmp_path, body="time.sleep(600)")
+    code, _, err = reproduce(tmp_path, "{check = 2}")
+    one_line(code, err, "m.py:M did not finish being checked within its time limit of 2 s")
+
+
+def test_a_profiles_bad_time_limit_is_refused_before_any_work(tmp_path):
+    module(tmp_path, top="open('imported', 'w').close()")
+    code, _, err = reproduce(tmp_path, "{step = 0}")
+    one_line(code, err, "profile.toml: probes[0]: time limit step must be a positive number of seconds, got 0")
+    assert not (tmp_path / "imported").exists() and not (tmp_path / "r").exists()

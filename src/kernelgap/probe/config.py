@@ -14,21 +14,25 @@ from ..errors import KernelgapError
 TIME_LIMITS = {"import": 60.0, "check": 300.0, "step": 600.0}
 
 
+class TimeLimitError(KernelgapError):
+    """A time limit that is not a phase's positive number of seconds."""
+
+
 def time_limits(given: dict | None) -> dict[str, float]:
     """The limits, :data:`TIME_LIMITS` overridden by ``given`` (phase → seconds, each a
     positive finite number; one-line errors)."""
     limits = dict(TIME_LIMITS)
     if given is not None and not isinstance(given, dict):
-        raise KernelgapError(f"time limits must be a table of phase = seconds, got {given!r}")
+        raise TimeLimitError(f"time_limits must be a table of phase = seconds, got {given!r}")
     for phase, value in (given or {}).items():
         if phase not in TIME_LIMITS:
-            raise KernelgapError(f"time limit: unknown phase {phase!r}; choose from {', '.join(TIME_LIMITS)}")
+            raise TimeLimitError(f"time limit: unknown phase {phase!r}; choose from {', '.join(TIME_LIMITS)}")
         try:
             seconds = float(value)
         except (TypeError, ValueError, OverflowError):
             seconds = math.nan
         if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
-            raise KernelgapError(f"time limit {phase} must be a positive number of seconds, got {value!r}")
+            raise TimeLimitError(f"time limit {phase} must be a positive number of seconds, got {value!r}")
         limits[phase] = seconds
     return limits
 

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -97,12 +98,20 @@ class LocalPool(ProcessPoolExecutor):
     training after it is gone (the standard pool lets them finish, and the driver's exit
     waits for them).  A task whose worker died is one line (:class:`WorkerDied`)."""
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        busy = bool(getattr(self, "_pending_work_items", None))
-        if busy and not wait:
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _POOLS.add(self)
+
+    def stop_busy(self) -> None:
+        """Kill the workers while tasks are in flight (none left training)."""
+        if getattr(self, "_pending_work_items", None):
             for process in list((getattr(self, "_processes", None) or {}).values()):
                 with contextlib.suppress(OSError, ValueError, AttributeError):
                     process.kill()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if not wait:
+            self.stop_busy()
         super().shutdown(wait=wait, cancel_futures=cancel_futures)
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
@@ -132,6 +141,17 @@ class LocalPool(ProcessPoolExecutor):
         outer.set_running_or_notify_cancel()
         inner.add_done_callback(settle)
         return outer
+
+
+#: The local pools of this process, for :func:`stop_pools`.
+_POOLS: weakref.WeakSet[LocalPool] = weakref.WeakSet()
+
+
+def stop_pools() -> None:
+    """Stop the busy workers of every local pool of this process: after an interrupt, the
+    pools other threads drive (the probe experiment's probes side by side) stop too."""
+    for pool in list(_POOLS):
+        pool.stop_busy()
 
 
 #: Seconds between a worker's checks that its driver is alive.

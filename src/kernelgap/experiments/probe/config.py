@@ -7,7 +7,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
+from ...errors import ConfigError, KernelgapError
+from ...probe.config import TimeLimitError, time_limits
 from ...validation import Config, Int, Number, checked, fits
 
 
@@ -40,7 +41,8 @@ class ProbeEntry(Config):
     """One entry of ``[[probes]]``: a module the probe experiment runs (``name``, ``target``:
     ``module:Class``) with its constructor's ``kwargs``, its interface, argument map and
     output index, the profile whose suites it runs with their ranks, seeds, steps and
-    learning rate, the library it ``requires`` and the suites whose ``recipes`` are searched
+    learning rate, the library it ``requires``, the suites whose ``recipes`` are searched and
+    the module's ``time_limits`` (seconds per phase: ``import``, ``check``, ``step``)
     (each passed on to :class:`~kernelgap.probe.config.ProbeConfig`, which checks them further)."""
 
     name: NonEmpty
@@ -56,6 +58,7 @@ class ProbeEntry(Config):
     lr: Number | None = None
     requires: str | None = None
     recipes: Recipes = True
+    time_limits: dict[str, Number] = {}
 
 
 #: One entry of ``[[probes]]`` at its defaults (``name`` and ``target`` are required).
@@ -77,8 +80,11 @@ def parse_probes(entries, path: Path) -> list[dict]:
     for k, entry in enumerate(entries):
         try:
             ProbeEntry.parse(entry, f"probes[{k}]")
-        except ConfigError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
+            time_limits(entry.get("time_limits"))
+        except KernelgapError as exc:
+            raise ConfigError(
+                f"{path}: probes[{k}]: {exc}" if isinstance(exc, TimeLimitError) else f"{path}: {exc}"
+            ) from None
         out.append({**copy.deepcopy(PROBE), **entry})
     if len({e["name"] for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")
