@@ -239,3 +239,21 @@ def test_a_profiles_bad_time_limit_is_refused_before_any_work(tmp_path):
     code, _, err = reproduce(tmp_path, "{step = 0}")
     one_line(code, err, "profile.toml: probes[0]: time limit step must be a positive number of seconds, got 0")
     assert not (tmp_path / "imported").exists() and not (tmp_path / "r").exists()
+
+
+def test_the_leash_holds_in_process_whatever_folder_the_pool_began_in(tmp_path, monkeypatch):
+    """Through Python, from a folder other than the one the process's forkserver started in:
+    the child checks the module the caller names (relative to the caller's folder)."""
+    from kernelgap.models.external import ModuleFailure
+    from kernelgap.probe import ProbeConfig
+    from kernelgap.probe.runner import run_probe
+    from kernelgap.sweeps.executors import forkserver_context
+
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    forkserver_context()  # started here, if not running yet
+    monkeypatch.chdir(tmp_path)
+    module(tmp_path, top="time.sleep(60)")
+    config = ProbeConfig("m.py:M", out=tmp_path / "p", ranks=[2], executor="inline", time_limits={"import": 3})
+    with pytest.raises(ModuleFailure, match=r"m\.py:M did not finish importing within its time limit of 3 s"):
+        run_probe(config, log=lambda *_: None)

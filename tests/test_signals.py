@@ -238,3 +238,16 @@ def test_an_interrupted_reproduce_is_130(world):
     assert_interrupted(code, err)
     invocations = json.loads((world / "r" / "reproduce.json").read_text())["invocations"]
     assert [i["status"] for i in invocations] == ["stopped: KeyboardInterrupt"]
+
+
+def test_an_interrupted_probe_experiment_stops_every_probes_workers(world):
+    """The probe experiment drives its probes from threads: an interrupt stops their pools."""
+    (world / "prof").mkdir()
+    (world / "prof" / "profile.toml").write_text(
+        'experiments = ["probe"]\n[[probes]]\nname = "slow"\ntarget = "slow.py:Slow"\n'
+        "ranks = [2]\nsteps = 3\nrecipes = false\n"
+    )
+    proc = start(world, "reproduce", "--profile", "prof", "--out", "r", "--workers", "1")
+    wait_for(proc, lambda: any(world.glob("hang-2-*")), "a training step of the probed module")
+    code, _, err = interrupt(proc, group=False)
+    assert_interrupted(code, err)

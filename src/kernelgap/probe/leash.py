@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 
 from ..errors import KernelgapError
 from ..models.external import ModuleFailure, target_label
@@ -36,7 +37,7 @@ def rehearse(config, limits: dict[str, float]) -> None:
 
     ctx = forkserver_context()
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_rehearsal, args=(send, config), daemon=True)
+    child = ctx.Process(target=_rehearsal, args=(send, config, os.getcwd(), list(sys.path)), daemon=True)
     child.start()
     send.close()
     phase, label = None, target_label(config.target)
@@ -70,15 +71,17 @@ def rehearse(config, limits: dict[str, float]) -> None:
         receive.close()
 
 
-def _rehearsal(conn, config) -> None:
+def _rehearsal(conn, config, cwd: str, path: list[str]) -> None:
     """The child: the probe's module checks, each phase announced on ``conn``, then
-    ``done`` (or ``failed``, or ``interrupt``).  Its output goes nowhere: the probe's own
-    checks, in the parent, say what there is to say."""
+    ``done`` (or ``failed``, or ``interrupt``), from the parent's folder and import path.
+    Its output goes nowhere: the probe's own checks, in the parent, say what there is to say."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     os.dup2(quiet, 2)
     try:
+        os.chdir(cwd)
+        sys.path[:] = path
         _phases(config, conn.send)
         conn.send("done")
     except KeyboardInterrupt:

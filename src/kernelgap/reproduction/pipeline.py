@@ -25,6 +25,7 @@ from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
 from ..io import atomic_write_json
+from ..sweeps.executors import halted_pools
 from ..sweeps.runner import run_sweeps
 from .record import META, read_meta
 from .report import build_report
@@ -140,6 +141,12 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
         try:
             for future in futures:
                 future.result()
+        except KeyboardInterrupt:
+            with halted_pools():  # the steps' workers stop, so the threads end soon
+                for future in futures:
+                    future.cancel()
+                pool.shutdown(wait=True)
+            raise
         except BaseException:
             for future in futures:
                 future.cancel()

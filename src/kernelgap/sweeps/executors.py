@@ -43,6 +43,8 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
     end-of-file on its pipe, whose write ends only they and the driver held.  Each
     worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`).
     """
+    if _HALTED.is_set():
+        raise WorkerDied("interrupted: no pool starts now")
     return LocalPool(
         max_workers=workers or available_cores(),
         mp_context=forkserver_context(),
@@ -117,6 +119,8 @@ class LocalPool(ProcessPoolExecutor):
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         """As the standard pool, but a broken pool or a worker that died is one line."""
         try:
+            if _HALTED.is_set():
+                raise BrokenProcessPool("interrupted")
             inner = super().submit(fn, *args, **kwargs)
         except BrokenProcessPool:
             inner = Future()
@@ -143,15 +147,24 @@ class LocalPool(ProcessPoolExecutor):
         return outer
 
 
-#: The local pools of this process, for :func:`stop_pools`.
+#: The local pools of this process, for :func:`halted_pools`.
 _POOLS: weakref.WeakSet[LocalPool] = weakref.WeakSet()
+_HALTED = threading.Event()
 
 
-def stop_pools() -> None:
-    """Stop the busy workers of every local pool of this process: after an interrupt, the
-    pools other threads drive (the probe experiment's probes side by side) stop too."""
-    for pool in list(_POOLS):
-        pool.stop_busy()
+@contextlib.contextmanager
+def halted_pools():
+    """Meanwhile, every local pool of this process stops its busy workers and takes no new
+    task (a :class:`WorkerDied` line), and no new pool starts: after an interrupt, the pools
+    other threads drive (the reproduction's steps, its probes side by side) stop too, so
+    waiting for those threads is short."""
+    _HALTED.set()
+    try:
+        for pool in list(_POOLS):
+            pool.stop_busy()
+        yield
+    finally:
+        _HALTED.clear()
 
 
 #: Seconds between a worker's checks that its driver is alive.

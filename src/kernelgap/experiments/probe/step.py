@@ -10,7 +10,6 @@ from ...io import atomic_write_json
 from ...models.external import ModuleImportError
 from ...probe.config import ProbeConfig
 from ...probe.runner import run_probe
-from ...sweeps.executors import stop_pools
 from ..steps import local_width
 
 
@@ -24,12 +23,8 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
     width = local_width(sweep_options, len(entries))
     options = {**sweep_options, "workers": 1} if width > 1 else sweep_options
     with ThreadPoolExecutor(max_workers=width) as pool:
-        try:
-            for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
-                done.result()
-        except KeyboardInterrupt:
-            stop_pools()  # the other probes' workers stop too, or leaving this block waits for them
-            raise
+        for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
+            done.result()
 
 
 def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
