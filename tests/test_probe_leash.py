@@ -237,7 +237,7 @@ def test_a_profiles_probe_entry_sets_its_time_limits(tmp_path):
 def test_a_profiles_bad_time_limit_is_refused_before_any_work(tmp_path):
     module(tmp_path, top="open('imported', 'w').close()")
     code, _, err = reproduce(tmp_path, "{step = 0}")
-    one_line(code, err, "profile.toml: probes[0]: time limit step must be a positive number of seconds, got 0")
+    one_line(code, err, "profile.toml: probes[0].time_limits must be a table of seconds per phase")
     assert not (tmp_path / "imported").exists() and not (tmp_path / "r").exists()
 
 

@@ -29,10 +29,7 @@ import importlib
 import importlib.util
 import inspect
 import math
-import os
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,6 +42,7 @@ from ..errors import KernelgapError
 from ..io import read_input
 from ..limits import MAX_WIDTH
 from ..validation import Config, PositiveInt, between, fits, invalid, one_of
+from .leash import leashed
 
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
@@ -398,7 +396,7 @@ class ModuleModel(nn.Module):
         grad = torch.is_grad_enabled()
         step = self.steps
         what = f"training step {step}" if grad else "an evaluation"
-        with torch.enable_grad(), leashed(self.target, what):
+        with torch.enable_grad(), leashed(target_label(self.target) if self.target else None, what):
             out = self.module(tokens[index])
         if grad:
             self.steps += 1
@@ -469,7 +467,7 @@ def build_external(
     spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype, device: str | torch.device = "cpu"
 ) -> ModuleModel:
     """The module of a run, refused when its source is no longer the one the run names."""
-    with leashed(spec.target, "being built"):
+    with leashed(target_label(spec.target), "being built"):
         return _build_external(spec, m, rank, seed, dtype, device)
 
 
@@ -481,53 +479,3 @@ def _build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype, devic
             f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again"
         )
     return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)
-
-
-# -- the step limit of a pool worker -------------------------------------------------------
-
-#: Seconds one call into a module may take in this process (None: no limit); set in the
-#: pool workers that train modules (:func:`arm_step_limit`).
-_STEP_SECONDS: float | None = None
-#: What the module is doing now, for the message of an overrun: ``(label, what)``.
-_RUNNING: list[tuple[str, str]] = []
-
-
-def arm_step_limit(seconds: float) -> None:
-    """In a pool worker's main thread (the worker's own process: the executors' initializer):
-    hold every call into a module (its construction, each forward pass) to ``seconds``
-    (``SIGALRM``; :func:`leashed`), the probe's ``step`` limit (docs/experiments.md)."""
-    global _STEP_SECONDS
-    signal.signal(signal.SIGALRM, _overrun)
-    _STEP_SECONDS = seconds
-
-
-def _overrun(signum, frame) -> None:
-    label, what = _RUNNING[-1] if _RUNNING else ("written elsewhere", "its work")
-    raise ModuleFailure(
-        f"module {label} did not finish {what} within its time limit of {_STEP_SECONDS:g} s (--time-limit step=SECONDS)"
-    )
-
-
-def _refuse_exit(code: int = 0) -> None:
-    raise SystemExit(code)
-
-
-@contextlib.contextmanager
-def leashed(target: str | None, what: str):
-    """Meanwhile, in a worker armed by :func:`arm_step_limit`: a call into the module that
-    outlasts the limit raises a :class:`ModuleFailure` naming it and ``what``, and its
-    ``os._exit`` is a ``SystemExit`` (one line naming the module, not a dead worker).
-    Elsewhere (the driver, another thread) it does nothing."""
-    if _STEP_SECONDS is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    hard_exit = os._exit
-    _RUNNING.append((target_label(target) if target else "written elsewhere", what))
-    os._exit = _refuse_exit
-    signal.setitimer(signal.ITIMER_REAL, _STEP_SECONDS)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        os._exit = hard_exit
-        _RUNNING.pop()

@@ -6,7 +6,7 @@ The phases are ``import`` (loading the module), ``check`` (the interface check, 
 causality reading and the feature counts) and ``step`` (one forward and backward pass
 over each suite's family, as a training step does); the pool workers that train the
 module hold each of its forward passes to the ``step`` limit as well
-(:func:`kernelgap.models.external.arm_step_limit`).  A module that overruns a phase is
+(:func:`kernelgap.models.leash.arm_step_limit`).  A module that overruns a phase is
 stopped and the probe ends with one line naming the module, the phase and the limit; one
 that ends the child process (``os._exit``, a crash) is one line naming the module, the
 phase and the exit status; one that raises ``KeyboardInterrupt`` interrupts the probe.

@@ -82,7 +82,7 @@ STEP_LIMIT: ContextVar[float | None] = ContextVar("kernelgap_step_limit", defaul
 @contextlib.contextmanager
 def step_limit(seconds: float | None):
     """Pools made meanwhile (in this context) hold each module forward pass of their
-    workers to ``seconds`` (:func:`kernelgap.models.external.arm_step_limit`)."""
+    workers to ``seconds`` (:func:`kernelgap.models.leash.arm_step_limit`)."""
     token = STEP_LIMIT.set(seconds)
     try:
         yield
@@ -275,7 +275,7 @@ def watch_driver(driver: int, started: int | None = None, step_seconds: float | 
 
     Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
     answers an interrupt and stops its workers.  ``step_seconds``: the time limit of a
-    module's forward pass in this worker (:func:`~kernelgap.models.external.arm_step_limit`).
+    module's forward pass in this worker (:func:`~kernelgap.models.leash.arm_step_limit`).
     """
     parent = os.getppid()
     if parent != driver and set_parent_death_signal() and os.getppid() != parent:
@@ -284,7 +284,7 @@ def watch_driver(driver: int, started: int | None = None, step_seconds: float | 
     # (:class:`LocalPool`); an idle worker must not print its own traceback meanwhile.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if step_seconds is not None:
-        from ..models.external import arm_step_limit
+        from ..models.leash import arm_step_limit
 
         arm_step_limit(step_seconds)
     if driver_gone(driver, started):

@@ -4,11 +4,11 @@ module to probe with its defaults (:class:`ProbeEntry`; docs/experiments.md, "Pr
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, KernelgapError
-from ...probe.config import TimeLimitError, time_limits
+from ...errors import ConfigError
 from ...validation import Config, Int, Number, checked, fits
 
 
@@ -37,6 +37,31 @@ Recipes = checked(
 )
 
 
+#: The phases a probed module is timed in (:data:`kernelgap.probe.config.TIME_LIMITS`, which
+#: this light module does not import).
+PHASES = ("import", "check", "step")
+
+
+def _limits(value) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) <= set(PHASES)
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            for v in value.values()
+        )
+    )
+
+
+#: Seconds per phase of the module: ``{import = 60, check = 300, step = 600}``, any of them.
+Limits = checked(
+    Any,
+    _limits,
+    " must be a table of seconds per phase (import, check, step), each a positive number, got {shown}",
+    {"type": "object", "propertyNames": {"enum": list(PHASES)}, "additionalProperties": {"type": "number"}},
+)
+
+
 class ProbeEntry(Config):
     """One entry of ``[[probes]]``: a module the probe experiment runs (``name``, ``target``:
     ``module:Class``) with its constructor's ``kwargs``, its interface, argument map and
@@ -58,7 +83,7 @@ class ProbeEntry(Config):
     lr: Number | None = None
     requires: str | None = None
     recipes: Recipes = True
-    time_limits: dict[str, Number] = {}
+    time_limits: Limits = {}
 
 
 #: One entry of ``[[probes]]`` at its defaults (``name`` and ``target`` are required).
@@ -80,11 +105,8 @@ def parse_probes(entries, path: Path) -> list[dict]:
     for k, entry in enumerate(entries):
         try:
             ProbeEntry.parse(entry, f"probes[{k}]")
-            time_limits(entry.get("time_limits"))
-        except KernelgapError as exc:
-            raise ConfigError(
-                f"{path}: probes[{k}]: {exc}" if isinstance(exc, TimeLimitError) else f"{path}: {exc}"
-            ) from None
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         out.append({**copy.deepcopy(PROBE), **entry})
     if len({e["name"] for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")
