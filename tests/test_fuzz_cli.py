@@ -698,6 +698,42 @@ def test_fuzz_misbehaving_module(world, case):
         assert f"at training step {k - 1}, where step 0 gave" in lines[0], shown
 
 
+BAD_SECONDS = st.one_of(
+    st.sampled_from(["0", "-1", "nan", "inf", "-inf", "", "x", "1e400", "1/2", "True"]),
+    st.floats(max_value=0, allow_nan=False, allow_subnormal=False).map(repr),
+)
+
+
+LEASH_PHASES_NAMES = ["import", "check", "step"]
+
+
+@st.composite
+def bad_time_limits(draw) -> list[str]:
+    """``--time-limit`` flags, one of them bad: an unknown phase, a value that is not a
+    positive number of seconds, or no ``=`` (the good ones name other phases: a later flag
+    of the same phase would replace the bad one)."""
+    bad = draw(
+        st.one_of(
+            st.builds(lambda p, v: f"{p}={v}", st.sampled_from(LEASH_PHASES_NAMES), BAD_SECONDS),
+            st.builds(lambda p: f"{p}=5", WORD.filter(lambda w: w not in LEASH_PHASES_NAMES)),
+            WORD,
+        )
+    )
+    others = [p for p in LEASH_PHASES_NAMES if p != bad.partition("=")[0]]
+    good = [
+        f"{p}={draw(st.floats(0.5, 1e6, allow_subnormal=False))}"
+        for p in draw(st.lists(st.sampled_from(others), unique=True))
+    ]
+    flags = draw(st.permutations([*good, bad]))
+    return [x for flag in flags for x in ("--time-limit", flag)]
+
+
+@given(bad_time_limits())
+@FUZZ
+def test_fuzz_time_limits(world, flags):
+    assert_refused(world, ["probe", EXAMPLE, "--out", world / "p", "--executor", "inline", *flags])
+
+
 @given(st.data())
 @FUZZ
 def test_fuzz_probe(world, data):

@@ -87,8 +87,21 @@ def start(cwd: Path, *args: str, marked: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": SRC, "KG_MARK_STEP": "20"}
     cmd = [sys.executable, "-c", MARKED, *args] if marked else [sys.executable, "-m", "kernelgap.cli", *args]
     return subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=default_sigint,
     )
+
+
+def default_sigint() -> None:
+    """As a terminal starts a command: SIGINT at its default (a test runner's worker may
+    ignore it, and an ignored signal stays ignored across exec, so Python would never see it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(proc: subprocess.Popen, found, what: str, limit: float = 120.0) -> None:
