@@ -921,6 +921,125 @@ BAD_MODULES = {
 }
 
 
+# -- probed modules that misbehave: hang, exit, raise or change shape at a drawn phase ---------
+
+#: A module that misbehaves (``{act}``) at one phase: at import (``{top}``), or in its forward
+#: pass once ``{cond}`` holds — ``True``: the first pass (the interface check); ``self.big >= k``:
+#: the k-th pass on a whole family (the probe's training-step check is an instance's first; a
+#: run's k-th is its training step k-1; the other checks give batches of 2 and 64).
+WAYWARD = """
+import os, time
+import torch
+from torch import nn
+{top}
+
+class Wayward(nn.Module):
+    def __init__(self, m, rank):
+        super().__init__()
+        self.lin = nn.Linear(m, 1)
+        self.big = 0
+
+    def forward(self, tokens):
+        self.big += tokens.shape[0] not in (2, 64)
+        out = self.lin(tokens).squeeze(-1)
+        if {cond}:
+            {act}
+        return out
+"""
+#: Where a module can misbehave: (time-limit phase, forward-pass condition, phase words).
+LEASH_PHASES = {
+    "import": ("import", None, "importing"),
+    "check": ("check", "True", "being checked"),
+    "check-step": ("step", "self.big >= 1", "checking a training step"),
+    "training": ("step", "self.big >= {k}", "training"),
+}
+LEASH_FUZZ = settings(FUZZ, max_examples=max(4, EXAMPLES // 5))
+
+
+@st.composite
+def misbehaviour(draw) -> tuple[str, str, str, str | None]:
+    """``(phase, act, expected words, source of the act)``: what a module does wrong and where."""
+    phase = draw(st.sampled_from(sorted(LEASH_PHASES)))
+    kind = draw(st.sampled_from(["sleep", "exit", "raise", "interrupt"] + (["shape"] if phase == "training" else [])))
+    code = draw(st.integers(0, 3))
+    act = {
+        "sleep": "time.sleep(600)",
+        "exit": f"os._exit({code})",
+        "raise": draw(st.sampled_from([f"raise SystemExit({code})", "raise RuntimeError('boom')", "1 / 0"])),
+        "interrupt": "raise KeyboardInterrupt",
+        "shape": "out = out[:, :1]",
+    }[kind]
+    return phase, kind, act, draw(st.integers(2, 3))
+
+
+@given(misbehaviour())
+@LEASH_FUZZ
+def test_fuzz_misbehaving_module(world, case):
+    """Whatever a module does wrong, wherever: one line naming it (status 2), or for a
+    ``KeyboardInterrupt`` an interrupt (130); never a traceback, a hang or status 0."""
+    phase, kind, act, k = case
+    limit_phase, cond, words = LEASH_PHASES[phase]
+    top, body = (act, "pass") if cond is None else ("", act)
+    source = WAYWARD.format(top=top, cond=(cond or "False").format(k=k), act=body)
+    path = write_input(world, "wayward.py", source)
+    folder = world / "leash" / path.stem
+    limits = [x for p in ("import", "check", "step") for x in ("--time-limit", f"{p}={2 if p == limit_phase else 120}")]
+    argv = ["probe", f"{path}:Wayward", "--ranks", "2", "--steps", "4", "--no-recipes", "--workers", "1"]
+    code, out, err = run_cli([*argv, *limits, "--out", folder], world)
+    lines = err.strip("\n").splitlines()
+    shown = f"{phase} {kind} {act!r}\nexit {code}\nstdout: {out[-600:]}\nstderr: {err[-1500:]}"
+    assert "Traceback" not in out + err, shown
+    if kind == "interrupt":
+        assert code == 130 and lines == ["error: interrupted"], shown
+        return
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), shown
+    assert path.name in lines[0] or "Wayward" in lines[0], shown
+    if kind == "sleep":
+        assert f"within its time limit of 2 s (--time-limit {limit_phase}=SECONDS)" in lines[0], shown
+    if kind in ("sleep", "exit") and phase != "training":
+        assert words in lines[0], shown
+    if phase == "training" and kind != "shape":
+        assert f"training step {k - 1}" in lines[0] or "failed while training" in lines[0], shown
+    if kind == "shape":
+        assert f"at training step {k - 1}, where step 0 gave" in lines[0], shown
+
+
+BAD_SECONDS = st.one_of(
+    st.sampled_from(["0", "-1", "nan", "inf", "-inf", "", "x", "1e400", "1/2", "True"]),
+    st.floats(max_value=0, allow_nan=False, allow_subnormal=False).map(repr),
+)
+
+
+LEASH_PHASES_NAMES = ["import", "check", "step"]
+
+
+@st.composite
+def bad_time_limits(draw) -> list[str]:
+    """``--time-limit`` flags, one of them bad: an unknown phase, a value that is not a
+    positive number of seconds, or no ``=`` (the good ones name other phases: a later flag
+    of the same phase would replace the bad one)."""
+    bad = draw(
+        st.one_of(
+            st.builds(lambda p, v: f"{p}={v}", st.sampled_from(LEASH_PHASES_NAMES), BAD_SECONDS),
+            st.builds(lambda p: f"{p}=5", WORD.filter(lambda w: w not in LEASH_PHASES_NAMES)),
+            WORD,
+        )
+    )
+    others = [p for p in LEASH_PHASES_NAMES if p != bad.partition("=")[0]]
+    good = [
+        f"{p}={draw(st.floats(0.5, 1e6, allow_subnormal=False))}"
+        for p in draw(st.lists(st.sampled_from(others), unique=True))
+    ]
+    flags = draw(st.permutations([*good, bad]))
+    return [x for flag in flags for x in ("--time-limit", flag)]
+
+
+@given(bad_time_limits())
+@FUZZ
+def test_fuzz_time_limits(world, flags):
+    assert_refused(world, ["probe", EXAMPLE, "--out", world / "p", "--executor", "inline", *flags])
+
+
 @given(st.data())
 @FUZZ
 def test_fuzz_probe(world, data):

@@ -7,6 +7,7 @@ is printed as one line ``error: …`` on stderr with exit status 2.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -376,6 +377,9 @@ def probe(
     recipes: bool = typer.Option(
         True, "--recipes/--no-recipes", help="Try other schedules where a rank fails unforbidden (the recipe search)."
     ),
+    time_limit: list[str] = typer.Option(
+        [], "--time-limit", help="PHASE=SECONDS for the module's import, check or step (repeatable)."
+    ),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe.config import ProbeConfig
@@ -407,6 +411,7 @@ def probe(
         workers=workers,
         address=address,
         recipes=recipes,
+        time_limits=key_values(time_limit),
     )
     meta = run_probe(config, log=typer.echo)
     build_probe_report(config.folder(meta["class"]), log=typer.echo)
@@ -477,22 +482,28 @@ def compare(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point with one-line errors and exit status 2."""
+    """Console entry point with one-line errors and exit status 2; an interrupt (Ctrl-C, or a
+    module raising ``KeyboardInterrupt``) is one line and status 130.  Click run non-standalone
+    returns the status of a ``typer.Exit`` (its own for an interrupt: 130) instead of raising it."""
     try:
         args = sys.argv[1:] if argv is None else list(argv)
-        _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
+        code = _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
     except KernelgapError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("error: interrupted", err=True)
-        sys.exit(130)
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
     except typer.TyperException as exc:  # bad flags and values, from typer's parser
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         typer.echo(f"error: {' '.join(str(message).split())}", err=True)
         sys.exit(2)
+    if code == 130:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the clean-up
+        typer.echo("error: interrupted", err=True)
+    if isinstance(code, int) and not isinstance(code, bool) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

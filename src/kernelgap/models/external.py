@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..validation import PositiveInt, fits
+from .leash import leashed
 
 #: Naming, loading and checking a module: torch-free (:mod:`.module_spec`), re-exported here.
 from .module_spec import (
@@ -129,21 +130,40 @@ class ModuleModel(nn.Module):
     def __init__(self, module: nn.Module, target: str | None = None) -> None:
         super().__init__()
         self.module, self.target = module, target  # the target names the module in messages
+        self.steps, self.shape = 0, None  # training steps so far, the shape of the first's predictions
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> torch.Tensor:
         """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.
 
         The module always runs with gradients enabled, as in a training step (some
         modules, fla's layers on the CPU among them, fail under ``torch.no_grad``); the
-        result is detached where the caller had them disabled."""
+        result is detached where the caller had them disabled.  A call with gradients
+        enabled is a training step: its predictions must have the first step's shape (a
+        shape that changes would be broadcast against the targets and train on silently)."""
         grad = torch.is_grad_enabled()
-        with torch.enable_grad():
+        step = self.steps
+        what = f"training step {step}" if grad else "an evaluation"
+        with torch.enable_grad(), leashed(target_label(self.target) if self.target else None, what):
             out = self.module(tokens[index])
+        if grad:
+            self.steps += 1
+            self._same_shape(out, step)
         if not grad and isinstance(out, torch.Tensor):
             out = out.detach()
         if positions is not None:
             out = out[:, positions]
         return out.unsqueeze(0)
+
+    def _same_shape(self, out, step: int) -> None:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        if self.shape is None:
+            self.shape = shape
+        elif shape != self.shape:
+            label = target_label(self.target) if self.target else type(self.module).__name__
+            raise ModuleFailure(
+                f"module {label} returned predictions of shape {shape} at training step {step}, where step 0 "
+                f"gave {self.shape}: a module's output shape must not change between steps"
+            )
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters of the module itself and of kernelgap's wrapper (embedding, readout)."""
@@ -194,6 +214,11 @@ def build_external(
     spec: ModuleSpec, m: int, rank: int, seed: int, dtype: torch.dtype, device: str | torch.device = "cpu"
 ) -> ModuleModel:
     """The module of a run, refused when its source is no longer the one the run names."""
+    with leashed(target_label(spec.target), "being built"):
+        return _build_external(spec, m, rank, seed, dtype, device)
+
+
+def _build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype, device) -> ModuleModel:
     cls = load_target(spec.target)
     if spec.source_hash and source_hash(cls) != spec.source_hash:
         raise ModuleFailure(

@@ -3,8 +3,38 @@ or one ``[[probes]]`` entry of a profile (docs/experiments.md, "Probe")."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+
+from ..errors import KernelgapError
+
+#: Default seconds per phase of a probed module: importing it, checking it, one training
+#: step (docs/experiments.md, "Time limits"; :mod:`~kernelgap.probe.leash`).
+TIME_LIMITS = {"import": 60.0, "check": 300.0, "step": 600.0}
+
+
+class TimeLimitError(KernelgapError):
+    """A time limit that is not a phase's positive number of seconds."""
+
+
+def time_limits(given: dict | None) -> dict[str, float]:
+    """The limits, :data:`TIME_LIMITS` overridden by ``given`` (phase → seconds, each a
+    positive finite number; one-line errors)."""
+    limits = dict(TIME_LIMITS)
+    if given is not None and not isinstance(given, dict):
+        raise TimeLimitError(f"time_limits must be a table of phase = seconds, got {given!r}")
+    for phase, value in (given or {}).items():
+        if phase not in TIME_LIMITS:
+            raise TimeLimitError(f"time limit: unknown phase {phase!r}; choose from {', '.join(TIME_LIMITS)}")
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError, OverflowError):
+            seconds = math.nan
+        if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+            raise TimeLimitError(f"time limit {phase} must be a positive number of seconds, got {value!r}")
+        limits[phase] = seconds
+    return limits
 
 
 @dataclass(frozen=True)
@@ -21,7 +51,9 @@ class ProbeConfig:
     ``results/probe-<Class>``) and ``baseline``, the folder of the ``elu1`` and twin runs
     (default ``out/baseline``; the probes of one reproduction share theirs).  How: the sweep
     runner's ``executor``, ``workers`` and ``address``.  ``recipes``: whether the recipe search
-    runs (:data:`~kernelgap.probe.suites.RECIPES`), or the names of the suites it runs on."""
+    runs (:data:`~kernelgap.probe.suites.RECIPES`), or the names of the suites it runs on.
+    ``time_limits``: seconds per phase of the module (``import``, ``check``, ``step``;
+    :data:`TIME_LIMITS` for those not given; :mod:`~kernelgap.probe.leash`)."""
 
     target: str
     kwargs: dict | None = None
@@ -41,6 +73,7 @@ class ProbeConfig:
     address: str | None = None
     baseline: str | Path | None = None
     recipes: bool | list[str] = True
+    time_limits: dict[str, float] | None = None
 
     def folder(self, class_name: str) -> Path:
         """The probe's results folder: ``out``, else ``results/probe-<class_name>``."""
@@ -49,6 +82,11 @@ class ProbeConfig:
     def baseline_folder(self, class_name: str) -> Path:
         """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
         return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
+
+    @property
+    def limits(self) -> dict[str, float]:
+        """Seconds per phase (:func:`time_limits`)."""
+        return time_limits(self.time_limits)
 
     @property
     def sweep_options(self) -> dict:

@@ -41,7 +41,7 @@ from ..models.external import ModuleSpec, split_target
 from ..models.feature_maps import feature_map_class
 from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
-from ..sweeps.executors import check_executor
+from ..sweeps.executors import check_executor, step_limit
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
@@ -49,6 +49,7 @@ from ..training.config import sweep_table_model
 from ..training.curve import final_power
 from .config import ProbeConfig
 from .floor import query_blind
+from .leash import rehearse
 from .module import check_module, feature_counts, module_spec, reading_of
 from .suites import BASELINE, RECIPES, Suite, suites
 from .twin import TWIN_TARGET, twin_map
@@ -108,7 +109,7 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
     if plan.reading == "final":
         log(f"[probe] {plan.cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
     try:
-        _train(configs, config.sweep_options, log)
+        _train(configs, config.sweep_options, log, config.limits["step"])
         if config.recipes:
             for row in meta["suites"]:
                 row["recipes"] = []
@@ -152,6 +153,7 @@ def _check_flags(config: ProbeConfig) -> None:
     check_executor(config.executor)
     if config.workers is not None and config.workers < 1:
         raise KernelgapError(f"--workers must be ≥ 1, got {config.workers}")
+    config.limits  # noqa: B018 - checked here, before the module is touched
 
 
 def _plan(config: ProbeConfig) -> _Plan:
@@ -160,6 +162,7 @@ def _plan(config: ProbeConfig) -> _Plan:
     its reading (:func:`~kernelgap.probe.module.reading_of`)."""
     _check_flags(config)
     first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
+    rehearse(config, config.limits)  # the module's phases within their limits, in a child first
     cls, spec = module_spec(config.target, config.kwargs, config.interface, config.d_model, config.args, config.output)
     out, baseline = config.folder(cls.__name__), config.baseline_folder(cls.__name__)
     for folder in (out, baseline):
@@ -340,7 +343,7 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
         text = _checked_text(name, rsuite, plan.module_model, variants)
         folder = out / meta["recipes"] / f"{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
         sweep = (name, out / "sweeps" / f"{meta['recipes']}-{sub}.toml", text, folder)
-        _train([sweep], plan.config.sweep_options, log)
+        _train([sweep], plan.config.sweep_options, log, plan.config.limits["step"])
         row["recipe_folder"] = os.path.relpath(folder, out)
         row["recipes"] = [
             {"name": r.name, "schedule": r.describe(), "train": t, "ranks": todo, "seed": rsuite.seeds[0]}
@@ -348,14 +351,16 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
         ]
 
 
-def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log) -> None:
-    """Each suite's sweeps (:func:`_sweep_configs`): write the files, run them on one pool."""
+def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step: float) -> None:
+    """Each suite's sweeps (:func:`_sweep_configs`): write the files, run them on one pool
+    whose workers hold each call into the module to ``step`` seconds."""
     sweeps = []
     for name, path, text, folder in configs:
         cfg = atomic_write_text(path, text)
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
-    results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+    with step_limit(step):  # the pool's workers hold each call into the module to it
+        results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
 

@@ -25,6 +25,7 @@ from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
 from ..io import atomic_write_json
+from ..sweeps.executors import halted_pools
 from ..sweeps.runner import run_sweeps
 from .record import META, read_meta
 from .report import build_report
@@ -111,7 +112,8 @@ def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> N
     for exp, sweep in sweeps:
         log(f"[{exp}] sweep {sweep} → {out / exp}")
     if sweeps:
-        results = run_sweeps([(sweep, out / exp) for exp, sweep in sweeps], **options)
+        # the bar on a terminal only: piped, stderr holds errors alone (an interrupt: one line)
+        results = run_sweeps([(sweep, out / exp) for exp, sweep in sweeps], progress=sys.stderr.isatty(), **options)
         for (exp, _), res in zip(sweeps, results):
             log(f"[{exp}] {res.total} runs: {res.done_before} reused, {res.ran} trained")
         log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")
@@ -139,6 +141,12 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
         try:
             for future in futures:
                 future.result()
+        except KeyboardInterrupt:
+            with halted_pools():  # the steps' workers stop, so the threads end soon
+                for future in futures:
+                    future.cancel()
+                pool.shutdown(wait=True)
+            raise
         except BaseException:
             for future in futures:
                 future.cancel()

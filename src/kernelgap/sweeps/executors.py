@@ -17,8 +17,11 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextvars import ContextVar
 
 from ..errors import KernelgapError
 
@@ -37,8 +40,22 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
     A driver killed with ``-9`` leaves no process behind, even while it is a zombie
     that its own parent has not reaped (see :func:`watch_driver` for the mechanism):
     its forkserver and workers die with it, and then the resource tracker exits at
-    end-of-file on its pipe, whose write ends only they and the driver held.
+    end-of-file on its pipe, whose write ends only they and the driver held.  Each
+    worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`).
     """
+    if _HALTED.is_set():
+        raise WorkerDied("interrupted: no pool starts now")
+    return LocalPool(
+        max_workers=workers or available_cores(),
+        mp_context=forkserver_context(),
+        initializer=watch_driver,
+        initargs=(os.getpid(), process_start(os.getpid()), STEP_LIMIT.get()),
+    )
+
+
+def forkserver_context():
+    """The ``forkserver`` context, its server started (torch preloaded) from the main thread
+    where possible, armed to die with this process (:func:`local_executor`)."""
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
@@ -54,12 +71,100 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
             ctx.set_forkserver_preload(preload)
     else:
         ctx.set_forkserver_preload(preload)
-    return ProcessPoolExecutor(
-        max_workers=workers or available_cores(),
-        mp_context=ctx,
-        initializer=watch_driver,
-        initargs=(os.getpid(), process_start(os.getpid())),
-    )
+    return ctx
+
+
+#: Seconds a pool worker gives one forward pass of a module written elsewhere (None: no
+#: limit); a probe sets its ``step`` limit meanwhile (:func:`step_limit`).
+STEP_LIMIT: ContextVar[float | None] = ContextVar("kernelgap_step_limit", default=600.0)
+
+
+@contextlib.contextmanager
+def step_limit(seconds: float | None):
+    """Pools made meanwhile (in this context) hold each module forward pass of their
+    workers to ``seconds`` (:func:`kernelgap.models.leash.arm_step_limit`)."""
+    token = STEP_LIMIT.set(seconds)
+    try:
+        yield
+    finally:
+        STEP_LIMIT.reset(token)
+
+
+class WorkerDied(KernelgapError):
+    """A pool worker ended while it ran a task (killed, or an exit from C code)."""
+
+
+class LocalPool(ProcessPoolExecutor):
+    """A process pool whose ``shutdown(wait=False)`` stops the workers that are still busy:
+    the driver was interrupted or failed with tasks in flight, and no worker may go on
+    training after it is gone (the standard pool lets them finish, and the driver's exit
+    waits for them).  A task whose worker died is one line (:class:`WorkerDied`)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _POOLS.add(self)
+
+    def stop_busy(self) -> None:
+        """Kill the workers while tasks are in flight (none left training)."""
+        if getattr(self, "_pending_work_items", None):
+            for process in list((getattr(self, "_processes", None) or {}).values()):
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    process.kill()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if not wait:
+            self.stop_busy()
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
+        """As the standard pool, but a broken pool or a worker that died is one line."""
+        try:
+            if _HALTED.is_set():
+                raise BrokenProcessPool("interrupted")
+            inner = super().submit(fn, *args, **kwargs)
+        except BrokenProcessPool:
+            inner = Future()
+            inner.set_exception(BrokenProcessPool())
+        outer: Future = Future()
+
+        def settle(done: Future) -> None:
+            if done.cancelled():
+                outer.set_exception(CancelledError())
+                return
+            exc = done.exception()
+            if isinstance(exc, BrokenProcessPool):
+                exc = WorkerDied(
+                    f"a worker process ended abruptly (killed, or an exit from C code) while running "
+                    f"{getattr(fn, '__name__', 'a task')}; its runs were not written"
+                )
+            if exc is None:
+                outer.set_result(done.result())
+            else:
+                outer.set_exception(exc)
+
+        outer.set_running_or_notify_cancel()
+        inner.add_done_callback(settle)
+        return outer
+
+
+#: The local pools of this process, for :func:`halted_pools`.
+_POOLS: weakref.WeakSet[LocalPool] = weakref.WeakSet()
+_HALTED = threading.Event()
+
+
+@contextlib.contextmanager
+def halted_pools():
+    """Meanwhile, every local pool of this process stops its busy workers and takes no new
+    task (a :class:`WorkerDied` line), and no new pool starts: after an interrupt, the pools
+    other threads drive (the reproduction's steps, its probes side by side) stop too, so
+    waiting for those threads is short."""
+    _HALTED.set()
+    try:
+        for pool in list(_POOLS):
+            pool.stop_busy()
+        yield
+    finally:
+        _HALTED.clear()
 
 
 #: Seconds between a worker's checks that its driver is alive.
@@ -145,7 +250,7 @@ def driver_gone(driver: int, started: int | None = None) -> bool:
     return False
 
 
-def watch_driver(driver: int, started: int | None = None) -> None:
+def watch_driver(driver: int, started: int | None = None, step_seconds: float | None = None) -> None:
     """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
 
     Two mechanisms, because an exited driver may stay a zombie (its own parent has not
@@ -168,18 +273,29 @@ def watch_driver(driver: int, started: int | None = None) -> None:
       worker has exited, the forkserver exits too (end-of-file on the pipe that only
       the driver and the workers hold open).
 
-    Neither touches what a worker computes.
+    Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
+    answers an interrupt and stops its workers.  ``step_seconds``: the time limit of a
+    module's forward pass in this worker (:func:`~kernelgap.models.leash.arm_step_limit`).
     """
     parent = os.getppid()
     if parent != driver and set_parent_death_signal() and os.getppid() != parent:
         os._exit(1)
+    # Ctrl-C reaches the whole process group: the driver answers it and stops the workers
+    # (:class:`LocalPool`); an idle worker must not print its own traceback meanwhile.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if step_seconds is not None:
+        from ..models.leash import arm_step_limit
+
+        arm_step_limit(step_seconds)
     if driver_gone(driver, started):
         os._exit(1)
+
+    hard_exit = os._exit  # a module's call is refused meanwhile (the step limit), never this one
 
     def watch() -> None:
         while not driver_gone(driver, started):
             time.sleep(DRIVER_CHECK_S)
-        os._exit(1)
+        hard_exit(1)
 
     threading.Thread(target=watch, name="kernelgap-driver-watch", daemon=True).start()
 

@@ -4,6 +4,7 @@ module to probe with its defaults (:class:`ProbeEntry`; docs/experiments.md, "Pr
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +38,37 @@ Recipes = checked(
 )
 
 
+#: The phases a probed module is timed in (:data:`kernelgap.probe.config.TIME_LIMITS`, which
+#: this light module does not import).
+PHASES = ("import", "check", "step")
+
+
+def _limits(value) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) <= set(PHASES)
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            for v in value.values()
+        )
+    )
+
+
+#: Seconds per phase of the module: ``{import = 60, check = 300, step = 600}``, any of them.
+Limits = checked(
+    Any,
+    _limits,
+    " must be a table of seconds per phase (import, check, step), each a positive number, got {shown}",
+    {"type": "object", "propertyNames": {"enum": list(PHASES)}, "additionalProperties": {"type": "number"}},
+)
+
+
 class ProbeEntry(Config):
     """One entry of ``[[probes]]``: a module the probe experiment runs (``name``, ``target``:
     ``module:Class``) with its constructor's ``kwargs``, its interface, argument map and
     output index, the profile whose suites it runs with their ranks, seeds, steps and
-    learning rate, the library it ``requires`` and the suites whose ``recipes`` are searched
+    learning rate, the library it ``requires``, the suites whose ``recipes`` are searched and
+    the module's ``time_limits`` (seconds per phase: ``import``, ``check``, ``step``)
     (each passed on to :class:`~kernelgap.probe.config.ProbeConfig`, which checks them further)."""
 
     name: NonEmpty
@@ -57,6 +84,7 @@ class ProbeEntry(Config):
     lr: Number | None = None
     requires: str | None = None
     recipes: Recipes = True
+    time_limits: Limits = {}
 
 
 #: One entry of ``[[probes]]`` at its defaults (``name`` and ``target`` are required).

@@ -43,6 +43,7 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
         output=entry["output"],
         baseline=out / "baseline",
         recipes=entry["recipes"],
+        time_limits=entry.get("time_limits") or None,
         **sweep_options,
     )
     try:
