@@ -66,6 +66,26 @@ NOT_SOFTMAX = [("--feature-map", "elu1"), ("--feature-map", "table"), ("--rank",
 FAMILY = ["--family", "exhaustive", "-p", "m=2", "-p", "length=2"]
 
 
+#: Sweep files refused by their content: not TOML, an unknown section, a value out of range,
+#: a field of the other model kind, a bad seed or device.
+BAD_SWEEPS = [
+    "name = ",
+    'name = "x"\n[nope]\n',
+    'name = "x"\n[family]\nname = "witness"\n[model]\nrank = -3\n',
+    'name = "x"\n[family]\nname = "witness"\n[model]\nkind = "softmax"\nfeature_map = "elu1"\n',
+    f'name = "x"\nseed = {2**64}\n[family]\nname = "witness"\n',
+    'name = "x"\n[family]\nname = "witness"\n[train]\ndevice = "meta"\n',
+    'name = "x"\n[family]\nname = "nope"\n',
+]
+
+
+def bad_sweeps(tmp: Path) -> list[Path]:
+    paths = [tmp / f"bad-{i}.toml" for i in range(len(BAD_SWEEPS))]
+    for path, text in zip(paths, BAD_SWEEPS):
+        path.write_text(text)
+    return paths
+
+
 def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
     """Refused command lines of every command, by command (generated over the values each
     kind of argument refuses)."""
@@ -114,11 +134,18 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
         ],
         "bound-curve": [["bound-curve", "--code", "nope"], ["bound-curve", "--m", "1..0"]],
         "bound": [["bound", "transcript", "--answers", "0", "--values", "2"]],
-        "sweep": [["sweep"], ["sweep", "x.toml", "--workers", "x"]],
+        "sweep": [
+            ["sweep"],
+            ["sweep", "x.toml", "--workers", "x"],
+            ["sweep", missing + ".toml", "--out", str(tmp / "o")],
+            *(["sweep", str(path), "--out", str(tmp / "o")] for path in bad_sweeps(tmp)),
+            ["sweep", str(tmp / "a-file")],
+        ],
         "reproduce": [["reproduce", "--workers", "x"], ["reproduce", "--nope"]],
         "report": [["report", missing], ["report", str(tmp / "a-file")]],
         "results": [["results", missing]],
         "compare": [["compare", missing, missing]],
+        "check": [["check", missing], ["check", str(tmp / "a-file")], ["check", str(tmp)]],
     }
     return lines
 

@@ -268,43 +268,28 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    given = dict(feature_map=feature_map, rank=rank, readout=readout, d_value=d_value, temperature=temperature)
-    model = {"kind": kind, **{k: v for k, v in given.items() if v is not None}}
-    if kind == "kernel":
-        model = {**TRAIN_KERNEL, **model}
-    steps = {k: v for k, v in (("mse_steps", mse_steps), ("max_steps", max_steps)) if v is not None}
-    raw = {
-        "family": family,
-        "model": model,
-        "train": {
-            "lr": lr,
-            **steps,
-            **({} if power is None else {"power": power}),
-            "stop_below": None if no_early_stop else 0.5,
-            "device": device,
-        },
-        "seed": seed,
-    }
-    from .models.specs import FIELDS_ONLY
-    from .task.registry import check_family_argument
-    from .training.config import EXPLICIT_MODEL_KEYS, FamilySpec, RunConfig
+    from .training.config import command_line_run
 
-    check_family_argument(family, key_values(params))  # a family file loaded, parameters checked
-    raw["family"] = FamilySpec.named_or_file(family, params)
-    # the same models, defaults and checks as a sweep file's run: a field the kind does not use,
-    # given on the command line, is refused as in a sweep file's [model] table; every field is
-    # checked before torch is imported, then the run is made (its feature map resolved)
-    context = {EXPLICIT_MODEL_KEYS: set(model) - {"kind"}}
-    RunConfig.parse(raw, context={**context, FIELDS_ONLY: True})
-    run = RunConfig.parse(raw, context=context)
+    run = command_line_run(
+        family,
+        params,
+        model=dict(
+            kind=kind, feature_map=feature_map, rank=rank, readout=readout, d_value=d_value, temperature=temperature
+        ),
+        train=dict(
+            lr=lr,
+            mse_steps=mse_steps,
+            max_steps=max_steps,
+            power=power,
+            stop_below=None if no_early_stop else 0.5,
+            device=device,
+        ),
+        seed=seed,
+    )
     from .training import train_records
     from .training.text import run_lines
 
-    emit(train_records([run.validate()])[0], as_json, run_lines)
-
-
-#: What ``train`` gives a kernel model without ``--feature-map`` and ``--rank`` (a softmax model: neither).
-TRAIN_KERNEL = {"feature_map": "table", "rank": 16}
+    emit(train_records([run])[0], as_json, run_lines)
 
 
 @app.command(help="Run a sweep resumably (skips finished runs), or report its --status.")
@@ -320,6 +305,10 @@ def sweep(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
+    from .sweeps.config import check_sweep
+
+    if not status:
+        check_sweep(target, out)
     from .sweeps import run_sweep, sweep_status
     from .sweeps.text import status_lines, summary_lines
 

@@ -1,20 +1,34 @@
-"""Resumable sweeps of stacked training runs."""
+"""Resumable sweeps of stacked training runs.
 
-from .config import SweepConfig, load_sweep, parse_sweep
-from .executors import EXECUTORS, make_executor
-from .runner import SweepSummary, plan_tasks, run_sweep, run_sweeps, sweep_status
-from .store import ResultsDir
+The names below are imported when first used (PEP 562), so that :mod:`.config` — reading
+and checking a sweep file — loads without the runner (and torch): a bad sweep file is
+refused before torch is imported.
+"""
 
-__all__ = [
-    "EXECUTORS",
-    "ResultsDir",
-    "SweepConfig",
-    "SweepSummary",
-    "load_sweep",
-    "make_executor",
-    "parse_sweep",
-    "plan_tasks",
-    "run_sweep",
-    "run_sweeps",
-    "sweep_status",
-]
+import importlib
+
+#: Each public name and the module of this package that defines it.
+_WHERE = {
+    "SweepConfig": "config",
+    "check_sweep": "config",
+    "load_sweep": "config",
+    "parse_sweep": "config",
+    "EXECUTORS": "executors",
+    "make_executor": "executors",
+    "SweepSummary": "runner",
+    "plan_tasks": "runner",
+    "run_sweep": "runner",
+    "run_sweeps": "runner",
+    "sweep_status": "runner",
+    "ResultsDir": "store",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -49,8 +49,8 @@ from pydantic import Field, WithJsonSchema
 
 from ..errors import ConfigError, KernelgapError
 from ..io import load_toml
-from ..models import FEATURE_MAPS, ModelSpec
-from ..models.specs import model_table_schema
+from ..models import ModelSpec
+from ..models.specs import FIELDS_ONLY, model_table_schema
 from ..task.registry import PARAMS, family_names
 from ..training import FamilySpec, RunConfig, TrainConfig
 from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
@@ -197,6 +197,27 @@ def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepC
     return sweep
 
 
+def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:
+    """``(config file, results folder)`` for ``sweep CONFIG --out DIR`` or ``sweep DIR``."""
+    target = Path(target)
+    if target.is_dir():
+        if out is not None and Path(out).resolve() != target.resolve():
+            raise ConfigError("give either a config file with --out, or a results folder alone")
+        return target / "sweep.toml", target
+    if out is None:
+        raise ConfigError(f"--out DIR is required to run the sweep {target}")
+    return target, Path(out)
+
+
+def check_sweep(target: str | Path, out: str | Path | None) -> None:
+    """Refuse a bad ``sweep CONFIG --out DIR`` before the runner (and torch) is imported: the
+    pair of arguments, and the sweep file read and validated as the run will read it.  A
+    results folder is checked when it is opened (its family copies are needed)."""
+    config_path, _ = sweep_source(target, out)
+    if not Path(target).is_dir():
+        load_sweep(config_path)
+
+
 def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
     """Validate the structure of a parsed TOML document (:class:`SweepFile`), and walk its
     grids down to their axes."""
@@ -247,6 +268,8 @@ def _expand_registered(key: str, values: list, where: str) -> list:
     """A ``model.feature_map`` axis with ``"*"`` / ``"!name"`` entries, in registry order."""
     if key != "model.feature_map" or not any(isinstance(v, str) and v[:1] in (EVERY_MAP, NOT_MAP) for v in values):
         return values
+    from ..models import FEATURE_MAPS  # the registry imports the maps (and torch)
+
     names = list(FEATURE_MAPS)
     drop = {v[1:] for v in values if isinstance(v, str) and v.startswith(NOT_MAP)}
     for name in drop:
@@ -270,8 +293,9 @@ def build_run(raw: dict, files: FamilyFiles | None = None, explicit_model: set[s
     for section in ("family", "test_family"):
         if isinstance(raw.get(section), dict):
             raw[section] = _family_spec(raw[section], section, files)
-    context = {EXPLICIT_MODEL_KEYS: explicit_model} if explicit_model else None
-    return RunConfig.parse(raw, context=context).validate()
+    context = {EXPLICIT_MODEL_KEYS: explicit_model} if explicit_model else {}
+    RunConfig.parse({"model": {}, **raw}, context={**context, FIELDS_ONLY: True})  # every field, before torch
+    return RunConfig.parse(raw, context=context or None).validate()
 
 
 def _family_spec(table: dict, where: str, files: FamilyFiles) -> FamilySpec:

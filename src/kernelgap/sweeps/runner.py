@@ -36,7 +36,7 @@ from ..task import ProductFamily
 from ..training import RunConfig
 from ..training.product import product_cost, training_family
 from ..training.trainer import train_task
-from .config import load_sweep
+from .config import load_sweep, sweep_source
 from .executors import check_executor, executor_width, make_executor
 from .store import ResultsDir, run_ids
 
@@ -186,18 +186,6 @@ def longest_first(tasks: list, costs: StackCosts | None = None, stack=lambda tas
     end of a sweep.  The order changes no result."""
     costs = costs or StackCosts()
     return sorted(tasks, key=lambda task: costs.work(stack(task)), reverse=True)
-
-
-def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path]:
-    """``(config file, results folder)`` for ``sweep CONFIG --out DIR`` or ``sweep DIR``."""
-    target = Path(target)
-    if target.is_dir():
-        if out is not None and Path(out).resolve() != target.resolve():
-            raise ConfigError("give either a config file with --out, or a results folder alone")
-        return target / "sweep.toml", target
-    if out is None:
-        raise ConfigError(f"--out DIR is required to run the sweep {target}")
-    return target, Path(out)
 
 
 def run_sweep(target: str | Path, out: str | Path | None = None, **options) -> SweepSummary:

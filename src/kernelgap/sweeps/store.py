@@ -290,10 +290,8 @@ class ResultsDir:
         """Lock files present (held, or left by a killed sweep and free to take)."""
         out = []
         for path in sorted(self.locks_dir.glob("*.lock")):
-            try:
-                out.append(json.loads(path.read_text() or "{}") | {"id": path.stem})
-            except (OSError, ValueError):
-                out.append({"id": path.stem})
+            held = read_json(path)  # an empty or damaged lock file names no holder
+            out.append((held if isinstance(held, dict) else {}) | {"id": path.stem})
         return out
 
     # -- aggregate ------------------------------------------------------------
