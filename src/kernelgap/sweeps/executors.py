@@ -59,7 +59,7 @@ def forkserver_context():
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
-    preload = ["kernelgap.training"]
+    preload = ["kernelgap.training.trainer"]  # torch and the trainer, imported once for every worker
     if threading.current_thread() is threading.main_thread():
         # Start the forkserver now, from the main thread, with this module preloaded
         # (importing it arms the forkserver's parent-death signal); one that
