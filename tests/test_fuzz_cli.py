@@ -31,6 +31,7 @@ from kernelgap.task import FAMILIES, build_family, save_family
 from kernelgap.task.registry import family_parameters
 from kernelgap.validation import base_type, bounds, choices
 from test_bad_input import EXAMPLE, TINY, tree_digest
+from test_probe_leash import TEMPLATE
 
 pytestmark = pytest.mark.slow
 
@@ -923,29 +924,9 @@ BAD_MODULES = {
 
 # -- probed modules that misbehave: hang, exit, raise or change shape at a drawn phase ---------
 
-#: A module that misbehaves (``{act}``) at one phase: at import (``{top}``), or in its forward
-#: pass once ``{cond}`` holds — ``True``: the first pass (the interface check); ``self.big >= k``:
-#: the k-th pass on a whole family (the probe's training-step check is an instance's first; a
-#: run's k-th is its training step k-1; the other checks give batches of 2 and 64).
-WAYWARD = """
-import os, time
-import torch
-from torch import nn
-{top}
-
-class Wayward(nn.Module):
-    def __init__(self, m, rank):
-        super().__init__()
-        self.lin = nn.Linear(m, 1)
-        self.big = 0
-
-    def forward(self, tokens):
-        self.big += tokens.shape[0] not in (2, 64)
-        out = self.lin(tokens).squeeze(-1)
-        if {cond}:
-            {act}
-        return out
-"""
+#: A module that misbehaves at one phase (test_probe_leash.TEMPLATE: at import, or in its
+#: forward pass once a drawn condition holds).
+WAYWARD = TEMPLATE
 #: Where a module can misbehave: (time-limit phase, forward-pass condition, phase words).
 LEASH_PHASES = {
     "import": ("import", None, "importing"),
@@ -980,11 +961,11 @@ def test_fuzz_misbehaving_module(world, case):
     phase, kind, act, k = case
     limit_phase, cond, words = LEASH_PHASES[phase]
     top, body = (act, "pass") if cond is None else ("", act)
-    source = WAYWARD.format(top=top, cond=(cond or "False").format(k=k), act=body)
+    source = WAYWARD.format(top=top, cond=(cond or "False").format(k=k), body=body)
     path = write_input(world, "wayward.py", source)
     folder = world / "leash" / path.stem
     limits = [x for p in ("import", "check", "step") for x in ("--time-limit", f"{p}={2 if p == limit_phase else 120}")]
-    argv = ["probe", f"{path}:Wayward", "--ranks", "2", "--steps", "4", "--no-recipes", "--workers", "1"]
+    argv = ["probe", f"{path}:M", "--ranks", "2", "--steps", "4", "--no-recipes", "--workers", "1"]
     code, out, err = run_cli([*argv, *limits, "--out", folder], world)
     lines = err.strip("\n").splitlines()
     shown = f"{phase} {kind} {act!r}\nexit {code}\nstdout: {out[-600:]}\nstderr: {err[-1500:]}"
@@ -993,7 +974,7 @@ def test_fuzz_misbehaving_module(world, case):
         assert code == 130 and lines == ["error: interrupted"], shown
         return
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), shown
-    assert path.name in lines[0] or "Wayward" in lines[0], shown
+    assert path.name in lines[0] or ":M" in lines[0], shown
     if kind == "sleep":
         assert f"within its time limit of 2 s (--time-limit {limit_phase}=SECONDS)" in lines[0], shown
     if kind in ("sleep", "exit") and phase != "training":

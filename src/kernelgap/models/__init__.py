@@ -4,7 +4,7 @@ The names below are imported when first used (PEP 562), so that :mod:`.specs` an
 :mod:`.module_spec` — what a run's config is checked with — load without torch.
 """
 
-import importlib
+from .. import lazy_names
 
 #: Each public name and the module of this package that defines it.
 _WHERE = {
@@ -27,10 +27,4 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE, globals())

@@ -5,7 +5,7 @@ and checking a sweep file — loads without the runner (and torch): a bad sweep 
 refused before torch is imported.
 """
 
-import importlib
+from .. import lazy_names
 
 #: Each public name and the module of this package that defines it.
 _WHERE = {
@@ -25,10 +25,4 @@ _WHERE = {
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE, globals())

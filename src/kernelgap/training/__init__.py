@@ -4,7 +4,7 @@ The names below are imported when first used (PEP 562), so that :mod:`.config` â
 is made and checked â€” loads without the trainer (and torch).
 """
 
-import importlib
+from .. import lazy_names
 
 _CONFIG = (
     "DTYPES",
@@ -25,10 +25,4 @@ _WHERE = {**dict.fromkeys(_CONFIG, "config"), **dict.fromkeys(_TRAINER, "trainer
 
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str):
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE, globals())
