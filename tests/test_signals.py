@@ -264,3 +264,46 @@ def test_an_interrupted_probe_experiment_stops_every_probes_workers(world):
     wait_for(proc, lambda: any(world.glob("hang-2-*")), "a training step of the probed module")
     code, _, err = interrupt(proc, group=False)
     assert_interrupted(code, err)
+
+
+#: A process whose exit would wait forever after an interrupt: a thread that never ends and a
+#: child that sleeps (``end_interrupted`` must end both within its grace).
+HANGING_EXIT = textwrap.dedent(
+    """
+    import multiprocessing, sys, threading, time
+    from kernelgap.sweeps.executors import end_interrupted
+
+    if __name__ == "__main__":
+        child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(600,))
+        child.start()
+        print(child.pid, flush=True)
+        threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: exit joins it
+        end_interrupted(130, bounded=True, seconds=1.0)
+        sys.exit(130)
+    """
+)
+
+
+def test_an_interrupted_exit_is_bounded_in_time_and_leaves_no_child(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text(HANGING_EXIT)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    child = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child}").exists() and "Z" not in _state(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists() or "Z" in _state(child)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

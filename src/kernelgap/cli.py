@@ -7,7 +7,6 @@ is printed as one line ``error: …`` on stderr with exit status 2.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import typer.main
 from . import __version__
 from .args import argument_map, int_list, json_object, key_values, parse_range, suite_ranks
 from .errors import KernelgapError
+from .sweeps.executors import end_interrupted
 
 app = typer.Typer(
     help="Measure, prove and show where nonnegative kernel attention stops matching softmax.",
@@ -488,9 +488,9 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         typer.echo(f"error: {' '.join(str(message).split())}", err=True)
         sys.exit(2)
-    if code == 130:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the clean-up
+    if code == 130:  # one line; a second Ctrl-C ignored; a console script's exit bounded in time
         typer.echo("error: interrupted", err=True)
+        end_interrupted(130, bounded=argv is None)
     if isinstance(code, int) and not isinstance(code, bool) and code:
         sys.exit(code)
 

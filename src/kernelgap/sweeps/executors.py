@@ -152,6 +152,35 @@ _POOLS: weakref.WeakSet[LocalPool] = weakref.WeakSet()
 _HALTED = threading.Event()
 
 
+#: Seconds an interrupted command may spend on its clean-up (joining the threads that wait
+#: on pool workers) before the process ends anyway.
+INTERRUPT_GRACE_S = 15.0
+
+
+def end_interrupted(status: int, bounded: bool, seconds: float = INTERRUPT_GRACE_S) -> None:
+    """After Ctrl-C, in a process about to exit with ``status``: every local pool's busy
+    workers stop now.  ``bounded`` (the process's own entry point, never a call from a
+    program that goes on): a second Ctrl-C is ignored (it must not break the clean-up), and
+    should the exit's clean-up still be waiting after ``seconds``, this process's children
+    are killed and it ends with ``status``.  Results are written atomically by the driver,
+    so nothing finished is lost; an interrupt must never hang."""
+    for pool in list(_POOLS):
+        pool.stop_busy()
+    if not bounded:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def force() -> None:
+        for child in multiprocessing.active_children():
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                child.kill()
+        os._exit(status)
+
+    timer = threading.Timer(seconds, force)
+    timer.daemon = True
+    timer.start()
+
+
 @contextlib.contextmanager
 def halted_pools():
     """Meanwhile, every local pool of this process stops its busy workers and takes no new
