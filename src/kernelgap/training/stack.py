@@ -29,6 +29,7 @@ from ..models.pairs import PairPlan
 from ..task import Family, error_metrics
 from .config import TrainConfig
 from .curve import Curve
+from .progress import Observer, at_point, finished
 
 #: Steps between the host's readings of the stop marks (results do not depend on it).
 CHECK_EVERY = 16
@@ -239,9 +240,11 @@ class StackTrainer:
         cfg: TrainConfig,
         test: Scored | None = None,
         check_every: int = CHECK_EVERY,
+        observer: Observer | None = None,
     ) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
         self.check_every = check_every
+        self.observer, self.told = observer, -1  # the last curve step the observer was told
         e, device = model.members, train.device
         self.results: list[MemberResult | None] = [None] * e
         self.active = torch.ones(e, dtype=torch.bool, device=device)
@@ -266,7 +269,7 @@ class StackTrainer:
                 self.curve.observe(step, err, losses)
                 self.mark_stops(err, losses, last_err, step)
                 if step % self.check_every == 0 and not self.collect():
-                    return self.results
+                    return self.done()
                 for group in opt.param_groups:
                     group["lr"] = cosine_lr(self.cfg.lr, k, n_steps)
                 opt.zero_grad(set_to_none=True)
@@ -277,7 +280,23 @@ class StackTrainer:
         if self.collect():
             with torch.no_grad():
                 self.finish(self.final_errors(step), step, last_err)
+        return self.done()
+
+    def done(self) -> list[MemberResult]:
+        """The results, the observer (if any) told the recorded outcome first."""
+        if self.observer is not None:
+            self.observer(finished(self.results, self.cfg))
         return self.results
+
+    def tell(self) -> None:
+        """Give the observer the latest curve point it has not seen.  Called right after the
+        host read the stop marks (:meth:`collect`), so reading the point waits for nothing."""
+        point = self.curve.last() if self.observer is not None else None
+        if point is None or point[0] <= self.told:
+            return
+        step, max_errors, losses = point
+        self.told = step
+        self.observer(at_point(step, self.cfg, max_errors, losses, sum(r is None for r in self.results)))
 
     def step_errors(self, step: int) -> torch.Tensor:
         """The errors training step ``step`` is scored on (the whole training family)."""
@@ -342,6 +361,7 @@ class StackTrainer:
             for e in new:
                 status = "diverged" if diverged[e] else "ok"
                 self.record(e, status, stopped[e], self.snapshot[e], None if diverged[e] else test_err, stats)
+        self.tell()
         return any(r is None for r in self.results)
 
     def test_errors(self) -> torch.Tensor | None:
