@@ -8,6 +8,7 @@ import io
 import json
 
 import pytest
+import torch
 
 from kernelgap.cli import main
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
@@ -63,19 +64,40 @@ def test_an_observer_changes_no_number_and_sees_the_curve(make):
     assert last.loss == (plain["curve"]["final"]["loss"],) and last.left == 0
 
 
-def test_observing_adds_no_forward_pass(monkeypatch):
-    """The observer reads the points the trainer computes anyway: as many predictions either way."""
+def test_observing_adds_no_forward_pass_and_no_reading(monkeypatch):
+    """The observer gets the points the trainer computes anyway, in the transfers it makes
+    anyway: as many predictions and as many reads to the host (``tolist``) either way."""
     from kernelgap.models import AttentionModel
 
-    calls = []
-    real = AttentionModel.predict
-    monkeypatch.setattr(AttentionModel, "predict", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    calls = {"predict": 0, "tolist": 0}
+    predict, tolist = AttentionModel.predict, torch.Tensor.tolist
+
+    def counted(name, real):
+        def call(self, *a, **k):
+            calls[name] += 1
+            return real(self, *a, **k)
+
+        return call
+
+    monkeypatch.setattr(AttentionModel, "predict", counted("predict", predict))
+    monkeypatch.setattr(torch.Tensor, "tolist", counted("tolist", tolist))
     run = witness_run(stop_below=None)
     train_records([run])
-    alone = len(calls)
-    calls.clear()
-    train_records([run], observer=lambda p: None)
-    assert len(calls) == alone > 0
+    alone = dict(calls)
+    calls.update(predict=0, tolist=0)
+    seen = []
+    train_records([run], observer=seen.append)
+    assert calls == alone and alone["predict"] > 0 and len(seen) > 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_an_observer_changes_no_number_on_cuda():
+    run = witness_run(stop_below=None, device="cuda")
+    (plain,) = train_records([run])
+    seen: list[TrainingProgress] = []
+    (observed,) = train_records([run], observer=seen.append)
+    assert without_time(observed) == without_time(plain)
+    assert seen[-1].max_error == (plain["train"]["max_error"],)
 
 
 def test_a_stack_reports_every_member():

@@ -62,13 +62,13 @@ class Curve:
         self.steps.append(step)
         self.pending.append(point)
 
-    def last(self) -> tuple[int, list[float], list[float]] | None:
-        """The latest point: its step, every member's max error and loss (read to the host, so
-        call it only where the host waits for the device anyway); None before the first."""
+    def latest(self) -> tuple[int, torch.Tensor | list[list[float]]] | None:
+        """The latest point: its step and ``[max errors, losses]`` of every member, as a
+        float64 tensor where it still is (on the device) or as read to the host; None before
+        the first point.  Reads nothing."""
         if not self.steps:
             return None
-        point = self.pending[-1].tolist() if self.pending else self.read[-1]
-        return self.steps[-1], point[0], point[1]
+        return self.steps[-1], self.pending[-1] if self.pending else self.read[-1]
 
     def of(self, member: int, step: int, final_err: torch.Tensor) -> dict:
         """The curve of ``member`` up to its last step ``step`` (the points before it), with

@@ -3,8 +3,9 @@ terminal view of it (docs/experiments.md, "Training recipe").
 
 An observer is any callable taking a :class:`TrainingProgress`.  The trainer
 (:class:`~kernelgap.training.stack.StackTrainer`) calls it once per point of its training
-curve (:mod:`.curve`: every ``CURVE_EVERY`` steps), read where the host reads the stop marks
-anyway, so observing adds no synchronisation and no forward pass and changes no number;
+curve (:mod:`.curve`: every ``CURVE_EVERY`` steps), read in the same transfer as the stop
+marks the host reads anyway, so observing adds no synchronisation and no forward pass and
+changes no number;
 and once at the end with every member's recorded result (``done``).  Without an observer
 nothing is read and nothing is printed.  :func:`watch` gives the command line's observer: a
 rich bar on a stream that is a terminal, updated in place at most four times a second.

@@ -288,15 +288,23 @@ class StackTrainer:
             self.observer(finished(self.results, self.cfg))
         return self.results
 
-    def tell(self) -> None:
-        """Give the observer the latest curve point it has not seen.  Called right after the
-        host read the stop marks (:meth:`collect`), so reading the point waits for nothing."""
-        point = self.curve.last() if self.observer is not None else None
+    def read_stops(self) -> list[int]:
+        """Each member's stop step (−1: still training), read to the host: the trainer's one
+        synchronisation per reading.  With an observer, the latest curve point it has not seen
+        comes back in the same transfer and is told (:mod:`.progress`): no reading of its own."""
+        point = self.curve.latest() if self.observer is not None else None
         if point is None or point[0] <= self.told:
-            return
-        step, max_errors, losses = point
+            return self.stopped_at.tolist()
+        step, values = point
+        e = len(self.results)
+        if isinstance(values, torch.Tensor):  # still on the device: one transfer with the stop marks
+            packed = torch.cat([self.stopped_at.to(values.dtype), values.flatten()]).tolist()
+            stopped, values = [int(s) for s in packed[:e]], (packed[e : 2 * e], packed[2 * e :])
+        else:
+            stopped = self.stopped_at.tolist()
         self.told = step
-        self.observer(at_point(step, self.cfg, max_errors, losses, sum(r is None for r in self.results)))
+        self.observer(at_point(step, self.cfg, values[0], values[1], sum(s < 0 for s in stopped)))
+        return stopped
 
     def step_errors(self, step: int) -> torch.Tensor:
         """The errors training step ``step`` is scored on (the whole training family)."""
@@ -351,7 +359,7 @@ class StackTrainer:
 
     def collect(self) -> bool:
         """Write the results of members stopped since the last reading; False when none is left."""
-        stopped = self.stopped_at.tolist()
+        stopped = self.read_stops()
         new = [e for e, at in enumerate(stopped) if at >= 0 and self.results[e] is None]
         if new:
             diverged = self.diverged.tolist()
@@ -361,7 +369,6 @@ class StackTrainer:
             for e in new:
                 status = "diverged" if diverged[e] else "ok"
                 self.record(e, status, stopped[e], self.snapshot[e], None if diverged[e] else test_err, stats)
-        self.tell()
         return any(r is None for r in self.results)
 
     def test_errors(self) -> torch.Tensor | None:
