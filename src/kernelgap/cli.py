@@ -286,10 +286,10 @@ def train(
         ),
         seed=seed,
     )
-    from .training import train_records
     from .training.text import run_lines
+    from .training.trainer import train_watched
 
-    emit(train_records([run])[0], as_json, run_lines)
+    emit(train_watched(run, sys.stderr), as_json, run_lines)  # live progress where stderr is a terminal
 
 
 @app.command(help="Run a sweep resumably (skips finished runs), or report its --status.")

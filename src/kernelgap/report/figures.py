@@ -294,3 +294,29 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
     )
     legend(ax)
     return save(fig, out_dir, stem)
+
+
+def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: str) -> list[str]:
+    """Max error on the training family against step (log y axis), one line per run of
+    ``curves`` (each ``{"label", "step", "max_error", "mse_steps"}``, from its record's
+    training curve), the exact threshold 1/2 dashed and, where runs have a mean-squared
+    phase, its end dotted; ``[]`` when no run has a point to draw."""
+    lines = []
+    for c in curves:
+        pts = [(s, e) for s, e in zip(c["step"], c["max_error"]) if e is not None and e > 0]
+        if pts:
+            lines.append((c, pts))
+    if not lines:
+        return []
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for k, (c, pts) in enumerate(lines):
+        ax.plot(
+            [s for s, _ in pts], [e for _, e in pts], lw=1, color=tone(plt.cm.viridis, k, len(lines)), label=c["label"]
+        )
+    for end in sorted({c.get("mse_steps") or 0 for c, _ in lines} - {0}):
+        ax.axvline(end, color="grey", ls=":", lw=1)
+    exact_line(ax)
+    ax.set_yscale("log")
+    ax.set(xlabel="training step", ylabel="train max error (log)", title=title)
+    legend(ax)
+    return save(fig, out_dir, stem)

@@ -19,9 +19,22 @@ _CONFIG = (
     "file_sha256",
     "run_identity",
 )
-_TRAINER = ("MemberResult", "configure_worker", "run_record", "train_records", "train_runs", "train_stack")
+_TRAINER = (
+    "MemberResult",
+    "configure_worker",
+    "run_record",
+    "train_records",
+    "train_runs",
+    "train_stack",
+    "train_watched",
+)
+_PROGRESS = ("TrainingProgress", "watch")
 #: Each public name and the module of this package that defines it.
-_WHERE = {**dict.fromkeys(_CONFIG, "config"), **dict.fromkeys(_TRAINER, "trainer")}
+_WHERE = {
+    **dict.fromkeys(_CONFIG, "config"),
+    **dict.fromkeys(_TRAINER, "trainer"),
+    **dict.fromkeys(_PROGRESS, "progress"),
+}
 
 __all__ = sorted(_WHERE)
 

@@ -62,6 +62,14 @@ class Curve:
         self.steps.append(step)
         self.pending.append(point)
 
+    def latest(self) -> tuple[int, torch.Tensor | list[list[float]]] | None:
+        """The latest point: its step and ``[max errors, losses]`` of every member, as a
+        float64 tensor where it still is (on the device) or as read to the host; None before
+        the first point.  Reads nothing."""
+        if not self.steps:
+            return None
+        return self.steps[-1], self.pending[-1] if self.pending else self.read[-1]
+
     def of(self, member: int, step: int, final_err: torch.Tensor) -> dict:
         """The curve of ``member`` up to its last step ``step`` (the points before it), with
         ``final``: its step, max error and the power-mean loss of ``final_err`` at the last

@@ -388,9 +388,9 @@ class BatchedProductTrainer(StackTrainer):
     """
 
     def __init__(
-        self, model, train: ProductScored, cfg: TrainConfig, test=None, check_every: int = CHECK_EVERY
+        self, model, train: ProductScored, cfg: TrainConfig, test=None, check_every: int = CHECK_EVERY, observer=None
     ) -> None:
-        super().__init__(model, train, cfg, test, check_every)
+        super().__init__(model, train, cfg, test, check_every, observer)
         self.whole_at: list[dict | None] = [None] * model.members
 
     def step_errors(self, step: int) -> torch.Tensor:
@@ -455,15 +455,17 @@ def _count(family: ProductFamily) -> str:
     return count_text(count_json(family.sequence_count))
 
 
-def product_trainer(model, family: ProductFamily, cfg: TrainConfig, test=None) -> StackTrainer:
+def product_trainer(model, family: ProductFamily, cfg: TrainConfig, test=None, observer=None) -> StackTrainer:
     """The trainer of a stack on a product family (module docstring): the two-candidate form
-    (full batch or batched) for the models it covers, else the sampled sequences."""
+    (full batch or batched) for the models it covers, else the sampled sequences; ``observer``
+    is told its progress (:mod:`.progress`)."""
     from .config import DTYPES
 
     dtype = DTYPES[cfg.dtype]
     if reducible(model):
         scored = ProductScored.of(family, dtype, cfg.device)
-        return (StackTrainer if scored.batch is None else BatchedProductTrainer)(model, scored, cfg, test)
+        trainer = StackTrainer if scored.batch is None else BatchedProductTrainer
+        return trainer(model, scored, cfg, test, observer=observer)
     scored = SampledScored.of(sampled_family(family), dtype, cfg.device)
     scored.product = family
-    return StackTrainer(model, scored, cfg, test)
+    return StackTrainer(model, scored, cfg, test, observer=observer)

@@ -29,6 +29,7 @@ from ..models.pairs import PairPlan
 from ..task import Family, error_metrics
 from .config import TrainConfig
 from .curve import Curve
+from .progress import Observer, at_point, finished
 
 #: Steps between the host's readings of the stop marks (results do not depend on it).
 CHECK_EVERY = 16
@@ -239,9 +240,11 @@ class StackTrainer:
         cfg: TrainConfig,
         test: Scored | None = None,
         check_every: int = CHECK_EVERY,
+        observer: Observer | None = None,
     ) -> None:
         self.model, self.train, self.test, self.cfg = model, train, test, cfg
         self.check_every = check_every
+        self.observer, self.told = observer, -1  # the last curve step the observer was told
         e, device = model.members, train.device
         self.results: list[MemberResult | None] = [None] * e
         self.active = torch.ones(e, dtype=torch.bool, device=device)
@@ -266,7 +269,7 @@ class StackTrainer:
                 self.curve.observe(step, err, losses)
                 self.mark_stops(err, losses, last_err, step)
                 if step % self.check_every == 0 and not self.collect():
-                    return self.results
+                    return self.done()
                 for group in opt.param_groups:
                     group["lr"] = cosine_lr(self.cfg.lr, k, n_steps)
                 opt.zero_grad(set_to_none=True)
@@ -277,7 +280,31 @@ class StackTrainer:
         if self.collect():
             with torch.no_grad():
                 self.finish(self.final_errors(step), step, last_err)
+        return self.done()
+
+    def done(self) -> list[MemberResult]:
+        """The results, the observer (if any) told the recorded outcome first."""
+        if self.observer is not None:
+            self.observer(finished(self.results, self.cfg))
         return self.results
+
+    def read_stops(self) -> list[int]:
+        """Each member's stop step (−1: still training), read to the host: the trainer's one
+        synchronisation per reading.  With an observer, the latest curve point it has not seen
+        comes back in the same transfer and is told (:mod:`.progress`): no reading of its own."""
+        point = self.curve.latest() if self.observer is not None else None
+        if point is None or point[0] <= self.told:
+            return self.stopped_at.tolist()
+        step, values = point
+        e = len(self.results)
+        if isinstance(values, torch.Tensor):  # still on the device: one transfer with the stop marks
+            packed = torch.cat([self.stopped_at.to(values.dtype), values.flatten()]).tolist()
+            stopped, values = [int(s) for s in packed[:e]], (packed[e : 2 * e], packed[2 * e :])
+        else:
+            stopped = self.stopped_at.tolist()
+        self.told = step
+        self.observer(at_point(step, self.cfg, values[0], values[1], sum(s < 0 for s in stopped)))
+        return stopped
 
     def step_errors(self, step: int) -> torch.Tensor:
         """The errors training step ``step`` is scored on (the whole training family)."""
@@ -332,7 +359,7 @@ class StackTrainer:
 
     def collect(self) -> bool:
         """Write the results of members stopped since the last reading; False when none is left."""
-        stopped = self.stopped_at.tolist()
+        stopped = self.read_stops()
         new = [e for e, at in enumerate(stopped) if at >= 0 and self.results[e] is None]
         if new:
             diverged = self.diverged.tolist()

@@ -10,6 +10,7 @@ import io
 import os
 import pickle
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 import torch
@@ -19,6 +20,7 @@ from ..models import AttentionModel, KernelSpec, ModuleModelSpec, build_model, f
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
+from .progress import Observer, watch
 from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
     CHECK_EVERY,
     MemberResult,
@@ -36,11 +38,16 @@ from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
 
 
 def train_stack(
-    model: AttentionModel, family: Family, cfg: TrainConfig, test_family: Family | None = None
+    model: AttentionModel,
+    family: Family,
+    cfg: TrainConfig,
+    test_family: Family | None = None,
+    observer: Observer | None = None,
 ) -> list[MemberResult]:
     """Train every member of ``model`` on ``family``; one result per member.  A product family
     trains through its two-candidate sequences and is scored on the whole family
-    (:mod:`.product`, docs/theory.md, "Training on product families")."""
+    (:mod:`.product`, docs/theory.md, "Training on product families").  ``observer`` is told
+    the progress as it goes (:mod:`.progress`; it changes no number)."""
     if cfg.lr is None:
         raise ValueError("train_stack needs TrainConfig.lr; RunConfig.resolved() fills in the calibrated one")
     from .product import product_trainer, scored_of
@@ -48,8 +55,8 @@ def train_stack(
     dtype = DTYPES[cfg.dtype]
     test = scored_of(test_family, model, dtype, cfg.device, test=True) if test_family is not None else None
     if isinstance(family, ProductFamily):
-        return product_trainer(model, family, cfg, test).run()
-    return StackTrainer(model, Scored.of(family, dtype, cfg.device), cfg, test).run()
+        return product_trainer(model, family, cfg, test, observer).run()
+    return StackTrainer(model, Scored.of(family, dtype, cfg.device), cfg, test, observer=observer).run()
 
 
 def vocabulary(family: Family, test_family: Family | None) -> np.ndarray:
@@ -59,19 +66,19 @@ def vocabulary(family: Family, test_family: Family | None) -> np.ndarray:
     return np.unique(np.concatenate([family.tokens, test_family.tokens]), axis=0)
 
 
-def train_runs(runs: list[RunConfig]) -> list[MemberResult]:
+def train_runs(runs: list[RunConfig], observer: Observer | None = None) -> list[MemberResult]:
     """Train runs that share a :meth:`RunConfig.stack_key` as one stack."""
-    return _train(runs)[1]
+    return _train(runs, observer)[1]
 
 
-def _train(runs: list[RunConfig]) -> tuple[torch.nn.Module, list[MemberResult]]:
+def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[torch.nn.Module, list[MemberResult]]:
     """The trained stack and one result per run."""
     runs = [r.resolved() for r in runs]
     if len({r.stack_key() for r in runs}) != 1:
         raise ValueError("train_runs needs runs that share one stack key")
     with training_settings(seed=runs[0].seed):
         model, family, test_family = build_stack(runs)
-        return model, train_stack(model, family, runs[0].train, test_family)
+        return model, train_stack(model, family, runs[0].train, test_family, observer)
 
 
 def build_stack(runs: list[RunConfig]):
@@ -149,14 +156,14 @@ def checkpoint_file(runs: list[RunConfig]) -> str:
     return f"checkpoints/{stack_id(runs)}.pt"
 
 
-def train_task(runs: list[RunConfig]) -> TaskOutput:
+def train_task(runs: list[RunConfig], observer: Observer | None = None) -> TaskOutput:
     """Train one stack of runs: their records and the trained weights (the executors'
-    task).  Whatever a module written elsewhere raises is one line naming it
-    (``SystemExit`` included)."""
+    task; ``observer``: :mod:`.progress`).  Whatever a module written elsewhere raises is one
+    line naming it (``SystemExit`` included)."""
     first = runs[0]
     target = first.model.module.target if isinstance(first.model, ModuleModelSpec) else None
     with module_failures(target, "training", f" at rank {spec_rank(first.model)}, seed {first.seed}"):
-        model, results = _train(runs)
+        model, results = _train(runs, observer)
     where = checkpoint_file(runs)
     records = [
         {**run_record(r.resolved(), res, len(runs)), "checkpoint": {"file": where, "member": e}}
@@ -165,9 +172,17 @@ def train_task(runs: list[RunConfig]) -> TaskOutput:
     return TaskOutput(records, checkpoint_bytes(runs, model))
 
 
-def train_records(runs: list[RunConfig]) -> list[dict]:
-    """The records of :func:`train_task` (training a stack, keeping no weights)."""
-    return train_task(runs).records
+def train_records(runs: list[RunConfig], observer: Observer | None = None) -> list[dict]:
+    """The records of :func:`train_task` (training a stack, keeping no weights); ``observer``
+    is told the progress as it goes (:mod:`.progress`)."""
+    return train_task(runs, observer).records
+
+
+def train_watched(run: RunConfig, stream: TextIO | None) -> dict:
+    """The record of one run (:func:`train_records`), its progress shown live on ``stream``
+    where that is a terminal (:func:`.progress.watch`; elsewhere nothing is shown)."""
+    with watch(stream) as observer:
+        return train_records([run], observer=observer)[0]
 
 
 #: Version of the checkpoint layout.

@@ -2,27 +2,90 @@
 construction and the m-dimensional softmax scores (``[bound_curve]`` of ``profile.toml``:
 the code, the m range and the query budget); and where the profile's sweep trains table
 kernels on ladder families, the smallest exact trained rank beside the certified one
-(:mod:`kernelgap.report.trained`: exact on every sequence of the product family)."""
+(:mod:`kernelgap.report.trained`: exact on every sequence of the product family), and the
+training curves of those runs (max error against step, from each record's ``curve``)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
-from ...report.figures import certified_in_full, draw_bound_curve
+from ...report.figures import certified_in_full, draw_bound_curve, draw_training_curves
 from ...report.text import fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
+from ...task import EXACT_THRESHOLD
 from ..base import Experiment, Figure
 
 
 def section(results) -> dict | None:
-    """``curve.json`` and, per trained family, its runs and sandwich (``trained``)."""
+    """``curve.json`` and, per trained family, its runs and sandwich (``trained``); the
+    training curve of every run whose record keeps one (``training_curves``)."""
     data = results.read("bound_curve", "curve.json")
     rows = results.rows("bound_curve")
     if data is None and not rows:
         return None
     data = dict(data or {"code": None, "points": []})
     data["trained"] = trained_section(results, "bound_curve", data.pop("trained_families", None))
+    data["training_curves"] = training_curves(results.records("bound_curve"))
     return data
+
+
+def training_curves(records: list[dict]) -> list[dict]:
+    """Per run with a training curve in its record (older records have none): its family,
+    rank and seed, and its max error every ``curve.every`` steps with its last step's
+    (``curve.final``) appended, in the order of family, rank and seed."""
+    out = []
+    for rec in records:
+        curve = rec.get("curve")
+        if not isinstance(curve, dict) or not curve.get("step"):
+            continue
+        steps, errors = list(curve["step"]), list(curve["max_error"])
+        final = curve.get("final") or {}
+        if final.get("step") is not None and final["step"] > steps[-1]:
+            steps.append(final["step"])
+            errors.append(final.get("max_error"))
+        model, family = rec["config"]["model"], rec["config"]["family"]
+        out.append(
+            {
+                "id": rec["id"],
+                "family": family["name"],
+                "params": family["params"],
+                "rank": model.get("rank"),
+                "seed": rec["seed"],
+                "every": curve.get("every"),
+                "mse_steps": curve.get("mse_steps"),
+                "step": steps,
+                "max_error": errors,
+            }
+        )
+    return sorted(out, key=lambda c: (c["family"], sorted(c["params"].items()), c["rank"] or 0, c["seed"], c["id"]))
+
+
+def draw_training(summary: dict, out_dir) -> list[str]:
+    """The training curves of the trained runs (:func:`training_curves`), one line each."""
+    curves = [
+        {**c, "label": f"{c['family']} {_params(c['params'])}, r = {c['rank']}, seed {c['seed']}"}
+        for c in summary["bound_curve"].get("training_curves") or []
+    ]
+    return draw_training_curves(curves, out_dir, "bound_curve_training", "Training curves of the trained ladder runs")
+
+
+def _params(params: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in params.items())
+
+
+def training_caption(summary: dict) -> str:
+    curves = summary["bound_curve"].get("training_curves") or []
+    every = " or ".join(str(e) for e in sorted({c["every"] for c in curves if c.get("every")}))
+    text = (
+        f"Max error against the training step (log scale) of {len(curves)} trained runs, from the curve "
+        f"each run's record keeps (every {every or '?'} steps, and its last step), on what each step trains "
+        "on: the whole family, or that step's batch of a family trained in batches (whether a run is exact "
+        f"is judged on the whole family). Dashed: the exact threshold {Fraction(EXACT_THRESHOLD)}."
+    )
+    if any(c.get("mse_steps") for c in curves):
+        text += " Dotted: the end of the mean-squared phase."
+    return text
 
 
 def trained_text(summary: dict) -> str:
@@ -120,9 +183,10 @@ EXPERIMENT = Experiment(
     conclusions=conclusions,
     region="figures",
     settings={"code": "ladder", "m": "32..96..16", "queries": 2048},
-    html=lambda summary, page: {"figures": [page.figures("bound_curve")]},
+    html=lambda summary, page: {"figures": [page.figures("bound_curve", "bound_curve_training")]},
     figures=(
         Figure("bound_curve", lambda summary, out_dir: draw_bound_curve(summary["bound_curve"], out_dir), caption),
+        Figure("bound_curve_training", draw_training, training_caption),
     ),
     step=".step:curve",
     writes="curve.json",
