@@ -781,16 +781,9 @@ def damage_file(path: Path, kind: str, arg) -> bool:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     """A finished tiny reproduction (one sweep trained from a family file)."""
-    from kernelgap.reproduction.pipeline import reproduce
-    from test_integrity import WITNESS
+    from test_integrity import finished_reproduction
 
-    profile = tmp_path_factory.mktemp("damage-profile")
-    (profile / "profile.toml").write_text('experiments = ["witness"]\n')
-    (profile / "witness.toml").write_text(WITNESS)
-    save_family(build_family("hadamard", m=8, n=3), profile / "fam.json")
-    out = tmp_path_factory.mktemp("damage") / "rep"
-    reproduce(profile, out, executor="inline", log=lambda *_: None)
-    return out
+    return finished_reproduction(tmp_path_factory)
 
 
 @given(st.data())

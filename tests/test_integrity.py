@@ -39,8 +39,7 @@ DAMAGES = ["truncate", "delete", "alter", "folder"]
 MARKERS = {"record": '"max_error": ', "sweep.json": '"fingerprint": "', "summary.json": '"certified_rank": '}
 
 
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
+def finished_reproduction(tmp_path_factory) -> Path:
     """A finished reproduction of one tiny sweep that trains from a family file."""
     profile = tmp_path_factory.mktemp("profile")
     (profile / "profile.toml").write_text('experiments = ["witness"]\n')
@@ -49,6 +48,11 @@ def pristine(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("rep") / "rep"
     reproduce(profile, out, executor="inline", log=lambda *_: None)
     return out
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    return finished_reproduction(tmp_path_factory)
 
 
 @pytest.fixture
