@@ -247,18 +247,22 @@ def train(
         None, "--readout", help="mlp or linear value/readout (default: the map's calibrated recipe, else mlp)."
     ),
     d_value: int | None = typer.Option(
-        None, "--d-value", help="Value width (default 32; at least m where the overlaps have rank above 32)."
+        None, "--d-value", help="Value width (default: 32, or the rank of the family's overlap matrix where larger)."
     ),
     seed: int = typer.Option(0, "--seed", help="Initialisation seed, 0..2^64 − 1."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
     temperature: float | None = typer.Option(
-        None, "--temperature", help="Score temperature; for log-space maps it divides the log-features."
+        None,
+        "--temperature",
+        help="Score temperature; for log-space maps it divides the log-features (default 1, 1/2 on a steep family).",
     ),
     mse_steps: int | None = typer.Option(
         None, "--mse-steps", help="Steps of the MSE phase (default: the map's calibrated schedule)."
     ),
     max_steps: int | None = typer.Option(
-        None, "--max-steps", help="Steps of the max-error (power-mean) phase (default: the map's calibrated schedule)."
+        None,
+        "--max-steps",
+        help="Steps of the max-error (power-mean) phase (default: the map's calibrated schedule, sized by the family).",
     ),
     power: float | None = typer.Option(
         None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."

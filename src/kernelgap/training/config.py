@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
@@ -362,6 +362,11 @@ class RunConfig(Config):
     train: TrainConfig = Field(default_factory=TrainConfig)
     seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
+    #: Whether ``train`` holds the map's calibrated schedule (not steps the run chose), which
+    #: :meth:`sized` may lengthen; whether it was sized; what sizing found (the record's ``recipe``).
+    _recipe_steps: bool = PrivateAttr(False)
+    _sized: bool = PrivateAttr(False)
+    _recipe: dict | None = PrivateAttr(None)
 
     @field_validator("model", mode="wrap")
     @classmethod
@@ -383,6 +388,7 @@ class RunConfig(Config):
             schedule = self.model.map_class.recipe_schedule
             if schedule:
                 self.train = self.train.model_copy(update=schedule)
+                self._recipe_steps = True
         return self
 
     def validate(self) -> RunConfig:
@@ -405,22 +411,54 @@ class RunConfig(Config):
         """The run of :meth:`as_dict`'s output (a record's ``config``, a checkpoint's runs)."""
         return cls.parse(d)
 
-    def resolved(self) -> RunConfig:
-        """The same run with every derived default filled in."""
-        if self.train.lr is not None:
+    @property
+    def recipe_steps(self) -> bool:
+        """Whether its schedule is its map's calibrated one, which :meth:`sized` may lengthen."""
+        return self._recipe_steps
+
+    @property
+    def recipe(self) -> dict | None:
+        """What :meth:`sized` found (:func:`~kernelgap.training.recipe.sized_fields`), or None."""
+        return self._recipe
+
+    def sized(self) -> RunConfig:
+        """The same run with the fields it left unset sized by its family (value width,
+        temperature, steps: :func:`~kernelgap.training.recipe.sized_fields`); idempotent.  A
+        run read back from a record has every field set and is its own sizing."""
+        if self._sized:
             return self
-        return self.model_copy(update={"train": self.train.model_copy(update={"lr": default_lr(self.model)})})
+        from .recipe import sized_fields
+
+        model_update, train_update, recipe = sized_fields(self)
+        update: dict[str, Any] = {}
+        if model_update:
+            update["model"] = self.model.model_copy(update=model_update)
+        if train_update:
+            update["train"] = self.train.model_copy(update=train_update)
+        out = self.model_copy(update=update)
+        out._sized, out._recipe_steps, out._recipe = True, False, recipe
+        return out
+
+    def resolved(self) -> RunConfig:
+        """The same run with every derived default filled in: sized by its family
+        (:meth:`sized`), then the calibrated learning rate."""
+        run = self.sized()
+        if run.train.lr is not None:
+            return run
+        return run.model_copy(update={"train": run.train.model_copy(update={"lr": default_lr(run.model)})})
 
     def as_dict(self) -> dict:
         """The resolved run as plain values, its model in the record layout (:func:`record_model`)."""
-        out = self.resolved().model_dump()
-        out["model"] = record_model(self.model)
+        run = self.resolved()
+        out = run.model_dump()
+        out["model"] = record_model(run.model)
         return out
 
     def identity(self) -> dict:
         """What its run id hashes (:func:`run_identity`)."""
-        out = self.resolved().model_dump()
-        out["model"] = self.model.identity()
+        run = self.resolved()
+        out = run.model_dump()
+        out["model"] = run.model.identity()
         return run_identity(out)
 
     def run_id(self) -> str:

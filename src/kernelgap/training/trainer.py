@@ -131,6 +131,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "signed_kernel": signed_kernel(run.model),
         "train": result.train,
         "curve": result.curve,
+        "recipe": run.recipe,
         "test": result.test,
         **fit,
         "version": __version__,

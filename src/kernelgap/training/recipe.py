@@ -1,0 +1,174 @@
+"""A training recipe sized by its family (docs/experiments.md, "A recipe sized by its family").
+
+A map's calibrated recipe (its ``default_lr``, ``recipe_model``, ``recipe_schedule``) is one
+setting for every family.  Three facts of the family decide what the recipe must adapt, and
+:func:`sized_fields` fills them into a run's fields that the run leaves unset (a run that sets
+a field keeps it; a run read back from a record has every field set, so sizing never runs twice):
+
+- **Value width.**  On a sequence ``(x; c, c)`` attention splits between ``c`` and ``x`` only,
+  so a linear readout ``U[x, c] = <a(x), v(c)> + b(x)`` must reproduce the overlap ``<x, c>``
+  on the family's pairs: a bilinear form whose rank is that of the overlap matrix ``O`` of the
+  query tokens against every token they attend to.  ``d_value = max(default, rank O)``.
+- **Kernel slope.**  A query with its target candidate at level ``k`` and a bad one at level
+  ``k + d`` is within 1/2 on their pair sequences only where the kernel falls as
+  ``a(k)/a(k + d) > 2d − 1``.  The *span* ``S`` of a family is the largest, over its queries,
+  of ``Σ log(2d_i − 1)`` over the gaps ``d_i`` between consecutive levels of the query's
+  candidates (the log-kernel range the pairs demand).  A log-space map whose family has ``S``
+  above :data:`STEEP_SPAN` divides its log-features by :data:`STEEP_TEMPERATURE` (Adam then
+  moves the kernel twice as fast) and trains :data:`STEEP_STEPS` times as many steps.  At
+  length N a bad level needs ``(N − 2)`` times the ratio, but halving τ does not help there
+  (measured on the layer family; docs), so the span is the pairs' alone.
+- **Batches.**  A product family too large for a full-batch step trains on batches of
+  first-slot candidates (:func:`kernelgap.training.product.firsts_per_step`); its schedule has
+  ``√(batches per epoch)`` times as many steps.
+
+:func:`family_shape` computes the facts (numpy; cached per family), :func:`sized_fields` the
+fields.  The record of a run keeps both (``recipe``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..task.constructions import candidate_tokens, query_tokens
+from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
+
+#: Span (natural log units of kernel ratio) above which a family is *steep*: every held-out
+#: Hadamard and constant-weight family of length 3 has S ≤ 3.43 and trains at temperature 1;
+#: the ladder families m = 48 (S = 4.32) and m = 64 (S = 6.54) train faster or only at 1/2.
+STEEP_SPAN = 4.0
+#: Temperature of a log-space map on a steep family.
+STEEP_TEMPERATURE = 0.5
+#: How many times the recipe's steps a steep family trains.
+STEEP_STEPS = 2
+
+
+@dataclass(frozen=True)
+class FamilyShape:
+    """What sizes the recipe: ``overlap_rank`` (rank of the queries' overlaps with every token
+    they attend to), ``span`` (see the module docstring), ``length`` N, ``queries``, ``tokens``."""
+
+    overlap_rank: int
+    span: float
+    length: int
+    queries: int
+    tokens: int
+    batches: int = 1  # steps per epoch of a product family trained in its two-candidate form
+
+    @property
+    def steep(self) -> bool:
+        return self.span > STEEP_SPAN
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "span": round(self.span, 4), "steep": self.steep}
+
+
+#: Query rows scored at a time by :func:`level_span` (bounds its memory on a large family).
+SPAN_BLOCK = 1024
+
+
+def level_span(overlaps: np.ndarray) -> float:
+    """``max_x Σ log(2d − 1)`` over the gaps ``d`` between consecutive distinct values of each
+    row of ``overlaps`` (a query's levels); 0 for a row of one level or of unit gaps."""
+    if overlaps.size == 0:
+        return 0.0
+    gaps = np.diff(np.sort(overlaps, axis=1), axis=1)
+    ratios = np.maximum(2 * gaps - 1, 1).astype(np.float64)
+    return float(np.log(ratios).sum(axis=1).max())
+
+
+def overlap_rank(queries: np.ndarray, attended: np.ndarray) -> int:
+    """The rank of ``queries @ attended.T`` (0/1 rows) without forming it: with ``B`` an
+    orthonormal basis of the attended rows' span, ``rank(Q Aᵀ) = rank(Q B)`` — ``O((q + a) m²)``."""
+    if len(queries) == 0 or len(attended) == 0:
+        return 0
+    a = attended.astype(np.float64)
+    _, sv, vt = np.linalg.svd(a, full_matrices=False)
+    basis = vt[sv > sv[0] * max(a.shape) * np.finfo(np.float64).eps].T
+    return int(np.linalg.matrix_rank(queries.astype(np.float64) @ basis))
+
+
+def family_shape(family: AnyFamily) -> FamilyShape:
+    """The :class:`FamilyShape` of a family (either layout): the candidates' levels are those
+    of every candidate token of the family (a product family's sequences draw from them all)."""
+    bits = family.tokens.astype(np.int64)
+    queries, candidates = query_tokens(family), candidate_tokens(family)
+    attended = np.union1d(queries, candidates)
+    rank = overlap_rank(bits[queries], bits[attended])
+    levels = bits[candidates if len(candidates) else attended].T
+    span = max(
+        (level_span(bits[queries[i : i + SPAN_BLOCK]] @ levels) for i in range(0, len(queries), SPAN_BLOCK)),
+        default=0.0,
+    )
+    return FamilyShape(rank, span, family.length, len(queries), len(attended), product_batches(family))
+
+
+def product_batches(family: AnyFamily) -> int:
+    """Training steps that see every two-candidate sequence once, for a model in the
+    two-candidate form: 1 unless ``family`` is a product trained in batches of first-slot
+    candidates (:func:`kernelgap.training.product.firsts_per_step`)."""
+    if not isinstance(family, ProductFamily) or (family.length == 3 and family.sequence_count <= MAX_EXPANDED):
+        return 1
+    from .product import firsts_per_step  # imports torch: only for a large product family
+
+    batch = firsts_per_step(family)
+    return 1 if batch is None else -(-len(family.candidates) // batch)
+
+
+@functools.lru_cache(maxsize=64)
+def _shape_of(key: str) -> FamilyShape:
+    from .config import FamilySpec
+
+    return family_shape(FamilySpec.parse(json.loads(key)).load())
+
+
+def shape_of(spec) -> FamilyShape:
+    """:func:`family_shape` of a :class:`~kernelgap.training.config.FamilySpec`, remembered per
+    spec (a sweep sizes many runs of one family)."""
+    return _shape_of(json.dumps(spec.model_dump(), sort_keys=True))
+
+
+def sized_fields(run) -> tuple[dict, dict, dict | None]:
+    """``(model updates, train updates, recipe)`` for a :class:`~kernelgap.training.config.RunConfig`:
+    the fields the module docstring sizes that the run left unset, and ``recipe`` — what the
+    record keeps (``{"family": FamilyShape.as_dict(), "sized": {field: value}}``), or None
+    when nothing could be sized (a module, or every sizable field given)."""
+    from ..models.specs import KernelSpec, SoftmaxSpec
+
+    model = run.model
+    if not isinstance(model, (KernelSpec, SoftmaxSpec)):
+        return {}, {}, None
+    given = model.model_fields_set
+    log_space = isinstance(model, KernelSpec) and model.map_class.log_space
+    wants_width = "d_value" not in given
+    wants_slope = log_space and "temperature" not in given
+    wants_steps = run.recipe_steps
+    if not (wants_width or wants_slope or wants_steps):
+        return {}, {}, None
+    shape = shape_of(run.family)
+    model_update, train_update = {}, {}
+    if wants_width:
+        default = type(model).model_fields["d_value"].default
+        width = max(default, shape.overlap_rank)
+        if width != model.d_value:
+            model_update["d_value"] = width
+    if wants_slope and shape.steep:
+        model_update["temperature"] = STEEP_TEMPERATURE
+    if wants_steps:
+        batches = shape.batches if shape.batches > 1 and _reducible(model) else 1
+        factor = (STEEP_STEPS if shape.steep else 1) * math.sqrt(batches)
+        steps = math.ceil(run.train.max_steps * factor)
+        if steps != run.train.max_steps:
+            train_update["max_steps"] = steps
+    return model_update, train_update, {"family": shape.as_dict(), "sized": {**model_update, **train_update}}
+
+
+def _reducible(model) -> bool:
+    from .product import reducible_spec  # imports torch
+
+    return reducible_spec(model)
