@@ -41,8 +41,8 @@ from pydantic import Field
 
 from ...errors import FamilyError
 from ...validation import Int
-from ..codes import check_bytes, check_constant_weight
-from ..family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
+from ..family import MAX_PRODUCT_LENGTH, ProductFamily
+from ..packed import popcount, unpack_words
 from ..registry import register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
@@ -105,13 +105,12 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
 
 
 def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
-    """Bytes of a build: ``W`` kept words (the exact size of the code, or n) at ``m +``
-    :data:`WORD_BYTES` each, plus the distance check of the code
-    (:func:`~kernelgap.task.codes.check_constant_weight` at its own estimate)."""
+    """Bytes of a build: ``W`` kept words (the exact size of the code, or n), each with up to two
+    token rows of m bytes (the word and its complement) and :data:`WORD_BYTES` more."""
     weight = w or m // 2
     words = _resolved(m, weight, distance, residue)[2]
     words = min(words, n) if n is not None else words
-    return words * (m + WORD_BYTES) + check_bytes(words, m, weight, weight - distance // 2) + (1 << 16)
+    return words * (2 * m + WORD_BYTES) + (1 << 16)
 
 
 def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:
@@ -162,28 +161,41 @@ def layer_words(m: int, w: int, residue: int | None, count: int) -> np.ndarray:
     return words[:count]
 
 
-def unpack_words(words: np.ndarray, m: int) -> np.ndarray:
-    """``uint8 [W, m]`` bit rows of words packed as integers, position 0 the most significant bit."""
-    raw = np.ascontiguousarray(words, dtype=">u8").view(np.uint8).reshape(-1, 8)
-    return np.ascontiguousarray(np.unpackbits(raw, axis=1)[:, 64 - m :])
+def check_layer_words(words: np.ndarray, m: int, w: int, residue: int | None) -> None:
+    """Raise ``AssertionError`` unless the packed words are a code of the layer family: strictly
+    descending (distinct, in lexicographic order), each of weight w and, in a class, each
+    support summing to ``residue`` (mod m).  Distinct words of one weight are at an even
+    distance ≥ 2, and in a class ≥ 4 (module docstring: a distance of 2 moves the sum by
+    ``j − i ≢ 0``), so this proves the minimum distance in ``O(n·m)`` bit operations."""
+    if len(words) > 1 and not (words[1:] < words[:-1]).all():
+        raise AssertionError("the layer code's words are not distinct and in order")
+    if (popcount(words) != w).any():
+        raise AssertionError(f"a word of the layer code does not have weight {w}")
+    if residue is None:
+        return
+    sums = np.zeros(len(words), dtype=np.uint16)  # a sum of positions is at most 63·64/2 < 2^16
+    for i in range(m):
+        sums += ((words >> np.uint64(m - 1 - i)) & np.uint64(1)).astype(np.uint16) * np.uint16(i)
+    if (sums % m != residue).any():
+        raise AssertionError(f"a word of the class Σ ≡ {residue} (mod {m}) has another sum")
 
 
-def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
-    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used; the code's
-    weight and minimum distance are checked (:func:`~kernelgap.task.codes.check_constant_weight`)."""
+def layer_packed(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
+    """The query words packed as integers (:func:`layer_words`) and the residue used, checked
+    (:func:`check_layer_words`)."""
     w, a, words = _resolved(m, w, distance, residue)
     count = words if n is None else min(n, words)
     packed = layer_words(m, w, a, count)
     if len(packed) != count:
         raise AssertionError(f"the layer code found {len(packed)} of its {count} words")
-    kept = unpack_words(packed, m)
-    sums = np.zeros(len(kept), dtype=np.int64)
-    for i in range(m):
-        sums += kept[:, i] * np.int64(i)
-    if a is not None and (sums % m != a).any():
-        raise AssertionError(f"a word of the class Σ ≡ {a} (mod {m}) has another sum")
-    check_constant_weight(kept, w, w - distance // 2)
-    return kept, a
+    check_layer_words(packed, m, w, a)
+    return packed, a
+
+
+def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
+    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used."""
+    packed, a = layer_packed(m, w or m // 2, distance, residue, n)
+    return unpack_words(packed, m), a
 
 
 @register_family("layer", memory=_layer_memory, check=_layer_check)
@@ -199,9 +211,12 @@ def layer(
     """The layer product family (module docstring); ``w = 0`` means m/2, ``residue`` None the
     largest class, ``n`` None every word.  Parameters are checked by the registry."""
     weight = w or m // 2
-    code, a = layer_code(m, weight, distance, residue, n)
-    count = len(code)
-    tokens, inverse = unique_rows(np.concatenate([code, 1 - code]))
+    packed, a = layer_packed(m, weight, distance, residue, n)
+    count = len(packed)
+    # the tokens: the distinct words and complements, ascending as integers (the order of the rows)
+    keys, inverse = np.unique(np.concatenate([packed, packed ^ np.uint64((1 << m) - 1)]), return_inverse=True)
+    del packed
+    tokens = unpack_words(keys, m)
     queries, goods = inverse[:count], inverse[count:]
     label = "layer" if distance == 2 else f"class{a}"
     name = f"layer-m{m}-w{weight}-{label}-N{length}" + (f"-n{n}" if n is not None else "")
@@ -214,6 +229,5 @@ def layer(
         "words": count,
         "length": length,
     }
-    return ProductFamily(
-        tokens, queries, goods, query_position, list(zip(queries.tolist(), goods.tolist())), name, meta, length
-    )
+    matching = np.stack([queries, goods], axis=1)  # kept as an array (a PairList), 16 bytes an entry
+    return ProductFamily(tokens, queries, goods, query_position, matching, name, meta, length)
