@@ -90,6 +90,7 @@ class Certificate:
     comparisons_at_least: int | None = None  # a lower bound where ``comparisons`` is not counted (None)
     rule: LeastGap | None = None  # the least-gap rule, when it ran
     subfamily: dict | None = None  # the sub-family certified densely, when not the whole family
+    family_queries: int | None = None  # the family's distinct queries at the position (None: the entries)
 
     @property
     def certified_rank(self) -> int:
@@ -110,13 +111,9 @@ class Certificate:
     def to_json(self, limit: int = 50) -> dict:
         """JSON-ready dict (:class:`~.certificate_json.CertificateJson`); rationals as ``"p/q"``;
         long lists of problems cut to ``limit``.  A skipped trace bound gives None for its
-        numbers and its reason in ``bounds.trace.skipped``; the Radon members are ``"all"``
-        (every query), ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``,
-        with their words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
-        t, r = self.trace, self.radon
+        numbers and its reason in ``bounds.trace.skipped``; the Radon block is :meth:`_radon_json`."""
+        t = self.trace
         done = t.skipped is None
-        count = len(r.members)
-        members = "all" if count == self.queries_total else "first" if r.by_rule else "listed"
         return certificate_json(
             {
                 "family": self.family,
@@ -141,19 +138,7 @@ class Certificate:
                         "queries": len(t.kept) if done else None,
                         "skipped": t.skipped,
                     },
-                    "radon": {
-                        "rank": r.rank,
-                        "level": r.level,
-                        "members": members,
-                        "count": count,
-                        "queries": self.radon_queries,
-                        "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-                        "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
-                        "exact_search": r.exact_search,
-                        "whole_set": r.whole_set,
-                        "by_rule": r.by_rule,
-                        "seconds": round(r.seconds, 4),
-                    },
+                    "radon": self._radon_json(),
                 },
                 "comparisons": self.comparisons,
                 "comparisons_at_least": self.comparisons_at_least,
@@ -167,6 +152,30 @@ class Certificate:
                 "seconds": round(self.seconds, 4),
             }
         )
+
+    def _radon_json(self) -> dict:
+        """The Radon block of :meth:`to_json`: the members are ``"all"`` only when they are every
+        one of the family's ``of`` distinct queries (every matching entry, and no query without
+        one), else ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``, with their
+        words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
+        r = self.radon
+        count = len(r.members)
+        of = self.queries_total if self.family_queries is None else self.family_queries
+        members = "all" if count == self.queries_total == of else "first" if r.by_rule else "listed"
+        return {
+            "rank": r.rank,
+            "level": r.level,
+            "members": members,
+            "count": count,
+            "of": of,
+            "queries": self.radon_queries,
+            "max_product": frac_str(r.max_product) if r.max_product is not None else None,
+            "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
+            "exact_search": r.exact_search,
+            "whole_set": r.whole_set,
+            "by_rule": r.by_rule,
+            "seconds": round(r.seconds, 4),
+        }
 
 
 def _rule_json(rule: LeastGap | None) -> dict | None:
@@ -261,8 +270,17 @@ def certify(
         best = max(
             (certify_at(family, p - 1, delta, budget_s) for p in positions), key=lambda c: (c.certified_rank, c.bound)
         )
+    best.family_queries = _family_queries(family, best.query_position)
     best.seconds = time.perf_counter() - start
     return best
+
+
+def _family_queries(family: AnyFamily, position: int) -> int:
+    """The family's distinct queries at the 1-based ``position``: a product family's queries, or
+    the tokens a sequence family holds there (what ``"members": "all"`` must cover)."""
+    if isinstance(family, ProductFamily):
+        return len(family.queries)
+    return len(sorted_unique(family.index[:, position - 1]))
 
 
 def first_entries(family: ProductFamily, count: int) -> ProductFamily:
@@ -310,7 +328,7 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
             comparisons=None,
             comparisons_at_least=at_least,
             trace=skipped_trace(
-                f"the rule certifies all {n:,} queries, which no bound exceeds: the trace bound "
+                f"the rule certifies all {n:,} matching entries, which no bound exceeds: the trace bound "
                 f"(a sum over all n² pairs) is not computed"
             ),
             radon=radon,
