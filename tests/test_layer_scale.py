@@ -308,3 +308,20 @@ def test_a_layer_too_large_is_refused_in_one_line(cli):
     assert code == 2 and len(err.strip().splitlines()) == 1 and "needs about" in err
     code, out, err = cli("certify", "--family", "layer", "-p", "m=12", "-p", "length=11", "--json")
     assert code == 0 and json.loads(out)["bounds"]["radon"]["members"] == "all"
+
+
+@pytest.mark.parametrize("params", [{"m": 20}, {"m": 22}, {"m": 16, "distance": 2}, {"m": 22, "n": 5000}, {"m": 24}])
+def test_the_layer_memory_estimate_covers_the_build(params):
+    """The estimate is not below what the build allocates (numpy reports to tracemalloc)."""
+    import tracemalloc
+
+    from kernelgap.task.registry import MEMORY, check_params
+
+    estimate = MEMORY["layer"](**check_params("layer", params))
+    tracemalloc.start()
+    try:
+        build_family("layer", **params)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= estimate, (peak, estimate)

@@ -153,7 +153,8 @@ class PairList(Sequence):
     __hash__ = None
 
     def __array__(self, dtype=None, copy=None):
-        return self.array if dtype is None else self.array.astype(dtype)
+        same = dtype is None or np.dtype(dtype) == self.array.dtype
+        return self.array.copy() if copy else self.array if same else self.array.astype(dtype)
 
     def __repr__(self) -> str:
         return f"PairList({len(self)} pairs)"

@@ -48,13 +48,15 @@ from ..registry import register_family
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
 #: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).
 MAX_WORDS = 1 << 25
-#: Bytes per generated word beyond its ``m`` bytes, an upper bound: the generator's frontier
-#: (uint64 words, int16 weight and sum for two children each, the masks and the cumulative
-#: completions), the unpacking (64 bytes), the complements, two deduplications of the ``2W``
-#: token rows (packed keys, ``np.unique``'s sort, index and inverse), the matching as Python
-#: tuples (about 120 bytes) and its validation arrays.  Measured: the m = 28 class (1,432,860
-#: words) peaks at 0.67 GB of resident memory; the estimate with the check is 1.2 GB.
-WORD_BYTES = 600
+#: Bytes per generated word beyond its two token rows (the word and its complement, m bytes
+#: each), an upper bound: the generator's frontier (uint64 words, int16 weight and sum for two
+#: children each, the masks and the cumulative completions), the packed words and their checks,
+#: the ``2W`` packed token keys and ``np.unique``'s sort, index and inverse, the matching as an
+#: ``int64 [W, 2]`` array and the family's validation (sorted ids, packed tokens).  Measured
+#: with tracemalloc: the m = 28 class (1,432,860 words, as many tokens) peaks at 134 bytes a word
+#: with its tokens, the m = 30 class (5,170,604 words, twice as many tokens) at 174, the m = 22
+#: class (32,066 words) at 220; the estimates are 256, 260 and 244 (and 1 MiB more in all).
+WORD_BYTES = 200
 
 
 def class_sizes(m: int, w: int) -> list[int]:
@@ -110,7 +112,7 @@ def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
     weight = w or m // 2
     words = _resolved(m, weight, distance, residue)[2]
     words = min(words, n) if n is not None else words
-    return words * (2 * m + WORD_BYTES) + (1 << 16)
+    return words * (2 * m + WORD_BYTES) + (1 << 20)
 
 
 def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:
