@@ -75,7 +75,7 @@ def case(name: str) -> None:
         print(
             f"{name}: certify --family layer -p m={m}{' -p distance=2' if distance == 2 else ''} "
             f"-p length={length} --delta {delta}: r ≥ {got['certified_rank']:,} of {n:,} "
-            f"(constructed {got['constructed_rank']}); {wall:.1f} s, peak RSS {rss / 2**30:.2f} GiB"
+            f"(constructed {got['constructed_rank'] or 0:,}); {wall:.1f} s, peak RSS {rss / 2**30:.2f} GiB"
         )
 
 

@@ -13,7 +13,9 @@
   both searches refuse a larger count before drawing anything, and stop as soon
   as the words left to scan or draw cannot reach it.
 
-Every code is verified before it is returned; a violated property is a bug.
+Every code is verified before it is returned; a violated property is a bug.  A code too
+large for both ways of checking it (pair by pair, or by sorted sub-word keys:
+:mod:`.packed`) is refused in one line rather than checked for hours.
 """
 
 from __future__ import annotations
@@ -203,7 +205,7 @@ def min_distance(
     (distances of a constant-weight code are even), a shared one is a pair at distance ``≤ 2r``,
     which with the bound before it is exactly ``2r``.  The search stops once the bounds meet,
     or with the lower bound when the next test would sort more than ``max_keys`` keys
-    (default :data:`MAX_SUBWORD_KEYS`; ``sample`` defaults to :data:`GRAM_WORDS`).
+    (default :data:`~kernelgap.limits.MAX_SUBWORD_KEYS`; ``sample`` defaults to :data:`GRAM_WORDS`).
     """
     max_keys = MAX_SUBWORD_KEYS if max_keys is None else max_keys
     sample = GRAM_WORDS if sample is None else sample
