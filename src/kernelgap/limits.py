@@ -52,6 +52,12 @@ MAX_SUBWORD_KEYS = 1 << 30
 #: this size, minutes); a larger code is checked by sub-word keys or refused.
 MAX_GRAM_CHECK_WORDS = 1 << 17
 
+#: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
+#: search, trace bound, clique search: time and memory grow with n², and 2^12 entries keep each
+#: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many
+#: of its entries form the sub-family certified densely (:mod:`kernelgap.theory.certificate`).
+DENSE_QUERIES = 4096
+
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 

@@ -36,6 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import FamilyError
+from ..limits import DENSE_QUERIES
 from ..task.family import (
     AnyFamily,
     Family,
@@ -55,11 +56,6 @@ from .trace import TraceBound, skipped_trace, trace_certificate
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
 MAX_TOKENS = 1 << 21
-#: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
-#: search, trace bound, clique search: time and memory grow with n², and 2^12 entries keep each
-#: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many of its entries
-#: form the sub-family certified densely (module docstring, "At scale").
-DENSE_QUERIES = 4096
 #: Radon members are listed by word up to this many; a larger clique (only ever one given by
 #: rule) is described by its count instead.
 LISTED_MEMBERS = 4096

@@ -46,9 +46,10 @@ import numpy as np
 from pydantic import Field
 
 from ...errors import FamilyError
+from ...limits import DENSE_QUERIES
 from ...validation import Int
 from ..family import MAX_PRODUCT_LENGTH, ProductFamily
-from ..packed import popcount, unpack_words
+from ..packed import popcount, subword_bytes, subword_key_count, unpack_words
 from ..registry import register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
@@ -63,6 +64,9 @@ MAX_WORDS = 1 << 25
 #: with its tokens, the m = 30 class (5,170,604 words, twice as many tokens) at 174, the m = 22
 #: class (32,066 words) at 220; the estimates are 256, 260 and 244 (and 1 MiB more in all).
 WORD_BYTES = 200
+#: Bytes per query pair of a dense certificate (the pair matrices, the level search and the
+#: Radon test), an upper bound: 61 measured with tracemalloc on 2,048 and 4,096 layer words.
+DENSE_PAIR_BYTES = 64
 
 
 def class_sizes(m: int, w: int) -> list[int]:
@@ -113,12 +117,19 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
 
 
 def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
-    """Bytes of a build: ``W`` kept words (the exact size of the code, or n), each with up to two
-    token rows of m bytes (the word and its complement) and :data:`WORD_BYTES` more."""
+    """Bytes of a build and of its certificate by rule: ``W`` kept words (the exact size of the
+    code, or n), each with up to two token rows of m bytes (the word and its complement) and
+    :data:`WORD_BYTES` more; the rule's largest sub-word test, ``removed = distance/2 − 1``
+    (:func:`~kernelgap.task.packed.subword_bytes`: one pass of keys and 48 bytes a word); and,
+    where the rule falls short of the whole set, the dense certificate of the first
+    :data:`~kernelgap.limits.DENSE_QUERIES` entries at :data:`DENSE_PAIR_BYTES` a pair
+    (docs/theory.md, "The whole set by rule")."""
     weight = w or m // 2
     words = _resolved(m, weight, distance, residue)[2]
     words = min(words, n) if n is not None else words
-    return words * (2 * m + WORD_BYTES) + (1 << 20)
+    rule = subword_bytes(words, subword_key_count(words, weight, distance // 2 - 1))
+    dense = DENSE_PAIR_BYTES * min(words, DENSE_QUERIES) ** 2
+    return words * (2 * m + WORD_BYTES) + rule + dense + (1 << 20)
 
 
 def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:
