@@ -22,7 +22,7 @@ from kernelgap.task.families.layer import check_layer_words, class_sizes, layer_
 from kernelgap.task.family import Family, unique_rows
 from kernelgap.task.family_checks import PairList, distinct_tokens
 from kernelgap.task.packed import PackedCode, pack_words, shared_subword, unpack_words
-from kernelgap.theory.certificate import certify
+from kernelgap.theory.certificate import certify, certify_at
 from kernelgap.theory.least_gap import complement_shape, least_gap
 from kernelgap.theory.text import describe_certificate
 
@@ -274,6 +274,8 @@ def test_members_of_a_sequence_family_count_the_queries_at_its_position():
     radon = data["bounds"]["radon"]
     queries = len(np.unique(family.index[:, data["query_position"] - 1]))
     assert radon["of"] == queries and (radon["members"] == "all") == (radon["count"] == queries)
+    at = certify_at(family, data["query_position"] - 1, Fraction(1, 2)).to_json()["bounds"]["radon"]
+    assert at["of"] == queries  # a certificate made at one position counts the same queries
 
 
 def layer_code_rows(m: int, w: int) -> np.ndarray:

@@ -86,7 +86,7 @@ class Certificate:
     comparisons_at_least: int | None = None  # a lower bound where ``comparisons`` is not counted (None)
     rule: LeastGap | None = None  # the least-gap rule, when it ran
     subfamily: dict | None = None  # the sub-family certified densely, when not the whole family
-    family_queries: int | None = None  # the family's distinct queries at the position (None: the entries)
+    family_queries: int | None = None  # the family's distinct queries at the position (None: as the entries)
 
     @property
     def certified_rank(self) -> int:
@@ -266,7 +266,6 @@ def certify(
         best = max(
             (certify_at(family, p - 1, delta, budget_s) for p in positions), key=lambda c: (c.certified_rank, c.bound)
         )
-    best.family_queries = _family_queries(family, best.query_position)
     best.seconds = time.perf_counter() - start
     return best
 
@@ -318,6 +317,7 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
         queries_total=n,
         length=family.length,
         rule=gap,
+        family_queries=len(family.queries),
     )
     if gap.whole_set:
         return Certificate(
@@ -432,6 +432,7 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
         dropped_queries=[{"query": word(match[k][0]), "why": why} for k, why in trace.dropped],
         radon_queries=[word(match[k][0]) for k in radon.members],
         length=family.length,
+        family_queries=_family_queries(family, position),
     )
 
 
