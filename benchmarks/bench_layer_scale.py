@@ -7,7 +7,7 @@ Cases (``--case``, repeatable; default ``m30``):
 * ``m28``, ``m30``, ``m32``: the largest Graham–Sloane class at δ = 1/2 and its least length
   ``N = 2 + ⌈√(n − 1)⌉`` (1,432,860 / 5,170,604 / 18,784,170 words);
 * ``layer24``, ``layer26``: the whole middle layer (``-p distance=2``) at δ = 2/5 and its least
-  length, ``N = 3 + ⌊4√(n − 1)⌋`` (the least N with ``16/(N − 2)² < 1/(n − 1)``), and one shorter.
+  length, ``N = 3 + ⌊√(16(n − 1))⌋`` (the least N with ``16/(N − 2)² < 1/(n − 1)``), and one shorter.
 
 Each line checks the certified rank (all n at the least length, fewer one shorter) and, at the
 least length, that the constructed rank equals it.
