@@ -12,7 +12,9 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
 * a model asks for more than :data:`MAX_RANK` features per head;
 * a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m;
 * a training phase asks for more than :data:`MAX_STEPS` steps, a layer for more than
-  :data:`MAX_WIDTH` units.
+  :data:`MAX_WIDTH` units;
+* a code's distance check would sort more than :data:`MAX_SUBWORD_KEYS` sub-word keys and
+  scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time).
 
 The limits are defined here and nowhere else, but for the size of an input file
 (:data:`kernelgap.io.MAX_INPUT_BYTES`), which belongs to the reader that checks it (a module
@@ -39,6 +41,22 @@ MAX_WIDTH = 1 << 16
 
 #: Most values of m one bound curve walks (each is a family built and certified).
 MAX_CURVE_POINTS = 1000
+
+#: Sub-word keys one pass of the sub-word distance test holds (8 bytes each: 256 MiB); a test
+#: with more keys sorts them in passes (:mod:`kernelgap.task.packed`).
+SUBWORD_CHUNK_KEYS = 1 << 25
+#: Most sub-word keys one distance test sorts, over all its passes (about 10⁹: a few minutes);
+#: the least-distance search stops with its proven lower bound before a larger test.
+MAX_SUBWORD_KEYS = 1 << 30
+#: Most words a code's distance check compares pair by pair (``n²/2`` overlaps: about 10¹⁰ at
+#: this size, minutes); a larger code is checked by sub-word keys or refused.
+MAX_GRAM_CHECK_WORDS = 1 << 17
+
+#: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
+#: search, trace bound, clique search: time and memory grow with n², and 2^12 entries keep each
+#: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many
+#: of its entries form the sub-family certified densely (:mod:`kernelgap.theory.certificate`).
+DENSE_QUERIES = 4096
 
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 

@@ -13,7 +13,9 @@
   both searches refuse a larger count before drawing anything, and stop as soon
   as the words left to scan or draw cannot reach it.
 
-Every code is verified before it is returned; a violated property is a bug.
+Every code is verified before it is returned; a violated property is a bug.  A code too
+large for both ways of checking it (pair by pair, or by sorted sub-word keys:
+:mod:`.packed`) is refused in one line rather than checked for hours.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from math import comb
 import numpy as np
 
 from ..errors import FamilyError
-from ..limits import check_memory
+from ..limits import MAX_GRAM_CHECK_WORDS, MAX_SUBWORD_KEYS, check_memory
+from .packed import PACK_ROWS, as_packed, shared_subword, subword_bytes, subword_key_count
 
 
 def _is_prime(q: int) -> bool:
@@ -123,62 +126,6 @@ def hadamard_code(order: int) -> np.ndarray:
 GRAM_WORDS = 4096
 #: Cells (rows × words) of one chunk of a Gram check, to bound its memory (128 MiB of float64).
 GRAM_CHUNK_CELLS = 1 << 24
-#: Most sub-word keys (words × removed-position sets, 8 bytes each) one distance test sorts.
-MAX_SUBWORD_KEYS = 1 << 26
-
-
-def pack_words(code: np.ndarray) -> np.ndarray:
-    """0/1 rows of at most 64 bits as ``uint64`` integers, position 0 the most significant bit."""
-    code = np.ascontiguousarray(code, dtype=np.uint8)
-    n, m = code.shape
-    if m > 64:
-        raise ValueError(f"words of {m} bits do not pack into 64")
-    padded = np.zeros((n, 64), dtype=np.uint8)
-    padded[:, 64 - m :] = code
-    return np.packbits(padded, axis=1).view(">u8").ravel().astype(np.uint64)
-
-
-def subword_key_count(words: int, weight: int, removed: int) -> int:
-    """Keys of :func:`shared_subword`: ``words · C(weight, removed)``."""
-    return words * comb(weight, removed)
-
-
-def shared_subword(code: np.ndarray, weight: int, removed: int) -> tuple[int, int] | None:
-    """Two distinct rows of a weight-w code (m ≤ 64) that share a ``(w − removed)``-subset of
-    their supports — i.e. overlap in ``≥ w − removed`` positions, Hamming distance
-    ``≤ 2·removed`` — or None when no two do (docs/theory.md, "Context length N").
-
-    Every word gives one key per ``removed``-subset of its support: the word with those bits
-    cleared, which is the kept ``(w − removed)``-subset itself.  One word's keys are distinct,
-    so two equal keys always come from two different words sharing that subset: sort the
-    ``n·C(w, removed)`` keys and look for a repeat; the two words are then any two containing
-    it.  The keys are made one ``removed``-subset of positions at a time (the words holding all
-    of it), so nothing but the keys themselves is ever of size ``n·C(w, removed)``.
-    Identical rows share everything (``removed = 0`` tests distinctness).
-    """
-    n, m = code.shape
-    if n < 2:
-        return None
-    if not (code.sum(1) == weight).all():
-        raise ValueError(f"a word of the code does not have weight {weight}")
-    ints = pack_words(code)
-    keys = np.empty(subword_key_count(n, weight, removed), dtype=np.uint64)
-    filled = 0
-    for drop in combinations(range(m), removed):
-        mask = np.uint64(sum(1 << (m - 1 - p) for p in drop))
-        part = ints[(ints & mask) == mask] ^ mask
-        keys[filled : filled + len(part)] = part
-        filled += len(part)
-    if filled != len(keys):
-        raise AssertionError(f"made {filled} sub-word keys, expected {len(keys)}")
-    keys.sort()
-    repeat = np.flatnonzero(keys[1:] == keys[:-1])
-    if not len(repeat):
-        return None
-    value = keys[repeat[0]]
-    del keys
-    first, second = np.flatnonzero((ints & value) == value)[:2].tolist()
-    return first, second
 
 
 def _gram_pairs(code: np.ndarray, bad) -> tuple[int, int] | None:
@@ -199,12 +146,11 @@ def _gram_pairs(code: np.ndarray, bad) -> tuple[int, int] | None:
 
 def check_bytes(words: int, m: int, weight: int, max_overlap: int) -> int:
     """Memory of :func:`check_constant_weight` on ``words`` words: when the sub-word test is
-    taken, its keys (8 bytes each, sorted in place, and the 1-byte repeat mask) and per word the
-    packing (64 + 8 bytes) and one pass's masks and keys (about 32 bytes); else one Gram chunk
-    (with its mask and comparison) and the code in float64."""
+    taken, its passes (:func:`~.packed.subword_bytes`) and the packing (8 bytes a word and one
+    chunk of bit rows); else one Gram chunk (with its mask and comparison) and the code in float64."""
     if _subword_removed(words, m, weight, max_overlap) is not None:
         keys = subword_key_count(words, weight, weight - max_overlap - 1)
-        return 9 * keys + 104 * words
+        return subword_bytes(words, keys) + 8 * words + 80 * min(words, PACK_ROWS)
     return 8 * words * m + 24 * min(GRAM_CHUNK_CELLS, words * words) + 16 * words
 
 
@@ -221,16 +167,25 @@ def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact
     (``== cap`` with ``exact_overlap``).
 
     Up to :data:`GRAM_WORDS` words, or with ``exact_overlap``, by the Gram matrix (in row
-    chunks); a larger code by sorted sub-word keys (:func:`shared_subword`: an overlap above
-    the cap is a shared ``(cap + 1)``-subset) when they fit :data:`MAX_SUBWORD_KEYS`, else by
-    the chunked Gram matrix again."""
+    chunks); a larger code by sorted sub-word keys (:func:`~.packed.shared_subword`: an overlap
+    above the cap is a shared ``(cap + 1)``-subset) when they are at most
+    :data:`~kernelgap.limits.MAX_SUBWORD_KEYS`, else by the chunked Gram matrix again up to
+    :data:`~kernelgap.limits.MAX_GRAM_CHECK_WORDS` words; a larger check is refused
+    (:class:`FamilyError`, one line)."""
     if not (code.sum(1) == weight).all():
         raise AssertionError(f"a codeword does not have weight {weight}")
     if max_overlap >= weight and not exact_overlap:
         return  # no two words of weight w overlap in more than w positions
-    removed = None if exact_overlap else _subword_removed(len(code), code.shape[1], weight, max_overlap)
+    n, m = code.shape
+    removed = None if exact_overlap else _subword_removed(n, m, weight, max_overlap)
     if removed is not None:
         bad_pair = shared_subword(code, weight, removed)
+    elif n > MAX_GRAM_CHECK_WORDS:
+        raise FamilyError(
+            f"checking that {n:,} words overlap in ≤ {max_overlap} positions would compare {n * (n - 1) // 2:,} "
+            f"pairs or sort more than {MAX_SUBWORD_KEYS:,} sub-word keys; at most {MAX_GRAM_CHECK_WORDS:,} "
+            f"words are compared pair by pair"
+        )
     else:
         bad_pair = _gram_pairs(code, (lambda g: g != max_overlap) if exact_overlap else (lambda g: g > max_overlap))
     if bad_pair is not None:
@@ -238,10 +193,10 @@ def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact
 
 
 def min_distance(
-    code: np.ndarray, weight: int, max_keys: int | None = None, sample: int | None = None
+    code, weight: int, max_keys: int | None = None, sample: int | None = None
 ) -> tuple[int, bool, tuple[int, int] | None]:
     """``(d, exact, pair)``: the minimum Hamming distance of a weight-w code of ``n ≥ 2`` distinct
-    words (m ≤ 64) when ``exact`` (``pair`` two rows at that distance), else a proven lower
+    words (m ≤ 64; ``uint8 [n, m]`` rows or a :class:`~.packed.PackedCode`) when ``exact`` (``pair`` two rows at that distance), else a proven lower
     bound ``d`` on it.
 
     An upper bound and a pair come from the Gram matrix of the first ``sample`` words (at least
@@ -250,14 +205,15 @@ def min_distance(
     (distances of a constant-weight code are even), a shared one is a pair at distance ``≤ 2r``,
     which with the bound before it is exactly ``2r``.  The search stops once the bounds meet,
     or with the lower bound when the next test would sort more than ``max_keys`` keys
-    (default :data:`MAX_SUBWORD_KEYS`; ``sample`` defaults to :data:`GRAM_WORDS`).
+    (default :data:`~kernelgap.limits.MAX_SUBWORD_KEYS`; ``sample`` defaults to :data:`GRAM_WORDS`).
     """
     max_keys = MAX_SUBWORD_KEYS if max_keys is None else max_keys
     sample = GRAM_WORDS if sample is None else sample
-    n = len(code)
+    packed = as_packed(code)
+    n = len(packed)
     if n < 2:
         raise ValueError("a minimum distance needs two words")
-    head = code[: max(2, min(n, sample))].astype(np.float64)
+    head = packed.rows(slice(0, max(2, min(n, sample)))).astype(np.float64)
     gram = head @ head.T
     np.fill_diagonal(gram, -1)
     i, j = np.unravel_index(np.argmax(gram), gram.shape)
@@ -270,7 +226,7 @@ def min_distance(
             return upper, True, pair
         if subword_key_count(n, weight, removed) > max_keys:
             return lower, False, None
-        found = shared_subword(code, weight, removed)
+        found = shared_subword(packed, weight, removed)
         if found is not None:  # a pair at distance ≤ 2·removed, and every distance is ≥ 2·removed
             return 2 * removed, True, found
         lower = 2 * removed + 2

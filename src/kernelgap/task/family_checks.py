@@ -8,10 +8,12 @@ rest on (:func:`unique_rows`, :func:`sorted_unique`).  The families themselves a
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import FamilyError
+from .packed import pack_words
 
 
 def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +91,15 @@ def query_position_in(value, length: int, allow_none: bool) -> int | None:
 
 
 def distinct_tokens(tokens: np.ndarray) -> None:
-    """Token ids ↔ bit vectors one to one: the certificate keys everything by id."""
+    """Token ids ↔ bit vectors one to one: the certificate keys everything by id.  Up to 64
+    bits the packed rows are sorted and neighbours compared (no inverse is formed unless two
+    are equal)."""
     if len(tokens) < 2:
         return
+    if tokens.shape[1] <= 64:
+        keys = np.sort(pack_words(tokens))
+        if (keys[1:] != keys[:-1]).all():
+            return
     uniq, inverse = unique_rows(tokens)
     if len(uniq) < len(tokens):
         order = np.argsort(inverse, kind="stable")
@@ -111,11 +119,53 @@ def sorted_unique(ids: np.ndarray) -> np.ndarray:
     return ordered[first]
 
 
-def _matching_fast(matching, count: int) -> list[tuple[int, int]] | None:
+class PairList(Sequence):
+    """``(query, good)`` pairs of token ids held as one read-only ``int64 [n, 2]`` array: to a
+    reader a list of pairs of ints (indexing and iteration give tuples, a slice another
+    :class:`PairList`, ``np.asarray`` the array itself), at 16 bytes an entry instead of a
+    Python tuple's 120.  A family's matching is one when it was given as an array."""
+
+    def __init__(self, array: np.ndarray):
+        array = np.array(array, dtype=np.int64).reshape(-1, 2)
+        array.flags.writeable = False
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return PairList(self.array[k])
+        q, g = self.array[k].tolist()
+        return q, g
+
+    def __iter__(self):
+        for lo in range(0, len(self.array), 1 << 16):
+            yield from map(tuple, self.array[lo : lo + (1 << 16)].tolist())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, PairList):
+            return np.array_equal(self.array, other.array)
+        if isinstance(other, (list, tuple)):
+            return len(other) == len(self) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __array__(self, dtype=None, copy=None):
+        same = dtype is None or np.dtype(dtype) == self.array.dtype
+        return self.array.copy() if copy else self.array if same else self.array.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"PairList({len(self)} pairs)"
+
+
+def _matching_fast(matching, count: int) -> list[tuple[int, int]] | PairList | None:
     """:func:`matching_pairs` for an ``[n, 2]`` integer array-like whose every entry is valid, at numpy
-    speed; None whenever anything is off (the loop then finds and words the first problem)."""
-    if isinstance(matching, np.ndarray):
-        raw = matching
+    speed (an array or a :class:`PairList` gives a :class:`PairList`); None whenever anything is
+    off (the loop then finds and words the first problem)."""
+    if isinstance(matching, (np.ndarray, PairList)):
+        raw = np.asarray(matching)
     elif isinstance(matching, (list, tuple)) and matching and isinstance(matching[0], tuple):
         try:
             raw = np.array(matching)
@@ -130,12 +180,17 @@ def _matching_fast(matching, count: int) -> list[tuple[int, int]] | None:
     queries = raw[:, 0].astype(np.int64)
     if len(sorted_unique(queries)) < len(queries):
         return None
+    if isinstance(matching, PairList):
+        return matching
+    if isinstance(matching, np.ndarray):
+        return PairList(raw)
     return list(zip(queries.tolist(), raw[:, 1].astype(np.int64).tolist()))
 
 
-def matching_pairs(matching, count: int) -> list[tuple[int, int]]:
+def matching_pairs(matching, count: int) -> list[tuple[int, int]] | PairList:
     """Pairs of token ids in range, no query twice (one good candidate per query); a valid
-    integer array (or list of int pairs) is checked vectorised (:func:`_matching_fast`)."""
+    integer array (kept as a :class:`PairList`) or list of int pairs is checked vectorised
+    (:func:`_matching_fast`)."""
     fast = _matching_fast(matching, count)
     if fast is not None:
         return fast

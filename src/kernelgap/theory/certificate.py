@@ -36,6 +36,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import FamilyError
+from ..limits import DENSE_QUERIES
 from ..task.family import (
     AnyFamily,
     Family,
@@ -55,11 +56,6 @@ from .trace import TraceBound, skipped_trace, trace_certificate
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
 MAX_TOKENS = 1 << 21
-#: Most matching entries of a product family certified with the ``n × n`` pair matrices (level
-#: search, trace bound, clique search: time and memory grow with n², and 2^12 entries keep each
-#: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many of its entries
-#: form the sub-family certified densely (module docstring, "At scale").
-DENSE_QUERIES = 4096
 #: Radon members are listed by word up to this many; a larger clique (only ever one given by
 #: rule) is described by its count instead.
 LISTED_MEMBERS = 4096
@@ -90,6 +86,7 @@ class Certificate:
     comparisons_at_least: int | None = None  # a lower bound where ``comparisons`` is not counted (None)
     rule: LeastGap | None = None  # the least-gap rule, when it ran
     subfamily: dict | None = None  # the sub-family certified densely, when not the whole family
+    family_queries: int | None = None  # the family's distinct queries at the position (None: as the entries)
 
     @property
     def certified_rank(self) -> int:
@@ -110,13 +107,9 @@ class Certificate:
     def to_json(self, limit: int = 50) -> dict:
         """JSON-ready dict (:class:`~.certificate_json.CertificateJson`); rationals as ``"p/q"``;
         long lists of problems cut to ``limit``.  A skipped trace bound gives None for its
-        numbers and its reason in ``bounds.trace.skipped``; the Radon members are ``"all"``
-        (every query), ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``,
-        with their words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
-        t, r = self.trace, self.radon
+        numbers and its reason in ``bounds.trace.skipped``; the Radon block is :meth:`_radon_json`."""
+        t = self.trace
         done = t.skipped is None
-        count = len(r.members)
-        members = "all" if count == self.queries_total else "first" if r.by_rule else "listed"
         return certificate_json(
             {
                 "family": self.family,
@@ -141,19 +134,7 @@ class Certificate:
                         "queries": len(t.kept) if done else None,
                         "skipped": t.skipped,
                     },
-                    "radon": {
-                        "rank": r.rank,
-                        "level": r.level,
-                        "members": members,
-                        "count": count,
-                        "queries": self.radon_queries,
-                        "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-                        "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
-                        "exact_search": r.exact_search,
-                        "whole_set": r.whole_set,
-                        "by_rule": r.by_rule,
-                        "seconds": round(r.seconds, 4),
-                    },
+                    "radon": self._radon_json(),
                 },
                 "comparisons": self.comparisons,
                 "comparisons_at_least": self.comparisons_at_least,
@@ -167,6 +148,30 @@ class Certificate:
                 "seconds": round(self.seconds, 4),
             }
         )
+
+    def _radon_json(self) -> dict:
+        """The Radon block of :meth:`to_json`: the members are ``"all"`` only when they are every
+        one of the family's ``of`` distinct queries (every matching entry, and no query without
+        one), else ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``, with their
+        words in ``queries`` up to :data:`LISTED_MEMBERS` (else None)."""
+        r = self.radon
+        count = len(r.members)
+        of = self.queries_total if self.family_queries is None else self.family_queries
+        members = "all" if count == self.queries_total == of else "first" if r.by_rule else "listed"
+        return {
+            "rank": r.rank,
+            "level": r.level,
+            "members": members,
+            "count": count,
+            "of": of,
+            "queries": self.radon_queries,
+            "max_product": frac_str(r.max_product) if r.max_product is not None else None,
+            "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
+            "exact_search": r.exact_search,
+            "whole_set": r.whole_set,
+            "by_rule": r.by_rule,
+            "seconds": round(r.seconds, 4),
+        }
 
 
 def _rule_json(rule: LeastGap | None) -> dict | None:
@@ -265,6 +270,14 @@ def certify(
     return best
 
 
+def _family_queries(family: AnyFamily, position: int) -> int:
+    """The family's distinct queries at the 1-based ``position``: a product family's queries, or
+    the tokens a sequence family holds there (what ``"members": "all"`` must cover)."""
+    if isinstance(family, ProductFamily):
+        return len(family.queries)
+    return len(sorted_unique(family.index[:, position - 1]))
+
+
 def first_entries(family: ProductFamily, count: int) -> ProductFamily:
     """The sub-family of the first ``count`` matching entries: their queries, their good
     candidates as the only candidates, the same length and query position (tokens renumbered
@@ -304,13 +317,14 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
         queries_total=n,
         length=family.length,
         rule=gap,
+        family_queries=len(family.queries),
     )
     if gap.whole_set:
         return Certificate(
             comparisons=None,
             comparisons_at_least=at_least,
             trace=skipped_trace(
-                f"the rule certifies all {n:,} queries, which no bound exceeds: the trace bound "
+                f"the rule certifies all {n:,} matching entries, which no bound exceeds: the trace bound "
                 f"(a sum over all n² pairs) is not computed"
             ),
             radon=radon,
@@ -418,6 +432,7 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
         dropped_queries=[{"query": word(match[k][0]), "why": why} for k, why in trace.dropped],
         radon_queries=[word(match[k][0]) for k in radon.members],
         length=family.length,
+        family_queries=_family_queries(family, position),
     )
 
 

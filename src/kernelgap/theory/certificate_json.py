@@ -32,13 +32,16 @@ class TraceJson(Written):
 
 
 class RadonJson(Written):
-    """The Radon bound: its rank and level, its members (``all``, the ``first`` count by rule,
-    or ``listed`` with their words in ``queries``), the largest product and how it was found."""
+    """The Radon bound: its rank and level, its members — ``all`` only when they are every one of
+    the ``of`` distinct queries of the family (at the certified position), else the ``first``
+    ``count`` matching entries (by rule) or ``listed`` with their words in ``queries`` — the
+    largest product and how it was found."""
 
     rank: Int
     level: Int
     members: Literal["all", "first", "listed"]
     count: Int
+    of: Int
     queries: list[str] | None
     max_product: Rational | None
     max_product_bound: Rational | None

@@ -106,7 +106,7 @@ def constructed(family: AnyFamily) -> dict:
 def _product_check(family: ProductFamily, construction: str, beta: float) -> tuple[float, float, str]:
     """Largest error and bound over the level problems of a product family's queries."""
     queries, candidates = family.queries, family.candidates
-    weight = family.tokens[queries].sum(axis=1, dtype=np.int64)  # |x|, O(n·m)
+    weight = _weights(family.tokens, queries)  # |x|, O(n·m)
     m = family.m
     if construction == "query_one_hot":
         self_in = np.ones(len(queries), dtype=bool)
@@ -134,6 +134,14 @@ def _product_check(family: ProductFamily, construction: str, beta: float) -> tup
         HeadTables(scores, values, self_scores, self_values, levels), family.length, family.query_position
     )
     return float(found.error.max()), float(found.bound.max()), used
+
+
+def _weights(tokens: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``|z|`` of the tokens ``ids``, in chunks of :data:`SEQUENCE_CHUNK` rows (no ``n × m`` copy)."""
+    out = np.empty(len(ids), dtype=np.int64)
+    for lo in range(0, len(ids), SEQUENCE_CHUNK):
+        out[lo : lo + SEQUENCE_CHUNK] = tokens[ids[lo : lo + SEQUENCE_CHUNK]].sum(axis=1, dtype=np.int64)
+    return out
 
 
 def _levels_seen(tokens: np.ndarray, queries: np.ndarray, candidates: np.ndarray, m: int) -> np.ndarray:

@@ -33,15 +33,17 @@ import numpy as np
 
 from ..task.codes import min_distance
 from ..task.family import ProductFamily, sorted_unique
+from ..task.packed import PackedCode, pack_words, popcount
 from .pair_bounds import min_gap, rho
 from .radon import exact_level
 
 
 @dataclass
 class ComplementShape:
-    """The matching queries of a complement-shaped family: ``code[i]`` is entry i's query word."""
+    """The matching queries of a complement-shaped family, packed: ``code.ints[i]`` is entry i's
+    query word (:class:`~kernelgap.task.packed.PackedCode`, one ``uint64`` a word)."""
 
-    code: np.ndarray  # uint8 [n, m]
+    code: PackedCode
     weight: int
 
     @property
@@ -52,20 +54,22 @@ class ComplementShape:
 def complement_shape(family: ProductFamily) -> ComplementShape | None:
     """The family's :class:`ComplementShape` (module docstring), read from its tokens alone, or
     None: fewer than two entries, words wider than 64 bits, unequal weights, a good candidate
-    that is not its query's complement, or a candidate that is no entry's good one."""
+    that is not its query's complement, or a candidate that is no entry's good one.  The tokens
+    are packed one integer each, so every test is ``O(n)`` integer work."""
     if len(family.matching) < 2 or family.m > 64:
         return None
-    pairs = np.array(family.matching, dtype=np.int64)
+    pairs = np.asarray(family.matching, dtype=np.int64)
     queries, goods = pairs[:, 0], pairs[:, 1]
     if not np.array_equal(sorted_unique(goods), family.candidates):
         return None
-    code = family.tokens[queries]
-    weights = code.sum(1)
+    packed = pack_words(family.tokens)
+    code, complements = packed[queries], packed[goods]
+    weights = popcount(code)
     if (weights != weights[0]).any():
         return None
-    if not np.array_equal(family.tokens[goods], 1 - code):
+    if not np.array_equal(complements, code ^ np.uint64((1 << family.m) - 1)):
         return None
-    return ComplementShape(code, int(weights[0]))
+    return ComplementShape(PackedCode(code, family.m), int(weights[0]))
 
 
 @dataclass

@@ -58,7 +58,7 @@ def _radon_line(payload: dict) -> str:
     product = radon.get("max_product")
     if radon.get("by_rule") and rule:
         exact = "" if rule["min_distance_exact"] else "at least "
-        which = f"all {members:,}" if radon.get("whole_set") else f"the first {members:,}"
+        which = f"all {members:,}" if radon.get("members") == "all" else f"the first {members:,}"
         return (
             f"Radon bound by rule: the query code's least distance is {exact}{rule['min_distance']}, so every pair "
             f"has gap ≥ {rule['least_gap']}, ε ≤ ρ_N = {rule['eps']} and ε_ij·ε_ji ≤ {rule['product']} "
@@ -68,6 +68,8 @@ def _radon_line(payload: dict) -> str:
         return "Radon bound: no pair of queries qualifies, r ≥ 1"
     search = (
         "every pair of all the queries qualifies: no clique search"
+        if radon.get("whole_set") and radon.get("members") == "all"
+        else "every pair of all the matching entries qualifies: no clique search"
         if radon.get("whole_set")
         else "exact search"
         if radon["exact_search"]

@@ -28,7 +28,13 @@ at most ``1/(N − 2)`` (h = 2), so every pair of a distance-4 class has
 at δ = 2/5 the step to h = 1 gives ``ρ_N(1) = 4/(N − 2)`` and all n words are
 certified once ``16/(N − 2)² < 1/(n − 1)``.  Above a few thousand words the certificate
 decides this by rule, from the code's least distance (docs/theory.md, "The whole set by
-rule"), so a class of m = 28 (1,432,860 words) is certified in full at N = 1200.
+rule"), so a class of m = 28 (1,432,860 words) is certified in full at N = 1200 and one of
+m = 32 (18,784,170 words) at N = 4337.
+
+**At scale** every step is near-linear in the number of words: the words stay packed one
+``uint64`` each until the distinct tokens are unpacked; the code is checked by weight, order
+and residue (:func:`check_layer_words`, which proves the distance with no pair compared); the
+tokens are deduplicated as integers; and the matching is one ``int64 [W, 2]`` array.
 """
 
 from __future__ import annotations
@@ -40,21 +46,27 @@ import numpy as np
 from pydantic import Field
 
 from ...errors import FamilyError
+from ...limits import DENSE_QUERIES
 from ...validation import Int
-from ..codes import check_bytes, check_constant_weight
-from ..family import MAX_PRODUCT_LENGTH, ProductFamily, unique_rows
+from ..family import MAX_PRODUCT_LENGTH, ProductFamily
+from ..packed import popcount, subword_bytes, subword_key_count, unpack_words
 from ..registry import register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
 #: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).
 MAX_WORDS = 1 << 25
-#: Bytes per generated word beyond its ``m`` bytes, an upper bound: the generator's frontier
-#: (uint64 words, int16 weight and sum for two children each, the masks and the cumulative
-#: completions), the unpacking (64 bytes), the complements, two deduplications of the ``2W``
-#: token rows (packed keys, ``np.unique``'s sort, index and inverse), the matching as Python
-#: tuples (about 120 bytes) and its validation arrays.  Measured: the m = 28 class (1,432,860
-#: words) peaks at 0.67 GB of resident memory; the estimate with the check is 1.2 GB.
-WORD_BYTES = 600
+#: Bytes per generated word beyond its two token rows (the word and its complement, m bytes
+#: each), an upper bound: the generator's frontier (uint64 words, int16 weight and sum for two
+#: children each, the masks and the cumulative completions), the packed words and their checks,
+#: the ``2W`` packed token keys and ``np.unique``'s sort, index and inverse, the matching as an
+#: ``int64 [W, 2]`` array and the family's validation (sorted ids, packed tokens).  Measured
+#: with tracemalloc: the m = 28 class (1,432,860 words, as many tokens) peaks at 134 bytes a word
+#: with its tokens, the m = 30 class (5,170,604 words, twice as many tokens) at 174, the m = 22
+#: class (32,066 words) at 220; the estimates are 256, 260 and 244 (and 1 MiB more in all).
+WORD_BYTES = 200
+#: Bytes per query pair of a dense certificate (the pair matrices, the level search and the
+#: Radon test), an upper bound: 61 measured with tracemalloc on 2,048 and 4,096 layer words.
+DENSE_PAIR_BYTES = 64
 
 
 def class_sizes(m: int, w: int) -> list[int]:
@@ -105,13 +117,19 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
 
 
 def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
-    """Bytes of a build: ``W`` kept words (the exact size of the code, or n) at ``m +``
-    :data:`WORD_BYTES` each, plus the distance check of the code
-    (:func:`~kernelgap.task.codes.check_constant_weight` at its own estimate)."""
+    """Bytes of a build and of its certificate by rule: ``W`` kept words (the exact size of the
+    code, or n), each with up to two token rows of m bytes (the word and its complement) and
+    :data:`WORD_BYTES` more; the rule's largest sub-word test, ``removed = distance/2 − 1``
+    (:func:`~kernelgap.task.packed.subword_bytes`: one pass of keys and 48 bytes a word); and,
+    where the rule falls short of the whole set, the dense certificate of the first
+    :data:`~kernelgap.limits.DENSE_QUERIES` entries at :data:`DENSE_PAIR_BYTES` a pair
+    (docs/theory.md, "The whole set by rule")."""
     weight = w or m // 2
     words = _resolved(m, weight, distance, residue)[2]
     words = min(words, n) if n is not None else words
-    return words * (m + WORD_BYTES) + check_bytes(words, m, weight, weight - distance // 2) + (1 << 16)
+    rule = subword_bytes(words, subword_key_count(words, weight, distance // 2 - 1))
+    dense = DENSE_PAIR_BYTES * min(words, DENSE_QUERIES) ** 2
+    return words * (2 * m + WORD_BYTES) + rule + dense + (1 << 20)
 
 
 def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:
@@ -162,28 +180,41 @@ def layer_words(m: int, w: int, residue: int | None, count: int) -> np.ndarray:
     return words[:count]
 
 
-def unpack_words(words: np.ndarray, m: int) -> np.ndarray:
-    """``uint8 [W, m]`` bit rows of words packed as integers, position 0 the most significant bit."""
-    raw = np.ascontiguousarray(words, dtype=">u8").view(np.uint8).reshape(-1, 8)
-    return np.ascontiguousarray(np.unpackbits(raw, axis=1)[:, 64 - m :])
+def check_layer_words(words: np.ndarray, m: int, w: int, residue: int | None) -> None:
+    """Raise ``AssertionError`` unless the packed words are a code of the layer family: strictly
+    descending (distinct, in lexicographic order), each of weight w and, in a class, each
+    support summing to ``residue`` (mod m).  Distinct words of one weight are at an even
+    distance ≥ 2, and in a class ≥ 4 (module docstring: a distance of 2 moves the sum by
+    ``j − i ≢ 0``), so this proves the minimum distance in ``O(n·m)`` bit operations."""
+    if len(words) > 1 and not (words[1:] < words[:-1]).all():
+        raise AssertionError("the layer code's words are not distinct and in order")
+    if (popcount(words) != w).any():
+        raise AssertionError(f"a word of the layer code does not have weight {w}")
+    if residue is None:
+        return
+    sums = np.zeros(len(words), dtype=np.uint16)  # a sum of positions is at most 63·64/2 < 2^16
+    for i in range(m):
+        sums += ((words >> np.uint64(m - 1 - i)) & np.uint64(1)).astype(np.uint16) * np.uint16(i)
+    if (sums % m != residue).any():
+        raise AssertionError(f"a word of the class Σ ≡ {residue} (mod {m}) has another sum")
 
 
-def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
-    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used; the code's
-    weight and minimum distance are checked (:func:`~kernelgap.task.codes.check_constant_weight`)."""
+def layer_packed(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
+    """The query words packed as integers (:func:`layer_words`) and the residue used, checked
+    (:func:`check_layer_words`)."""
     w, a, words = _resolved(m, w, distance, residue)
     count = words if n is None else min(n, words)
     packed = layer_words(m, w, a, count)
     if len(packed) != count:
         raise AssertionError(f"the layer code found {len(packed)} of its {count} words")
-    kept = unpack_words(packed, m)
-    sums = np.zeros(len(kept), dtype=np.int64)
-    for i in range(m):
-        sums += kept[:, i] * np.int64(i)
-    if a is not None and (sums % m != a).any():
-        raise AssertionError(f"a word of the class Σ ≡ {a} (mod {m}) has another sum")
-    check_constant_weight(kept, w, w - distance // 2)
-    return kept, a
+    check_layer_words(packed, m, w, a)
+    return packed, a
+
+
+def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
+    """The query words, ``uint8 [W, m]`` (module docstring), and the residue used."""
+    packed, a = layer_packed(m, w or m // 2, distance, residue, n)
+    return unpack_words(packed, m), a
 
 
 @register_family("layer", memory=_layer_memory, check=_layer_check)
@@ -199,9 +230,12 @@ def layer(
     """The layer product family (module docstring); ``w = 0`` means m/2, ``residue`` None the
     largest class, ``n`` None every word.  Parameters are checked by the registry."""
     weight = w or m // 2
-    code, a = layer_code(m, weight, distance, residue, n)
-    count = len(code)
-    tokens, inverse = unique_rows(np.concatenate([code, 1 - code]))
+    packed, a = layer_packed(m, weight, distance, residue, n)
+    count = len(packed)
+    # the tokens: the distinct words and complements, ascending as integers (the order of the rows)
+    keys, inverse = np.unique(np.concatenate([packed, packed ^ np.uint64((1 << m) - 1)]), return_inverse=True)
+    del packed
+    tokens = unpack_words(keys, m)
     queries, goods = inverse[:count], inverse[count:]
     label = "layer" if distance == 2 else f"class{a}"
     name = f"layer-m{m}-w{weight}-{label}-N{length}" + (f"-n{n}" if n is not None else "")
@@ -214,6 +248,5 @@ def layer(
         "words": count,
         "length": length,
     }
-    return ProductFamily(
-        tokens, queries, goods, query_position, list(zip(queries.tolist(), goods.tolist())), name, meta, length
-    )
+    matching = np.stack([queries, goods], axis=1)  # kept as an array (a PairList), 16 bytes an entry
+    return ProductFamily(tokens, queries, goods, query_position, matching, name, meta, length)
