@@ -15,7 +15,7 @@ from kernelgap.models import build_model
 from kernelgap.models.worst_case import family_worst_case
 from kernelgap.task import build_family
 from kernelgap.task.family import MAX_EXPANDED, Family, ProductFamily, as_sequences
-from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, product, train_stack
+from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_stack, two_candidate
 from kernelgap.training.product import (
     WHOLE_FAMILY,
     BatchedProductTrainer,
@@ -194,7 +194,7 @@ def test_a_trained_exact_model_is_exact_on_the_whole_family():
 
 def test_batched_training_scores_the_whole_family(monkeypatch):
     family = build_family("layer", m=8, length=5)  # 10 queries, 10 candidates: 1,000 pairs
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 300)  # 3 first-slot candidates a step, 4 steps an epoch
+    monkeypatch.setattr(two_candidate, "PAIRS_PER_STEP", 300)  # 3 first-slot candidates a step, 4 steps an epoch
     model = model_for(family, {"feature_map": "table", "rank": 6}, seeds=(0, 1))
     cfg = TrainConfig(lr=3e-2, mse_steps=10, max_steps=10, stop_below=None, dtype="float64")
     trainer = product_trainer(model, family, cfg)
@@ -224,7 +224,7 @@ def test_batched_training_scores_the_whole_family(monkeypatch):
 def test_batched_stop_rule_reads_the_whole_family_at_epoch_starts(monkeypatch):
     """A member stops at the first epoch start whose whole-family max error is below 1/2."""
     family = build_family("layer", m=6, length=4)  # 4 queries, 4 candidates: 64 pairs
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 32)  # two first-slot candidates a step, 2 steps an epoch
+    monkeypatch.setattr(two_candidate, "PAIRS_PER_STEP", 32)  # two first-slot candidates a step, 2 steps an epoch
 
     class Watched(BatchedProductTrainer):  # the trainer, reading the whole family at each epoch start
         seen: list = []
@@ -252,7 +252,7 @@ def test_batched_stop_on_an_uneven_schedule(monkeypatch):
     becomes exact at an epoch start after a short batch stops and is recorded (its errors
     there have the shape of every other step's)."""
     family = build_family("layer", m=6, length=4)
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 48)
+    monkeypatch.setattr(two_candidate, "PAIRS_PER_STEP", 48)
     model = model_for(family, {"feature_map": "table", "rank": 8}, seeds=(0, 1))
     cfg = TrainConfig(lr=3e-2, mse_steps=200, max_steps=400, dtype="float64")
     trainer = product_trainer(model, family, cfg)
@@ -265,7 +265,7 @@ def test_batched_stop_on_an_uneven_schedule(monkeypatch):
 
 def test_batched_runs_are_deterministic_and_independent_of_stack_mates(monkeypatch):
     family = build_family("layer", m=8, length=4)
-    monkeypatch.setattr(product, "PAIRS_PER_STEP", 400)
+    monkeypatch.setattr(two_candidate, "PAIRS_PER_STEP", 400)
     cfg = TrainConfig(lr=3e-2, mse_steps=8, max_steps=8, stop_below=None)
 
     def run(seeds):

@@ -252,17 +252,13 @@ def train(
     seed: int = typer.Option(0, "--seed", help="Initialisation seed, 0..2^64 − 1."),
     lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
     temperature: float | None = typer.Option(
-        None,
-        "--temperature",
-        help="Score temperature; for log-space maps it divides the log-features (default 1, 1/2 on a steep family).",
+        None, "--temperature", help="Score temperature; a log-space map's divides its log-features (default: sized)."
     ),
     mse_steps: int | None = typer.Option(
         None, "--mse-steps", help="Steps of the MSE phase (default: the map's calibrated schedule)."
     ),
     max_steps: int | None = typer.Option(
-        None,
-        "--max-steps",
-        help="Steps of the max-error (power-mean) phase (default: the map's calibrated schedule, sized by the family).",
+        None, "--max-steps", help="Steps of the max-error (power-mean) phase (default: the map's schedule, sized)."
     ),
     power: float | None = typer.Option(
         None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."

@@ -362,8 +362,7 @@ class RunConfig(Config):
     train: TrainConfig = Field(default_factory=TrainConfig)
     seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
-    #: Whether ``train`` holds the map's calibrated schedule (not steps the run chose), which
-    #: :meth:`sized` may lengthen; whether it was sized; what sizing found (the record's ``recipe``).
+    #: ``train`` is the map's own schedule (:meth:`sized` may lengthen it); sized; what sizing found.
     _recipe_steps: bool = PrivateAttr(False)
     _sized: bool = PrivateAttr(False)
     _recipe: dict | None = PrivateAttr(None)
@@ -425,19 +424,9 @@ class RunConfig(Config):
         """The same run with the fields it left unset sized by its family (value width,
         temperature, steps: :func:`~kernelgap.training.recipe.sized_fields`); idempotent.  A
         run read back from a record has every field set and is its own sizing."""
-        if self._sized:
-            return self
-        from .recipe import sized_fields
+        from .recipe import sized_run
 
-        model_update, train_update, recipe = sized_fields(self)
-        update: dict[str, Any] = {}
-        if model_update:
-            update["model"] = self.model.model_copy(update=model_update)
-        if train_update:
-            update["train"] = self.train.model_copy(update=train_update)
-        out = self.model_copy(update=update)
-        out._sized, out._recipe_steps, out._recipe = True, False, recipe
-        return out
+        return self if self._sized else sized_run(self)
 
     def resolved(self) -> RunConfig:
         """The same run with every derived default filled in: sized by its family

@@ -52,20 +52,17 @@ import numpy as np
 import torch
 
 from ..errors import FamilyError, KernelgapError
-from ..models import ModelSpec, ModuleModelSpec, signed_kernel
+from ..models import ModelSpec
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
 from ..models.pairs import PairPlan
 from ..task import EXACT_THRESHOLD
 from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily, count_json
+from . import two_candidate
 from .config import TrainConfig
 from .sampled import SAMPLED_TUPLES, SampledScored, sampled_family
 from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
+from .two_candidate import firsts_per_step, reducible_spec, two_candidate_count, two_candidate_form
 
-#: Most two-candidate sequences of one member scored in one step: a family with at most
-#: these many (``Q·C²``) trains full batch; above it each step takes every query with a
-#: batch of first-slot candidates c and every c′ (:attr:`ProductScored.batch`), and the
-#: whole family is checked in chunks of about this size.
-PAIRS_PER_STEP = 1 << 20
 #: Most pairs a step or a chunk must score at least: one query's ``C²`` (a chunk of the
 #: whole-family check) or ``Q·C`` (a step with one first-slot candidate); a family with more
 #: is refused (each pair holds a few floats per member, forward and backward).
@@ -77,19 +74,6 @@ SCHEDULE_SEED = 0
 WHOLE_FAMILY = "whole product family (two-candidate form)"
 #: ... and for a member whose batched training diverged (its last finite batch).
 LAST_BATCH = "last finite batch (diverged)"
-
-
-def two_candidate_form(heads: int, position_dependent: bool, causal: bool, nonnegative: bool) -> bool:
-    """Whether an attention model is covered by the two-candidate reduction (module
-    docstring): one head, position-free maps, no causal mask, a nonnegative kernel."""
-    return heads == 1 and not position_dependent and not causal and nonnegative
-
-
-def reducible_spec(spec: ModelSpec) -> bool:
-    """:func:`two_candidate_form` for a spec (kernel or softmax; a module is not covered)."""
-    if isinstance(spec, ModuleModelSpec):
-        return False
-    return two_candidate_form(spec.heads, spec.position_dependent, spec.causal, not signed_kernel(spec))
 
 
 def reducible(model) -> bool:
@@ -111,27 +95,6 @@ def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
     if family.sequence_count <= MAX_EXPANDED and (family.length == 3 or not reducible_spec(spec)):
         return family.expand()
     return family
-
-
-def two_candidate_count(family: ProductFamily) -> int:
-    """``Q·C²``: the two-candidate sequences ``(x; c, c′, …, c′)``."""
-    return len(family.queries) * len(family.candidates) ** 2
-
-
-def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | None:
-    """First-slot candidates per training step: None (all of them, full batch) when the
-    family has at most ``pairs`` (default :data:`PAIRS_PER_STEP`) two-candidate sequences,
-    else as many as fit with every query and every c′ (at least one).
-
-    Batches of first-slot candidates rather than of queries: every query's and every
-    candidate's parameters then get a gradient at every step, where a batch of queries
-    leaves the others' rows still between its steps; on a large ladder family at its
-    certified rank query batches stall above the exact threshold and candidate batches
-    reach it (docs/experiments.md, "The bound curve", has the measurements)."""
-    pairs = pairs or PAIRS_PER_STEP
-    if two_candidate_count(family) <= pairs:
-        return None
-    return max(1, pairs // (len(family.queries) * len(family.candidates)))
 
 
 def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Tensor, cols: torch.Tensor) -> PairPlan:
@@ -304,8 +267,8 @@ class ProductScored:
         return (pred - target).reshape(pred.shape[0], -1, 1)
 
     def chunks(self):
-        """Query positions in runs of at most :data:`PAIRS_PER_STEP` two-candidate sequences."""
-        per = max(1, PAIRS_PER_STEP // len(self.candidates) ** 2)
+        """Query positions in runs of at most :data:`~.two_candidate.PAIRS_PER_STEP` two-candidate sequences."""
+        per = max(1, two_candidate.PAIRS_PER_STEP // len(self.candidates) ** 2)
         for lo in range(0, len(self.queries), per):
             yield torch.arange(lo, min(lo + per, len(self.queries)), device=self.device)
 
@@ -444,7 +407,7 @@ def scored_of(family: AnyFamily, model, dtype: torch.dtype, device, test: bool =
     if test and scored.batch is not None:
         raise KernelgapError(
             f"test family {family.name!r}: its {two_candidate_count(family):,} two-candidate sequences are more "
-            f"than the {PAIRS_PER_STEP:,} a test family is scored on at once"
+            f"than the {two_candidate.PAIRS_PER_STEP:,} a test family is scored on at once"
         )
     return scored
 

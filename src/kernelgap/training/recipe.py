@@ -19,7 +19,7 @@ a field keeps it; a run read back from a record has every field set, so sizing n
   length N a bad level needs ``(N − 2)`` times the ratio, but halving τ does not help there
   (measured on the layer family; docs), so the span is the pairs' alone.
 - **Batches.**  A product family too large for a full-batch step trains on batches of
-  first-slot candidates (:func:`kernelgap.training.product.firsts_per_step`); its schedule has
+  first-slot candidates (:func:`kernelgap.training.two_candidate.firsts_per_step`); its schedule has
   ``√(batches per epoch)`` times as many steps.
 
 :func:`family_shape` computes the facts (numpy; cached per family), :func:`sized_fields` the
@@ -37,6 +37,7 @@ import numpy as np
 
 from ..task.constructions import candidate_tokens, query_tokens
 from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
+from .two_candidate import firsts_per_step, reducible_spec
 
 #: Span (natural log units of kernel ratio) above which a family is *steep*: every held-out
 #: Hadamard and constant-weight family of length 3 has S ≤ 3.43 and trains at temperature 1;
@@ -111,26 +112,36 @@ def family_shape(family: AnyFamily) -> FamilyShape:
 def product_batches(family: AnyFamily) -> int:
     """Training steps that see every two-candidate sequence once, for a model in the
     two-candidate form: 1 unless ``family`` is a product trained in batches of first-slot
-    candidates (:func:`kernelgap.training.product.firsts_per_step`)."""
+    candidates (:func:`kernelgap.training.two_candidate.firsts_per_step`)."""
     if not isinstance(family, ProductFamily) or (family.length == 3 and family.sequence_count <= MAX_EXPANDED):
         return 1
-    from .product import firsts_per_step  # imports torch: only for a large product family
-
     batch = firsts_per_step(family)
     return 1 if batch is None else -(-len(family.candidates) // batch)
 
 
 @functools.lru_cache(maxsize=64)
-def _shape_of(key: str) -> FamilyShape:
-    from .config import FamilySpec
-
-    return family_shape(FamilySpec.parse(json.loads(key)).load())
+def _shape_of(key: str, spec_type: type) -> FamilyShape:
+    return family_shape(spec_type.parse(json.loads(key)).load())
 
 
 def shape_of(spec) -> FamilyShape:
     """:func:`family_shape` of a :class:`~kernelgap.training.config.FamilySpec`, remembered per
     spec (a sweep sizes many runs of one family)."""
-    return _shape_of(json.dumps(spec.model_dump(), sort_keys=True))
+    return _shape_of(json.dumps(spec.model_dump(), sort_keys=True), type(spec))
+
+
+def sized_run(run):
+    """``run`` (a :class:`~kernelgap.training.config.RunConfig`) with the fields it left unset
+    sized (:func:`sized_fields`), marked sized and carrying its ``recipe``."""
+    model_update, train_update, recipe = sized_fields(run)
+    update = {}
+    if model_update:
+        update["model"] = run.model.model_copy(update=model_update)
+    if train_update:
+        update["train"] = run.train.model_copy(update=train_update)
+    out = run.model_copy(update=update)
+    out._sized, out._recipe_steps, out._recipe = True, False, recipe
+    return out
 
 
 def sized_fields(run) -> tuple[dict, dict, dict | None]:
@@ -160,15 +171,9 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
     if wants_slope and shape.steep:
         model_update["temperature"] = STEEP_TEMPERATURE
     if wants_steps:
-        batches = shape.batches if shape.batches > 1 and _reducible(model) else 1
+        batches = shape.batches if reducible_spec(model) else 1
         factor = (STEEP_STEPS if shape.steep else 1) * math.sqrt(batches)
         steps = math.ceil(run.train.max_steps * factor)
         if steps != run.train.max_steps:
             train_update["max_steps"] = steps
     return model_update, train_update, {"family": shape.as_dict(), "sized": {**model_update, **train_update}}
-
-
-def _reducible(model) -> bool:
-    from .product import reducible_spec  # imports torch
-
-    return reducible_spec(model)
