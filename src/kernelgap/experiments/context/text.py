@@ -171,8 +171,9 @@ def limit_text(wall: list[dict]) -> str | None:
     top = max(rows, key=lambda p: p["m"])
     text = (
         f"C(m, m/2) = 2^m √(2/(πm))(1 + o(1)) (at m = {top['m']}: C(m, m/2)/2^m = {top['layer_ratio']:.3g}, "
-        f"√(2/(πm)) = {top['layer_asymptote']:.3g}, log2 C(m, m/2) / m = {top['log2_layer_per_m']:.2f}), so as m "
-        "grows log2 r / m → 1 but r/2^m → 0: the bound approaches 2^m in the exponent, not in the ratio"
+        f"√(2/(πm)) = {top['layer_asymptote']:.3g}, log2 C(m, m/2) / m = {top['log2_layer_per_m']:.2f}), so at "
+        "that ceiling log2 r / m → 1 while r/2^m → 0 as m grows: the bound approaches 2^m in the exponent, "
+        "not in the ratio"
     )
     capped = [d for d, rows in groups(wall).items() if rows and all(p.get("at_ceiling") for p in rows)]
     if capped:
