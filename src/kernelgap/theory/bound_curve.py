@@ -13,7 +13,8 @@ The series, one :class:`~.series.Series` per ``--code`` in :data:`SERIES`:
   to within an eighth), its certificate, and dense softmax's construction
   checked on a random sample of the family's sequences
   (:func:`kernelgap.models.verify.softmax_check`);
-* ``layer``: the layer family at context length N (:mod:`.layer_curve`).
+* ``layer``: the layer family at context length N, at each tolerance δ of ``--delta``
+  (a Graham–Sloane class at 1/2, the whole middle layer below; :mod:`.layer_curve`).
 
 Beside them: the exact positive construction (rank ``2^m``, an upper bound on
 the features nonnegative kernels need) and dense softmax, exact with
