@@ -1,6 +1,8 @@
 """Certified rank against m for family series (PNG + JSON), the ladder series included."""
 
 import json
+import math
+from fractions import Fraction
 
 import pytest
 
@@ -8,6 +10,7 @@ from kernelgap.args import parse_range
 from kernelgap.errors import KernelgapError
 from kernelgap.task import build_family
 from kernelgap.theory.bound_curve import SERIES, bound_curve, curve_lines, figure_of, series
+from kernelgap.theory.certificate import certify
 from kernelgap.theory.series import PointSeries, common, growth_rate
 
 
@@ -250,3 +253,115 @@ def test_the_report_reads_the_shape_of_the_points_not_the_code(tmp_path):
     assert bc.conclusions({"bound_curve": coded})["m = 8: certified rank (direct / chained)"] == "4 / 6"
     assert "queries is certified" not in bc.caption({"bound_curve": coded})
     assert bc.draw_bound_curve(in_full, tmp_path / "a") and bc.draw_bound_curve(coded, tmp_path / "b")
+
+
+# -- the layer series below δ = 1/2: the whole middle layer, the pair ceiling ---------------------
+
+
+def least_full_length(n: int, delta: Fraction) -> int:
+    """The least N ≥ 3 whose pair bound ρ_N(1, δ)² = (2δ/((N − 2)(1 − 2δ)))² is below 1/(n − 1)."""
+    return next(N for N in range(3, 10**6) if (2 * delta / ((N - 2) * (1 - 2 * delta))) ** 2 < Fraction(1, n - 1))
+
+
+def test_wall_guess_below_half_is_the_least_length_the_strict_test_passes():
+    from kernelgap.theory import layer_curve as lc
+
+    for delta in (Fraction(2, 5), Fraction(1, 4), Fraction(3, 10), Fraction(1, 3)):
+        for n in list(range(2, 400)) + [924, 12870, 2_704_156]:
+            assert lc.wall_guess(n, delta) == least_full_length(n, delta), (delta, n)
+    n = math.comb(26, 13)
+    assert lc.wall_guess(n, Fraction(2, 5)) == 3 + math.isqrt(16 * (n - 1)) == 12902
+    assert lc.wall_rule(Fraction(2, 5)) == "3 + ⌊√(16(n − 1))⌋" and lc.wall_rule() == "2 + ⌈√(n − 1)⌉"
+    assert lc.wall_rule(Fraction(3, 10)) == "3 + ⌊√((9/4)(n − 1))⌋"
+    assert (lc.layer_distance(Fraction(1, 2)), lc.layer_distance(Fraction(2, 5))) == (4, 2)
+    assert (lc.code_size(12, Fraction(2, 5)), lc.code_size(12)) == (924, 80)
+
+
+def test_the_whole_layer_at_two_fifths_reaches_the_pair_ceiling():
+    """At δ = 2/5 the whole middle layer is certified from N = 3 + ⌊√(16(n − 1))⌋ (one shorter
+    certifies fewer), the query one-hot construction has rank n within δ there, and n is the
+    ceiling C(m, ⌊m/2⌋) of every pair certificate."""
+    from kernelgap.theory import layer_curve as lc
+
+    payload = lc.wall_curve([4, 6, 8, 10], deltas=[Fraction(2, 5)])
+    assert payload["deltas"] == ["2/5"] and set(payload["growth"]) == {"2/5"}
+    for p in payload["points"]:
+        m, n = p["m"], math.comb(p["m"], p["m"] // 2)
+        assert (p["delta"], p["distance"], p["n"], p["certified"]) == ("2/5", 2, n, n)
+        assert p["length"] == p["predicted_length"] == 3 + math.isqrt(16 * (n - 1)) and p["formula_holds"]
+        family = build_family("layer", m=m, distance=2, length=p["length"] - 1)
+        assert p["certified_below"] == certify(family, Fraction(2, 5), budget_s=0).certified_rank < n
+        assert p["constructed_rank"] == n and p["construction_error"] < 0.4 and p["proved_equals_constructed"]
+        assert (p["ceiling"], p["ceiling_gap"], p["at_ceiling"]) == (n, 1, True)
+        assert p["ratio_to_positive"] == n / 2**m and p["log2_rank_per_m"] == pytest.approx(math.log2(n) / m)
+        assert p["layer_asymptote"] == pytest.approx(math.sqrt(2 / (math.pi * m)))
+    for m in (4, 6):  # every shorter length certifies fewer
+        top = next(p for p in payload["points"] if p["m"] == m)["length"]
+        ranks = [
+            certify(build_family("layer", m=m, distance=2, length=N), Fraction(2, 5), budget_s=0).certified_rank
+            for N in range(3, top)
+        ]
+        assert max(ranks) < math.comb(m, m // 2)
+
+
+def test_both_tolerances_share_one_payload():
+    payload = bound_curve("layer", [8], deltas=[Fraction(1, 2), Fraction(2, 5)])
+    half, whole = payload["points"]
+    assert (half["delta"], half["n"], half["length"], whole["delta"], whole["n"], whole["length"]) == (
+        "1/2",
+        10,
+        5,
+        "2/5",
+        70,
+        36,
+    )
+    assert whole["ceiling"] == 70 and whole["at_ceiling"] is True
+    # at δ = 1/2 the ceiling is the gap-2 bound where one is stated, else the gap-1 one (a gap-2 pair is a gap-1 pair)
+    assert half["certified"] <= half["ceiling"] <= 70 and half["ceiling_gap"] in (1, 2)
+    assert half["at_ceiling"] == (half["certified"] >= half["ceiling"])
+    lines = curve_lines(payload)
+    assert "δ = 1/2, the largest Graham–Sloane class:" in lines and "δ = 2/5, the whole weight-m/2 layer:" in lines
+    assert "N* = 3 + ⌊√(16(n − 1))⌋ is the smallest N certifying all n words at every m" in "\n".join(lines)
+    with pytest.raises(KernelgapError, match="--delta applies to --code layer only, got --code cw"):
+        bound_curve("cw", [16], deltas=[Fraction(2, 5)])
+
+
+def test_cli_layer_at_two_fifths_json(cli, tmp_path):
+    """``bound-curve --code layer --delta 2/5`` at small m: certified = C(m, m/2) at the stated N,
+    fewer at N − 1, in the JSON printed and written; both tolerances draw the ratio figure."""
+    code, out, _ = cli("bound-curve", "--code", "layer", "--m", "6,8", "--delta", "2/5", "--json")
+    assert code == 0
+    points = json.loads(out)["points"]
+    for p in points:
+        n = math.comb(p["m"], p["m"] // 2)
+        assert p["length"] == 3 + math.isqrt(16 * (n - 1)) and p["certified"] == n > p["certified_below"]
+        assert p["below_length"] == p["length"] - 1 and p["ceiling"] == n and p["at_ceiling"] is True
+    assert [(p["m"], p["length"], p["certified"], p["certified_below"]) for p in points] == [
+        (6, 20, 20, 19),
+        (8, 36, 70, 69),
+    ]
+    code, out, _ = cli("bound-curve", "--code", "layer", "--m", "8", "--delta", "2/5", "--length", "35,36", "--json")
+    (curve,) = json.loads(out)["curves"]
+    assert [(p["length"], p["certified"]) for p in curve["points"]] == [(35, 69), (36, 70)]
+    assert (curve["delta"], curve["full_from"], curve["last_short"]) == ("2/5", 36, {"length": 35, "certified": 69})
+    code, out, _ = cli("bound-curve", "--code", "layer", "--m", "6,8", "--delta", "1/2,2/5", "--out", str(tmp_path))
+    assert code == 0 and "the certificate reaches the proven ceiling of every pair certificate" in out
+    for name in ("bound-curve-layer", "bound-curve-layer-ratio"):
+        assert (tmp_path / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and (
+            tmp_path / f"{name}.svg"
+        ).is_file()
+    written = json.loads((tmp_path / "bound-curve-layer.json").read_text())
+    assert written["deltas"] == ["1/2", "2/5"] and [p["delta"] for p in written["points"]] == ["1/2"] * 2 + ["2/5"] * 2
+
+
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["--code", "layer", "--m", "8", "--delta", "3/5"], "delta must lie in (0, 1/2], got '3/5'"),
+        (["--code", "layer", "--m", "8", "--delta", "1/2,"], "delta must be a rational"),
+        (["--code", "cw", "--m", "16", "--delta", "2/5"], "--delta applies to --code layer only"),
+    ],
+)
+def test_cli_refuses_a_bad_delta_in_one_line(cli, args, why):
+    code, _, err = cli("bound-curve", *args)
+    assert code == 2 and why in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

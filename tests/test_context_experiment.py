@@ -74,7 +74,7 @@ def test_smallest_full_reports_none_when_no_length_is_full():
 
 def test_length_curve_matches_direct_certificates():
     payload = lc.length_curve([8, 12], list(range(3, 14)))
-    assert payload["against"] == "length" and payload["delta"] == "1/2"
+    assert payload["against"] == "length" and payload["deltas"] == ["1/2"]
     for c in payload["curves"]:
         m = c["m"]
         assert (c["n"], c["layer_size"], c["positive_construction"]) == (
@@ -130,7 +130,7 @@ def test_wall_curve_is_the_smallest_length_certifying_every_word():
         (26, 7, 17),
         (80, 11, 65),
     ]
-    assert payload["growth"]["points"] == 5 and payload["growth"]["log2_per_m"] > 0
+    assert payload["growth"]["1/2"]["points"] == 5 and payload["growth"]["1/2"]["log2_per_m"] > 0
 
 
 def test_the_wall_at_m16_matches_the_theory_table():
@@ -140,7 +140,7 @@ def test_the_wall_at_m16_matches_the_theory_table():
 
 def test_a_wrong_guess_is_corrected_by_the_certificates(monkeypatch):
     for shift in (-3, 4):
-        monkeypatch.setattr(lc, "wall_guess", lambda n, s=shift: 11 + s)
+        monkeypatch.setattr(lc, "wall_guess", lambda n, delta=None, s=shift: 11 + s)
         (p,) = lc.wall_curve([12])["points"]
         assert (p["predicted_length"], p["length"], p["certified"], p["certified_below"]) == (11 + shift, 11, 80, 65)
         assert p["formula_holds"] is False
@@ -277,6 +277,9 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
             parse_range(spec["length"], "--length", "N", least=3)
         ms = parse_range(prof.settings["context"]["m"], "--m", "m", least=2)
         assert all(m % 2 == 0 for m in ms) and {12, 16} <= {c["m"] for c in prof.settings["context"]["curves"]}
+        whole = prof.settings["context"]
+        assert whole["whole_layer_delta"] == "2/5" and {c["m"] for c in whole["whole_layer_curves"]} == {12}
+        assert parse_range(whole["whole_layer_m"], "--m", "m", least=2)[-1] == (24 if profile == "paper" else 12)
     assert paper(BUILTIN)["context"] == ctx.PAPER
 
 
@@ -308,13 +311,59 @@ def test_the_step_writes_both_curves_and_the_trained_certificate(tmp_path, monke
         curves(tiny_profile(tmp_path, {"curves": [{"m": 8}], "m": "8"}), tmp_path, {})
 
 
+def test_the_step_certifies_the_whole_layer_below_one_half(tmp_path):
+    """``whole_layer_delta`` adds its curves and wall: the whole middle layer at δ = 2/5, each m
+    certified in full from N = 3 + ⌊√(16(n − 1))⌋, at the pair ceiling; the time per δ recorded."""
+    settings = {
+        "curves": [],
+        "m": "8",
+        "whole_layer_delta": "2/5",
+        "whole_layer_curves": [{"m": 6, "length": "3..21..6"}],
+        "whole_layer_m": "4,6",
+    }
+    data = curves(tiny_profile(tmp_path, settings), tmp_path, {})
+    assert data["deltas"] == ["1/2", "2/5"] and set(data["seconds_by_delta"]) == {"1/2", "2/5"}
+    assert [(p["delta"], p["m"], p["n"], p["length"], p["certified_below"]) for p in data["wall"]] == [
+        ("1/2", 8, 10, 5, 5),
+        ("2/5", 4, 6, 11, 4),
+        ("2/5", 6, 20, 20, 19),
+    ]
+    assert all(p["at_ceiling"] for p in data["wall"] if p["delta"] == "2/5")
+    (c,) = data["length_curves"]
+    assert (c["delta"], c["distance"], c["full_from"]) == ("2/5", 2, 20)
+    assert [p["length"] for p in c["points"]] == [3, 9, 15, 19, 20, 21]
+    assert set(data["growth"]) == {"1/2", "2/5"}
+    for bad, why in (("1/2", "must lie below 1/2"), ("x", "whole_layer_delta: delta must be a rational")):
+        with pytest.raises(ConfigError, match=why):
+            curves(tiny_profile(tmp_path, {**settings, "whole_layer_delta": bad}), tmp_path, {})
+
+
 # -- the section, on synthetic results ---------------------------------------------------------
 
 SEQUENCES = 80 * 80**10
 
 
-def wall_point(m, n, length, below, formula=True, constructed=None):
+def ratios(m, n, ceiling_gap=1):
+    """The share-of-2^m fields of a wall row whose ceiling is the gap-1 bound C(m, ⌊m/2⌋)."""
+    layer = math.comb(m, m // 2)
     return {
+        "ratio_to_positive": n / 2**m,
+        "layer_ratio": layer / 2**m,
+        "layer_asymptote": math.sqrt(2 / (math.pi * m)),
+        "ceiling": layer,
+        "ceiling_gap": ceiling_gap,
+        "ceiling_ratio": layer / 2**m,
+        "log2_ceiling_per_m": math.log2(layer) / m,
+        "at_ceiling": n >= layer,
+    }
+
+
+def wall_point(m, n, length, below, formula=True, constructed=None, delta="1/2"):
+    half = delta == "1/2"
+    return {
+        "delta": delta,
+        "distance": 4 if half else 2,
+        "length_rule": "2 + ⌈√(n − 1)⌉" if half else "3 + ⌊√(16(n − 1))⌋",
         "m": m,
         "n": n,
         "layer_size": math.comb(m, m // 2),
@@ -329,33 +378,42 @@ def wall_point(m, n, length, below, formula=True, constructed=None):
         "log2_rank_per_m": math.log2(n) / m,
         "log2_layer_per_m": math.log2(math.comb(m, m // 2)) / m,
         "constructed_rank": constructed,
+        "construction_error": None if constructed is None else 0.155,
         "proved_equals_constructed": None if constructed is None else constructed == n,
+        **ratios(m, n),
         "tried": [],
     }
 
 
-def length_curve_of(m, n, points):
+def length_curve_of(m, n, points, delta="1/2"):
     full = next((N for N, r in points if r == n), None)
     short = [(N, r) for N, r in points if r < n and (full is None or N < full)]
     return {
+        "delta": delta,
+        "distance": 4 if delta == "1/2" else 2,
         "m": m,
         "n": n,
         "layer_size": math.comb(m, m // 2),
         "positive_construction": 2**m,
-        "wall_guess": 2 + math.isqrt(n - 2) + 1,
+        "wall_guess": 2 + math.isqrt(n - 2) + 1 if delta == "1/2" else 3 + math.isqrt(16 * (n - 1)),
         "points": [{"length": N, "certified": r, "trace": r, "radon": r, "method": "radon"} for N, r in points],
         "full_from": full,
         "last_short": {"length": short[-1][0], "certified": short[-1][1]} if short else None,
     }
 
 
+#: The whole middle layer at δ = 2/5: per m, n = C(m, m/2) from N = 3 + ⌊√(16(n − 1))⌋ (one shorter certifies fewer).
+WHOLE = [(8, 70, 36, 69), (10, 252, 66, 249), (12, 924, 124, 916)]
+
 CURVES = {
-    "delta": "1/2",
+    "deltas": ["1/2", "2/5"],
     "length_curves": [
         length_curve_of(12, 80, [(3, 5), (10, 65), (11, 80), (15, 80)]),
         length_curve_of(16, 810, [(3, 10), (30, 785), (31, 810), (39, 810)]),
+        length_curve_of(12, 924, [(3, 8), (99, 871), (123, 916), (124, 924), (131, 924)], delta="2/5"),
     ],
-    "wall": [wall_point(12, 80, 11, 65, constructed=80), wall_point(16, 810, 31, 785, constructed=810)],
+    "wall": [wall_point(12, 80, 11, 65, constructed=80), wall_point(16, 810, 31, 785, constructed=810)]
+    + [wall_point(m, n, length, below, constructed=n, delta="2/5") for m, n, length, below in WHOLE],
     "growth": None,
     "skipped": [],
     "trained_families": [
@@ -437,9 +495,75 @@ def test_section_schema_and_sentence_on_synthetic_results(tmp_path):
     assert "the minimal rank is exactly 80 (certified = constructed)" in text
     assert "1 exact runs were not scored on the whole family" in text
     assert "no run is exact below the certificate" in text
+    assert "Proved = constructed at 3 of 3 m (m = 8, 10, 12)" in text
     (row,) = ctx.paper_rows(summary_of(section))
     assert ctx.PAPER["claim"] in row["paper"] and "m = 16: r = 810 from N = 31" in row["ours"]
-    assert "longer contexts add nothing" in row["note"]
+    assert (
+        "δ = 2/5: m = 8: r = 70 from N = 36, m = 10: r = 252 from N = 66, m = 12: r = 924 from N = 124" in row["ours"]
+    )
+    assert (
+        "longer contexts add nothing" in row["note"]
+        and "at δ = 2/5 the whole weight-m/2 layer, reached from N = 3 + ⌊" in row["note"]
+    )
+
+
+def how_close(m, n, length, code):
+    """The expected 'how close to 2^m' clause of one tolerance, from its numbers."""
+    share = f"log2 r / m = {math.log2(n) / m:.2f}, r/2^m = {n / 2**m:.3g}"
+    if code == "layer":
+        return f"covers the whole middle layer, C(m, m/2) = {n:,} at m = {m} from N = {length:,} ({share})"
+    return f"gets to r = {n:,} at m = {m} (the largest Graham–Sloane class; {share})"
+
+
+def test_the_report_says_how_close_to_2m_and_the_ceiling(tmp_path):
+    """At δ = 1/2 and at δ = 2/5 how close to 2^m the run gets, the ceiling of pair certificates,
+    what "approaches 2^m" means exactly and what would go further: all from the rows."""
+    summary = summary_of(ctx.section(results_of(tmp_path, CURVES, RECORDS)))
+    text = ctx.sentence(summary)
+    assert text.startswith("Layer codes: at δ = 1/2, the largest Graham–Sloane class: at m = 12")
+    assert (
+        "At δ = 2/5, the whole weight-m/2 layer: at m = 8 the certificate reaches all 70 code words from N = 36" in text
+    )
+    assert "each time N = 3 + ⌊√(16(n − 1))⌋, the least N the pair bound ρ_N(1, δ)² predicts" in text
+    assert "At δ = 2/5 the certificate " + how_close(12, 924, 124, "layer") in text
+    assert "At δ = 1/2 the certificate " + how_close(16, 810, 31, "class") in text
+    assert "At δ = 2/5 the ceiling of every pair certificate is C(m, ⌊m/2⌋) (gap 1), reached at every m run " in text
+    assert "(8, 10, 12): no pair certificate gets closer" in text
+    assert "At δ = 1/2 the ceiling of every pair certificate is C(m, ⌊m/2⌋) (proven at gap 1, so at gap 2 too)" in text
+    assert f"the certificate reaches {810 / 12870:.3g} of it at m = 16" in text
+    limit = (
+        f"C(m, m/2) = 2^m √(2/(πm))(1 + o(1)) (at m = 16: C(m, m/2)/2^m = {12870 / 2**16:.3g}, "
+        f"√(2/(πm)) = {math.sqrt(2 / (math.pi * 16)):.3g}, log2 C(m, m/2) / m = {math.log2(12870) / 16:.2f})"
+    )
+    assert limit in text and "the bound approaches 2^m in the exponent, not in the ratio" in text
+    assert (
+        "since at δ = 2/5 the run already meets the ceiling, going further needs a certificate that is not pairwise"
+        in text
+    )
+    (row,) = ctx.paper_rows(summary)
+    assert limit in row["note"] and "not pairwise" in row["note"] and how_close(12, 924, 124, "layer") in row["note"]
+    found = ctx.conclusions(summary)
+    assert found["wall δ = 2/5, m = 12: all 924 code words certified from N"] == "124"
+    assert found["wall δ = 2/5, m = 12: N = 3 + ⌊√(16(n − 1))⌋ is the least such N"] == "yes"
+    assert found["wall δ = 2/5, m = 12: r/2^m"] == f"{924 / 4096:.4g}"
+    assert found["wall δ = 2/5, m = 12: at the pair certificates' ceiling"] == "yes"
+    assert found["wall m = 16: at the pair certificates' ceiling"] == "no"
+    assert found["N-curve δ = 2/5, m = 12: all 924 certified from N"] == "124"
+
+
+def test_the_ceiling_sentences_follow_the_numbers(tmp_path):
+    """A whole layer short of its ceiling at its largest m: the closest row is the next m, the
+    sentence gives the share of the ceiling reached, and no longer says the run meets it."""
+    data = json.loads(json.dumps(CURVES))
+    short = data["wall"][-1]
+    short.update(length=None, certified=916, at_ceiling=False, ratio_to_positive=916 / 4096)
+    section = ctx.section(results_of(tmp_path, data, []))
+    jsonschema.validate(section, SCHEMA)
+    text = ctx.sentence(summary_of(section))
+    assert "At δ = 2/5 the certificate " + how_close(10, 252, 66, "layer") in text
+    assert f"the certificate reaches {916 / 924:.3g} of it at m = 12 (all of it at m = 8, 10)" in text
+    assert "not pairwise" not in text and "no pair certificate gets closer" not in text
+    assert "at m = 12 the certificate reaches 916 of 924 code words, never all" in text
 
 
 def test_sentences_follow_the_numbers(tmp_path):
@@ -453,12 +577,13 @@ def test_sentences_follow_the_numbers(tmp_path):
     jsonschema.validate(section, SCHEMA)
     text = ctx.sentence(summary_of(section))
     assert "NOT the least such N at m = 16 (predicted 31, found 32)" in text
-    assert "m = 16 reaches 785 of n = 810 by N = 30" in text and "stops at the code size" not in text
+    half = text.split("At δ = 2/5")[0]
+    assert "m = 16 reaches 785 of n = 810 by N = 30" in half and "stops at the code size" not in half
     assert "No constructed rank was recorded, so proved = constructed is not checked" in text
     assert "Skipped: m = 24 (family 'layer' (m=24) needs about 851 GiB)" in text
     assert "exact BELOW the certificate, which the theorem forbids: table r = 72 seed 0" in text
     assert "minimal rank is exactly" not in text
-    assert ctx.paper_rows(summary_of(section))[0]["note"].startswith("log2 r / m grows with m")
+    assert ctx.paper_rows(summary_of(section))[0]["note"].startswith("At δ = 1/2 log2 r / m grows with m")
 
 
 def test_section_without_the_step_or_without_anything(tmp_path):
@@ -492,13 +617,41 @@ def test_figures_and_html(tmp_path):
     assert drawn == {
         "context_length": ["context_length.png", "context_length.svg"],
         "context_wall": ["context_wall.png", "context_wall.svg"],
+        "context_ratio": ["context_ratio.png", "context_ratio.svg"],
         "context_trained": ["context_trained.png", "context_trained.svg"],
     }
     assert all((out / f).stat().st_size > 1000 for files in drawn.values() for f in files)
     page = Page(summary, drawn, out, {f.name: f for f in ctx.EXPERIMENT.figures})
     (block,) = ctx.EXPERIMENT.html(summary, page).values()
     html = "".join(block)
-    assert "<h3>The wall in context length</h3>" in html and html.count("<img") == 3
+    assert "<h3>The wall in context length</h3>" in html and html.count("<img") == 4
     assert "from N = 31 (785 at N = 30)" in html and "<th>proved_equals_constructed</th>" in html
     empty = summary_of({**summary["context"], "trained": [], "length_curves": [], "wall": []})
-    assert [f.draw(empty, tmp_path / "none") for f in ctx.EXPERIMENT.figures] == [[], [], []]
+    assert [f.draw(empty, tmp_path / "none") for f in ctx.EXPERIMENT.figures] == [[], [], [], []]
+
+
+def test_the_ratio_figure_draws_the_rows_numbers(tmp_path, monkeypatch):
+    """The ratio figure plots each tolerance's r/2^m and log2 r / m, the pair ceiling over every
+    m run, √(2/(πm)) and 2^m, all read from the rows; rows without the ratios draw nothing."""
+    from kernelgap.report import layer_figures
+
+    figs = []
+    monkeypatch.setattr(layer_figures, "save", lambda fig, out, stem: figs.append(fig) or [stem])
+    summary = summary_of(ctx.section(results_of(tmp_path, CURVES, [])))
+    assert ctx.draw_ratio(summary, tmp_path) == ["context_ratio"]
+    share, exponent = figs[0].axes
+    drawn = {line.get_label(): list(line.get_ydata()) for line in share.lines}
+    powers = {line.get_label(): list(line.get_ydata()) for line in exponent.lines}
+    whole, half = "δ = 2/5: certified r (whole layer)", "δ = 1/2: certified r (Graham–Sloane class)"
+    assert drawn[whole] == [n / 2**m for m, n, _, _ in WHOLE] and drawn[half] == [80 / 2**12, 810 / 2**16]
+    assert powers[whole] == pytest.approx([math.log2(n) / m for m, n, _, _ in WHOLE])
+    ms = [8, 10, 12, 16]
+    assert drawn["ceiling of every pair certificate (gap 1)"] == [math.comb(m, m // 2) / 2**m for m in ms]
+    assert drawn["√(2/(πm)): C(m, m/2)/2^m → 0"] == pytest.approx([math.sqrt(2 / (math.pi * m)) for m in ms])
+    assert powers["ceiling of every pair certificate (gap 1)"] == pytest.approx(
+        [math.log2(math.comb(m, m // 2)) / m for m in ms]
+    )
+    caption = {f.name: f for f in ctx.EXPERIMENT.figures}["context_ratio"].caption_for(summary)
+    assert "at δ = 1/2 (Graham–Sloane classes) and δ = 2/5 (the whole layer)" in caption
+    legacy = [{k: v for k, v in p.items() if k not in ratios(p["m"], p["n"])} for p in CURVES["wall"]]
+    assert layer_figures.draw_ratio_curve({"points": legacy}, tmp_path) == []

@@ -289,6 +289,7 @@ SIZE_EXCEPTIONS = {
     "kernelgap.cli:train": "typer reads the flags from the signature",
     "kernelgap.cli:sweep": "typer reads the flags from the signature",
     "kernelgap.cli:probe": "typer reads the flags from the signature",
+    "kernelgap.cli:bound_curve_cmd": "typer reads the flags from the signature",
     "kernelgap.models.scorers:KernelScorer.__init__": "sized by all nine",
 }
 

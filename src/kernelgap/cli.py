@@ -167,7 +167,13 @@ def certify_cmd(
     emit(payload, as_json, lambda p: describe_certificate(p) + [describe_construction(p)])
 
 
-@app.command("bound-curve")
+@app.command(
+    "bound-curve",
+    help="Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON); for "
+    "--code layer, the smallest context length N certifying the whole code at each m and δ, with its share of "
+    "2^m beside the ceiling of pair certificates, or with --length the certified rank against N "
+    '(docs/theory.md, "The layer family").',
+)
 def bound_curve_cmd(
     code: str = typer.Option("hadamard", "--code", help="A registered series (listed when the command runs)."),
     m: str = typer.Option("12..96", "--m", help="m values: 12..96, 12..96..4 or 12,24,48."),
@@ -177,37 +183,26 @@ def bound_curve_cmd(
     length: str | None = typer.Option(
         None, "--length", help="--code layer: context lengths N (3..40, 3..40..4 or 11,31): the rank against N."
     ),
+    delta: str | None = typer.Option(
+        None, "--delta", help="--code layer: tolerances δ (default 1/2; e.g. 1/2,2/5): δ < 1/2 takes the whole layer."
+    ),
     out: str | None = typer.Option(
-        None, "--out", help="Folder for bound-curve-<code>.json/.png/.svg (with --length: bound-curve-layer-length.*)."
+        None,
+        "--out",
+        help="Folder for bound-curve-<code>.json/.png/.svg (layer: also -ratio.*, with --length -length.*).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
-    """Certified rank against m for a family series, beside 2^m and softmax's m (PNG + JSON);
-    for --code layer, the smallest context length N certifying the whole code at each m, or
-    with --length the certified rank against N (docs/theory.md, "The layer family")."""
-    from .theory.bound_curve import bound_curve, curve_lines
+    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
+    from .theory.bound_curve import bound_curve, curve_lines, write_curve
 
     ms = parse_range(m, "--m", "m", least=2)
     lengths = None if length is None else parse_range(length, "--length", "N", least=3)
-    payload = bound_curve(code, ms, queries, chain_step, seed, lengths, log=None if as_json else typer.echo)
+    deltas = None if delta is None else delta.split(",")
+    payload = bound_curve(code, ms, queries, chain_step, seed, lengths, None if as_json else typer.echo, deltas)
     if out is not None:
-        payload["files"] = _write_curve(payload, Path(out))
+        payload["files"] = write_curve(payload, Path(out))
     emit(payload, as_json, lambda p: curve_lines(p) + [f"wrote {path}" for path in p.get("files", [])])
-
-
-def _write_curve(payload: dict, out: Path) -> list[str]:
-    """The curve's JSON and figures in ``out``, named by :func:`~.theory.bound_curve.figure_of`."""
-    from .io import atomic_write_json
-    from .report.figures import draw_bound_curve, draw_length_curve, draw_wall_curve
-    from .theory.bound_curve import figure_of
-
-    stem, figure = figure_of(payload)
-    draw = {"bound": draw_bound_curve, "wall": draw_wall_curve, "length": draw_length_curve}[figure]
-    try:
-        atomic_write_json(out / f"{stem}.json", payload)
-        return [str(out / f"{stem}.json")] + [str(out / f) for f in draw(payload, out, stem)]
-    except OSError as exc:
-        raise KernelgapError(f"cannot write to {out}: {exc.strerror or exc}") from None
 
 
 bound_app = typer.Typer(help="Information bounds.", no_args_is_help=True)

@@ -2,7 +2,8 @@
 
 Figures are drawn from ``summary.json`` only, each as PNG and SVG with labelled axes;
 each experiment draws its own (``experiments/<name>/experiment.py``).  The bound
-curve's drawing is here too: ``kernelgap bound-curve`` draws it outside a reproduction.
+curve's drawing is here too: ``kernelgap bound-curve`` draws it outside a reproduction (the
+layer series' figures in :mod:`.layer_figures`).
 """
 
 from __future__ import annotations
@@ -191,109 +192,6 @@ def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
             color="#d62728",
             label="search limit reached (certified ≥)",
         )
-
-
-#: Colours of the layer curves, one per m (cycled).
-LAYER_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
-
-
-def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length") -> list[str]:
-    """The certified rank of the layer family against context length N (log y axis), one
-    curve per m, with that m's code size n (dotted), ``C(m, m/2)`` (dashed) and ``2^m``
-    (dash-dot) as horizontal lines and the least N listed that certifies all n marked
-    (docs/theory.md, "The layer family")."""
-    curves = payload["curves"]
-    if not curves:
-        return []
-    fig, ax = plt.subplots(figsize=(6.8, 4.4))
-    for k, c in enumerate(curves):
-        color = LAYER_COLORS[k % len(LAYER_COLORS)]
-        pts = c["points"]
-        ax.plot(
-            [p["length"] for p in pts],
-            [p["certified"] for p in pts],
-            "o-",
-            ms=3,
-            color=color,
-            label=f"m = {c['m']}: certified rank",
-        )
-        ax.axhline(c["n"], color=color, ls=":", lw=1, label=f"m = {c['m']}: code size n = {c['n']:,}")
-        ax.axhline(
-            c["layer_size"],
-            color=color,
-            ls="--",
-            lw=0.8,
-            alpha=0.7,
-            label=f"m = {c['m']}: C(m, m/2) = {c['layer_size']:,}",
-        )
-        ax.axhline(
-            c["positive_construction"],
-            color=color,
-            ls="-.",
-            lw=0.8,
-            alpha=0.7,
-            label=f"m = {c['m']}: 2^m = {c['positive_construction']:,}",
-        )
-        if c["full_from"] is not None:
-            ax.scatter(
-                [c["full_from"]],
-                [c["n"]],
-                marker="*",
-                s=120,
-                color=color,
-                zorder=4,
-                label=f"m = {c['m']}: all n from N = {c['full_from']}",
-            )
-    ax.set_yscale("log")
-    ax.set(
-        xlabel="context length N",
-        ylabel="features (log)",
-        title="Certified rank against context length N (layer codes, δ = 1/2)",
-    )
-    legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save(fig, out_dir, stem)
-
-
-def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") -> list[str]:
-    """Per m, the certified rank of the layer family at the smallest N that certifies its
-    whole code (log2 y axis), each point labelled with ``log2 r / m`` and that N, beside
-    ``C(m, m/2)`` and ``2^m`` (docs/theory.md, "The layer family")."""
-    pts = payload["points"]
-    if not pts:
-        return []
-    ms = [p["m"] for p in pts]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    ax.plot(
-        ms,
-        [p["certified"] for p in pts],
-        "o-",
-        color="#d62728",
-        label="certified rank at the smallest N certifying all n",
-    )
-    ax.plot(ms, [p["n"] for p in pts], ":", color="grey", label="code size n (the ceiling)")
-    ax.plot(ms, [p["layer_size"] for p in pts], "--", color="#2ca02c", label="middle layer C(m, m/2)")
-    ax.plot(ms, [p["positive_construction"] for p in pts], "-.", color="#1f77b4", label="positive construction 2^m")
-    for p in pts:
-        where = f"N = {p['length']}" if p["length"] is not None else "N > search"
-        ax.annotate(
-            f"{p['log2_rank_per_m']:.2f}\n{where}",
-            (p["m"], p["certified"]),
-            textcoords="offset points",
-            xytext=(0, 6),
-            ha="center",
-            va="bottom",
-            fontsize=6,
-        )
-    ax.plot([], [], " ", label="labels: log2 r / m, and that N")
-    ax.set_yscale("log", base=2)
-    ax.set_xticks(ms)
-    ax.set(
-        xlabel="token dimension m",
-        ylabel="features (log2)",
-        title="The whole code certified: rank and log2 r / m against m",
-    )
-    legend(ax)
-    return save(fig, out_dir, stem)
 
 
 def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: str) -> list[str]:

@@ -13,7 +13,8 @@ The series, one :class:`~.series.Series` per ``--code`` in :data:`SERIES`:
   to within an eighth), its certificate, and dense softmax's construction
   checked on a random sample of the family's sequences
   (:func:`kernelgap.models.verify.softmax_check`);
-* ``layer``: the layer family at context length N (:mod:`.layer_curve`).
+* ``layer``: the layer family at context length N, at each tolerance δ of ``--delta``
+  (a Graham–Sloane class at 1/2, the whole middle layer below; :mod:`.layer_curve`).
 
 Beside them: the exact positive construction (rank ``2^m``, an upper bound on
 the features nonnegative kernels need) and dense softmax, exact with
@@ -23,6 +24,8 @@ the features nonnegative kernels need) and dense softmax, exact with
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +35,7 @@ from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
 from ..task.families.witness import witness_from_code
 from .certificate import certify
 from .layer_curve import LayerSeries
+from .pair_bounds import parse_delta
 from .series import CurveOptions, PointSeries, Series, common, growth_rate
 from .text import code_curve_lines, ladder_curve_lines
 
@@ -216,16 +220,23 @@ def bound_curve(
     seed: int = 0,
     lengths: list[int] | None = None,
     log=None,
+    deltas: list[Fraction | str] | None = None,
 ) -> dict:
     """The curve's numbers for every m that has a family (the rest listed as skipped); with
-    ``lengths``, the series' curves against the context length N at each m."""
+    ``lengths``, the series' curves against the context length N at each m; with ``deltas``,
+    a series that takes them certified at each tolerance δ."""
     chosen = series(code)
+    deltas = None if deltas is None else [parse_delta(d.strip() if isinstance(d, str) else d) for d in deltas]
+    if deltas is not None and not chosen.takes_delta:
+        takes = ", ".join(s.name for s in SERIES.values() if s.takes_delta)
+        raise KernelgapError(f"--delta applies to --code {takes} only, got --code {code}")
+    options = CurveOptions(queries, chain_step, seed, None if deltas is None else tuple(deltas))
     if lengths is None:
-        return chosen.curve(ms, CurveOptions(queries, chain_step, seed), log=log)
+        return chosen.curve(ms, options, log=log)
     if not chosen.against_length:
         against = ", ".join(s.name for s in SERIES.values() if s.against_length)
         raise KernelgapError(f"--length applies to --code {against} only, got --code {code}")
-    return chosen.length_curve(ms, lengths, log=log)
+    return chosen.length_curve(ms, lengths, options, log=log)
 
 
 def figure_of(payload: dict) -> tuple[str, str]:
@@ -238,3 +249,19 @@ def figure_of(payload: dict) -> tuple[str, str]:
 def curve_lines(payload: dict) -> list[str]:
     """A curve payload as text lines, by its series."""
     return series(payload["code"]).lines(payload)
+
+
+def write_curve(payload: dict, out: Path) -> list[str]:
+    """The curve's JSON and figures in ``out``, named by :func:`figure_of` (the layer series
+    against m: the wall and ratio figures, :mod:`kernelgap.report.layer_figures`)."""
+    from ..io import atomic_write_json
+    from ..report.figures import draw_bound_curve
+    from ..report.layer_figures import draw_length_curve, draw_wall_and_ratio
+
+    stem, figure = figure_of(payload)
+    draw = {"bound": draw_bound_curve, "wall": draw_wall_and_ratio, "length": draw_length_curve}[figure]
+    try:
+        atomic_write_json(out / f"{stem}.json", payload)
+        return [str(out / f"{stem}.json")] + [str(out / f) for f in draw(payload, out, stem)]
+    except OSError as exc:
+        raise KernelgapError(f"cannot write to {out}: {exc.strerror or exc}") from None

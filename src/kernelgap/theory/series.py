@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
@@ -23,12 +24,14 @@ from ..task.registry import MEMORY, check_values
 
 @dataclass(frozen=True)
 class CurveOptions:
-    """The knobs of a curve against m: the most ``queries`` per family (None: the series'
-    default), the ``chain_step`` of the amplification chains, the ``seed`` of seeded codes."""
+    """The knobs of a curve: the most ``queries`` per family (None: the series' default), the
+    ``chain_step`` of the amplification chains, the ``seed`` of seeded codes and, for a series
+    that :attr:`~Series.takes_delta`, the tolerances δ it is certified at (None: its default)."""
 
     queries: int | None = None
     chain_step: int = 4
     seed: int = 0
+    deltas: tuple[Fraction, ...] | None = None
 
 
 class Series:
@@ -41,12 +44,14 @@ class Series:
     figure: str = "bound"
     #: Whether it also has a curve against the context length N (``--length``).
     against_length: bool = False
+    #: Whether it is certified at tolerances δ of the caller's (``--delta``); the others at 1/2.
+    takes_delta: bool = False
 
     def curve(self, ms: list[int], options: CurveOptions, log=None) -> dict:
         """The payload of its curve against m."""
         raise NotImplementedError
 
-    def length_curve(self, ms: list[int], lengths: list[int], log=None) -> dict:
+    def length_curve(self, ms: list[int], lengths: list[int], options: CurveOptions, log=None) -> dict:
         """The payload of its curves against N, one per m (where :attr:`against_length`)."""
         raise NotImplementedError
 

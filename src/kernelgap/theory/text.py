@@ -185,52 +185,72 @@ def skipped_lines(payload: dict) -> list[str]:
 
 
 def layer_lines(payload: dict) -> list[str]:
-    """The layer curves as text lines (``kernelgap bound-curve --code layer``)."""
+    """The layer curves as text lines (``kernelgap bound-curve --code layer``), per δ."""
     if payload["against"] == "length":
         return [line for c in payload["curves"] for line in _length_curve_lines(c)]
-    return _wall_lines(payload["points"])
+    groups: dict[str, list[dict]] = {}
+    for p in payload["points"]:
+        groups.setdefault(p.get("delta") or "1/2", []).append(p)
+    return [line for rows in groups.values() for line in _wall_lines(rows)]
+
+
+def _code_words(row: dict) -> str:
+    what = "the whole weight-m/2 layer" if row.get("distance") == 2 else "the largest Graham–Sloane class"
+    return f"δ = {row.get('delta') or '1/2'}, {what}"
 
 
 def _length_curve_lines(c: dict) -> list[str]:
     lines = [
-        f"m = {c['m']}: n = {c['n']:,} code words, C(m, m/2) = {c['layer_size']:,}, "
+        f"m = {c['m']}, {_code_words(c)}: n = {c['n']:,} code words, C(m, m/2) = {c['layer_size']:,}, "
         f"2^m = {c['positive_construction']:,}",
         f"{'N':>6} {'certified':>10} {'trace':>8} {'radon':>8}  method",
     ]
     lines += [
         f"{p['length']:>6} {p['certified']:>10,} {p['trace']:>8,} {p['radon']:>8,}  {p['method']}" for p in c["points"]
     ]
+    rule = c.get("length_rule") or "2 + ⌈√(n − 1)⌉"
     if c["full_from"] is None:
-        lines.append(f"no N listed certifies all {c['n']:,} words (2 + ⌈√(n − 1)⌉ = {c['wall_guess']})")
+        lines.append(f"no N listed certifies all {c['n']:,} words ({rule} = {c['wall_guess']:,})")
     else:
         short = c["last_short"]
         lines.append(
-            f"all {c['n']:,} words certified from N = {c['full_from']}"
-            + (f" ({short['certified']:,} at N = {short['length']})" if short else "")
+            f"all {c['n']:,} words certified from N = {c['full_from']:,}"
+            + (f" ({short['certified']:,} at N = {short['length']:,})" if short else "")
         )
     return lines
 
 
 def _wall_lines(points: list[dict]) -> list[str]:
+    """One δ's wall: per m the smallest full N, the rank, its share of 2^m and the ceiling."""
     lines = [
+        _code_words(points[0]) + ":",
         f"{'m':>4} {'n':>10} {'N*':>6} {'certified':>10} {'at N*-1':>10} {'constructed':>12} {'log2 r/m':>9} "
-        f"{'C(m,m/2)':>14} {'2^m':>16}"
+        f"{'r/2^m':>9} {'ceiling':>11} {'C(m,m/2)':>14} {'2^m':>16}",
     ]
     for p in points:
         at = str(p["length"]) if p["length"] is not None else "-"
         below = f"{p['certified_below']:,}" if p["certified_below"] is not None else "-"
         built = f"{p['constructed_rank']:,}" if p["constructed_rank"] is not None else "-"
+        ceiling = f"{p['ceiling']:,}" if p.get("ceiling") is not None else "-"
         lines.append(
             f"{p['m']:>4} {p['n']:>10,} {at:>6} {p['certified']:>10,} {below:>10} {built:>12} "
-            f"{p['log2_rank_per_m']:>9.3f} {p['layer_size']:>14,} {p['positive_construction']:>16,}"
+            f"{p['log2_rank_per_m']:>9.3f} {p.get('ratio_to_positive', 0):>9.3g} {ceiling:>11} "
+            f"{p['layer_size']:>14,} {p['positive_construction']:>16,}"
         )
+    rule = points[0].get("length_rule") or "2 + ⌈√(n − 1)⌉"
     off = [p for p in points if not p["formula_holds"]]
     lines.append(
-        "N* = 2 + ⌈√(n − 1)⌉ is the smallest N certifying all n words at every m (checked at N* and N* − 1)"
+        f"N* = {rule} is the smallest N certifying all n words at every m (checked at N* and N* − 1)"
         if not off
-        else "N* = 2 + ⌈√(n − 1)⌉ is NOT the smallest N at m = "
+        else f"N* = {rule} is NOT the smallest N at m = "
         + ", ".join(f"{p['m']} (guess {p['predicted_length']}, found {p['length']})" for p in off)
     )
+    at_ceiling = [p["m"] for p in points if p.get("at_ceiling")]
+    if at_ceiling:
+        lines.append(
+            "the certificate reaches the proven ceiling of every pair certificate (column ceiling) at m = "
+            + ", ".join(map(str, at_ceiling))
+        )
     return lines
 
 
