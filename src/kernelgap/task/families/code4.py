@@ -50,17 +50,19 @@ from .layer import layer_packed, layer_words
 
 #: Largest m of a group code (its whole layer is generated and labelled: C(26, 13) ≈ 10⁷ words).
 MAX_GROUP_M = 26
-#: Bytes per word of the layer a group code is drawn from (the packed word, its group sum, the
-#: generator's frontier and the class mask), an upper bound.
-LAYER_WORD_BYTES = 96
+#: Bytes per word of the layer a code is drawn from (the generator's frontier, the packed word, its
+#: group sum and the temporaries of labelling it), an upper bound: measured with tracemalloc at
+#: 567 (m = 16), 739 (m = 20) and 200 (m = 22) bytes a layer word, the kept words included.
+LAYER_WORD_BYTES = 800
 #: Bytes per kept word beyond its two token rows (as the layer family's ``WORD_BYTES``).
 WORD_BYTES = 200
 #: Largest m of a searched code (the search holds the Johnson graph, ``w(m − w)`` neighbours a
 #: word: 8·100·184,756 bytes at m = 20).
 MAX_SEARCH_M = 20
-#: Bytes per word of the layer the search holds beyond its neighbours (``8·w(m − w)``): the packed
-#: word, its order, membership and tightness, and the neighbour table's working copies.
-SEARCH_WORD_BYTES = 64
+#: Bytes per neighbour of a layer word the search holds (the ``int64`` table, the swapped words
+#: and their look-up while it is built), an upper bound: 35.4, 35.1 and 34.9 measured with
+#: tracemalloc at m = 14, 16, 18 beyond :data:`LAYER_WORD_BYTES`.
+SEARCH_NEIGHBOUR_BYTES = 40
 
 #: The symmetric conference matrix of order 6 (``S Sᵀ = 5I``); ``[I | S]`` generates the extended
 #: ternary Golay code (``I + S Sᵀ = 6I ≡ 0 (mod 3)``: self-dual).
@@ -192,11 +194,12 @@ def _code4_check(m, w, construction, length, n, query_position, steps, seed) -> 
 def _code4_memory(m, w, construction, length, n, query_position, steps, seed) -> int:
     """Bytes: the layer a group code is drawn from (:data:`LAYER_WORD_BYTES` a word) and, for
     each kept word (at most the layer's ``C(m, w)/m``-ish class, counted as ``C(m, w)``), its two
-    token rows and :data:`WORD_BYTES`; a search adds its Johnson graph."""
+    token rows and :data:`WORD_BYTES`; a search adds its Johnson graph (:data:`SEARCH_NEIGHBOUR_BYTES`
+    a neighbour)."""
     weight = w or m // 2
     layer = comb(m, weight) if construction != "steiner" else 924
     kept = min(layer, n) if n is not None else layer
-    graph = layer * (SEARCH_WORD_BYTES + 8 * weight * (m - weight)) if construction == "search" else 0
+    graph = layer * SEARCH_NEIGHBOUR_BYTES * weight * (m - weight) if construction == "search" else 0
     return layer * LAYER_WORD_BYTES + kept * (2 * m + WORD_BYTES) + graph + (1 << 20)
 
 
@@ -208,7 +211,7 @@ def code4(
     length: Annotated[Int, Field(ge=3, le=MAX_PRODUCT_LENGTH)] = 3,
     n: Annotated[Int, Field(ge=1)] | None = None,
     query_position: Annotated[Int, Field(ge=1, le=MAX_PRODUCT_LENGTH)] = 1,
-    steps: Annotated[Int, Field(ge=0, le=10**7)] = 1000,
+    steps: Annotated[Int, Field(ge=0, le=200_000)] = 1000,
     seed: Annotated[Int, Field(ge=0)] = 0,
 ) -> ProductFamily:
     """A distance-4 code of weight w (0: m/2) against its complements (module docstring);
