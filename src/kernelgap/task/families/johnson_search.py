@@ -3,9 +3,10 @@ Graham–Sloane").
 
 A code of weight w and distance ≥ 4 is an independent set of the Johnson graph ``J(m, w)``,
 whose vertices are the weight-w words and whose edges join words at distance 2 (one position
-swapped for another: ``w(m − w)`` neighbours a word).  Starting from a given code (the largest
-group class), an iterated local search in the manner of Andrade, Resende and Werneck (2012)
-grows it:
+swapped for another: ``w(m − w)`` neighbours a word).  Starting from a given code (``code4``
+gives the cyclic Graham–Sloane class), an iterated local search in the manner of Andrade,
+Resende and Werneck (Fast local search for the maximum independent set problem,
+J. Heuristics 18 (2012) 525–547) grows it:
 
 * *free* words (no neighbour in the code) are added;
 * a *2-improvement* removes one code word u and adds two non-adjacent words whose only code
