@@ -54,6 +54,9 @@ def test_pair_ceiling_closed_forms():
         pair_ceiling(0, 1)
     with pytest.raises(KernelgapError):
         pair_ceiling(4, 0)
+    for m, gap in ((8, 1), (9, 2)):
+        with pytest.raises(KernelgapError, match="exhaustive search"):
+            exhaustive_pair_maximum(m, gap)
 
 
 @pytest.mark.parametrize("gap", [1, 2])

@@ -20,7 +20,7 @@ sets that no two entries share and that are never nested, an antichain; so does 
 ``n ≤ ⌊2 / min_k f(k)⌋`` with ``f(k) = C(k, g₀−1)/C(m, k−g₀+1) + C(m−k, g₀−1)/C(m, k+g₀−1)``:
 Sperner's ``C(m, ⌊m/2⌋)`` at ``g₀ = 1`` (δ < 1/2; attained by the middle layer), and
 ``⌊2 C(m, ⌊m/2⌋)/(m + 2)⌋`` at ``g₀ = 2`` (δ = 1/2; the Johnson bound of ``A(m, 4, m/2)``,
-attained at m = 4, 7, 8, 12).
+attained at m = 4, 5, 7, 8, 12).
 
 **The length** (:func:`length_ceiling`).  At context length N every chain of total gap G has
 value at least ``μ_N(G)``, the least product of ``ρ_N`` over compositions of G into parts
@@ -46,9 +46,11 @@ from .pair_bounds import min_gap, parse_delta, rho
 #: Largest m whose full graph of all ``4^m`` pairs ``(x, g)`` the exhaustive search builds
 #: (4,096 vertices at m = 6); above it only the ``2^m`` undominated pairs ``(1 − g, g)``.
 FULL_GRAPH_M = 6
-#: Largest m the exhaustive search accepts (256 undominated pairs at m = 8; the gap-1 search
-#: at m = 7 already takes minutes).
+#: Largest m the exhaustive search accepts (256 undominated pairs at m = 8, searched in a second
+#: at gap 2).
 EXHAUSTIVE_M = 8
+#: Largest m of the gap-1 search (a maximum antichain: 80 s at m = 7, out of reach at m = 8).
+EXHAUSTIVE_GAP1_M = 7
 
 
 def usable_gap(delta: Fraction | str | int) -> int:
@@ -164,8 +166,9 @@ def maximum_pair_family(m: int, gap: int) -> list[int]:
     import igraph
 
     _check_m_gap(m, gap)
-    if m > EXHAUSTIVE_M:
-        raise KernelgapError(f"the exhaustive search takes m ≤ {EXHAUSTIVE_M}, got {m}")
+    if m > (EXHAUSTIVE_GAP1_M if gap == 1 else EXHAUSTIVE_M):
+        top = EXHAUSTIVE_GAP1_M if gap == 1 else EXHAUSTIVE_M
+        raise KernelgapError(f"the exhaustive search at gap {gap} takes m ≤ {top}, got {m}")
     if m <= FULL_GRAPH_M:
         _full_graph_reduction(m, gap)
     words = _words(m)
