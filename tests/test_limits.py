@@ -210,6 +210,8 @@ def test_types_are_checked_and_defaults_pass(name):
         ("ood", {"n": 8}),
         ("exhaustive", {"m": 4, "length": 4}),
         ("pool", {"sequences": 50_000}),
+        ("code4", {"m": 20}),
+        ("code4", {"m": 16, "construction": "search", "steps": 200}),
     ],
 )
 def test_memory_estimates_cover_the_build(name, params):

@@ -11,6 +11,8 @@ registration, for every name is registered once.
 * :mod:`.witness`: ``witness``, ``hadamard`` and ``cw`` (codes and the witness family);
 * :mod:`.ladder`: ``ladder``, the product family the certificate grows on as ``2^{0.1·m}``;
 * :mod:`.layer`: ``layer``, the weight-m/2 layer at context length N;
+* :mod:`.code4`: ``code4``, larger distance-4 codes of the layer (group classes, S(5, 6, 12),
+  a local search in :mod:`.johnson_search`) at context length N;
 * :mod:`.ood`: ``ood``, disjoint train/test pools of queries.
 """
 
