@@ -238,6 +238,11 @@ def test_sections_transitions_and_html(tmp_path):
     # taylor's features are 1 + d + d(d + 1)/2 ≤ r: r = 16 → 15, r = 32 → 28
     assert zoo["taylor"]["witness_transition"] == 15
     assert zoo["elu1"]["ood_transition_solved"] == 16  # accuracy 0.995 ≥ 0.95 at r = 16, 0.5 at 4
+    # against the certificate (11 here): relu never exact; taylor exact from 15, nothing tried
+    # between 11 and 15 (its 6 features are below the certificate); signed maps have none
+    assert zoo["relu"]["witness_verdict"] == "not exact within 32 features"
+    assert zoo["taylor"]["witness_verdict"] == "exact from 15 features (none tried from the certificate 11 up to it)"
+    assert zoo["signed"]["witness_verdict"] == "no certificate (a signed kernel)"
     assert s["precision"]["collapse"][0]["sketch_bits_at_collapse"] == [4 * 528]
     assert s["probes"] is None
     summary = {**s, "witness": None}
@@ -261,6 +266,26 @@ def test_sections_transitions_and_html(tmp_path):
 def sections(root: Path) -> dict:
     built = build_sections(root)
     return {key: built[key] for key in ("loopholes", "zoo", "precision", "probes")}
+
+
+@pytest.mark.parametrize(
+    ("transition", "certified", "tried", "signed", "verdict"),
+    [
+        (16, 16, [8, 16, 32], False, "at the certificate"),
+        (32, 16, [8, 16, 32], False, "above the certificate: 32 features, 16 more (2×)"),
+        (32, 16, [24, 32], False, "above the certificate: 32 features, 16 more (2×)"),
+        (32, 16, [8, 32], False, "exact from 32 features (none tried from the certificate 16 up to it)"),
+        (None, 16, [16, 64], False, "not exact within 64 features"),
+        (8, 16, [8, 16], False, "below the certificate (8 features): contradicts the theorem"),
+        (8, 16, [8, 16], True, "no certificate (a signed kernel)"),
+        (24, None, [24], False, "exact from 24 features"),
+        (None, 16, [], False, "not trained"),
+    ],
+)
+def test_a_maps_verdict_against_the_certificate(transition, certified, tried, signed, verdict):
+    from kernelgap.experiments.zoo.experiment import wall_verdict
+
+    assert wall_verdict(transition, certified, tried, signed) == verdict
 
 
 def test_transition_needs_a_strict_majority():

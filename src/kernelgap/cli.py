@@ -259,6 +259,9 @@ def train(
         None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."
     ),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
+    restarts: int = typer.Option(
+        0, "--restarts", help="Train again from a fresh start while not exact, up to this many times (best kept)."
+    ),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:N or mps."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
@@ -277,6 +280,7 @@ def train(
             max_steps=max_steps,
             power=power,
             stop_below=None if no_early_stop else 0.5,
+            restarts=restarts,
             device=device,
         ),
         seed=seed,

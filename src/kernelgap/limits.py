@@ -11,7 +11,8 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
   so the estimate is a floor and a refused model could never have been built;
 * a model asks for more than :data:`MAX_RANK` features per head;
 * a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m;
-* a training phase asks for more than :data:`MAX_STEPS` steps, a layer for more than
+* a training phase asks for more than :data:`MAX_STEPS` steps, a run for more than
+  :data:`MAX_RESTARTS` fresh starts, a layer for more than
   :data:`MAX_WIDTH` units;
 * a code's distance check would sort more than :data:`MAX_SUBWORD_KEYS` sub-word keys and
   scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time).
@@ -36,6 +37,8 @@ MAX_RANK = 1 << 20
 
 #: Most steps of one training phase (the recipes use 10³–10⁴; a step takes at least ~1 ms).
 MAX_STEPS = 10**7
+#: Most fresh starts of one run (``train.restarts``; each is a whole training schedule).
+MAX_RESTARTS = 64
 #: Widest embedding or hidden layer a model may ask for.
 MAX_WIDTH = 1 << 16
 

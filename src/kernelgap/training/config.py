@@ -29,7 +29,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
-from ..limits import MAX_STEPS
+from ..limits import MAX_RESTARTS, MAX_STEPS
 from ..models.specs import (
     FIELDS_ONLY,
     SPECS,
@@ -131,6 +131,8 @@ DType = one_of(DTYPE_NAMES)
 
 #: Steps of a phase: 0 (skip it) up to :data:`kernelgap.limits.MAX_STEPS`.
 Steps = between(0, MAX_STEPS)
+#: Fresh starts of a run that ends not exact: 0 up to :data:`kernelgap.limits.MAX_RESTARTS`.
+Restarts = between(0, MAX_RESTARTS)
 
 
 class TrainConfig(Config):
@@ -140,7 +142,9 @@ class TrainConfig(Config):
     the power mean ``(mean |e|^power)^(1/power)``, a smooth stand-in for the
     max error (exactness needs max error < 1/2, not low MSE).  A member stops
     as soon as its train max error is below ``stop_below`` (``None`` or ``0``:
-    never; the default 0.5 is "exact").  A run that sets neither phase's steps trains on
+    never; the default 0.5 is "exact").  A run with ``restarts = K`` that ends not exact
+    trains again from a fresh initialisation, up to K times, and keeps its best try
+    (:mod:`.restarts`).  A run that sets neither phase's steps trains on
     its feature map's calibrated schedule (``RunConfig._recipe_schedule``; ``table``: the
     power mean alone, docs/experiments.md, "Training recipe").
     """
@@ -152,6 +156,9 @@ class TrainConfig(Config):
     max_steps: Steps = Field(2000, description="steps of the power-mean (max-error) phase")
     power: Power = Field(8.0, description="power of the power-mean loss")
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
+    restarts: Restarts = Field(
+        0, description="train a run that ends not exact again from a fresh start, up to this many times"
+    )
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
     device: Device = Field(
@@ -281,10 +288,13 @@ def file_sha256(path: str | Path) -> str:
 
 def run_identity(config: dict) -> dict:
     """What a run id hashes: the resolved config less what does not make the run — where
-    family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`)
-    and the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
-    a softmax run has no feature map or rank)."""
+    family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`),
+    the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
+    a softmax run has no feature map or rank) and ``train.restarts`` at 0 (a run without
+    fresh starts keeps the id it had before they existed)."""
     out = dict(config)
+    if isinstance(out.get("train"), dict) and out["train"].get("restarts") == 0:
+        out["train"] = {k: v for k, v in out["train"].items() if k != "restarts"}
     if isinstance(out.get("model"), dict):
         out["model"] = model_identity(out["model"])
     for section in ("family", "test_family"):
@@ -381,6 +391,8 @@ class RunConfig(Config):
         """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other."""
+        if self.train.restarts and isinstance(self.model, ModuleModelSpec):
+            raise ValueError("train.restarts: a module trains once (fresh starts are for kernel and softmax models)")
         if (info.context or {}).get(FIELDS_ONLY):
             return self
         if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:

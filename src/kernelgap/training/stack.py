@@ -212,6 +212,7 @@ class MemberResult:
     train: dict
     test: dict | None
     curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
+    tries: list[dict] | None = None  # every try of a run with fresh starts (training/restarts.py)
 
 
 def metrics_of(err: torch.Tensor) -> dict:

@@ -1,5 +1,5 @@
 """A run record as text (what ``kernelgap train`` prints): status, steps, the train metrics and,
-for a product family, what it was scored on (:mod:`.trainer`, :mod:`.product`)."""
+for a product family, what it was scored on, for a run with fresh starts, its tries (:mod:`.trainer`, :mod:`.product`)."""
 
 from __future__ import annotations
 
@@ -23,4 +23,7 @@ def run_lines(record: dict) -> list[str]:
         if m.get("whole_family"):
             w = m["whole_family"]
             lines.append(f"whole family (exact worst case): max_error={w['max_error']:.4f} exact={w['exact']}")
+    if record.get("restarts"):  # a run with fresh starts (training/restarts.py)
+        tries = ", ".join("none" if t["max_error"] is None else f"{t['max_error']:.4f}" for t in record["restarts"])
+        lines.append(f"tries: {len(record['restarts'])} (max errors {tries}; the best is kept)")
     return lines

@@ -21,6 +21,7 @@ from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
 from .progress import Observer, watch
+from .restarts import restart_unfit
 from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
     CHECK_EVERY,
     MemberResult,
@@ -76,15 +77,23 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
     runs = [r.resolved() for r in runs]
     if len({r.stack_key() for r in runs}) != 1:
         raise ValueError("train_runs needs runs that share one stack key")
-    with training_settings(seed=runs[0].seed):
-        model, family, test_family = build_stack(runs)
-        return model, train_stack(model, family, runs[0].train, test_family, observer)
+
+    def train_from(members: list[RunConfig], seeds: list[int]):
+        with training_settings(seed=seeds[0]):
+            model, family, test_family = build_stack(members, seeds)
+            return model, train_stack(model, family, members[0].train, test_family, observer)
+
+    model, results = train_from(runs, [r.seed for r in runs])
+    if runs[0].train.restarts:
+        results = restart_unfit(runs, model, results, train_from)
+    return model, results
 
 
-def build_stack(runs: list[RunConfig]):
+def build_stack(runs: list[RunConfig], seeds: list[int] | None = None):
     """The untrained stacked model of ``runs`` (resolved, one stack key) with its training
     and test families: what :func:`train_runs` trains and a checkpoint is loaded into.  A
-    product family stays a product unless it trains expanded (:func:`.product.training_family`)."""
+    product family stays a product unless it trains expanded (:func:`.product.training_family`).
+    ``seeds``: the members' initialisation seeds (default: the runs'; a fresh start's differ)."""
     from .product import training_family
 
     first = runs[0]
@@ -94,7 +103,7 @@ def build_stack(runs: list[RunConfig]):
         first.model,
         family.m,
         family.length,
-        seeds=[r.seed for r in runs],
+        seeds=[r.seed for r in runs] if seeds is None else seeds,
         ranks=[spec_rank(r.model) for r in runs],
         vocabulary=vocabulary(family, test_family),
         dtype=DTYPES[first.train.dtype],
@@ -132,6 +141,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "train": result.train,
         "curve": result.curve,
         "recipe": run.recipe,
+        **({} if result.tries is None else {"restarts": result.tries}),
         "test": result.test,
         **fit,
         "version": __version__,

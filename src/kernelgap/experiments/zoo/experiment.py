@@ -25,6 +25,28 @@ def _size(row: dict) -> int:
     return int(row["params"].get("n") or 0)
 
 
+def wall_verdict(transition: int | None, certified: int | None, tried: list[int], signed: bool) -> str:
+    """Where a map stands on the witness family against its certified rank (docs/experiments.md,
+    "The zoo at its wall"): at it, above it (the gap; only where a count from the certificate
+    up to the transition was tried and not exact), or not exact within the feature counts
+    ``tried``; a signed kernel has no certificate."""
+    if signed:
+        return "no certificate (a signed kernel)"
+    if not tried:
+        return "not trained"
+    if transition is None:
+        return f"not exact within {max(tried)} features"
+    if certified is None:
+        return f"exact from {transition} features"
+    if transition < certified:
+        return f"below the certificate ({transition} features): contradicts the theorem"
+    if transition == certified:
+        return "at the certificate"
+    if not any(certified <= f < transition for f in tried):
+        return f"exact from {transition} features (none tried from the certificate {certified} up to it)"
+    return f"above the certificate: {transition} features, {transition - certified} more ({transition / certified:.3g}×)"
+
+
 def section(results) -> dict | None:
     zoo_w, zoo_o = results.rows("zoo"), results.rows(OOD_SWEEP)
     if not (zoo_w or zoo_o):
@@ -42,6 +64,12 @@ def section(results) -> dict | None:
             "witness_transition": first_rank(w, exact, "features"),
             "witness_max_features": max((r["features"] for r in w), default=None),
         }
+        row["witness_verdict"] = wall_verdict(
+            row["witness_transition"],
+            results.witness_certified_rank(),
+            sorted({r["features"] for r in w if r.get("features") is not None}),
+            any(r.get("signed") for r in w),
+        )
         if ood:
             row.update(
                 ood_transition_solved=first_rank(o, solves_test_pool, "features"),
@@ -63,6 +91,7 @@ class ZooRow(Record):
 
     feature_map: Any
     witness_transition: Any
+    witness_verdict: Any = None
 
 
 class ZooSection(Record):
@@ -80,10 +109,12 @@ def sentence(summary: dict) -> str | None:
     if not z:
         return None
     crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
+    at = [r["feature_map"] for r in z["table"] if r.get("witness_verdict") == "at the certificate"]
     return (
         f"On the witness family {len(crossed)} of {len(z['table'])} maps become exact within the ranks "
-        f"tried ({', '.join(crossed) or 'none'}), pooled over every sweep that trained them; the table "
-        "gives the state size (features) each needs"
+        f"tried ({', '.join(crossed) or 'none'}), pooled over every sweep that trained them; "
+        f"{len(at)} at the certified rank {z.get('certified_rank')} ({', '.join(at) or 'none'}). The table "
+        "gives the state size (features) each needs and where it stands against the certificate"
         + (", and the OOD column whether it carries over to unseen tokens." if z.get("ood_label") else ".")
     )
 
@@ -97,6 +128,8 @@ def conclusions(summary: dict) -> dict[str, str]:
     for r in z["table"]:
         fm = r["feature_map"]
         out[f"{fm}: witness exact from (features)"] = reached(r["witness_transition"], r["witness_max_features"])
+        if r.get("witness_verdict"):
+            out[f"{fm}: against the certificate"] = r["witness_verdict"]
         if "ood_transition_solved" in r:
             out[f"{fm}: OOD {z['ood_label']} test accuracy ≥ {OOD_SOLVED_ACC} from (features)"] = reached(
                 r["ood_transition_solved"], r["ood_max_features"]
@@ -143,6 +176,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         row = {
             "map": r["feature_map"],
             "witness: exact from (features)": reached(r["witness_transition"], r["witness_max_features"]),
+            "against the certificate": r.get("witness_verdict") or "",
         }
         if "ood_transition_solved" in r:
             row[f"OOD {z['ood_label']}: acc ≥ {OOD_SOLVED_ACC} from"] = reached(
