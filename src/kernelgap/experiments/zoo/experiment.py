@@ -44,7 +44,9 @@ def wall_verdict(transition: int | None, certified: int | None, tried: list[int]
         return "at the certificate"
     if not any(certified <= f < transition for f in tried):
         return f"exact from {transition} features (none tried from the certificate {certified} up to it)"
-    return f"above the certificate: {transition} features, {transition - certified} more ({transition / certified:.3g}×)"
+    return (
+        f"above the certificate: {transition} features, {transition - certified} more ({transition / certified:.3g}×)"
+    )
 
 
 def section(results) -> dict | None:
