@@ -258,21 +258,26 @@ def test_registered_after_the_bound_curve_and_in_both_profiles():
     assert names.index("context") == names.index("bound_curve") + 1
     exp = dict(zip(names, BUILTIN))["context"]
     assert exp.title == "The wall in context length" and exp.step and exp.writes == "curves.json"
-    for profile, ranks, seeds in (
-        ("quick", [120, 160], [0, 1]),
-        ("paper", [80, 120], [0, 1]),
+    m10 = {(10, 6, r) for r in (26, 39)} | {(10, 7, r) for r in (26, 39)}
+    for profile, grid, seeds in (
+        ("quick", m10, {(10, 6): [0, 1], (10, 7): [0, 1]}),
+        ("paper", m10 | {(12, 11, 80), (12, 11, 120)}, {(10, 6): [0, 1, 2], (10, 7): [0, 1, 2], (12, 11): [0, 1]}),
     ):
         prof = load_profile(profile)
         assert "context" in prof.experiments
         runs = load_sweep(prof.sweep_file("context")).runs()
-        assert {(r.family.name, json.dumps(r.family.params, sort_keys=True)) for r in runs} == {
-            ("layer", '{"length": 11, "m": 12}')
-        }
+        # every trained family a layer family: N* (all words certified) and a length below it
+        assert {r.family.name for r in runs} == {"layer"}
+        assert {(r.family.params["m"], r.family.params["length"], r.model.rank) for r in runs} == grid
+        for (m, n), want in seeds.items():
+            mine = [r for r in runs if (r.family.params["m"], r.family.params["length"]) == (m, n)]
+            assert sorted({r.seed for r in mine}) == want
         assert {(r.model.kind, r.model.feature_map) for r in runs} == {("kernel", "table")}
-        assert sorted({r.model.rank for r in runs}) == ranks and sorted({r.seed for r in runs}) == seeds
-        assert len(runs) == len(ranks) * len(seeds)
-        # no schedule in the sweep: the runs train the table map's recipe (its lr, 5,000 power steps)
+        assert len(runs) == sum(len(s) * 2 for s in seeds.values())
+        # no schedule in the sweep: the runs train the table map's recipe (its lr, 5,000 power
+        # steps), the power sized by the family (above 8 at N > 3)
         assert {(r.train.lr, r.train.mse_steps, r.train.max_steps) for r in runs} == {(None, 0, 5000)}
+        assert all(r.resolved().train.power > 8 for r in runs)
         for spec in prof.settings["context"]["curves"]:
             parse_range(spec["length"], "--length", "N", least=3)
         ms = parse_range(prof.settings["context"]["m"], "--m", "m", least=2)

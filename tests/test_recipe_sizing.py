@@ -18,6 +18,7 @@ from kernelgap.task import build_family
 from kernelgap.task.constructions import candidate_tokens, query_tokens
 from kernelgap.training import RunConfig
 from kernelgap.training.recipe import (
+    POWER_PER_LOG,
     STEEP_SPAN,
     STEEP_STEPS,
     STEEP_TEMPERATURE,
@@ -104,7 +105,9 @@ def test_a_steep_family_gets_half_the_temperature_and_more_steps_on_a_log_space_
 
 
 def test_what_a_run_sets_is_never_sized():
-    given_all = run(STEEP, {"feature_map": "table", "temperature": 1.0, "d_value": 8}, {"max_steps": 300}).resolved()
+    given_all = run(
+        STEEP, {"feature_map": "table", "temperature": 1.0, "d_value": 8}, {"max_steps": 300, "power": 8.0}
+    ).resolved()
     assert (given_all.model.temperature, given_all.model.d_value, given_all.train.max_steps) == (1.0, 8, 300)
     assert given_all.recipe is None
     mse_only = run(STEEP, {"feature_map": "table"}, {"mse_steps": 10}).resolved()
@@ -118,6 +121,24 @@ def test_the_value_width_follows_the_overlap_rank_for_kernel_and_softmax():
     assert run(wide, {"feature_map": "table"}).resolved().model.d_value == rank
     assert run(wide, {"kind": "softmax"}).resolved().model.d_value == rank
     assert run(WITNESS, {"kind": "softmax"}).resolved().model.d_value == 32
+
+
+@pytest.mark.parametrize(("m", "length"), [(8, 4), (10, 6), (10, 7), (12, 11)])
+def test_at_length_n_the_power_follows_the_sequences_a_step_scores(m, length):
+    layer = {"name": "layer", "params": {"m": m, "length": length}}
+    family = build_family("layer", m=m, length=length)
+    shape = family_shape(family)
+    assert shape.sequences == len(family.queries) * len(family.candidates) ** 2  # two-candidate, full batch
+    sized = run(layer, {"feature_map": "table"}).resolved()
+    want = max(8.0, float(round(POWER_PER_LOG * math.log(shape.sequences))))
+    assert sized.train.power == want > 8.0 and sized.recipe["sized"]["power"] == want
+    assert run(layer, {"feature_map": "table"}, {"power": 12.0}).resolved().train.power == 12.0  # set: kept
+
+
+@pytest.mark.parametrize("family", [WITNESS, STEEP, {"name": "ladder", "params": {"m": 40, "n": 40}}])
+def test_at_length_3_the_calibrated_power_stands(family):
+    sized = run(family, {"feature_map": "table"}).resolved()
+    assert sized.train.power == 8.0 and "power" not in sized.recipe["sized"]
 
 
 @pytest.mark.parametrize("family", [WITNESS, STEEP])

@@ -209,26 +209,54 @@ def draw_wall(summary: dict, out_dir) -> list[str]:
 
 
 def draw_trained(summary: dict, out_dir) -> list[str]:
-    """Max error against rank of the runs on each trained family, with its certificate."""
+    """Each trained family against N: its certified, constructed and trained ranks (most
+    seeds exact on the whole family; a hollow mark at the largest rank tried where no rank
+    is), one colour per m; beside it the runs' max error against rank, one line per (m, N)."""
     families = [t for t in summary["context"]["trained"] if t["runs"]]
     if not families:
         return []
-    fig, ax = plt.subplots(figsize=(5.6, 3.9))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.9))
     colors = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd")
+    ms = sorted({t.get("m") for t in families}, key=lambda m: (m is None, m))
     xs = []
-    for k, t in enumerate(families):
-        for j, fm in enumerate(sorted({r["feature_map"] for r in t["runs"]})):
-            label = f"{fm}, layer m = {t.get('m')}, N = {t.get('length')}"
-            runs = [r for r in t["runs"] if r["feature_map"] == fm]
-            xs += band(ax, runs, "rank", "max_error", label, colors[(k + j) % len(colors)])
-    error_axes(
-        ax,
-        xs,
-        families[0]["certified_rank"],
-        "rank r (features)",
-        "max |error| on the whole family",
-        "Trained where the certificate reaches n: the layer family",
-    )
+    for k, m in enumerate(ms):
+        color = colors[k % len(colors)]
+        mine = sorted((t for t in families if t.get("m") == m), key=lambda t: t.get("length") or 0)
+        ns = [t.get("length") for t in mine]
+        for key, marker, label in (("certified_rank", "o", "certified"), ("constructed_rank", "s", "constructed")):
+            pts = [(n, t[key]) for n, t in zip(ns, mine) if t[key] is not None]
+            if pts:
+                ax.plot(
+                    *zip(*pts), marker=marker, color=color, ls="-" if marker == "o" else ":", label=f"m = {m}: {label}"
+                )
+        done = [(n, t["trained_most"]) for n, t in zip(ns, mine) if t["trained_most"] is not None]
+        open_ = [(n, max(r["rank"] for r in t["runs"])) for n, t in zip(ns, mine) if t["trained_most"] is None]
+        if done:
+            ax.scatter(*zip(*done), marker="^", s=70, color=color, zorder=3, label=f"m = {m}: trained (most seeds)")
+        if open_:
+            ax.scatter(
+                *zip(*open_),
+                marker="^",
+                s=70,
+                facecolors="none",
+                edgecolors=color,
+                zorder=3,
+                label=f"m = {m}: not exact up to",
+            )
+        for t in mine:
+            xs += band(
+                ax2,
+                t["runs"],
+                "rank",
+                "max_error",
+                f"m = {m}, N = {t.get('length')}",
+                color,
+                ls="-" if t is mine[-1] else "--",
+            )
+    ax.set(xlabel="context length N", ylabel="rank r (features)", title="Certified, constructed, trained against N")
+    ax.set_yscale("log", base=2)
+    ax.legend(fontsize=7)
+    error_axes(ax2, xs, None, "rank r (features)", "max |error| on the whole family", "The runs on each (m, N)")
     return save(fig, out_dir, "context_trained")
 
 

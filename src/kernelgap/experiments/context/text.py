@@ -201,6 +201,8 @@ def trained_text(t: dict) -> str:
     text = f"{maps} kernels trained on {where} ({cert}{built}; {len(t['runs'])} runs): {most}"
     if t["trained_any"] is not None and t["trained_any"] != t["trained_most"]:
         text += f", some seed from rank {t['trained_any']}"
+    if t["trained_most"] is not None and t["trained_most"] == t["certified_rank"]:
+        text += "; trained = certified"
     if t["determined"]:
         by = "constructed" if t["constructed"] == t["certified"] else "trained"
         text += f"; the minimal rank is exactly {t['certified']:,} (certified = {by})"
