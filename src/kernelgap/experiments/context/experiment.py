@@ -255,7 +255,15 @@ def draw_trained(summary: dict, out_dir) -> list[str]:
             )
     ax.set(xlabel="context length N", ylabel="rank r (features)", title="Certified, constructed, trained against N")
     ax.set_yscale("log", base=2)
+    ns = sorted({t.get("length") for t in families if t.get("length") is not None})
+    ranks = sorted(
+        {v for line in ax.get_lines() for v in line.get_ydata()} | {max(r["rank"] for r in t["runs"]) for t in families}
+    )
+    ax.set_xticks(ns)
+    ax.set_yticks(ranks, [str(int(r)) for r in ranks])
+    ax.minorticks_off()
     ax.legend(fontsize=7)
+    fig.subplots_adjust(wspace=0.3)
     error_axes(ax2, xs, None, "rank r (features)", "max |error| on the whole family", "The runs on each (m, N)")
     return save(fig, out_dir, "context_trained")
 
