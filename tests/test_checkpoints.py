@@ -3,15 +3,11 @@ its file and member, and the loaded model gives back the record's numbers exactl
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import torch
 
 from kernelgap.errors import KernelgapError
-from kernelgap.sweeps import run_sweep
-from kernelgap.task import error_metrics
 from kernelgap.training.trainer import load_checkpoint
+from sweep_helpers import records, rescored_max_error, trained_folder
 
 SWEEP = """name = "weights"
 [family]
@@ -35,14 +31,7 @@ model.kind = "softmax"
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("weights")
-    (tmp / "sweep.toml").write_text(SWEEP)
-    run_sweep(tmp / "sweep.toml", tmp / "out", executor="inline", progress=False)
-    return tmp / "out"
-
-
-def records(out):
-    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))]
+    return trained_folder(tmp_path_factory, "weights", SWEEP)
 
 
 def test_every_record_names_a_checkpoint_that_exists(folder):
@@ -56,14 +45,7 @@ def test_every_record_names_a_checkpoint_that_exists(folder):
 
 def test_a_loaded_checkpoint_gives_back_the_recorded_errors(folder):
     for r in records(folder):
-        runs, model, family, _ = load_checkpoint(folder / r["checkpoint"]["file"])
-        e = r["checkpoint"]["member"]
-        assert runs[e].run_id() == r["id"]
-        tokens, index = torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index)
-        with torch.no_grad():
-            pred = model.predict(tokens, index, family.scored_positions)[e]
-        got = error_metrics(pred, torch.from_numpy(family.targets()[:, family.scored_positions]).double())
-        assert got.max_error == pytest.approx(r["train"]["max_error"], rel=1e-12, abs=1e-12)
+        assert rescored_max_error(folder, r) == pytest.approx(r["train"]["max_error"], rel=1e-12, abs=1e-12)
 
 
 def test_a_damaged_checkpoint_is_one_line(tmp_path):

@@ -4,18 +4,14 @@ try's weights; a run without fresh starts keeps its id."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelgap.sweeps import run_sweep
-from kernelgap.task import EXACT_THRESHOLD, error_metrics
+from kernelgap.task import EXACT_THRESHOLD
 from kernelgap.training import RunConfig
 from kernelgap.training.restarts import restart_seed
-from kernelgap.training.trainer import load_checkpoint
+from sweep_helpers import records, rescored_max_error, trained_folder
 
 SWEEP = """name = "restarts"
 [family]
@@ -36,14 +32,7 @@ seed = [0, 1]
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("restarts")
-    (tmp / "sweep.toml").write_text(SWEEP)
-    run_sweep(tmp / "sweep.toml", tmp / "out", executor="inline", progress=False)
-    return tmp / "out"
-
-
-def records(out):
-    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*.json"))]
+    return trained_folder(tmp_path_factory, "restarts", SWEEP)
 
 
 def badness(t):
@@ -74,14 +63,7 @@ def test_the_checkpoint_holds_the_kept_tries_weights(folder):
     # the rank-4 runs end exact at once, so the rank-2 runs start afresh in a narrower stack
     assert any(len(r["restarts"]) == 1 for r in records(folder) if r["config"]["model"]["rank"] == 4)
     for r in records(folder):
-        runs, model, family, _ = load_checkpoint(folder / r["checkpoint"]["file"])
-        e = r["checkpoint"]["member"]
-        assert runs[e].run_id() == r["id"]
-        tokens, index = torch.from_numpy(family.tokens).double(), torch.from_numpy(family.index)
-        with torch.no_grad():
-            pred = model.predict(tokens, index, family.scored_positions)[e]
-        got = error_metrics(pred, torch.from_numpy(family.targets()[:, family.scored_positions]).double())
-        assert got.max_error == pytest.approx(r["train"]["max_error"], rel=1e-12, abs=1e-12)
+        assert rescored_max_error(folder, r) == pytest.approx(r["train"]["max_error"], rel=1e-12, abs=1e-12)
 
 
 def run(restarts):
