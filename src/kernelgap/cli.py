@@ -266,7 +266,7 @@ def train(
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
-    from .training.config import command_line_run
+    from .training.command_line import command_line_run
 
     run = command_line_run(
         family,
