@@ -2,6 +2,7 @@
 (The console script on Ray, its ``--json`` output parsing whole: tests/test_install.py.)"""
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -44,6 +45,30 @@ def test_ray_sweep_matches_local(tmp_path, ray_head):
         assert a["train"]["max_error"] == pytest.approx(b["train"]["max_error"], abs=1e-6)
     again = run_sweep(tmp_path / "ray", executor="ray", address=ray_head[0], progress=False)
     assert again.ran == 0 and again.done_before == 8
+
+
+RAY_SAYS = """
+import sys
+from ray._private.worker import print_to_stdstream
+from kernelgap.sweeps.executors import make_executor
+
+pool = make_executor("ray", address=sys.argv[1])
+print_to_stdstream({"lines": ["ray-says-a-worker-died"], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+pool.shutdown()
+print("kernelgap-json")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ray_messages_never_reach_standard_output(ray_head):
+    """Ray prints its own messages ("a worker died …") to sys.stdout from a thread of its own,
+    whatever ``log_to_driver`` says; while the executor is up they go to standard error, so a
+    ``--json`` summary printed after the work parses whole (a process of its own: under pytest's
+    capture sys.stdout does not write to file descriptor 1)."""
+    done = subprocess.run([sys.executable, "-c", RAY_SAYS, ray_head[0]], capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ray-says-a-worker-died" in done.stderr
+    assert done.stdout == "kernelgap-json\n"
 
 
 def test_missing_ray_is_a_one_line_error(monkeypatch, tmp_path):

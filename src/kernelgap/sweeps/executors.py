@@ -378,18 +378,27 @@ class RayExecutor(Executor):
         except ImportError:
             raise KernelgapError("the ray executor needs Ray: pip install 'kernelgap[ray]' (ray==2.58.0)") from None
         self._ray = ray
+        # Ray prints its start-up lines, and later its own messages ("a worker died …", from a
+        # thread of its own, to sys.stdout whatever log_to_driver says), to standard output: for
+        # as long as Ray is up, file descriptor 1 goes to standard error, so --json output
+        # printed after the work parses whole
+        self._quiet = contextlib.ExitStack()
+        self._quiet.enter_context(stdout_to_stderr())
         try:
-            with stdout_to_stderr():  # Ray's start-up lines never mix with --json output
-                ray.init(
-                    address=address,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level="WARNING",
-                    ignore_reinit_error=True,
-                )
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="WARNING",
+                ignore_reinit_error=True,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
+            self._quiet.close()
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KernelgapError(f"cannot connect to Ray at {address or 'a new local instance'}: {first}") from None
+        except BaseException:
+            self._quiet.close()
+            raise
         self._task = ray.remote(num_cpus=cpus, num_gpus=gpus)(_call)
         self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(cpus, 1e-9)))
 
@@ -397,7 +406,10 @@ class RayExecutor(Executor):
         return self._task.remote(fn, *args, **kwargs).future()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._ray.shutdown()
+        try:
+            self._ray.shutdown()
+        finally:
+            self._quiet.close()
 
 
 @contextlib.contextmanager
