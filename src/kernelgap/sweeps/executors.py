@@ -392,15 +392,14 @@ class RayExecutor(Executor):
                 logging_level="WARNING",
                 ignore_reinit_error=True,
             )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+            self._task = ray.remote(num_cpus=cpus, num_gpus=gpus)(_call)
+            self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(cpus, 1e-9)))
+        except BaseException as exc:  # a half-built executor leaves standard output as it was
             self._quiet.close()
+            if not isinstance(exc, (ConnectionError, RuntimeError, ValueError)):
+                raise
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KernelgapError(f"cannot connect to Ray at {address or 'a new local instance'}: {first}") from None
-        except BaseException:
-            self._quiet.close()
-            raise
-        self._task = ray.remote(num_cpus=cpus, num_gpus=gpus)(_call)
-        self.workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1) // max(cpus, 1e-9)))
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         return self._task.remote(fn, *args, **kwargs).future()
