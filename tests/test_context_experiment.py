@@ -512,6 +512,24 @@ def test_section_schema_and_sentence_on_synthetic_results(tmp_path):
     )
 
 
+def test_trained_equals_certified_says_when_it_took_fresh_starts(tmp_path):
+    """Most seeds exact at the certificate: "trained = certified", and how many of those exact
+    seeds needed fresh starts (the record's ``restarts``) and the most tries one took."""
+    restarted = {
+        **record(80, 1, 0.45),
+        "restarts": [{"seed": 1, "max_error": 0.8}] * 2 + [{"seed": 9, "max_error": 0.45}],
+    }
+    recs = [record(80, 0, 0.4), restarted, record(80, 2, 0.9)]
+    section = ctx.section(results_of(tmp_path, CURVES, recs))
+    jsonschema.validate(section, SCHEMA)
+    (t,) = section["trained"]
+    assert [r["tries"] for r in t["runs"]] == [1, 3, 1]
+    text = ctx.sentence(summary_of(section))
+    assert "; trained = certified (1 of 2 exact seeds after fresh starts, at most 3 tries)" in text
+    plain = ctx.section(results_of(tmp_path / "plain", CURVES, [record(80, 0, 0.4), record(80, 1, 0.45)]))
+    assert "; trained = certified;" in ctx.sentence(summary_of(plain))
+
+
 def how_close(m, n, length, code):
     """The expected 'how close to 2^m' clause of one tolerance, from its numbers."""
     share = f"log2 r / m = {math.log2(n) / m:.2f}, r/2^m = {n / 2**m:.3g}"

@@ -129,6 +129,7 @@ def run_row(rec: dict) -> dict:
         "max_error": train["max_error"],
         "exact_seq_acc": train["exact_seq_acc"],
         "mean_abs_error": train["mean_abs_error"],
+        "tries": len(rec.get("restarts") or ()) or 1,  # the first try and its fresh starts (train.restarts)
     }
     row["exact"] = exact(row)
     if rec.get("test"):

@@ -154,6 +154,7 @@ class TrainedRun(Record):
     max_error: JsonNumber | None
     exact: bool
     whole_family: bool
+    tries: json_at_least(1) = 1  # the first try and its fresh starts (train.restarts)
 
 
 class TrainedRank(Record):
