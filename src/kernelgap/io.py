@@ -4,6 +4,7 @@ files: every JSON or TOML file kernelgap reads goes through :func:`read_input` a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -190,10 +191,37 @@ def confined(folder: str | os.PathLike, name: str, what: str, error: type[Except
     return path
 
 
+#: The key of a run record's own checksum (:func:`record_digest`).
+DIGEST_KEY = "record_sha256"
+
+
+def record_digest(record: dict) -> str:
+    """A record's own checksum (``record["record_sha256"]``, also in ``sweep.json``): the
+    sha256 of its canonical JSON without that key, so any edit of a written record shows."""
+    rest = {k: v for k, v in record.items() if k != DIGEST_KEY}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def digest_problem(record: dict) -> str | None:
+    """Why a record's content is not what it was written with (``None``: it is): its
+    ``record_sha256`` does not match, or it lost it.  Records and their checkpoints' sha256
+    were first written together, so a record that names its checkpoint's sha256 without a
+    checksum of its own lost it (a renamed key); one with neither was written before both."""
+    if DIGEST_KEY not in record:
+        where = record.get("checkpoint")
+        if isinstance(where, dict) and "sha256" in where:
+            return f"was altered (it names its checkpoint's sha256 but has no {DIGEST_KEY})"
+        return None
+    if record[DIGEST_KEY] != record_digest(record):
+        return f"was altered (its content does not match its {DIGEST_KEY})"
+    return None
+
+
 def read_run_records(sweep_dir: str | os.PathLike) -> list[dict]:
     """Every readable run record ``runs/<id>.json`` of a sweep folder, in file order.
 
-    Damaged files are skipped here (the sweep runner sets them aside and redoes them).
+    Damaged files (not JSON, not a record, or altered: :func:`digest_problem`) are skipped
+    here; the sweep runner sets them aside and redoes them, ``check`` names them.
     """
     records = (read_json(p) for p in sorted((Path(sweep_dir) / "runs").glob("*.json")))
-    return [r for r in records if isinstance(r, dict) and "config" in r and "id" in r]
+    return [r for r in records if isinstance(r, dict) and "config" in r and "id" in r and digest_problem(r) is None]

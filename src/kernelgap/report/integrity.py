@@ -18,12 +18,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ..io import read_json
+from ..io import DIGEST_KEY, digest_problem, read_json, record_digest  # noqa: F401  (re-exported)
 
 #: Keys every run record has.
 RECORD_KEYS = ("id", "config", "status", "steps", "train")
-#: The key of a record's own checksum (:func:`record_digest`).
-DIGEST_KEY = "record_sha256"
 #: The files that make a folder a sweep folder.
 MARKS = ("sweep.json", "sweep.toml")
 #: A sha256 as ``sweep.json`` and records write it.
@@ -55,13 +53,6 @@ def fingerprint(run_ids: list[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def record_digest(record: dict) -> str:
-    """A record's own checksum (``record["record_sha256"]``, also in ``sweep.json``): the
-    sha256 of its canonical JSON without that key, so any edit of a written record shows."""
-    rest = {k: v for k, v in record.items() if k != DIGEST_KEY}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 def missing_what(path: Path) -> str:
     """Why ``path`` cannot be read as a file: a folder, or missing."""
     return "is a folder, not a file" if path.is_dir() else "is missing"
@@ -83,9 +74,7 @@ def record_problem(path: Path, run_id: str) -> str | None:
         isinstance(record["config"], dict) and isinstance(record["train"], dict) and "max_error" in record["train"]
     ):
         return "is corrupted (not a run record)"
-    if DIGEST_KEY in record and record[DIGEST_KEY] != record_digest(record):
-        return "was altered (its content does not match its record_sha256)"
-    return None
+    return digest_problem(record)
 
 
 def checkpoint_path(folder: Path, record: dict) -> Path | None:

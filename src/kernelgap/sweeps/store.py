@@ -41,6 +41,7 @@ from ..report.integrity import (
     checkpoint_path,
     checkpoint_problem,
     digest,
+    digest_problem,
     fingerprint,
     missing_what,
     record_digest,
@@ -316,7 +317,7 @@ def is_valid_record(record, run_id: str) -> bool:
         and isinstance(record["train"], dict)
         and "max_error" in record["train"]
         and _config_hash(record["config"]) == run_id
-        and record.get(DIGEST_KEY, record_digest(record)) == record_digest(record)
+        and digest_problem(record) is None
     )
 
 
