@@ -11,10 +11,12 @@ seed: nothing can be exact below the certificate.  Prints one row per family: it
 certified rank, how many seeds are exact at ``r₀`` (max error < 1/2), their max errors and
 steps, the max error at ``r₀ − 1``, and wall time; then ``heldout_exact_share=`` — the share of
 families exact on at least 3 of 4 seeds (docs/experiments.md, "Training recipe", "Held-out
-families", has the measured table).
+families", has the measured table).  ``--feature-map MAP --distill`` trains another map the same
+way, each run distilled from a table trained first (docs/experiments.md, "Distilled from the table").
 
     python benchmarks/bench_heldout.py [--set test|calibration|all] [--seeds 4] [--max-n 64]
                                        [--only NAME ...] [--out DIR] [--no-below]
+                                       [--feature-map MAP] [--distill]
 
 The ``calibration`` set (generator seed 7) is what the recipe was tuned on; the ``test`` set
 (generator seed 2027, other sizes) was only measured.  Families with n up to 64 have up to
@@ -171,18 +173,19 @@ def build_set(which: str) -> list[dict]:
 # -- the measurement --------------------------------------------------------------------------
 
 
-def runs(path: Path, rank: int, seeds) -> list[RunConfig]:
+def runs(path: Path, rank: int, seeds, feature_map: str = "table", distill: bool = False) -> list[RunConfig]:
     spec = FamilySpec.from_file(path).model_dump(exclude_none=True)
-    model = {"kind": "kernel", "feature_map": "table", "rank": rank}
-    return [RunConfig.parse({"family": spec, "model": model, "seed": s}).validate() for s in seeds]
+    model = {"kind": "kernel", "feature_map": feature_map, "rank": rank}
+    train = {"distill": True} if distill else {}
+    return [RunConfig.parse({"family": spec, "model": model, "train": train, "seed": s}).validate() for s in seeds]
 
 
-def measure(path: Path, seeds: int, below: bool) -> dict:
+def measure(path: Path, seeds: int, below: bool, feature_map: str = "table", distill: bool = False) -> dict:
     family = parse_family_bytes(path.read_bytes(), path)
     n = len(family.matching)
     cert = certify(family).certified_rank
     start = time.perf_counter()
-    records = train_records(runs(path, cert, range(seeds)))
+    records = train_records(runs(path, cert, range(seeds), feature_map, distill))
     row = {
         "family": family.name,
         "m": family.m,
@@ -191,9 +194,14 @@ def measure(path: Path, seeds: int, below: bool) -> dict:
         "exact": sum(r["train"]["max_error"] < 0.5 for r in records),
         "max_errors": [round(r["train"]["max_error"], 3) for r in records],
         "steps": [r["steps"] for r in records],
+        **(
+            {"teacher_max_errors": [round(r["distilled"]["teacher"]["max_error"], 3) for r in records]}
+            if distill
+            else {}
+        ),
     }
     if below and cert > 1:
-        (rec,) = train_records(runs(path, cert - 1, [0]))
+        (rec,) = train_records(runs(path, cert - 1, [0], feature_map, distill))
         row["below_max_error"] = round(rec["train"]["max_error"], 3)
         if rec["train"]["max_error"] < 0.5:
             raise SystemExit(f"{family.name}: exact at rank {cert - 1}, below its certificate {cert}")
@@ -209,6 +217,8 @@ def main(argv=None) -> None:
     ap.add_argument("--only", nargs="*", default=None, help="family names (or parts of them) to run")
     ap.add_argument("--out", default=None, help="folder for the family files and results.jsonl (default: temporary)")
     ap.add_argument("--no-below", action="store_true", help="skip the run one rank below the certificate")
+    ap.add_argument("--feature-map", default="table", help="the map trained (default: table)")
+    ap.add_argument("--distill", action="store_true", help="distil each run from a table trained first")
     args = ap.parse_args(argv)
     sets = ["calibration", "test"] if args.set == "all" else [args.set]
     out = Path(args.out or tempfile.mkdtemp(prefix="heldout-"))
@@ -220,14 +230,15 @@ def main(argv=None) -> None:
                 continue
             path = out / f"{fam['name']}.json"
             path.write_text(json.dumps(fam))
-            row = measure(path, args.seeds, not args.no_below)
+            row = measure(path, args.seeds, not args.no_below, args.feature_map, args.distill)
             rows.append(row)
             with open(out / "results.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
             print(
                 f"{row['family']:34s} m={row['m']:3d} n={row['n']:2d} r0={row['certified']:2d} "
                 f"exact {row['exact']}/{args.seeds} max {row['max_errors']} steps {row['steps']} "
-                f"below {row.get('below_max_error', '-')} {row['seconds']} s",
+                + (f"teachers {row['teacher_max_errors']} " if args.distill else "")
+                + f"below {row.get('below_max_error', '-')} {row['seconds']} s",
                 flush=True,
             )
     if rows:

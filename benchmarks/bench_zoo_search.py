@@ -3,8 +3,9 @@
 For each nonnegative feature map (``table`` and ``mlp_exp`` included) the search certifies the
 family (default: the witness family, certified rank 16) and trains it at ranks from the
 certificate up, ``--seeds`` seeds each,
-under five recipes: the map's calibrated one, its learning rate × 3 and ÷ 3, four times
-the power-mean steps, and two fresh starts (``train.restarts = 2``).  Per map it prints, for
+under six recipes: the map's calibrated one, its learning rate × 3 and ÷ 3, four times
+the power-mean steps, two fresh starts (``train.restarts = 2``), and distilled from a table
+(``train.distill``; docs/experiments.md, "Distilled from the table"; every map but the table).  Per map it prints, for
 each recipe, the smallest number of features from which most seeds are exact (max error
 < 1/2 at that rank and every larger one tried), then the verdict over the whole search:
 
@@ -14,6 +15,7 @@ each recipe, the smallest number of features from which most seeds are exact (ma
 
     python benchmarks/bench_zoo_search.py [--maps elu1 relu …] [--ranks 16,24,32,48,64,128]
                                           [--family hadamard -p m=24 -p n=23] [--seeds 3] [--json FILE]
+                                          [--recipes calibrated distilled …]
 
 Nothing here is asserted (a benchmark); docs/experiments.md ("The zoo at its wall") has the
 measured table.  The rank of ``taylor`` counts its largest size ``1 + d + d² ≤ r``, so its
@@ -40,6 +42,9 @@ RECIPES = {
     "lr /3": lambda lr, steps: {"lr": lr / 3},
     "steps x4": lambda lr, steps: {"max_steps": steps * 4},
     "2 restarts": lambda lr, steps: {"restarts": 2},
+    # a table of the same rank trained first, the map's attention fitted to it, then the
+    # map's power-mean phase alone (not for the table itself)
+    "distilled": lambda lr, steps: {"distill": True, "mse_steps": 0},
 }
 
 
@@ -100,6 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--family", default="witness", help="a registered family (default: witness)")
     ap.add_argument("-p", "--param", action="append", default=[], help="family parameter key=value")
     ap.add_argument("--json", default=None, help="also write every row as JSON here")
+    ap.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     args = ap.parse_args(argv)
     ranks = [int(x) for x in args.ranks.split(",")]
     family = {"name": args.family, "params": {k: int(v) for k, v in (p.split("=", 1) for p in args.param)}}
@@ -108,7 +114,9 @@ def main(argv=None) -> int:
     out = []
     for fm in args.maps:
         found = {}
-        for recipe in RECIPES:
+        for recipe in args.recipes:
+            if recipe == "distilled" and fm == "table":
+                continue  # the teacher itself
             t = time.perf_counter()
             recs = train_grouped(runs_of(fm, recipe, ranks, args.seeds, family))
             found[recipe] = exact_from(recs)
@@ -128,6 +136,8 @@ def main(argv=None) -> int:
                     "largest": largest,
                 }
             )
+        if not found:
+            continue
         hits = [f for f in found.values() if f is not None]
         best = min(hits) if hits else None
         print(f"{fm:10s} verdict: {verdict(best, certified, largest)}", flush=True)

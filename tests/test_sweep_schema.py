@@ -70,7 +70,7 @@ def test_types_are_strict_and_ints_become_floats():
         ({"lr": True}, "train.lr: expected float, got True"),
         ({"lr": -1}, "train.lr must be a finite number > 0, got -1.0"),
         ({"power": math.nan}, "train.power must be a finite number ≥ 1, got nan"),
-        ({"learning_rate": 1}, "unknown key train.'learning_rate' (expected one of device, dtype, "),
+        ({"learning_rate": 1}, "unknown key train.'learning_rate' (expected one of device, distill, dtype, "),
     ]:
         with pytest.raises(ConfigError) as info:
             TrainConfig(**bad)

@@ -22,10 +22,10 @@ from kernelgap.training.product import (
     ProductScored,
     product_trainer,
     reducible_spec,
-    training_family,
 )
 from kernelgap.training.sampled import SAMPLED_TUPLES, sampled_family
 from kernelgap.training.trainer import Scored, StackTrainer, build_stack, train_task
+from kernelgap.training.two_candidate import training_family
 from numerics import assert_same_sums
 
 # -- the reduction against every sequence ------------------------------------------------

@@ -262,6 +262,7 @@ def train(
     restarts: int = typer.Option(
         0, "--restarts", help="Train again from a fresh start while not exact, up to this many times (best kept)."
     ),
+    distill: bool = typer.Option(False, "--distill", help="Start from a table of the same rank trained first."),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:N or mps."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
@@ -281,6 +282,7 @@ def train(
             power=power,
             stop_below=None if no_early_stop else 0.5,
             restarts=restarts,
+            distill=distill,
             device=device,
         ),
         seed=seed,

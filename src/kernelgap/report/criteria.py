@@ -130,6 +130,7 @@ def run_row(rec: dict) -> dict:
         "exact_seq_acc": train["exact_seq_acc"],
         "mean_abs_error": train["mean_abs_error"],
         "tries": len(rec.get("restarts") or ()) or 1,  # the first try and its fresh starts (train.restarts)
+        "distilled": bool(rec.get("distilled")),  # started from a trained table (train.distill)
     }
     row["exact"] = exact(row)
     if rec.get("test"):

@@ -34,8 +34,9 @@ from ..models.pairs import plan_pairs
 from ..report.integrity import family_problems
 from ..task import ProductFamily
 from ..training import RunConfig
-from ..training.product import product_cost, training_family
+from ..training.product import product_cost
 from ..training.trainer import train_task
+from ..training.two_candidate import training_family
 from .config import load_sweep, sweep_source
 from .executors import check_executor, executor_width, make_executor
 from .store import ResultsDir, run_ids

@@ -144,9 +144,9 @@ class TrainConfig(Config):
     as soon as its train max error is below ``stop_below`` (``None`` or ``0``:
     never; the default 0.5 is "exact").  A run with ``restarts = K`` that ends not exact
     trains again from a fresh initialisation, up to K times, and keeps its best try
-    (:mod:`.restarts`).  A run that sets neither phase's steps trains on
-    its feature map's calibrated schedule (``RunConfig._recipe_schedule``; ``table``: the
-    power mean alone, docs/experiments.md, "Training recipe").
+    (:mod:`.restarts`); one with ``distill`` starts from a table trained first (:mod:`.distill`).
+    A run that sets neither phase's steps trains on its feature map's calibrated schedule
+    (``RunConfig._recipe_schedule``; ``table``: the power mean alone, docs/experiments.md).
     """
 
     WHERE: ClassVar[str] = "train"
@@ -159,6 +159,7 @@ class TrainConfig(Config):
     restarts: Restarts = Field(
         0, description="train a run that ends not exact again from a fresh start, up to this many times"
     )
+    distill: bool = Field(False, description="start from a table of the same rank trained first (kernel models)")
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
     device: Device = Field(
@@ -290,11 +291,12 @@ def run_identity(config: dict) -> dict:
     """What a run id hashes: the resolved config less what does not make the run — where
     family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`),
     the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
-    a softmax run has no feature map or rank) and ``train.restarts`` at 0 (a run without
-    fresh starts keeps the id it had before they existed)."""
+    a softmax run has no feature map or rank), ``train.restarts`` at 0 and ``train.distill``
+    off (a run without them keeps the id it had before they existed)."""
     out = dict(config)
-    if isinstance(out.get("train"), dict) and out["train"].get("restarts") == 0:
-        out["train"] = {k: v for k, v in out["train"].items() if k != "restarts"}
+    if isinstance(out.get("train"), dict):
+        unset = {"restarts": 0, "distill": False}
+        out["train"] = {k: v for k, v in out["train"].items() if k not in unset or v != unset[k]}
     if isinstance(out.get("model"), dict):
         out["model"] = model_identity(out["model"])
     for section in ("family", "test_family"):
@@ -390,13 +392,25 @@ class RunConfig(Config):
     def _recipe_schedule(self, info: ValidationInfo) -> RunConfig:
         """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
-        :class:`TrainConfig`'s defaults for the other."""
+        :class:`TrainConfig`'s defaults for the other; a distilled run the power mean alone,
+        with its teacher's readout where it gives none (:func:`.distill.student_model`)."""
         if self.train.restarts and isinstance(self.model, ModuleModelSpec):
             raise ValueError("train.restarts: a module trains once (fresh starts are for kernel and softmax models)")
+        if self.train.distill and not (isinstance(self.model, KernelSpec) and self.model.feature_map != "table"):
+            raise invalid(
+                " is for a kernel model whose map is not 'table' (a table trained first is its teacher)",
+                path="train.distill",
+            )
         if (info.context or {}).get(FIELDS_ONLY):
             return self
+        if self.train.distill:
+            from .distill import student_model
+
+            self.model = student_model(self.model)
         if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
             schedule = self.model.map_class.recipe_schedule
+            if self.train.distill:  # the student starts near its teacher: the power mean alone
+                schedule = {"mse_steps": 0, "max_steps": schedule.get("max_steps", self.train.max_steps)}
             if schedule:
                 self.train = self.train.model_copy(update=schedule)
                 self._recipe_steps = True
@@ -409,9 +423,11 @@ class RunConfig(Config):
         if self.test_family is not None:
             self.test_family.validate("test_family")
         from ..models.sizing import check_model
+        from .distill import check_distillable
 
         try:
             check_model(self.model, "model")
+            check_distillable(self)
         except KernelgapError as exc:
             raise ConfigError(str(exc)) from None
         self.train.validate("train")

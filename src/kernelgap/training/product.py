@@ -56,7 +56,7 @@ from ..models import ModelSpec
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
 from ..models.pairs import PairPlan
 from ..task import EXACT_THRESHOLD
-from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily, count_json
+from ..task.family import AnyFamily, ProductFamily, count_json
 from . import two_candidate
 from .config import TrainConfig
 from .sampled import SAMPLED_TUPLES, SampledScored, sampled_family
@@ -82,19 +82,6 @@ def reducible(model) -> bool:
         return False
     scorer = model.scorer
     return two_candidate_form(scorer.heads, model.position_dependent, model.causal, scorer.nonnegative)
-
-
-def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
-    """The family a model of ``spec`` trains on: a sequence family as it is; a product family
-    expanded where that is small (at most :data:`~kernelgap.task.family.MAX_EXPANDED`
-    sequences) and either of length 3 (the two-candidate sequences are then the family
-    itself: the expanded sequences train exactly as they always have) or not covered by the
-    reduction; otherwise the product itself (:func:`product_scored`)."""
-    if not isinstance(family, ProductFamily):
-        return family
-    if family.sequence_count <= MAX_EXPANDED and (family.length == 3 or not reducible_spec(spec)):
-        return family.expand()
-    return family
 
 
 def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Tensor, cols: torch.Tensor) -> PairPlan:
@@ -327,7 +314,7 @@ class ProductScored:
 
 def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
     """``(slots, block)`` of one member's training step on a product family that trains as a
-    product (:func:`training_family`), for the sweep planner's cost model: three weighted
+    product (:func:`.two_candidate.training_family`), for the sweep planner's cost model: three weighted
     terms per two-candidate sequence of a step (N per sequence of :func:`sampled_family` for
     the models the reduction does not cover), and the ``Q × (C + 1)`` block of tables."""
     q, c = len(family.queries), len(family.candidates)

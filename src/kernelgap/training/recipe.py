@@ -21,6 +21,12 @@ a field keeps it; a run read back from a record has every field set, so sizing n
 - **Batches.**  A product family too large for a full-batch step trains on batches of
   first-slot candidates (:func:`kernelgap.training.two_candidate.firsts_per_step`); its schedule has
   ``√(batches per epoch)`` times as many steps.
+- **Hidden width of a distilled map.**  A run distilled from a table (:mod:`.distill`) must
+  reproduce its teacher's free feature vectors on the family's tokens, and a two-layer MLP
+  interpolates ``h`` generic points with ``h`` hidden units; at exactly that width the fit
+  stalls on some seeds (docs), so an MLP map's ``hidden`` is
+  ``max(default, HIDDEN_PER_TOKEN · tokens)`` (tokens: the queries and every token they
+  attend to).  A run trained from a random start keeps its width.
 - **Power at length N.**  The power mean ``(mean |e|^p)^(1/p)`` of ``S`` errors is within a
   factor ``S^(1/p)`` of their maximum, so it tracks the worst sequence only where
   ``p ≳ ln S``.  At length 3 the calibrated ``p = 8`` stands (it was measured there on
@@ -53,6 +59,10 @@ STEEP_SPAN = 4.0
 STEEP_TEMPERATURE = 0.5
 #: How many times the recipe's steps a steep family trains.
 STEEP_STEPS = 2
+#: Hidden units per token of a distilled MLP map (module docstring): calibrated on the held-out
+#: constant-weight family m = 120, n = 36 (72 tokens), where 72 units fit 2 of 4 seeds' teachers
+#: and 144 fit all four.
+HIDDEN_PER_TOKEN = 2
 #: At length N > 3, the power of the power-mean loss per unit of ``ln S`` (S: sequences a
 #: step scores); calibrated on the layer family m = 10, N = 7 (S = 17,576: p = 20).
 POWER_PER_LOG = 2.0
@@ -190,7 +200,10 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
     wants_slope = log_space and "temperature" not in given
     wants_steps = run.recipe_steps
     wants_power = "power" not in run.train.model_fields_set
-    if not (wants_width or wants_slope or wants_steps or wants_power):
+    wants_hidden = (
+        run.train.distill and isinstance(model, KernelSpec) and model.map_class.projection == "mlp"
+    ) and "hidden" not in given
+    if not (wants_width or wants_slope or wants_steps or wants_power or wants_hidden):
         return {}, {}, None
     shape = shape_of(run.family)
     model_update, train_update = {}, {}
@@ -199,6 +212,10 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
         width = max(default, shape.overlap_rank)
         if width != model.d_value:
             model_update["d_value"] = width
+    if wants_hidden:
+        hidden = max(type(model).model_fields["hidden"].default, HIDDEN_PER_TOKEN * shape.tokens)
+        if hidden != model.hidden:
+            model_update["hidden"] = hidden
     if wants_slope and shape.steep:
         model_update["temperature"] = STEEP_TEMPERATURE
     if wants_power:

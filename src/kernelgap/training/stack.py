@@ -213,6 +213,7 @@ class MemberResult:
     test: dict | None
     curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
     tries: list[dict] | None = None  # every try of a run with fresh starts (training/restarts.py)
+    distilled: dict | None = None  # the teacher and the fit of a distilled run (training/distill.py)
 
 
 def metrics_of(err: torch.Tensor) -> dict:

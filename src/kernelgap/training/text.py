@@ -1,5 +1,6 @@
 """A run record as text (what ``kernelgap train`` prints): status, steps, the train metrics and,
-for a product family, what it was scored on, for a run with fresh starts, its tries (:mod:`.trainer`, :mod:`.product`)."""
+for a product family, what it was scored on, for a run with fresh starts, its tries, for a distilled
+run, its teacher (:mod:`.trainer`, :mod:`.product`, :mod:`.distill`)."""
 
 from __future__ import annotations
 
@@ -26,4 +27,11 @@ def run_lines(record: dict) -> list[str]:
     if record.get("restarts"):  # a run with fresh starts (training/restarts.py)
         tries = ", ".join("none" if t["max_error"] is None else f"{t['max_error']:.4f}" for t in record["restarts"])
         lines.append(f"tries: {len(record['restarts'])} (max errors {tries}; the best is kept)")
+    if record.get("distilled"):  # a run distilled from a table (training/distill.py)
+        d, t = record["distilled"], record["distilled"]["teacher"]
+        err = "none" if t["max_error"] is None else f"{t['max_error']:.4f}"
+        lines.append(
+            f"distilled from a {t['feature_map']} of the same rank: teacher max_error={err} after {t['steps']} steps; "
+            f"attention fitted in {d['fit_steps']} steps (KL {d['kl']:.4f})"
+        )
     return lines

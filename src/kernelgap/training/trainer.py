@@ -6,6 +6,7 @@ two-candidate sequences) is in :mod:`.stack`; docs/experiments.md, "Training rec
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pickle
@@ -20,6 +21,7 @@ from ..models import AttentionModel, KernelSpec, ModuleModelSpec, build_model, f
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
+from .distill import distill
 from .progress import Observer, watch
 from .restarts import restart_unfit
 from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
@@ -78,10 +80,19 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
     if len({r.stack_key() for r in runs}) != 1:
         raise ValueError("train_runs needs runs that share one stack key")
 
-    def train_from(members: list[RunConfig], seeds: list[int]):
+    def train_from(members: list[RunConfig], seeds: list[int], observer=observer):
         with training_settings(seed=seeds[0]):
             model, family, test_family = build_stack(members, seeds)
-            return model, train_stack(model, family, members[0].train, test_family, observer)
+            taught = None
+            if members[0].train.distill:  # the teacher trains unwatched
+                taught = distill(model, members, seeds, family, lambda runs, s: train_from(runs, s, None))
+            results = train_stack(model, family, members[0].train, test_family, observer)
+        if taught is None:
+            return model, results
+        return model, [
+            dataclasses.replace(r, wall_time_s=r.wall_time_s + t["wall_time_s"], distilled=t)
+            for r, t in zip(results, taught)
+        ]
 
     model, results = train_from(runs, [r.seed for r in runs])
     if runs[0].train.restarts:
@@ -94,7 +105,7 @@ def build_stack(runs: list[RunConfig], seeds: list[int] | None = None):
     and test families: what :func:`train_runs` trains and a checkpoint is loaded into.  A
     product family stays a product unless it trains expanded (:func:`.product.training_family`).
     ``seeds``: the members' initialisation seeds (default: the runs'; a fresh start's differ)."""
-    from .product import training_family
+    from .two_candidate import training_family
 
     first = runs[0]
     family = training_family(first.family.load(), first.model)
@@ -142,6 +153,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "curve": result.curve,
         "recipe": run.recipe,
         **({} if result.tries is None else {"restarts": result.tries}),
+        **({} if result.distilled is None else {"distilled": result.distilled}),
         "test": result.test,
         **fit,
         "version": __version__,

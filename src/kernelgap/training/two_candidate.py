@@ -7,7 +7,7 @@ model is built; :mod:`.product` trains with it.
 from __future__ import annotations
 
 from ..models import ModelSpec, ModuleModelSpec, signed_kernel
-from ..task.family import ProductFamily
+from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
 
 #: Most two-candidate sequences of one member scored in one step: a family with at most
 #: these many (``Q·C²``) trains full batch; above it each step takes every query with a
@@ -48,3 +48,16 @@ def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | No
     if two_candidate_count(family) <= pairs:
         return None
     return max(1, pairs // (len(family.queries) * len(family.candidates)))
+
+
+def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
+    """The family a model of ``spec`` trains on: a sequence family as it is; a product family
+    expanded where that is small (at most :data:`~kernelgap.task.family.MAX_EXPANDED`
+    sequences) and either of length 3 (the two-candidate sequences are then the family
+    itself: the expanded sequences train exactly as they always have) or not covered by the
+    reduction; otherwise the product itself (:func:`.product.product_scored`)."""
+    if not isinstance(family, ProductFamily):
+        return family
+    if family.sequence_count <= MAX_EXPANDED and (family.length == 3 or not reducible_spec(spec)):
+        return family.expand()
+    return family

@@ -30,6 +30,21 @@ def _kind(fam: dict) -> str:
     return fam.get("kind") or HADAMARD
 
 
+#: How a run distilled from a trained table is named beside its map's runs trained from a
+#: random start (``train.distill``; docs/experiments.md, "Distilled from the table").
+DISTILLED = " (distilled)"
+
+
+def trained_as(row: dict) -> str:
+    """The name a run's map is reported under: its map, marked when the run was distilled."""
+    return row["feature_map"] + (DISTILLED if row.get("distilled") else "")
+
+
+def map_of(name: str) -> str:
+    """The map of a name :func:`trained_as` gave (its colour is the map's)."""
+    return name.removesuffix(DISTILLED)
+
+
 def section(results) -> list[dict] | None:
     """Per family of the series: certified, constructed and trained smallest exact rank, and
     the sandwich of the minimal rank (``certified`` … ``determined``)."""
@@ -42,8 +57,8 @@ def section(results) -> list[dict] | None:
     for fam in families:
         runs = [r for r in rows if same_family(r, fam)]
         trained = {}
-        for fm in sorted({r["feature_map"] for r in runs}):
-            mine = [r for r in runs if r["feature_map"] == fm]
+        for fm in sorted({trained_as(r) for r in runs}):
+            mine = [r for r in runs if trained_as(r) == fm]
             trained[fm] = {
                 "exact_from": first_rank(mine, exact),
                 "seeds": len({r["seed"] for r in mine}),
@@ -70,7 +85,7 @@ def section(results) -> list[dict] | None:
                 "constructed_max_error": built["max_error"],
                 "trained": trained,
                 "exact_below_certificate": [
-                    {"feature_map": r["feature_map"], "rank": r["rank"], "seed": r["seed"]}
+                    {"feature_map": trained_as(r), "rank": r["rank"], "seed": r["seed"]}
                     for r in runs
                     if r["exact"] and r["rank"] < fam["certified_rank"]
                 ],
@@ -274,20 +289,21 @@ def draw(summary: dict, out_dir) -> list[str]:
             if fm in f["trained"] and f["trained"][fm]["exact_from"] is None
         ]
         offset = 0.25 * (k - 0.5)
+        marker = "D" if fm != map_of(fm) else "o"  # a distilled run: the map's colour, another mark
         ax.scatter(
             [n + offset for n, _ in hit],
             [r for _, r in hit],
-            marker="o",
-            color=map_color(summary, fm),
+            marker=marker,
+            color=map_color(summary, map_of(fm)),
             label=f"trained {fm} (most seeds exact)",
         )
         if miss:
             ax.scatter(
                 [n + offset for n, _ in miss],
                 [r for _, r in miss],
-                marker="o",
+                marker=marker,
                 facecolors="none",
-                edgecolors=map_color(summary, fm),
+                edgecolors=map_color(summary, map_of(fm)),
                 label=f"{fm}: not exact up to",
             )
     ax.set(

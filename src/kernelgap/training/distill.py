@@ -1,0 +1,178 @@
+"""Distillation from a table: a map's attention fitted to a trained table's first
+(``train.distill``; docs/experiments.md, "Distilled from the table").
+
+A run that ends not exact may have a map that cannot reach the family at its rank, or a map
+that can but whose training from a random start does not find how.  Distillation tells the
+two apart.  A run with ``train.distill = true`` (a kernel model whose map is not ``table``)
+trains in three steps:
+
+1. **Teacher.**  The same model with the ``table`` map (a free feature vector per token, the
+   lower bound's model) is trained on the family from the same member seeds, on the table's
+   calibrated recipe (:func:`teacher_runs`).
+2. **Fit.**  For every query token ``x`` of the family and every head and key position,
+   attention is a distribution over the key tokens ``z`` that ``x`` meets in the family's
+   sequences, ``p(z | x) ∝ α(x, z)``.  The student's scorer is fitted to the teacher's by
+   Adam on ``Σ_x KL(p_teacher(· | x) ‖ p_student(· | x))`` at the student's learning rate
+   until every member's KL is below :data:`FIT_KL` (at most :data:`FIT_STEPS` steps;
+   Hedgehog's loss, arXiv:2402.04347, with a trained table as the teacher instead of softmax).  Where the two distributions agree the two models attend
+   alike on every sequence of the family, since a sequence's attention is ``p`` restricted
+   to its tokens and renormalised.  The student's readout starts as the teacher's, so the
+   student must share its readout shape.
+3. **Training.**  The student then trains on its own schedule and is judged as any run is.
+
+A student exact after distillation shows the map reaches the family at that rank.  The
+record's ``distilled`` keeps the teacher's outcome and the fit's final KL per member.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..errors import KernelgapError
+from ..models.feature_maps import feature_map_class
+from ..task import Family
+from .two_candidate import training_family
+
+#: The fit stops once every member's KL (nats, mean over its rows) is below this ...
+FIT_KL = 1e-3
+#: ... checked every this many steps ...
+FIT_CHECK_EVERY = 100
+#: ... or after this many Adam steps.
+FIT_STEPS = 10_000
+#: Most (query token, key token) pairs a fit scores per member and head (its memory bound).
+MAX_FIT_PAIRS = 1 << 22
+#: Model fields the teacher copies from its student (its readout shape and attention layout).
+SHARED_FIELDS = ("rank", "heads", "readout", "d_value", "hidden", "position_dependent", "causal")
+
+
+def student_model(spec):
+    """A distilled run's model spec with the readout its teacher's must match: the ``table``
+    map's calibrated one where the run gives none (so the student starts from its teacher's)."""
+    if "readout" in spec.model_fields_set:
+        return spec
+    return spec.model_copy(update={"readout": feature_map_class("table").recipe_model["readout"]})
+
+
+def teacher_runs(runs: list):
+    """The teacher of each run: the same family, seed, rank and readout with the ``table``
+    map on its calibrated recipe (sized by the family as any run is)."""
+    out = []
+    for run in runs:
+        model = {"kind": "kernel", "feature_map": "table", **{k: getattr(run.model, k) for k in SHARED_FIELDS}}
+        train = {"dtype": run.train.dtype, "device": run.train.device}
+        raw = {"family": run.family.model_dump(), "model": model, "train": train, "seed": run.seed}
+        out.append(type(run).parse(raw).resolved())
+    return out
+
+
+def meetings(family: Family) -> tuple[np.ndarray, np.ndarray]:
+    """``(queries, mask)``: the tokens at a scored position of some sequence, and
+    ``mask [len(queries), T]``, whether each meets each token in a sequence (itself included)."""
+    index = family.index
+    scored = index[:, family.scored_positions]
+    queries = np.unique(scored)
+    row = np.full(len(family.tokens), -1)
+    row[queries] = np.arange(len(queries))
+    mask = np.zeros((len(queries), len(family.tokens)), dtype=bool)
+    for q in range(scored.shape[1]):
+        for j in range(index.shape[1]):
+            mask[row[scored[:, q]], index[:, j]] = True
+    return queries, mask
+
+
+def attention_log_probs(model, tokens: torch.Tensor, queries: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``log p(z | x)`` ``[E, H, P, Q, T]`` of every member, head and key position: the
+    scores of the query tokens against every token, restricted to ``mask`` and normalised."""
+    scorer = model.scorer
+    ids = model.token_ids(tokens)
+    q = scorer.query_features(tokens[queries], None if ids is None else ids[queries])
+    k = scorer.key_features(tokens, ids)
+    scores = scorer.combine(q, k)
+    if not scorer.log_space:
+        scores = torch.log(scores.clamp_min(torch.finfo(scores.dtype).tiny))
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.log_softmax(scores, dim=-1)
+
+
+def check_distillable(run) -> None:
+    """Refuse, before any training, a distilled run whose family the fit cannot read: a product
+    family that trains on its two-candidate sequences, or over :data:`MAX_FIT_PAIRS` pairs."""
+    if not run.train.distill:
+        return
+    family = training_family(run.family.load(), run.model)
+    if not isinstance(family, Family):
+        raise KernelgapError(
+            "train.distill needs a family trained in full; this product family trains on its two-candidate "
+            "sequences (too many to fit attention on)"
+        )
+    queries = np.unique(family.index[:, family.scored_positions])
+    if len(queries) * len(family.tokens) > MAX_FIT_PAIRS:
+        raise KernelgapError(
+            f"train.distill fits attention on every query-key pair of the family: {len(queries)} query tokens × "
+            f"{len(family.tokens)} tokens is over {MAX_FIT_PAIRS:,} pairs"
+        )
+
+
+def fit_attention(student, teacher, family: Family, lr: float, steps: int = FIT_STEPS) -> tuple[list[float], int]:
+    """Fit ``student``'s scorer to ``teacher``'s attention on the family's pairs (module
+    docstring, step 2) and give it the teacher's readout: the final KL per member (nats,
+    mean over query tokens, heads and key positions) and the steps taken (at most ``steps``)."""
+    queries, mask = meetings(family)
+    first = next(student.parameters())
+    device, dtype = first.device, first.dtype
+    tokens = torch.as_tensor(family.tokens, dtype=dtype, device=device)
+    rows = torch.as_tensor(queries, device=device)
+    allowed = torch.as_tensor(mask, device=device)
+    with torch.no_grad():
+        target = attention_log_probs(teacher, tokens, rows, allowed)
+        weight = target.exp()
+    student.readout.load_state_dict(teacher.readout.state_dict())
+    params = list(student.scorer.parameters())
+    opt = torch.optim.Adam(params, lr=lr)
+
+    def member_kl() -> torch.Tensor:
+        log_p = attention_log_probs(student, tokens, rows, allowed)
+        terms = torch.where(weight > 0, weight * (target - log_p), torch.zeros_like(weight))
+        return terms.sum(-1).flatten(1).mean(1)  # [E]
+
+    step = 0
+    while step < steps:
+        opt.zero_grad(set_to_none=True)
+        kl = member_kl()
+        if step % FIT_CHECK_EVERY == 0 and bool((kl.detach() < FIT_KL).all()):
+            break
+        kl.sum().backward()
+        opt.step()
+        step += 1
+    with torch.no_grad():
+        return [float(v) for v in member_kl()], step
+
+
+def distill(student, runs: list, seeds: list[int], family: Family, train) -> list[dict]:
+    """Steps 1 and 2 of the module docstring for a stack ``student`` of ``runs`` (one stack
+    key, :func:`check_distillable`) started from member seeds ``seeds``: the teacher trained by ``train(runs, seeds)``
+    (which gives the trained stack and one result per run), the student's scorer fitted and
+    its readout the teacher's.  One ``distilled`` record entry per member."""
+    teachers = teacher_runs(runs)
+    teacher, taught = train(teachers, seeds)
+    fit_start = time.perf_counter()
+    kl, fitted = fit_attention(student, teacher, family, runs[0].train.lr)
+    fit_s = time.perf_counter() - fit_start
+    return [
+        {
+            "teacher": {
+                "feature_map": "table",
+                "lr": teachers[0].train.lr,
+                "status": t.status,
+                "steps": t.steps,
+                "max_error": t.train.get("max_error"),
+            },
+            "fit_steps": fitted,
+            "kl": k,
+            "wall_time_s": t.wall_time_s + fit_s,
+        }
+        for t, k in zip(taught, kl)
+    ]
