@@ -139,16 +139,14 @@ def fit_attention(student, teacher, family: Family, lr: float, steps: int = FIT_
         return terms.sum(-1).flatten(1).mean(1)  # [E]
 
     step = 0
-    while step < steps:
-        opt.zero_grad(set_to_none=True)
+    while True:
         kl = member_kl()
-        if step % FIT_CHECK_EVERY == 0 and bool((kl.detach() < FIT_KL).all()):
-            break
+        if step == steps or (step % FIT_CHECK_EVERY == 0 and bool((kl.detach() < FIT_KL).all())):
+            return [float(v) for v in kl.detach()], step
+        opt.zero_grad(set_to_none=True)
         kl.sum().backward()
         opt.step()
         step += 1
-    with torch.no_grad():
-        return [float(v) for v in member_kl()], step
 
 
 def distill(student, runs: list, seeds: list[int], family: Family, train) -> list[dict]:
