@@ -12,11 +12,13 @@ certified rank, how many seeds are exact at ``r₀`` (max error < 1/2), their ma
 steps, the max error at ``r₀ − 1``, and wall time; then ``heldout_exact_share=`` — the share of
 families exact on at least 3 of 4 seeds (docs/experiments.md, "Training recipe", "Held-out
 families", has the measured table).  ``--feature-map MAP --distill`` trains another map the same
-way, each run distilled from a table trained first (docs/experiments.md, "Distilled from the table").
+way, each run distilled from a table trained first (docs/experiments.md, "Distilled from the table");
+``--prune-from F`` trains each table F times wider first and cuts it to its rank
+(docs/experiments.md, "Pruned from a wider table").
 
     python benchmarks/bench_heldout.py [--set test|calibration|all] [--seeds 4] [--max-n 64]
                                        [--only NAME ...] [--out DIR] [--no-below]
-                                       [--feature-map MAP] [--distill]
+                                       [--feature-map MAP] [--distill] [--prune-from F]
 
 The ``calibration`` set (generator seed 7) is what the recipe was tuned on; the ``test`` set
 (generator seed 2027, other sizes) was only measured.  Families with n up to 64 have up to
@@ -173,19 +175,19 @@ def build_set(which: str) -> list[dict]:
 # -- the measurement --------------------------------------------------------------------------
 
 
-def runs(path: Path, rank: int, seeds, feature_map: str = "table", distill: bool = False) -> list[RunConfig]:
+def runs(path: Path, rank: int, seeds, feature_map: str = "table", train: dict | None = None) -> list[RunConfig]:
     spec = FamilySpec.from_file(path).model_dump(exclude_none=True)
     model = {"kind": "kernel", "feature_map": feature_map, "rank": rank}
-    train = {"distill": True} if distill else {}
+    train = train or {}
     return [RunConfig.parse({"family": spec, "model": model, "train": train, "seed": s}).validate() for s in seeds]
 
 
-def measure(path: Path, seeds: int, below: bool, feature_map: str = "table", distill: bool = False) -> dict:
+def measure(path: Path, seeds: int, below: bool, feature_map: str = "table", train: dict | None = None) -> dict:
     family = parse_family_bytes(path.read_bytes(), path)
     n = len(family.matching)
     cert = certify(family).certified_rank
     start = time.perf_counter()
-    records = train_records(runs(path, cert, range(seeds), feature_map, distill))
+    records = train_records(runs(path, cert, range(seeds), feature_map, train))
     row = {
         "family": family.name,
         "m": family.m,
@@ -196,12 +198,12 @@ def measure(path: Path, seeds: int, below: bool, feature_map: str = "table", dis
         "steps": [r["steps"] for r in records],
         **(
             {"teacher_max_errors": [round(r["distilled"]["teacher"]["max_error"], 3) for r in records]}
-            if distill
+            if (train or {}).get("distill")
             else {}
         ),
     }
     if below and cert > 1:
-        (rec,) = train_records(runs(path, cert - 1, [0], feature_map, distill))
+        (rec,) = train_records(runs(path, cert - 1, [0], feature_map, train))
         row["below_max_error"] = round(rec["train"]["max_error"], 3)
         if rec["train"]["max_error"] < 0.5:
             raise SystemExit(f"{family.name}: exact at rank {cert - 1}, below its certificate {cert}")
@@ -219,7 +221,11 @@ def main(argv=None) -> None:
     ap.add_argument("--no-below", action="store_true", help="skip the run one rank below the certificate")
     ap.add_argument("--feature-map", default="table", help="the map trained (default: table)")
     ap.add_argument("--distill", action="store_true", help="distil each run from a table trained first")
+    ap.add_argument("--prune-from", type=float, default=1.0, help="train each table this many times wider first")
     args = ap.parse_args(argv)
+    train = {"distill": True} if args.distill else {}
+    if args.prune_from != 1.0:
+        train["prune_from"] = args.prune_from
     sets = ["calibration", "test"] if args.set == "all" else [args.set]
     out = Path(args.out or tempfile.mkdtemp(prefix="heldout-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +236,7 @@ def main(argv=None) -> None:
                 continue
             path = out / f"{fam['name']}.json"
             path.write_text(json.dumps(fam))
-            row = measure(path, args.seeds, not args.no_below, args.feature_map, args.distill)
+            row = measure(path, args.seeds, not args.no_below, args.feature_map, train)
             rows.append(row)
             with open(out / "results.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")

@@ -263,6 +263,7 @@ def train(
         0, "--restarts", help="Train again from a fresh start while not exact, up to this many times (best kept)."
     ),
     distill: bool = typer.Option(False, "--distill", help="Start from a table of the same rank trained first."),
+    prune_from: float = typer.Option(1.0, "--prune-from", help="Train a table at F × the rank first, then cut it."),
     device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:N or mps."),
     as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
 ) -> None:
@@ -281,9 +282,7 @@ def train(
             max_steps=max_steps,
             power=power,
             stop_below=None if no_early_stop else 0.5,
-            restarts=restarts,
-            distill=distill,
-            device=device,
+            **dict(restarts=restarts, distill=distill, prune_from=prune_from, device=device),
         ),
         seed=seed,
     )

@@ -12,7 +12,7 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
 * a model asks for more than :data:`MAX_RANK` features per head;
 * a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m;
 * a training phase asks for more than :data:`MAX_STEPS` steps, a run for more than
-  :data:`MAX_RESTARTS` fresh starts, a layer for more than
+  :data:`MAX_RESTARTS` fresh starts, a start :data:`MAX_PRUNE_FROM` times its rank, a layer for more than
   :data:`MAX_WIDTH` units;
 * a code's distance check would sort more than :data:`MAX_SUBWORD_KEYS` sub-word keys and
   scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time).
@@ -39,6 +39,8 @@ MAX_RANK = 1 << 20
 MAX_STEPS = 10**7
 #: Most fresh starts of one run (``train.restarts``; each is a whole training schedule).
 MAX_RESTARTS = 64
+#: Widest start of a pruned run, as a multiple of its rank (``train.prune_from``).
+MAX_PRUNE_FROM = 8
 #: Widest embedding or hidden layer a model may ask for.
 MAX_WIDTH = 1 << 16
 

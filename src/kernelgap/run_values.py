@@ -1,13 +1,15 @@
-"""A run's seed and device, checked by their values alone: before torch is imported (a
+"""A run's seed, device and loss settings, checked by their values alone: before torch is imported (a
 refusal costs no torch import), by the run's config models and by the command line alike.
 Whether a device exists here is :func:`kernelgap.models.devices.resolve_device`'s question."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from pydantic import Field
 
+from .limits import MAX_PRUNE_FROM
 from .validation import Int, Says, checked
 
 #: Seeds run from 0 to ``2^64 − 1``: every generator a run seeds takes them (numpy's
@@ -45,4 +47,23 @@ Device = checked(
     lambda v: device_problem(v) is None,
     DEVICE_TEXT,
     {"type": "string", "pattern": "^(cpu|cuda|mps)(:[0-9]{1,4})?$"},
+)
+
+
+#: The power of the power-mean loss (``train.power``) and the error a member stops below (``train.stop_below``).
+Power = checked(
+    float,
+    lambda v: math.isfinite(v) and v >= 1,
+    " must be a finite number ≥ 1, got {value}",
+    {"type": "number", "minimum": 1},
+)
+StopBelow = checked(
+    float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
+)
+#: How many times its rank a pruned run starts (``train.prune_from``; 1: off).
+PruneFrom = checked(
+    float,
+    lambda v: 1 <= v <= MAX_PRUNE_FROM,
+    f" must be a number from 1 (off) to {MAX_PRUNE_FROM}, got {{value}}",
+    {"type": "number", "minimum": 1, "maximum": MAX_PRUNE_FROM},
 )

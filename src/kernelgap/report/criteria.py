@@ -131,6 +131,7 @@ def run_row(rec: dict) -> dict:
         "mean_abs_error": train["mean_abs_error"],
         "tries": len(rec.get("restarts") or ()) or 1,  # the first try and its fresh starts (train.restarts)
         "distilled": bool(rec.get("distilled")),  # started from a trained table (train.distill)
+        "pruned_from": (rec.get("pruned") or {}).get("from_rank"),  # cut from a wider table (train.prune_from)
     }
     row["exact"] = exact(row)
     if rec.get("test"):

@@ -59,6 +59,7 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
             "max_error": r["max_error"],
             "exact": r["exact"],
             "tries": r.get("tries", 1),
+            "pruned_from": r.get("pruned_from"),
             "whole_family": whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
         }
         for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))

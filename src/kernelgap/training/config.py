@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,9 +41,9 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
-from ..run_values import Device, Seed
+from ..run_values import Device, Power, PruneFrom, Seed, StopBelow
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
-from ..validation import Config, FinitePositive, between, checked, invalid, one_of
+from ..validation import Config, FinitePositive, between, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -117,15 +116,6 @@ def default_lr(model: ModelSpec) -> float:
     return FALLBACK_LR
 
 
-Power = checked(
-    float,
-    lambda v: math.isfinite(v) and v >= 1,
-    " must be a finite number ≥ 1, got {value}",
-    {"type": "number", "minimum": 1},
-)
-StopBelow = checked(
-    float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
-)
 DType = one_of(DTYPE_NAMES)
 
 
@@ -144,7 +134,8 @@ class TrainConfig(Config):
     as soon as its train max error is below ``stop_below`` (``None`` or ``0``:
     never; the default 0.5 is "exact").  A run with ``restarts = K`` that ends not exact
     trains again from a fresh initialisation, up to K times, and keeps its best try
-    (:mod:`.restarts`); one with ``distill`` starts from a table trained first (:mod:`.distill`).
+    (:mod:`.restarts`); one with ``distill`` starts from a table trained first (:mod:`.distill`), one
+    with ``prune_from`` from a wider table cut to its rank (:mod:`.prune`).
     A run that sets neither phase's steps trains on its feature map's calibrated schedule
     (``RunConfig._recipe_schedule``; ``table``: the power mean alone, docs/experiments.md).
     """
@@ -160,6 +151,9 @@ class TrainConfig(Config):
         0, description="train a run that ends not exact again from a fresh start, up to this many times"
     )
     distill: bool = Field(False, description="start from a table of the same rank trained first (kernel models)")
+    prune_from: PruneFrom = Field(
+        1.0, description="train a table at this many times the rank first, keep the most-used features (1: off)"
+    )
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
     device: Device = Field(
@@ -291,11 +285,11 @@ def run_identity(config: dict) -> dict:
     """What a run id hashes: the resolved config less what does not make the run — where
     family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`),
     the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
-    a softmax run has no feature map or rank), ``train.restarts`` at 0 and ``train.distill``
-    off (a run without them keeps the id it had before they existed)."""
+    a softmax run has no feature map or rank), ``train.restarts`` at 0, ``train.distill``
+    off and ``train.prune_from`` at 1 (a run without them keeps the id it had before they existed)."""
     out = dict(config)
     if isinstance(out.get("train"), dict):
-        unset = {"restarts": 0, "distill": False}
+        unset = {"restarts": 0, "distill": False, "prune_from": 1.0}
         out["train"] = {k: v for k, v in out["train"].items() if k not in unset or v != unset[k]}
     if isinstance(out.get("model"), dict):
         out["model"] = model_identity(out["model"])
@@ -398,9 +392,10 @@ class RunConfig(Config):
             raise ValueError("train.restarts: a module trains once (fresh starts are for kernel and softmax models)")
         if self.train.distill and not (isinstance(self.model, KernelSpec) and self.model.feature_map != "table"):
             raise invalid(
-                " is for a kernel model whose map is not 'table' (a table trained first is its teacher)",
-                path="train.distill",
+                " is for a kernel model whose map is not 'table' (its teacher is a table)", path="train.distill"
             )
+        if self.train.prune_from > 1 and not (isinstance(self.model, KernelSpec) and self.model.feature_map == "table"):
+            raise invalid(" is for a kernel model with the 'table' map (its columns are cut)", path="train.prune_from")
         if (info.context or {}).get(FIELDS_ONLY):
             return self
         if self.train.distill:

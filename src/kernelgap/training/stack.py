@@ -214,6 +214,7 @@ class MemberResult:
     curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
     tries: list[dict] | None = None  # every try of a run with fresh starts (training/restarts.py)
     distilled: dict | None = None  # the teacher and the fit of a distilled run (training/distill.py)
+    pruned: dict | None = None  # the wide run and the cut of a pruned run (training/prune.py)
 
 
 def metrics_of(err: torch.Tensor) -> dict:

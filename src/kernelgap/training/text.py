@@ -1,6 +1,7 @@
 """A run record as text (what ``kernelgap train`` prints): status, steps, the train metrics and,
 for a product family, what it was scored on, for a run with fresh starts, its tries, for a distilled
-run, its teacher (:mod:`.trainer`, :mod:`.product`, :mod:`.distill`)."""
+run, its teacher, for a pruned one, its wide run (:mod:`.trainer`, :mod:`.product`, :mod:`.distill`,
+:mod:`.prune`)."""
 
 from __future__ import annotations
 
@@ -33,5 +34,12 @@ def run_lines(record: dict) -> list[str]:
         lines.append(
             f"distilled from a {t['feature_map']} of the same rank: teacher max_error={err} after {t['steps']} steps; "
             f"attention fitted in {d['fit_steps']} steps (KL {d['kl']:.4f})"
+        )
+    if record.get("pruned"):  # a run cut from a wider table (training/prune.py)
+        p, w = record["pruned"], record["pruned"]["wide"]
+        err = "none" if w["max_error"] is None else f"{w['max_error']:.4f}"
+        lines.append(
+            f"pruned from rank {p['from_rank']}: wide max_error={err} after {w['steps']} steps; "
+            f"{p['own_features']} queries' own features kept"
         )
     return lines

@@ -23,6 +23,7 @@ from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
 from .distill import distill
 from .progress import Observer, watch
+from .prune import prune
 from .restarts import restart_unfit
 from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
     CHECK_EVERY,
@@ -83,15 +84,23 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
     def train_from(members: list[RunConfig], seeds: list[int], observer=observer):
         with training_settings(seed=seeds[0]):
             model, family, test_family = build_stack(members, seeds)
-            taught = None
+            first, before = None, None  # the first stage's record field and entries
             if members[0].train.distill:  # the teacher trains unwatched
-                taught = distill(model, members, seeds, family, lambda runs, s: train_from(runs, s, None))
+                first, before = (
+                    "distilled",
+                    distill(model, members, seeds, family, lambda runs, s: train_from(runs, s, None)),
+                )
+            elif members[0].train.prune_from > 1:  # so does the wide table
+                first, before = (
+                    "pruned",
+                    prune(model, members, seeds, family, lambda runs, s: train_from(runs, s, None)),
+                )
             results = train_stack(model, family, members[0].train, test_family, observer)
-        if taught is None:
+        if first is None:
             return model, results
         return model, [
-            dataclasses.replace(r, wall_time_s=r.wall_time_s + t["wall_time_s"], distilled=t)
-            for r, t in zip(results, taught)
+            dataclasses.replace(r, wall_time_s=r.wall_time_s + t["wall_time_s"], **{first: t})
+            for r, t in zip(results, before)
         ]
 
     model, results = train_from(runs, [r.seed for r in runs])
@@ -154,6 +163,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "recipe": run.recipe,
         **({} if result.tries is None else {"restarts": result.tries}),
         **({} if result.distilled is None else {"distilled": result.distilled}),
+        **({} if result.pruned is None else {"pruned": result.pruned}),
         "test": result.test,
         **fit,
         "version": __version__,

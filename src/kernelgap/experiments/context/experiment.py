@@ -155,6 +155,7 @@ class TrainedRun(Record):
     exact: bool
     whole_family: bool
     tries: json_at_least(1) = 1  # the first try and its fresh starts (train.restarts)
+    pruned_from: JsonInt | None = None  # the rank of the wider table it was cut from (train.prune_from)
 
 
 class TrainedRank(Record):

@@ -202,7 +202,7 @@ def trained_text(t: dict) -> str:
     if t["trained_any"] is not None and t["trained_any"] != t["trained_most"]:
         text += f", some seed from rank {t['trained_any']}"
     if t["trained_most"] is not None and t["trained_most"] == t["certified_rank"]:
-        text += "; trained = certified" + fresh_starts(t["runs"], t["trained_most"])
+        text += "; trained = certified" + how_trained(t["runs"], t["trained_most"])
     if t["determined"]:
         by = "constructed" if t["constructed"] == t["certified"] else "trained"
         text += f"; the minimal rank is exactly {t['certified']:,} (certified = {by})"
@@ -218,15 +218,21 @@ def trained_text(t: dict) -> str:
     return text
 
 
-def fresh_starts(runs: list[dict], rank: int) -> str:
-    """What the exact runs at ``rank`` took where some needed fresh starts (``train.restarts``):
-    " (2 of 2 exact seeds after fresh starts, at most 3 tries)", else ""."""
+def how_trained(runs: list[dict], rank: int) -> str:
+    """What the exact runs at ``rank`` took where some were cut from a wider table
+    (``train.prune_from``) or needed fresh starts (``train.restarts``): " (2 of 2 exact seeds
+    cut from rank 120; 1 of 2 after fresh starts, at most 3 tries)", else ""."""
     exact = [r for r in runs if r["rank"] == rank and r["exact"] and r["whole_family"]]
+    parts = []
+    pruned = [r for r in exact if r.get("pruned_from")]
+    if pruned:
+        wide = ", ".join(str(w) for w in sorted({r["pruned_from"] for r in pruned}))
+        parts.append(f"{len(pruned)} of {len(exact)} exact seeds cut from rank {wide}")
     restarted = [r for r in exact if r.get("tries", 1) > 1]
-    if not restarted:
-        return ""
-    most = max(r["tries"] for r in restarted)
-    return f" ({len(restarted)} of {len(exact)} exact seeds after fresh starts, at most {most} tries)"
+    if restarted:
+        most = max(r["tries"] for r in restarted)
+        parts.append(f"{len(restarted)} of {len(exact)} exact seeds after fresh starts, at most {most} tries")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def how_close_parts(wall: list[dict]) -> list[str]:
