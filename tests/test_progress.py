@@ -245,3 +245,35 @@ def test_the_threshold_line_is_the_one_exact_threshold(tmp_path, monkeypatch):
     c = {"label": "run", "step": [0, 50], "max_error": [2.0, 0.0], "mse_steps": 0}
     assert figures.draw_training_curves([c], tmp_path, "t", "title") == ["t.png", "t.svg"]
     assert drawn_at == [0.25]
+
+
+@pytest.mark.parametrize("first", [{"prune_from": 1.5}, {"distill": True}])
+def test_a_first_stage_is_watched_before_the_run_and_changes_no_number(first):
+    """A pruned table's wide run and a distilled map's teacher are shown as a first stage
+    (its phases prefixed, its end not the run's end), then the run itself from step 0; the
+    record is the one trained unwatched."""
+    feature_map = "table" if "prune_from" in first else "mlp_exp"
+    stage = "wide" if "prune_from" in first else "teacher"
+    run = RunConfig.parse(
+        {
+            "family": {"name": "witness"},
+            "model": {"feature_map": feature_map, "rank": 16},
+            "train": {"mse_steps": 60, "max_steps": 60, **first},
+        }
+    ).validate()
+    (plain,) = train_records([run])
+    seen: list[TrainingProgress] = []
+    (observed,) = train_records([run], observer=seen.append)
+    key = "pruned" if "prune_from" in first else "distilled"
+    assert without_time(observed[key]) == without_time(plain[key])  # the first stage's own wall time
+    assert without_time({**observed, key: None}) == without_time({**plain, key: None})
+    phases = [p.phase for p in seen]
+    staged = [i for i, phase in enumerate(phases) if phase.startswith(f"{stage} ")]
+    assert staged == list(range(len(staged))) and phases[len(staged) - 1] == f"{stage} done"
+    rest = seen[len(staged) :]
+    assert rest[0].step == 0 and rest[-1].done and not any(p.done for p in seen[:-1])
+    screen = Terminal()
+    with watch(screen) as view:
+        for p in seen:
+            view(p)
+    assert f"{stage} mse" in screen.getvalue() or f"{stage} max" in screen.getvalue()

@@ -14,6 +14,7 @@ rich bar on a stream that is a terminal, updated in place at most four times a s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,20 @@ Observer = Callable[[TrainingProgress], None]
 def phase_of(step: int, mse_steps: int) -> str:
     """The phase a step belongs to: the mean-squared steps first, then the max-error ones."""
     return "mse" if step < mse_steps else "max"
+
+
+def staged(observer: Observer | None, stage: str) -> Observer | None:
+    """``observer`` told of a first stage trained before the run itself (a pruned table's wide
+    run, a distilled map's teacher): each point's phase is prefixed with ``stage``, and the
+    stage's end is one more point, not the run's end."""
+    if observer is None:
+        return None
+
+    def tell(progress: TrainingProgress) -> None:
+        phase = f"{stage} {'done' if progress.done else progress.phase}"
+        observer(dataclasses.replace(progress, phase=phase, done=False))
+
+    return tell
 
 
 def _finite(values: Sequence[float | None]) -> tuple[float | None, ...]:
@@ -117,7 +132,8 @@ class TerminalProgress:
         }
         if self.task is None:
             self.task = self.bar.add_task("train", total=progress.total, **fields)
-        self.bar.update(self.task, completed=progress.step, **fields)
+        # a first stage (:func:`staged`) and the run after it have schedules of their own
+        self.bar.update(self.task, total=progress.total, completed=progress.step, **fields)
 
 
 def _is_terminal(stream) -> bool:

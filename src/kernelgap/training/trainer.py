@@ -22,7 +22,7 @@ from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
 from .distill import distill
-from .progress import Observer, watch
+from .progress import Observer, staged, watch
 from .prune import prune
 from .restarts import restart_unfit
 from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
@@ -85,15 +85,15 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
         with training_settings(seed=seeds[0]):
             model, family, test_family = build_stack(members, seeds)
             first, before = None, None  # the first stage's record field and entries
-            if members[0].train.distill:  # the teacher trains unwatched
+            if members[0].train.distill:  # the teacher, watched as a first stage
                 first, before = (
                     "distilled",
-                    distill(model, members, seeds, family, lambda runs, s: train_from(runs, s, None)),
+                    distill(model, members, seeds, family, lambda r, s: train_from(r, s, staged(observer, "teacher"))),
                 )
-            elif members[0].train.prune_from > 1:  # so does the wide table
+            elif members[0].train.prune_from > 1:  # so is the wide table
                 first, before = (
                     "pruned",
-                    prune(model, members, seeds, family, lambda runs, s: train_from(runs, s, None)),
+                    prune(model, members, seeds, family, lambda r, s: train_from(r, s, staged(observer, "wide"))),
                 )
             results = train_stack(model, family, members[0].train, test_family, observer)
         if first is None:
