@@ -58,18 +58,25 @@ def pytest_configure(config):
 #: running a long module alone at the end; `make test` passes `--no-loadscope-reorder`, or
 #: xdist would hand out the modules with the most tests first instead
 LONGEST_FIRST = (
+    "test_probe_leash",
     "test_install",
+    "test_fuzz_cli",
     "test_faults",
-    "test_length_n",
-    "test_ray_faults",
+    "test_signals",
+    "test_fast_refusal",
     "test_probe",
+    "test_ray_faults",
     "test_probe_safety",
     "test_kill_resume",
+    "test_length_n",
+    "test_prune",
+    "test_distill",
     "test_ray",
     "test_product_family",
-    "test_heldout_recipe",
-    "test_block_tables",
+    "test_progress",
     "test_determinism",
+    "test_heldout_recipe",
+    "test_probe_verdicts",
     "test_sweeps",
 )
 
