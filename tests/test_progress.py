@@ -247,13 +247,14 @@ def test_the_threshold_line_is_the_one_exact_threshold(tmp_path, monkeypatch):
     assert drawn_at == [0.25]
 
 
-@pytest.mark.parametrize("first", [{"prune_from": 1.5}, {"distill": True}])
-def test_a_first_stage_is_watched_before_the_run_and_changes_no_number(first):
+@pytest.mark.parametrize(
+    "first, feature_map, stage, key",
+    [({"prune_from": 1.5}, "table", "wide", "pruned"), ({"distill": True}, "mlp_exp", "teacher", "distilled")],
+)
+def test_a_first_stage_is_watched_before_the_run_and_changes_no_number(first, feature_map, stage, key):
     """A pruned table's wide run and a distilled map's teacher are shown as a first stage
     (its phases prefixed, its end not the run's end), then the run itself from step 0; the
     record is the one trained unwatched."""
-    feature_map = "table" if "prune_from" in first else "mlp_exp"
-    stage = "wide" if "prune_from" in first else "teacher"
     run = RunConfig.parse(
         {
             "family": {"name": "witness"},
@@ -264,7 +265,6 @@ def test_a_first_stage_is_watched_before_the_run_and_changes_no_number(first):
     (plain,) = train_records([run])
     seen: list[TrainingProgress] = []
     (observed,) = train_records([run], observer=seen.append)
-    key = "pruned" if "prune_from" in first else "distilled"
     assert without_time(observed[key]) == without_time(plain[key])  # the first stage's own wall time
     assert without_time({**observed, key: None}) == without_time({**plain, key: None})
     phases = [p.phase for p in seen]

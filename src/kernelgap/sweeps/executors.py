@@ -59,9 +59,7 @@ def forkserver_context():
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
-    # torch and the trainer, imported once for every worker, and torch._dynamo: torch's
-    # optimizers import it at their first step (about 2 s), which each worker would pay
-    preload = ["kernelgap.training.trainer", "torch._dynamo"]
+    preload = ["kernelgap.training.trainer"]  # torch and the trainer, imported once for every worker
     if threading.current_thread() is threading.main_thread():
         # Start the forkserver now, from the main thread, with this module preloaded
         # (importing it arms the forkserver's parent-death signal); one that
