@@ -244,6 +244,10 @@ def test_a_second_reproduction_of_a_profile_is_compared_not_repeated(tiny, cli, 
     assert text.count("## tiny profile") == 2 and text.count("### Every experiment") == 1
     assert f"## tiny profile again: `{out}` against `{other}`" in text
     assert "conclusions differ" in text and "| length |" in text and "kernels" in text
+    for invocation in summary["invocations"]:  # the CPU each ran on, named on the page
+        assert isinstance(invocation["cores"], int) and invocation["cores"] >= 1
+        if invocation.get("cpu_model"):
+            assert f"kernels on {invocation['cpu_model']} ({invocation['cores']} cores)" in text
 
 
 def test_summary_says_where_the_time_went(tiny):

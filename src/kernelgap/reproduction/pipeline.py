@@ -8,12 +8,13 @@ runs; then
 ``report.html`` from those files alone.  ``OUT/reproduce.json`` records the
 profile, the folders of the profile's own experiments (``user_experiments``, so
 ``kernelgap report OUT`` finds their report part) and every invocation (command,
-start, wall time, and whether it finished or stopped), so a resumed
+start, wall time, the CPU it ran on, and whether it finished or stopped), so a resumed
 reproduction's total time is their sum, stopped invocations included.
 """
 
 from __future__ import annotations
 
+import platform
 import shlex
 import sys
 import time
@@ -25,7 +26,7 @@ from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
 from ..io import atomic_write_json
-from ..sweeps.executors import halted_pools
+from ..sweeps.executors import available_cores, halted_pools
 from ..sweeps.runner import run_sweeps
 from .record import META, read_meta
 from .report import build_report
@@ -42,6 +43,23 @@ def cpu_capability() -> str:
     import torch
 
     return torch.backends.cpu.get_cpu_capability().lower()
+
+
+def cpu_model() -> str | None:
+    """The processor's name (``model name`` in /proc/cpuinfo, else ``platform.processor()``),
+    or None where neither says: with :func:`cpu_capability` and the core count, what a
+    reproduction's wall time and its floating-point rounding were measured on (two CPUs
+    with the same SIMD kernels may still round differently: docs/formats.md, "What bitwise
+    covers")."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def claim_output(out: Path, profile: str) -> dict:
@@ -85,6 +103,8 @@ def reproduce(
         "started": time.time(),
         "version": __version__,
         "cpu_capability": cpu_capability(),
+        "cpu_model": cpu_model(),
+        "cores": available_cores(),
     }
     start = time.perf_counter()
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import KernelgapError
 from ..io import read_json
-from ..validation import JsonNumber, Record, problem
+from ..validation import JsonInt, JsonNumber, Record, problem
 
 #: A reproduction's own record (profile, the profile's experiment folders, invocations).
 META = "reproduce.json"
@@ -16,7 +16,8 @@ META = "reproduce.json"
 
 class Invocation(Record):
     """One ``kernelgap reproduce`` (or ``report``) run on the folder: its command line, when
-    it started, its wall time, its sweeps' and each step's seconds."""
+    it started, its wall time, its sweeps' and each step's seconds, and the CPU it ran on
+    (PyTorch's SIMD kernels, the processor's name, the cores it could use)."""
 
     command: str
     started: JsonNumber | None = None
@@ -25,6 +26,8 @@ class Invocation(Record):
     status: str | None = None
     sweeps_s: JsonNumber | None = None
     cpu_capability: str | None = None
+    cpu_model: str | None = None
+    cores: JsonInt | None = None
     steps_s: dict[str, JsonNumber] | None = None
 
 

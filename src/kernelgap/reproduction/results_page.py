@@ -87,7 +87,7 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
     lines = [
         f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
         "",
-        f"From `{folder}/summary.json`: {_wall(summary)}.",
+        f"From `{folder}/summary.json`: {_wall(summary)}, {_run_on(summary)}.",
     ]
     commands = summary.get("commands") or []
     if commands:
@@ -130,8 +130,18 @@ def results_markdown(folders: list[str | Path]) -> str:
 
 
 def _run_on(summary: dict) -> str:
-    kernels = sorted({i["cpu_capability"] for i in summary.get("invocations") or [] if i.get("cpu_capability")})
-    return f"`{'`, `'.join(kernels)}` kernels" if kernels else "kernels not recorded"
+    """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on, as recorded."""
+    runs = summary.get("invocations") or []
+    kernels = sorted({i["cpu_capability"] for i in runs if i.get("cpu_capability")})
+    machines = sorted(
+        {
+            f"{i['cpu_model']} ({i['cores']} cores)" if i.get("cores") else i["cpu_model"]
+            for i in runs
+            if i.get("cpu_model")
+        }
+    )
+    said = f"`{'`, `'.join(kernels)}` kernels" if kernels else "kernels not recorded"
+    return f"{said} on {'; '.join(machines)}" if machines else said
 
 
 def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
