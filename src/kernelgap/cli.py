@@ -328,10 +328,11 @@ def check(
 ) -> None:
     """Verify a results folder without changing it: run records, checkpoints (size, sha256),
     family copies, summary.json against the runs; one line per problem, exit 2 if any."""
+    from .reproduction.damage import folder_damage
     from .reproduction.report import summary_drift
     from .sweeps.verify import check_folder, check_lines
 
-    result = check_folder(folder, summary_check=summary_drift)
+    result = check_folder(folder, summary_check=summary_drift, damage=folder_damage)
     emit(result, as_json, check_lines)
     if result["problems"]:
         raise KernelgapError(f"{folder}: {len(result['problems'])} problem(s) found; nothing was changed")
@@ -425,12 +426,10 @@ def report(
     folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce` or `kernelgap probe`."),
 ) -> None:
     """Rebuild summary.json and report.html from the result files (no training)."""
-    from .reproduction import build_probe_report, build_report
+    from .reproduction.report import build_folder_report
+    from .sweeps.store import is_valid_record
 
-    if (folder / "probe.json").is_file() and not (folder / "reproduce.json").is_file():
-        build_probe_report(folder, log=typer.echo)
-    else:
-        build_report(folder, log=typer.echo)
+    build_folder_report(folder, log=typer.echo, valid=is_valid_record)
 
 
 @app.command()

@@ -39,6 +39,7 @@ from ..io import atomic_write_json, atomic_write_text, read_json
 from ..limits import MAX_RANK
 from ..models.external import ModuleSpec, split_target
 from ..models.feature_maps import feature_map_class
+from ..report.integrity import sealed
 from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
 from ..sweeps.executors import check_executor, step_limit
@@ -119,7 +120,7 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
                 if config.recipes is True or s.name in config.recipes
             ]
             _recipe_search(plan, meta, searched, log)
-        atomic_write_json(plan.out / META, meta)
+        atomic_write_json(plan.out / META, sealed(meta))  # with its checksum, as a run record
     except OSError as exc:
         raise KernelgapError(
             f"cannot write to probe folder {plan.out}: {exc.strerror or exc} ({exc.filename or plan.out})"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..io import read_json, read_run_records
+from ..io import digest_problem, read_json, read_run_records
 from .criteria import POOLS, rows_of, unique
+from .integrity import unsealed
 
 
 class Results:
@@ -26,8 +27,10 @@ class Results:
         return self.root / name
 
     def read(self, name: str, file: str):
-        """A JSON file of an experiment's folder (``None`` when missing or unreadable)."""
-        return read_json(self.folder(name) / file)
+        """The payload of a file an experiment's step wrote (:func:`.integrity.unsealed`);
+        ``None`` when it is missing, unreadable or altered (its content not its checksum's)."""
+        data = read_json(self.folder(name) / file)
+        return None if isinstance(data, dict) and digest_problem(data) else unsealed(data)
 
     def records(self, name: str) -> list[dict]:
         """The experiment's run records, as written."""

@@ -7,6 +7,10 @@ Each check returns problems as lines ``<path>: <what is wrong>`` (paths relative
 folder checked), never raises on a damaged file, and changes nothing.  The sweep runner
 sets aside what these name and redoes it; ``report`` refuses a folder with any;
 ``kernelgap check`` prints them all.
+
+A file a step writes (``certificate.json`` …) and ``probe.json`` carry their own checksum
+as a record does (:func:`sealed`, :func:`sealed_problem`); ``sweep.json`` records the
+sha256 of the ``sweep.toml`` beside it (:func:`toml_problem`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +29,10 @@ from ..io import DIGEST_KEY, digest_problem, read_json, record_digest  # noqa: F
 RECORD_KEYS = ("id", "config", "status", "steps", "train")
 #: The files that make a folder a sweep folder.
 MARKS = ("sweep.json", "sweep.toml")
+#: The key of ``sweep.json`` that holds the sha256 of the ``sweep.toml`` beside it.
+TOML_KEY = "toml_sha256"
+#: The key a sealed list payload is kept under (:func:`sealed`).
+ROWS_KEY = "rows"
 #: A sha256 as ``sweep.json`` and records write it.
 SHA256 = re.compile(r"[0-9a-f]{64}")
 #: What a run id of ``sweep.json`` may be: a file name in ``runs/`` (no path, no dot first).
@@ -133,7 +142,9 @@ def sweep_meta_problem(meta) -> str | None:
         return "is corrupted (family_files is not a table of file → sha256)"
     if meta["fingerprint"] != fingerprint(runs):
         return "was altered (its fingerprint is not the hash of its run ids)"
-    unknown = sorted(set(meta) - {"name", "fingerprint", "runs", "family_files", DIGEST_KEY})
+    if TOML_KEY in meta and not (isinstance(meta[TOML_KEY], str) and SHA256.fullmatch(meta[TOML_KEY])):
+        return f"is corrupted ({TOML_KEY} is not a sha256)"
+    unknown = sorted(set(meta) - {"name", "fingerprint", "runs", "family_files", TOML_KEY, DIGEST_KEY})
     if unknown:
         return f"is corrupted (unknown key {unknown[0][:40]!r})"
     if DIGEST_KEY in meta and meta[DIGEST_KEY] != record_digest(meta):
@@ -165,6 +176,69 @@ def family_problems(folder: Path, meta: dict) -> list[str]:
     return out
 
 
+def toml_problem(folder: Path, meta: dict) -> str | None:
+    """Why ``sweep.toml`` is not the sweep file the folder was made with: missing, a folder,
+    or (where ``sweep.json`` records its sha256) other bytes; one written before that was
+    recorded need only be readable TOML."""
+    path = folder / "sweep.toml"
+    got = digest(path)
+    if got is None:
+        return missing_what(path)
+    if TOML_KEY in meta:
+        return None if got[0] == meta[TOML_KEY] else f"was altered (its sha256 is not the {TOML_KEY} of sweep.json)"
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+        return "is corrupted (not valid TOML)"
+    return None
+
+
+def foreign_records(folder: Path, meta: dict) -> list[str]:
+    """The names in ``runs/`` that look like records (``*.json``) but are no run ``sweep.json``
+    plans: copied in from another folder, or a run of another sweep.  Never counted."""
+    planned = set(meta["runs"])
+    runs = folder / "runs"
+    return sorted(p.name for p in runs.glob("*.json") if p.stem not in planned) if runs.is_dir() else []
+
+
+def sweep_file_problems(folder: Path, meta: dict) -> list[str]:
+    """The problems of a sweep folder that are neither a planned run's nor a family copy's:
+    its ``sweep.toml``, and every record it holds that its sweep does not plan."""
+    why = toml_problem(folder, meta)
+    lines = [f"sweep.toml: {why}"] if why else []
+    foreign = foreign_records(folder, meta)
+    return lines + [f"runs/{name}: is not a run of this sweep (sweep.json plans no such run)" for name in foreign]
+
+
+def sealed(payload) -> dict:
+    """A step's payload as it is written, with its own checksum (:data:`DIGEST_KEY`, as a run
+    record carries it); a list goes under :data:`ROWS_KEY`."""
+    body = payload if isinstance(payload, dict) else {ROWS_KEY: payload}
+    return {**body, DIGEST_KEY: record_digest(body)}
+
+
+def unsealed(data):
+    """The payload of a file written by :func:`sealed` (one written before checksums: as it is)."""
+    if not (isinstance(data, dict) and DIGEST_KEY in data):
+        return data
+    body = {k: v for k, v in data.items() if k != DIGEST_KEY}
+    return body[ROWS_KEY] if set(body) == {ROWS_KEY} and isinstance(body[ROWS_KEY], list) else body
+
+
+def sealed_problem(path: Path, required: bool = True) -> str | None:
+    """Why the file at ``path`` is not one :func:`sealed` wrote (``None``: it is): missing, a
+    folder, not JSON, or its content not its checksum's.  ``required=False``: a file with no
+    checksum (written before files carried one) passes when it is JSON."""
+    if not path.is_file():
+        return missing_what(path)
+    data = read_json(path)
+    if data is None:
+        return "is corrupted (not valid JSON)"
+    if not (isinstance(data, dict) and DIGEST_KEY in data):
+        return f"was altered (it has no {DIGEST_KEY})" if required else None
+    return digest_problem(data)
+
+
 def run_problems(folder: Path, run_ids: list[str], valid: Callable[[dict, str], bool] | None = None) -> dict[str, str]:
     """``{run id: why}`` for every planned run whose record is missing or damaged or whose
     checkpoint is not the recorded one (``valid``: a further check of a record, e.g. its
@@ -190,9 +264,8 @@ def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = Non
     meta, why = read_sweep_meta(folder)
     if meta is None:
         return [f"sweep.json: {why}"]
-    lines = family_problems(folder, meta)
-    lines += [f"runs/{i}.json: {w}" for i, w in run_problems(folder, meta["runs"], valid).items()]
-    return lines
+    lines = [f"runs/{i}.json: {w}" for i, w in run_problems(folder, meta["runs"], valid).items()]
+    return sweep_file_problems(folder, meta) + family_problems(folder, meta) + lines
 
 
 def sweep_folders(root: Path) -> list[Path]:

@@ -14,6 +14,7 @@ reproduction's total time is their sum, stopped invocations included.
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import sys
@@ -26,9 +27,11 @@ from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
 from ..io import atomic_write_json
+from ..report.integrity import sealed, sealed_problem
 from ..sweeps.executors import available_cores, halted_pools
 from ..sweeps.runner import run_sweeps
-from .record import META, read_meta
+from ..sweeps.store import is_valid_record
+from .record import META, SEALED, read_meta
 from .report import build_report
 
 
@@ -73,10 +76,10 @@ def claim_output(out: Path, profile: str) -> dict:
         if meta.get("profile") != profile:
             raise KernelgapError(f"--out {out} holds the {meta.get('profile')!r} profile, not {profile!r}")
         return meta
-    meta = {"profile": profile, "version": __version__, "invocations": []}
+    meta = {"profile": profile, "version": __version__, "invocations": [], SEALED: True}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / META, meta)
+        atomic_write_json(out / META, sealed(meta))
     except OSError as exc:
         raise KernelgapError(f"cannot write to --out {out}: {exc.strerror}") from None
     return meta
@@ -116,8 +119,8 @@ def reproduce(
     finally:
         invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
         meta.setdefault("invocations", []).append(invocation)
-        atomic_write_json(out / META, meta)
-    return build_report(out, log=log)
+        atomic_write_json(out / META, sealed(meta))  # with its checksum, as a run record
+    return build_report(out, log=log, valid=is_valid_record)
 
 
 def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> None:
@@ -174,11 +177,30 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
 
 
 def run_step(experiment, prof, out: Path, options: dict) -> None:
-    """The experiment's step; with ``writes``, its payload goes to ``out/<writes>`` and the
-    step is not run again once that file exists (a resumed reproduction never redoes it)."""
+    """The experiment's step; with ``writes``, its payload goes to ``out/<writes>`` with its
+    checksum (:func:`~kernelgap.report.integrity.sealed`), and the step is not run again
+    while that file is sound; a damaged one (cut, altered, a folder) is renamed aside
+    (``.corrupt-<ns>``) and the step redone, as a damaged run record is."""
     target = out / experiment.writes if experiment.writes else None
     if target is not None and target.exists():
-        return
+        if sealed_problem(target, required=_sealed(out.parent)) is None:
+            return
+        _set_aside(target)
     payload = experiment.load_step()(prof, out, options)
     if target is not None:
-        atomic_write_json(target, payload)
+        atomic_write_json(target, sealed(payload))
+
+
+def _sealed(root: Path) -> bool:
+    """Whether the reproduction folder's step files all carry their checksum (:data:`.record.SEALED`)."""
+    return read_meta(root).get(SEALED) is True
+
+
+def _set_aside(path: Path) -> None:
+    """Rename a damaged step file out of the way; nothing is deleted."""
+    try:
+        os.replace(path, path.with_name(f"{path.name}.corrupt-{time.time_ns()}"))
+    except OSError as exc:
+        raise KernelgapError(
+            f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
+        ) from None

@@ -7,11 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import KernelgapError
-from ..io import read_json
+from ..io import digest_problem, read_json
 from ..validation import JsonInt, JsonNumber, Record, problem
 
 #: A reproduction's own record (profile, the profile's experiment folders, invocations).
 META = "reproduce.json"
+#: Its key saying every file the folder's steps write carries its checksum (a folder made
+#: by an older kernelgap has none: its step files need only be JSON).
+SEALED = "step_checksums"
 
 
 class Invocation(Record):
@@ -33,9 +36,11 @@ class Invocation(Record):
 
 class ReproduceRecord(Record):
     """``reproduce.json``: the profile, the profile's own experiment folders (name → path),
-    the commands of older versions and every invocation."""
+    the commands of older versions, every invocation, and whether its step files carry
+    their checksums (``step_checksums``)."""
 
     profile: str = "unknown"
+    step_checksums: bool | None = None
     user_experiments: dict[str, str] | None = None
     commands: list[str] = []
     invocations: list[Invocation] | None = None
@@ -43,8 +48,8 @@ class ReproduceRecord(Record):
 
 def read_meta(root: str | Path) -> dict:
     """``reproduce.json`` of a reproduction folder (``{}`` when there is none), checked
-    against :class:`ReproduceRecord` where it is read: anything else is one
-    :class:`KernelgapError` naming the file and the key."""
+    against :class:`ReproduceRecord` and its own checksum (``record_sha256``, where it has
+    one) where it is read: anything else is one :class:`KernelgapError` naming the file."""
     path = Path(root) / META
     if not path.exists():
         return {}
@@ -54,6 +59,8 @@ def read_meta(root: str | Path) -> dict:
     why = problem(ReproduceRecord, meta)
     if why:
         raise KernelgapError(f"{path} is not a kernelgap reproduction record: {why}")
+    if altered := digest_problem(meta):
+        raise KernelgapError(f"{path} {altered}; restore it or rerun `kernelgap reproduce` into a new --out")
     return meta
 
 

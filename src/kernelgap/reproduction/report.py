@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,23 +14,26 @@ from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
 from ..experiments.probe.section import probe_section
 from ..io import atomic_write_json, atomic_write_text, read_json
-from ..report.integrity import folder_problems, one_line
+from ..report.integrity import one_line
 from ..validation import JsonNumber, fits
-from .record import read_meta
+from .damage import folder_damage
+from .record import META, read_meta
 from .render import render_report
 from .schema import summary_schema
 from .summary import build_summary, feature_maps, reproduction_experiments
 
+#: A further check of a run record (``(record, run id) → sound``).
+Valid = Callable[[dict, str], bool]
 #: What ``report`` writes into a folder (besides ``figures/``).
 WRITES = ("summary.json", "summary.schema.json", "report.html")
 
 
-def build_report(out: str | Path, profile: str | None = None, log=print) -> Path:
+def build_report(out: str | Path, profile: str | None = None, log=print, valid: Valid | None = None) -> Path:
     """``summary.json`` (with its schema beside it, ``summary.schema.json``) and
     ``report.html`` for a reproduction folder; refused while a planned run of its sweeps is
     missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned."""
     out = Path(out)
-    refuse_damage(out)
+    refuse_damage(out, valid)
     summary = build_summary(out, profile)
     if summary["wall_time_s"] is None:  # a folder whose runs recorded no time: keep the last report's
         last = read_json(out / "summary.json")
@@ -45,10 +49,24 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
     return report
 
 
-def refuse_damage(out: Path) -> None:
-    """One line naming the damaged or missing runs (and checkpoints, family copies) of the
-    folder's sweeps (:func:`~kernelgap.report.integrity.folder_problems`), if any."""
-    problems = folder_problems(out)
+def is_probe_folder(out: Path) -> bool:
+    """Whether ``report`` reads ``out`` as a probe folder (``kernelgap probe --out``) rather
+    than a reproduction: it holds a ``probe.json`` and no ``reproduce.json``."""
+    return (out / "probe.json").is_file() and not (out / META).is_file()
+
+
+def build_folder_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
+    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder."""
+    out = Path(out)
+    return build_probe_report(out, log, valid) if is_probe_folder(out) else build_report(out, log=log, valid=valid)
+
+
+def refuse_damage(out: Path, valid: Valid | None = None) -> None:
+    """One line naming the damaged or missing files a report would be built from (runs,
+    checkpoints, family copies, sweep files, step files, probe records:
+    :func:`~.damage.folder_damage`, what ``check`` lists; ``valid``: the sweep runner's check
+    of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any."""
+    problems = folder_damage(out, valid)
     if problems:
         raise KernelgapError(
             f"{out} has {len(problems)} missing or damaged result file(s), so summary.json is left as it "
@@ -73,21 +91,11 @@ def writing(out: Path):
         raise KernelgapError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
 
 
-def build_probe_report(out: str | Path, log=print) -> Path:
+def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
     """``summary.json`` (``{"probes": [one]}``), figures and ``report.html`` for a probe folder."""
     out = Path(out)
-    refuse_damage(out)
-    probe = probe_section(out)
-    if probe is None:
-        raise KernelgapError(f"{out} holds no probe (no probe.json); run `kernelgap probe … --out {out}`")
-    if not any(s["runs"] or s["baseline"] for s in probe["suites"]):
-        raise KernelgapError(f"{out} holds no probe results (probe.json names no suite with runs)")
-    summary = {
-        "version": __version__,
-        "profile": probe.get("profile"),
-        "probes": [probe],
-        "feature_maps": feature_maps(out),
-    }
+    refuse_damage(out, valid)
+    summary = probe_summary(out)
     with writing(out):
         atomic_write_json(out / "summary.json", summary)
         report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
@@ -95,20 +103,41 @@ def build_probe_report(out: str | Path, log=print) -> Path:
     return report
 
 
+def probe_summary(out: Path) -> dict:
+    """What a probe folder's ``summary.json`` holds, from its result files alone."""
+    probe = probe_section(out)
+    if probe is None:
+        raise KernelgapError(f"{out} holds no probe (no probe.json); run `kernelgap probe … --out {out}`")
+    if not any(s["runs"] or s["baseline"] for s in probe["suites"]):
+        raise KernelgapError(f"{out} holds no probe results (probe.json names no suite with runs)")
+    return {
+        "version": __version__,
+        "profile": probe.get("profile"),
+        "probes": [probe],
+        "feature_maps": feature_maps(out),
+    }
+
+
 def summary_drift(out: str | Path) -> list[str]:
-    """``summary.json`` of a reproduction folder against what its result files give now
-    (:func:`~.summary.build_summary`): each top-level key that differs, as a line ``summary.json:
-    …`` (a summary edited, or results changed since ``report``).  The version that wrote it
-    is not compared; nothing is written."""
+    """``summary.json`` of a reproduction or probe folder against what its result files give
+    now (the summary ``report`` would write: :func:`~.summary.build_summary`,
+    :func:`probe_summary`): each top-level key that differs, as a line ``summary.json: …`` (a
+    summary edited, or results changed since ``report``), or the one line saying why no
+    summary can be built (what ``report`` refuses with).  The version that wrote it is not
+    compared; a plain sweep folder (neither kind, no summary) has none; nothing is written."""
     out = Path(out)
+    probe = is_probe_folder(out)
     stored = read_json(out / "summary.json")
-    if not isinstance(stored, dict) or "probes" in stored and "schema_version" not in stored:
-        return []  # missing or unreadable (named elsewhere), or a probe's summary
+    if not (probe or (out / META).is_file() or (out / "summary.json").exists()):
+        return []
+    profile = stored.get("profile") if isinstance(stored, dict) else None
     try:
-        rebuilt = json.loads(json.dumps(build_summary(out, stored.get("profile"))))
+        rebuilt = json.loads(json.dumps(probe_summary(out) if probe else build_summary(out, profile)))
     except (KernelgapError, ValueError) as exc:
         return [f"summary.json: cannot be rebuilt from the result files ({' '.join(str(exc).split())})"]
-    if rebuilt.get("wall_time_s") is None:
+    if not isinstance(stored, dict):
+        return []  # missing or unreadable: named elsewhere
+    if "wall_time_s" in rebuilt and rebuilt["wall_time_s"] is None:  # as `report` keeps it
         rebuilt["wall_time_s"] = stored.get("wall_time_s")
     gone = object()  # a key renamed: absent on one side, even where the other's value is null
     keys = sorted(

@@ -31,7 +31,7 @@ from rich.progress import (
 from ..errors import ConfigError, KernelgapError
 from ..models import ModuleModelSpec, spec_rank
 from ..models.pairs import plan_pairs
-from ..report.integrity import family_problems
+from ..report.integrity import family_problems, foreign_records, sweep_file_problems, toml_problem
 from ..task import ProductFamily
 from ..training import RunConfig
 from ..training.product import product_cost
@@ -253,6 +253,8 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
     config_path, out_dir = sweep_source(target, out)
     store = ResultsDir(out_dir)
     resuming = config_path == out_dir / "sweep.toml"
+    if resuming and (why := toml_problem(out_dir, store.meta())):  # read as `check` reads it
+        raise ConfigError(f"{config_path} {why}; restore it, or run the sweep file with --out {out_dir}")
     sweep = load_sweep(config_path, store.family_copies() if resuming else None)
     runs = sweep.runs()
     ids = run_ids(runs)
@@ -271,6 +273,8 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
             for run_id in found:  # (again: a checkpoint set aside takes its stack's records with it)
                 store.set_aside(run_id)
             damaged |= {i: f"runs/{i}.json {why}" for i, why in found.items()}
+        for name in foreign_records(store.root, store.meta()):  # never counted: set aside
+            store.set_aside_file(store.runs_dir / name)
     except BaseException:
         if opened.created:
             store.remove_if_unused()
@@ -404,7 +408,10 @@ def _progress(show: bool) -> Progress:
 
 
 def sweep_status(target: str | Path) -> dict:
-    """Done / left / corrupted / locked counts of a results folder (read-only)."""
+    """Done / left / corrupted / locked counts of a results folder (read-only); ``damage``:
+    each damaged planned run; ``family_damage``: each damaged family copy; ``file_damage``: a
+    damaged ``sweep.toml`` and each record of no planned run.  Found as ``check`` and
+    ``report`` find them (:func:`~kernelgap.report.integrity.sweep_problems` and its parts)."""
     store = ResultsDir(target)
     meta = store.meta()
     ids = meta["runs"]
@@ -419,6 +426,7 @@ def sweep_status(target: str | Path) -> dict:
         "corrupt": len(damaged),
         "damage": {i: f"runs/{i}.json {why}" for i, why in damaged.items()},
         "family_damage": family_problems(store.root, meta),
+        "file_damage": sweep_file_problems(store.root, meta),
         "exact": sum(1 for r in done if r["train"].get("exact")),
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
         "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,

@@ -1,12 +1,14 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, and the
-                          family files the sweep names (as written → sha256 of the content)
+    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, the
+                          sha256 of sweep.toml, and the family files the sweep names (as written →
+                          sha256 of the content)
     DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
                           run trains and resumes from it, never from the original
     DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
-    DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone
+    DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone (or a record
+                          of no run the sweep plans, renamed aside and never counted)
     DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
                           when its holder dies, so a stale lock is simply taken over)
     DIR/checkpoints/<stack>.pt   the trained weights of one stack (every run trained in it
@@ -38,6 +40,7 @@ from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_
 from ..report.integrity import (
     DIGEST_KEY,
     RECORD_KEYS,
+    TOML_KEY,
     checkpoint_path,
     checkpoint_problem,
     digest,
@@ -47,6 +50,7 @@ from ..report.integrity import (
     record_digest,
     record_problem,
     sweep_meta_problem,
+    toml_problem,
 )
 from ..training import FamilySpec, RunConfig, config_hash, run_identity
 
@@ -96,6 +100,7 @@ class ResultsDir:
     def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
         meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
+        meta[TOML_KEY] = hashlib.sha256(config_text.encode()).hexdigest()
         meta[DIGEST_KEY] = record_digest(meta)
         meta_path = self.root / "sweep.json"
         if (
@@ -116,10 +121,26 @@ class ResultsDir:
                 f"{self.root} holds a different sweep ({stored.get('name')!r}, "
                 f"{len(stored.get('runs', []))} runs); use a new --out folder"
             )
-        if not (self.root / "sweep.toml").exists():
-            atomic_write_text(self.root / "sweep.toml", config_text)
+        self._restore_toml(stored, config_text)
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
+
+    def _restore_toml(self, stored: dict, config_text: str) -> None:
+        """Write ``sweep.toml`` where it is missing or damaged
+        (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
+        ``config_text``, the sweep file this sweep was opened with, when that is the file
+        the folder was made with (its sha256 the recorded one; a folder that records none:
+        any file of the same runs); else refused."""
+        path = self.root / "sweep.toml"
+        why = toml_problem(self.root, stored)
+        if why is None:
+            return
+        sha = hashlib.sha256(config_text.encode()).hexdigest()
+        if stored.get(TOML_KEY, sha) != sha:
+            raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
+        if path.exists():
+            self.set_aside_file(path)
+        atomic_write_text(path, config_text)
 
     def _check_family_files(self, stored: dict, family_files: dict[str, FamilySpec]) -> None:
         """A family file whose content differs from the copy the sweep began with is refused
@@ -221,11 +242,20 @@ class ResultsDir:
             if weights is not None and checkpoint_problem(self.root, record):
                 if weights.exists():
                     os.replace(weights, weights.with_name(f"{weights.name}.corrupt-{stamp}"))
-            aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-            os.replace(path, aside)
         except OSError as exc:
             raise ConfigError(
                 f"cannot set aside the damaged result {path}: {exc.strerror or exc}; move it away by hand"
+            ) from None
+        return self.set_aside_file(path, stamp)
+
+    def set_aside_file(self, path: Path, stamp: int | None = None) -> Path:
+        """Rename one file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
+        aside = path.with_name(f"{path.name}.corrupt-{stamp or time.time_ns()}")
+        try:
+            os.replace(path, aside)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
             ) from None
         return aside
 

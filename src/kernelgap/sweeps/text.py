@@ -10,7 +10,10 @@ def status_lines(s: dict) -> list[str]:
         f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
         f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
         f"{s['lock_files']} lock files"
-    ] + [f"corrupted: {why}" for why in [*s.get("damage", {}).values(), *s.get("family_damage", [])]]
+    ] + [
+        f"corrupted: {why}"
+        for why in [*s.get("damage", {}).values(), *s.get("family_damage", []), *s.get("file_damage", [])]
+    ]
 
 
 def summary_lines(s: dict) -> list[str]:

@@ -18,11 +18,18 @@ from ..report.integrity import folder_problems, read_sweep_meta, summary_problem
 from .store import is_valid_record
 
 
-def check_folder(root: str | Path, summary_check: Callable[[Path], list[str]] | None = None) -> dict:
+def check_folder(
+    root: str | Path,
+    summary_check: Callable[[Path], list[str]] | None = None,
+    damage: Callable[[Path, Callable], list[str]] | None = None,
+) -> dict:
     """``{"folder", "sweeps", "runs", "checkpoints", "unverified_checkpoints", "family_copies",
     "problems"}``: what was verified and every problem found, one line each (read-only).
     ``summary_check``: further problems of ``summary.json`` (the reproduction's own rebuild
-    of it, which this layer cannot import)."""
+    of it, which this layer cannot import); ``damage(root, valid)``: the folder's problems as
+    ``report`` finds them (:func:`kernelgap.reproduction.damage.folder_damage`: the sweeps'
+    and the step files'), by default the sweep folders' alone; ``valid`` is
+    :func:`~.store.is_valid_record`, as for the runner."""
     root = Path(root)
     if not root.is_dir():
         why = "is a file, not a folder" if root.exists() else "does not exist"
@@ -30,7 +37,7 @@ def check_folder(root: str | Path, summary_check: Callable[[Path], list[str]] | 
     folders = sweep_folders(root)
     if not folders:
         raise KernelgapError(f"{root} holds no sweep folder (no sweep.json in it or below it)")
-    problems = folder_problems(root, valid=is_valid_record)
+    problems = (damage or folder_problems)(root, is_valid_record)
     ids: set[str] = set()
     counts: dict[str, int] = {}
     seen = {"runs": 0, "checkpoints": set(), "unverified_checkpoints": set(), "family_copies": 0}

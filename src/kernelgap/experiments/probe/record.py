@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from ...errors import ConfigError
-from ...io import confined, read_json
+from ...io import confined, digest_problem, read_json
 from ...validation import Int, Record, problem
 
 
@@ -58,15 +58,17 @@ class ProbeRecord(Record):
 
 
 def read_probe_meta(folder: Path) -> dict | None:
-    """``probe.json`` of a probe folder (``None`` when there is none), checked against
-    :class:`ProbeRecord`: anything else is one :class:`~kernelgap.errors.ConfigError`
-    naming the file."""
+    """``probe.json`` of a probe folder (``None`` when there is none), checked against its
+    own checksum (``record_sha256``, where it has one) and :class:`ProbeRecord`: anything
+    else is one :class:`~kernelgap.errors.ConfigError` naming the file."""
     path = folder / "probe.json"
     if not path.exists():
         return None
     meta = read_json(path)
     if meta is None:
         raise ConfigError(f"{path} is corrupted (not valid JSON); move it aside or rerun `kernelgap probe`")
+    if isinstance(meta, dict) and (altered := digest_problem(meta)):
+        raise ConfigError(f"{path} {altered}; move it aside or rerun `kernelgap probe`")
     if isinstance(meta, dict) and isinstance(meta.get("runs"), list):
         why = "its runs are inside it (a probe of an older kernelgap); rerun `kernelgap probe`"
     else:

@@ -1,0 +1,64 @@
+"""Every problem of the files a report is built from: the one check ``report`` refuses by
+and ``check`` lists, so the two never disagree (docs/formats.md, "Verifying a results
+folder").
+
+:func:`folder_damage` joins each sweep folder's problems
+(:func:`~kernelgap.report.integrity.folder_problems`; ``valid``: the sweep runner's own check
+of a record, its config hashed to its id, :func:`kernelgap.sweeps.store.is_valid_record`,
+given by the callers that may import it: this layer reads files only), each file an experiment's after-sweep step wrote
+(:func:`step_problems`) and each ``probe.json`` (:func:`probe_problems`).  Nothing is
+changed; every problem is one line ``<path>: <why>``, the path relative to the folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import KernelgapError
+from ..experiments.probe.record import read_probe_meta
+from ..report.integrity import folder_problems, sealed_problem
+from .record import META, SEALED, read_meta
+from .summary import reproduction_experiments
+
+
+def folder_damage(root: str | Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
+    """Every problem of ``root``'s sweep folders, step files and probe records."""
+    root = Path(root)
+    return folder_problems(root, valid) + step_problems(root) + probe_problems(root)
+
+
+def step_problems(root: Path) -> list[str]:
+    """The file each experiment's step writes (``Experiment.writes``) in a reproduction
+    folder, wherever the experiment's folder is: missing, a folder, not JSON or altered
+    (:func:`~kernelgap.report.integrity.sealed_problem`).  A folder an older kernelgap made
+    (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum.  A
+    ``reproduce.json`` that cannot be read is left to the report's own refusal."""
+    if not (root / META).is_file():
+        return []
+    try:
+        meta = read_meta(root)
+        experiments = reproduction_experiments(meta)
+    except KernelgapError:
+        return []
+    required = meta.get(SEALED) is True
+    out = []
+    for exp in experiments:
+        if exp.writes and (root / exp.name).is_dir():
+            why = sealed_problem(root / exp.name / exp.writes, required)
+            out += [f"{exp.name}/{exp.writes}: {why}"] if why else []
+    return out
+
+
+def probe_problems(root: Path) -> list[str]:
+    """Each ``probe.json`` under ``root`` that a report would refuse
+    (:func:`~kernelgap.experiments.probe.record.read_probe_meta`: not JSON, not a probe
+    record, altered, naming a folder outside its own)."""
+    out = []
+    for path in sorted(root.rglob("probe.json")) if root.is_dir() else ():
+        try:
+            read_probe_meta(path.parent)
+        except KernelgapError as exc:
+            why = str(exc).removeprefix(str(path)).lstrip(": ")
+            out.append(f"{path.relative_to(root).as_posix()}: {why}")
+    return out
