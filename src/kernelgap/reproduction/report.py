@@ -12,6 +12,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
+from ..experiments.probe.record import read_probe_meta
 from ..experiments.probe.section import probe_section
 from ..io import atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import one_line
@@ -94,6 +95,7 @@ def writing(out: Path):
 def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
     """``summary.json`` (``{"probes": [one]}``), figures and ``report.html`` for a probe folder."""
     out = Path(out)
+    read_probe_meta(out)  # a damaged probe.json refused first, by its own line (the key, as read)
     refuse_damage(out, valid)
     summary = probe_summary(out)
     with writing(out):
