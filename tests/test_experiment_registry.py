@@ -19,6 +19,7 @@ from kernelgap.errors import ConfigError, KernelgapError
 from kernelgap.experiments import Experiment
 from kernelgap.experiments.profile import load_profile, profile_names
 from kernelgap.experiments.registry import BUILTIN, builtin, experiments
+from kernelgap.report.integrity import sealed
 from kernelgap.reproduction import build_report
 from kernelgap.reproduction.pipeline import reproduce
 from kernelgap.reproduction.record import read_meta
@@ -201,7 +202,7 @@ def test_a_moved_experiment_folder_is_named(toy, tmp_path):
     shutil.copytree(out, copy)
     meta = json.loads((copy / "reproduce.json").read_text())
     meta["user_experiments"]["toy"] = str(tmp_path / "gone" / "toy")
-    (copy / "reproduce.json").write_text(json.dumps(meta))
+    (copy / "reproduce.json").write_text(json.dumps(sealed(meta)))  # as a reproduction writes it
     with pytest.raises(KernelgapError, match="gone/toy has no experiment.py.*rerun `kernelgap reproduce`"):
         build_report(copy, log=lambda *_: None)
 
