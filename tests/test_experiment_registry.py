@@ -269,5 +269,5 @@ def test_profile_toml_is_a_model(tmp_path, text, message):
     with pytest.raises(ConfigError) as info:
         load_profile(tmp_path)
     assert str(info.value).startswith(f"{tmp_path / 'profile.toml'}: ") and message in str(info.value)
-    (tmp_path / "profile.toml").write_text('experiments = ["witness", "length"]\n[length]\nm = 5\n')
+    (tmp_path / "profile.toml").write_text('experiments = ["length"]\n[length]\nm = 5\n')  # witness: no sweep
     assert load_profile(tmp_path).settings["length"] == {"m": 5}

@@ -13,6 +13,10 @@ The values are the union of the items, sorted, each once: ``1..3,8`` is 1, 2, 3,
 is ``1..2,4``).  Each item is counted by arithmetic before it is listed, so ``2..10^30`` is
 refused at once; a range lists at most :data:`MAX_RANGE_VALUES` values.
 
+**Numbers** — every float flag of the command line is finite and every flag that
+:data:`~kernelgap.limits.FLAG_BOUNDS` names lies in its range (:func:`bounded_flags`), checked
+as the flag is parsed: before any import of torch and before anything is written.
+
 **Lists, pairs, JSON** — ``key=value`` pairs (the splitting only: a family's parameters are
 typed by :func:`kernelgap.task.parse_params`), comma-separated integer lists kept in their
 order (seeds, ranks), a JSON object, and the probe's constructor-argument map.
@@ -29,7 +33,7 @@ from collections.abc import Iterable
 
 from .errors import KernelgapError
 from .io import parse_json
-from .limits import MAX_CURVE_POINTS
+from .limits import FLAG_BOUNDS, MAX_CURVE_POINTS, MAX_JSON_DEPTH, number_problem
 
 #: Most values one range lists (a range is at most one curve's points).
 MAX_RANGE_VALUES = MAX_CURVE_POINTS
@@ -99,7 +103,7 @@ def json_object(text: str | None, flag: str) -> dict:
     """A JSON object given as text; none: ``{}``."""
     if text is None:
         return {}
-    value = parse_json(text, flag, KernelgapError)
+    value = plain_json(parse_json(text, flag, KernelgapError), flag)
     if not isinstance(value, dict):
         raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
@@ -141,4 +145,47 @@ def argument_map(pairs: list[str]) -> dict:
             out[key] = value
         except (ValueError, RecursionError, MemoryError):  # JSON no parser should take: refused
             parse_json(value, f"--arg {key}", KernelgapError)
-    return out
+    return plain_json(out, "--arg")
+
+
+def plain_json(value, flag: str):
+    """``value`` (JSON given on the command line) unless it nests deeper than
+    :data:`~kernelgap.limits.MAX_JSON_DEPTH` or holds a string (or key) that is not UTF-8
+    text (a lone surrogate such as ``"\\ud800"``): either would fail later, far from the flag
+    (pickled for a worker, written to a record)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise KernelgapError(f"{flag} nests deeper than {MAX_JSON_DEPTH} levels")
+        texts = [item] if isinstance(item, str) else list(item) if isinstance(item, dict) else []
+        for text in texts:
+            if isinstance(text, str) and any("\ud800" <= c <= "\udfff" for c in text):
+                raise KernelgapError(f"{flag} holds text that is not UTF-8 (a lone surrogate): {text!r:.60}")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def bounded_flags(command):
+    """``command`` (a click command or group, and its subcommands) with every float flag
+    finite and each flag :data:`~kernelgap.limits.FLAG_BOUNDS` names within its range, checked
+    as the flag is parsed (a flag's callback: typer keeps the type to itself)."""
+    for sub in getattr(command, "commands", {}).values():
+        bounded_flags(sub)
+    for param in command.params:
+        if param.callback is None:  # a number flag has none; an eager one (--version) keeps its own
+            param.callback = _bounded(max(param.opts, key=len))
+    return command
+
+
+def _bounded(flag: str):
+    def check(ctx, param, value):
+        for number in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                problem = number_problem(number, *FLAG_BOUNDS.get(flag, (None, None)))
+                if problem:
+                    raise KernelgapError(f"{flag}{problem}")
+        return value
+
+    return check

@@ -15,8 +15,8 @@ import typer
 import typer.main
 
 from . import __version__
-from .args import argument_map, int_list, json_object, key_values, parse_range, suite_ranks
-from .errors import KernelgapError
+from .args import argument_map, bounded_flags, int_list, json_object, key_values, parse_range, suite_ranks
+from .errors import KernelgapError, one_line
 from .sweeps.executors import end_interrupted
 
 app = typer.Typer(
@@ -45,7 +45,7 @@ def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Gro
 
             *rest, last = SERIES
             param.help = f"{', '.join(rest)} or {last}."
-    return command
+    return bounded_flags(command)  # every number flag bounded (kernelgap.args)
 
 
 def _version(value: bool) -> None:
@@ -93,15 +93,15 @@ def verify(
     """Check every construction (docs/theory.md, "Constructions") on every sequence of each
     length N against the theory's outcome (rank 1 fails from N = 3, the others are exact);
     exit status 1 when some outcome is not the expected one."""
+    from .limits import check_verify
     from .run_values import device_problem
 
-    lengths = parse_range(length, "--length", "N", least=1) if length else None
+    lengths = check_verify(m, parse_range(length, "--length", "N", least=1) if length else None)
     if device_problem(device) is not None:  # before torch is imported
         raise KernelgapError(f"--device: {device_problem(device)}")
     from .models.text import verify_lines
-    from .models.verify import DEFAULT_LENGTHS, verify_constructions
+    from .models.verify import verify_constructions
 
-    lengths = lengths or DEFAULT_LENGTHS
     payload = verify_constructions(m, device=device, lengths=lengths)
     emit(payload, as_json, verify_lines)
     if not payload["as_expected"]:
@@ -373,17 +373,10 @@ def probe(
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .probe.config import ProbeConfig
-    from .run_values import seed_problem
 
     constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
     seed_list = int_list(seeds, "--seeds")
     arg_map = argument_map(arg)
-    for value in seed_list or ():
-        if value >= 0 and seed_problem(value) is not None:  # a negative one: the config's own line
-            raise KernelgapError(f"--seeds{seed_problem(value)}")
-    from .probe.runner import run_probe  # torch: after the flags are checked
-    from .reproduction import build_probe_report
-
     config = ProbeConfig(
         target,
         constructor,
@@ -402,9 +395,11 @@ def probe(
         address=address,
         recipes=recipes,
         time_limits=key_values(time_limit),
-    )
-    meta = run_probe(config, log=typer.echo)
-    build_probe_report(config.folder(meta["class"]), log=typer.echo)
+    ).checked()
+    from .probe.runner import run_probe  # torch: after the flags are checked
+    from .reproduction import build_probe_report
+
+    build_probe_report(config.folder(run_probe(config, log=typer.echo)["class"]), log=typer.echo)
 
 
 @app.command()
@@ -416,6 +411,9 @@ def reproduce(
     address: str | None = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
+    from .experiments.profile import load_profile
+
+    load_profile(profile)  # a bad profile refused before torch is imported
     from .reproduction.pipeline import reproduce as run
 
     run(profile, out, executor=executor, workers=workers, address=address, log=typer.echo)
@@ -477,7 +475,7 @@ def main(argv: list[str] | None = None) -> None:
         args = sys.argv[1:] if argv is None else list(argv)
         code = _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
     except KernelgapError as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {one_line(exc)}", err=True)
         sys.exit(2)
     except typer.Exit as exc:
         code = exc.exit_code
@@ -485,7 +483,7 @@ def main(argv: list[str] | None = None) -> None:
         code = 130
     except typer.TyperException as exc:  # bad flags and values, from typer's parser
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        typer.echo(f"error: {' '.join(str(message).split())}", err=True)
+        typer.echo(f"error: {one_line(' '.join(str(message).split()))}", err=True)
         sys.exit(2)
     if code == 130:  # one line; a second Ctrl-C ignored; a console script's exit bounded in time
         typer.echo("error: interrupted", err=True)

@@ -15,7 +15,13 @@ A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` w
   :data:`MAX_RESTARTS` fresh starts, a start :data:`MAX_PRUNE_FROM` times its rank, a layer for more than
   :data:`MAX_WIDTH` units;
 * a code's distance check would sort more than :data:`MAX_SUBWORD_KEYS` sub-word keys and
-  scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time).
+  scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time);
+* a command asks for more than :data:`MAX_WORKERS` workers, a sweep file for more than
+  :data:`MAX_SWEEP_RUNS` runs, a probed module's phase for more than :data:`MAX_SECONDS`
+  seconds, a JSON value given as a flag nests deeper than :data:`MAX_JSON_DEPTH`, or ``verify``
+  and the length experiment check sequences over {0,1}^m beyond :data:`MAX_VERIFY_M`.
+  Every number a flag takes is bounded here (:data:`FLAG_BOUNDS`, floats finite), checked as
+  the command line is parsed, before anything is imported or written.
 
 The limits are defined here and nowhere else, but for the size of an input file
 (:data:`kernelgap.io.MAX_INPUT_BYTES`), which belongs to the reader that checks it (a module
@@ -24,6 +30,7 @@ of this layer, which may not import this one).
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -37,6 +44,8 @@ MAX_RANK = 1 << 20
 
 #: Most steps of one training phase (the recipes use 10³–10⁴; a step takes at least ~1 ms).
 MAX_STEPS = 10**7
+#: Largest learning rate (``train.lr``; the probe's recipe search triples it, and it stays finite).
+MAX_LR = 1000.0
 #: Most fresh starts of one run (``train.restarts``; each is a whole training schedule).
 MAX_RESTARTS = 64
 #: Widest start of a pruned run, as a multiple of its rank (``train.prune_from``).
@@ -62,6 +71,34 @@ MAX_GRAM_CHECK_WORDS = 1 << 17
 #: matrix at 2^24 pairs); above it a complement-shaped family is certified by rule, and this many
 #: of its entries form the sub-family certified densely (:mod:`kernelgap.theory.certificate`).
 DENSE_QUERIES = 4096
+
+#: Most tasks one command runs at once (``--workers``; a process each).
+MAX_WORKERS = 4096
+#: Most runs one sweep file may plan (``variants × grid``, counted before the grid is listed).
+MAX_SWEEP_RUNS = 100_000
+#: Longest time limit of a probed module's phase, in seconds (about 11.6 days).
+MAX_SECONDS = 1_000_000
+#: Deepest nesting of a JSON value given on the command line (``--kwargs``, ``--arg``).
+MAX_JSON_DEPTH = 32
+#: Largest m whose tokens {0,1}^m are checked exhaustively: each construction's per-token tables
+#: are ``2^m × 2^m`` float64 (128 MiB at m = 12, where the positive construction stops being built).
+MAX_VERIFY_M = 12
+#: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
+#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs), the largest check before lengths
+#: could be chosen, so every check made then is still allowed and none is much longer.
+MAX_VERIFY_PAIRS = 9 << 27
+#: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
+MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)
+#: The lengths ``verify`` checks when none are given.
+DEFAULT_LENGTHS = (1, 2, 3)
+
+#: The range of each bounded integer flag, by the flag's parameter name (``--workers`` is
+#: ``workers``); :func:`kernelgap.args.bounded_flags` applies them, and keeps every float flag finite.
+FLAG_BOUNDS: dict[str, tuple[float, float]] = {
+    "--workers": (1, MAX_WORKERS),
+    "--cpus-per-task": (0, MAX_WORKERS),
+    "--gpus-per-task": (0, MAX_WORKERS),
+}
 
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
@@ -112,3 +149,56 @@ def check_rank(rank: int, where: str = "model.rank", error: type[KernelgapError]
     """Refuse a rank above :data:`MAX_RANK`."""
     if rank > MAX_RANK:
         raise error(f"{where} must be ≤ {MAX_RANK:,} features per head, got {rank:,}")
+
+
+def number_problem(value: float, low: float | None = None, high: float | None = None) -> str | None:
+    """Why ``value`` is not a finite number in ``low..high`` (the text after its name), or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f" must be a finite number, got {value}"
+    if low is not None and value < low:
+        return f" must be ≥ {low}, got {value}"
+    if high is not None and value > high:
+        return f" must be ≤ {high:,}, got {value:,}"
+    return None
+
+
+def check_workers(workers: int | None) -> None:
+    """Refuse a number of workers outside ``1..MAX_WORKERS`` (None: as many as cores)."""
+    problem = None if workers is None else number_problem(workers, *FLAG_BOUNDS["--workers"])
+    if problem:
+        raise KernelgapError(f"--workers{problem}")
+
+
+def check_size(m: int, length: int) -> None:
+    """Refuse a length whose ``2^{mN}·N²`` pairs exceed :data:`MAX_VERIFY_PAIRS` (the exponent
+    is compared first, so ``2^{mN}`` is never formed for a huge m·N)."""
+    bits = m * length
+    if bits >= MAX_VERIFY_PAIRS.bit_length() or (1 << bits) * length * length > MAX_VERIFY_PAIRS:
+        raise KernelgapError(
+            f"--m {m} at length N = {length} is too large for exhaustive checking: 2^{bits} sequences × "
+            f"{length}² pairs; at most 2^(mN)·N² ≤ 9·2^27 pairs (e.g. m = 9 at N = 3, m = 4 at N = 6)"
+        )
+
+
+def check_verify(m: int, lengths=None) -> tuple[int, ...]:
+    """The lengths an exhaustive check of {0,1}^m makes (:data:`DEFAULT_LENGTHS` for None), each
+    within the pair limit; refused in one line otherwise.  Torch-free, so ``verify`` refuses
+    before importing it."""
+    if m < 1:
+        raise KernelgapError(f"--m must be ≥ 1, got {m}")
+    if m > MAX_VERIFY_M:
+        raise KernelgapError(
+            f"--m {m} is too large for exhaustive checking (tables of 2^m × 2^m per construction); "
+            f"use m ≤ {MAX_VERIFY_M}"
+        )
+    lengths = DEFAULT_LENGTHS if lengths is None else tuple(lengths)
+    for n in lengths:
+        if n < 1:
+            raise KernelgapError(f"--length must be ≥ 1, got {n}")
+        if n > MAX_VERIFY_LENGTH:
+            raise KernelgapError(
+                f"--length {n} is too large for exhaustive checking: 2^(mN)·N² > 9·2^27 pairs for "
+                f"every m ≥ 1 (N ≤ {MAX_VERIFY_LENGTH})"
+            )
+        check_size(m, n)
+    return lengths

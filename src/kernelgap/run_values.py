@@ -9,8 +9,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .limits import MAX_PRUNE_FROM
-from .validation import Int, Says, checked
+from .limits import MAX_LR, MAX_PRUNE_FROM
+from .validation import Int, Number, Says, checked
 
 #: Seeds run from 0 to ``2^64 − 1``: every generator a run seeds takes them (numpy's
 #: ``default_rng`` refuses a negative seed, torch's ``manual_seed`` one of 2^64 or more).
@@ -58,7 +58,10 @@ Power = checked(
     {"type": "number", "minimum": 1},
 )
 StopBelow = checked(
-    float, lambda v: v >= 0, " must be ≥ 0 (0: never stop early), got {value}", {"type": "number", "minimum": 0}
+    float,
+    lambda v: math.isfinite(v) and v >= 0,
+    " must be a finite number ≥ 0 (0: never stop early), got {value}",
+    {"type": "number", "minimum": 0},
 )
 #: How many times its rank a pruned run starts (``train.prune_from``; 1: off).
 PruneFrom = checked(
@@ -67,3 +70,9 @@ PruneFrom = checked(
     f" must be a number from 1 (off) to {MAX_PRUNE_FROM}, got {{value}}",
     {"type": "number", "minimum": 1, "maximum": MAX_PRUNE_FROM},
 )
+
+
+#: Adam's learning rate (``train.lr``): finite, > 0 and at most :data:`~kernelgap.limits.MAX_LR`.
+LearningRate = Annotated[
+    Number, Field(gt=0, le=MAX_LR), Says(f" must be a finite number in (0, {MAX_LR:g}], got {{value}}")
+]

@@ -64,7 +64,8 @@ class Experiment:
     between two reproductions (:mod:`kernelgap.reproduction.compare`, with each paper row's
     ``ours``, or its ``conclusion`` where the row gives one: ``None`` leaves it out).
 
-    ``settings`` are the defaults of the ``[name]`` table of ``profile.toml``;
+    ``settings`` are the defaults of the ``[name]`` table of ``profile.toml`` (typed by
+    ``setting_types``, any value where it names none);
     ``profile_keys`` maps other top-level keys of ``profile.toml`` it owns to
     ``parse(value or None, path) → value`` (stored in ``settings[key]``).  ``pools``
     name the pools its runs join (:data:`kernelgap.report.criteria.POOLS`: ``witness``,
@@ -91,7 +92,12 @@ class Experiment:
     profile_keys: Mapping[str, Callable[[Any, Path], Any]] = field(default_factory=dict)
     pools: tuple[str, ...] = ()
     step: str | None = None
+    #: Whether the step reads the runs of the experiment's sweep (a profile without its sweep
+    #: file is refused as it loads, not after the other experiments trained).
+    step_reads_sweep: bool = False
     writes: str | None = None
+    #: The type of each of ``settings`` (pydantic; bounds on the type), checked as the profile loads.
+    setting_types: Mapping[str, Any] = field(default_factory=dict)
     #: A built-in experiment's place among the built-ins: ascending (ties by name), the order
     #: of ``summary.json``'s sections, of merging a shared key and of reading the pools.  The
     #: built-ins count in tens (``witness`` 10 … ``probe`` 130), so a new one fits between

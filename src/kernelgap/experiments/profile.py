@@ -86,7 +86,10 @@ def profile_model(registry: dict[str, Experiment]) -> type[Config]:
     table for each experiment with settings (its keys those settings) and each key an
     experiment owns (its value read by the experiment's own parser)."""
     tables = {
-        name: (create_model(name, __base__=Config, **{k: (Any, None) for k in e.settings}) | None, None)
+        name: (
+            create_model(name, __base__=Config, **{k: (e.setting_types.get(k, Any), None) for k in e.settings}) | None,
+            None,
+        )
         for name, e in registry.items()
         if e.settings
     }
@@ -127,6 +130,11 @@ def load_profile(name: str | Path) -> Profile:
     settings = _settings(data, registry, path)
     profile = Profile(folder.name, folder, experiments, settings, registry)
     for exp in experiments:
+        if profile.sweep_file(exp) is None and registry[exp].step_reads_sweep:
+            raise ConfigError(
+                f"{path}: experiment {exp!r} has no sweep file for this profile ({exp}.toml beside "
+                f"profile.toml, or {profile.name}.toml or sweep.toml in its folder), and its step reads the sweep's runs"
+            )
         if profile.sweep_file(exp) is None and not registry[exp].step:
             raise ConfigError(
                 f"{path}: experiment {exp!r} has no sweep file ({exp}.toml beside profile.toml, "

@@ -27,24 +27,13 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ..errors import KernelgapError
+from ..limits import DEFAULT_LENGTHS, MAX_VERIFY_PAIRS, check_size, check_verify  # noqa: F401 (theirs)
 from ..task.families.exhaustive import all_tokens, iter_exhaustive_index
 from ..task.family import ProductFamily
 from ..task.minip import EXACT_THRESHOLD, MetricsAccumulator, targets, targets_from_index
 from .constructions import CONSTRUCTIONS, build_construction
 from .devices import resolve_device
 
-#: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
-#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs), the largest check before lengths
-#: could be chosen, so every check made then is still allowed and none is much longer.
-MAX_VERIFY_PAIRS = 9 << 27
-#: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
-MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)
-#: Largest m: each construction's per-token tables are ``2^m × 2^m`` float64 (128 MiB at
-#: m = 12, where the positive construction stops being built).
-MAX_VERIFY_M = 12
-#: The lengths checked when none are given.
-DEFAULT_LENGTHS = (1, 2, 3)
 #: (query, key) pairs evaluated per chunk (memory: a few float64 copies of them, ~100 MB).
 CHUNK_PAIRS = 9 << 18
 #: Sequences of a product family on which dense softmax's construction is checked (:func:`softmax_check`).
@@ -90,37 +79,10 @@ def expected_exact(name: str, m: int, length: int) -> bool:
     return True
 
 
-def check_size(m: int, length: int) -> None:
-    """Refuse a length whose ``2^{mN}·N²`` pairs exceed :data:`MAX_VERIFY_PAIRS` (the exponent
-    is compared first, so ``2^{mN}`` is never formed for a huge m·N)."""
-    bits = m * length
-    if bits >= MAX_VERIFY_PAIRS.bit_length() or (1 << bits) * length * length > MAX_VERIFY_PAIRS:
-        raise KernelgapError(
-            f"--m {m} at length N = {length} is too large for exhaustive checking: 2^{bits} sequences × "
-            f"{length}² pairs; at most 2^(mN)·N² ≤ 9·2^27 pairs (e.g. m = 9 at N = 3, m = 4 at N = 6)"
-        )
-
-
-def verify_constructions(m: int, device: str = "cpu", lengths: Iterable[int] = DEFAULT_LENGTHS) -> dict:
+def verify_constructions(m: int, device: str = "cpu", lengths: Iterable[int] | None = DEFAULT_LENGTHS) -> dict:
     """Check every registered construction on every sequence of each length, against
     :func:`expected_exact`; ``as_expected`` is true when every outcome is the predicted one."""
-    if m < 1:
-        raise KernelgapError(f"--m must be ≥ 1, got {m}")
-    if m > MAX_VERIFY_M:
-        raise KernelgapError(
-            f"--m {m} is too large for exhaustive checking (tables of 2^m × 2^m per construction); "
-            f"use m ≤ {MAX_VERIFY_M}"
-        )
-    lengths = tuple(lengths)
-    for n in lengths:
-        if n < 1:
-            raise KernelgapError(f"--length must be ≥ 1, got {n}")
-        if n > MAX_VERIFY_LENGTH:
-            raise KernelgapError(
-                f"--length {n} is too large for exhaustive checking: 2^(mN)·N² > 9·2^27 pairs for "
-                f"every m ≥ 1 (N ≤ {MAX_VERIFY_LENGTH})"
-            )
-        check_size(m, n)
+    lengths = check_verify(m, lengths)
     dev = resolve_device(device)
     # every model is built before any is checked: a construction that refuses m (one line)
     # does so before minutes of checking

@@ -8,6 +8,8 @@ from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 
 from ..errors import KernelgapError
+from ..limits import MAX_SECONDS, check_workers
+from ..run_values import seed_problem
 
 #: Default seconds per phase of a probed module: importing it, checking it, one training
 #: step (docs/experiments.md, "Time limits"; :mod:`~kernelgap.probe.leash`).
@@ -20,7 +22,7 @@ class TimeLimitError(KernelgapError):
 
 def time_limits(given: dict | None) -> dict[str, float]:
     """The limits, :data:`TIME_LIMITS` overridden by ``given`` (phase → seconds, each a
-    positive finite number; one-line errors)."""
+    positive finite number up to :data:`~kernelgap.limits.MAX_SECONDS`; one-line errors)."""
     limits = dict(TIME_LIMITS)
     if given is not None and not isinstance(given, dict):
         raise TimeLimitError(f"time_limits must be a table of phase = seconds, got {given!r}")
@@ -31,8 +33,10 @@ def time_limits(given: dict | None) -> dict[str, float]:
             seconds = float(value)
         except (TypeError, ValueError, OverflowError):
             seconds = math.nan
-        if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
-            raise TimeLimitError(f"time limit {phase} must be a positive number of seconds, got {value!r}")
+        if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
+            raise TimeLimitError(
+                f"time limit {phase} must be a positive number of seconds, got {value!r} (at most {MAX_SECONDS:,})"
+            )
         limits[phase] = seconds
     return limits
 
@@ -82,6 +86,24 @@ class ProbeConfig:
     def baseline_folder(self, class_name: str) -> Path:
         """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
         return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
+
+    def checked(self) -> ProbeConfig:
+        """This config, once the flags that need no module pass (torch-free, so a bad one is
+        refused before torch is imported): the seeds, ``--d-model``, ``--executor``,
+        ``--workers``, the time limits and the suites' schedules (ranks, steps, lr)."""
+        from ..sweeps.executors import check_executor
+        from .suites import suites
+
+        for value in self.seeds or ():
+            if value >= 0 and seed_problem(value) is not None:  # a negative one: the suites' own line
+                raise KernelgapError(f"--seeds{seed_problem(value)}")
+        if self.d_model < 1:
+            raise KernelgapError(f"--d-model must be ≥ 1, got {self.d_model}")
+        check_executor(self.executor)
+        check_workers(self.workers)
+        self.limits  # noqa: B018 - checked here, before the module is touched
+        suites(self.profile, self.ranks, self.seeds, self.steps, self.lr)
+        return self
 
     @property
     def limits(self) -> dict[str, float]:

@@ -42,7 +42,7 @@ from ..models.feature_maps import feature_map_class
 from ..report.integrity import sealed
 from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
-from ..sweeps.executors import check_executor, step_limit
+from ..sweeps.executors import step_limit
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
@@ -147,21 +147,11 @@ class _Plan:
     twin_model: dict | None
 
 
-def _check_flags(config: ProbeConfig) -> None:
-    """The flags that need no module: ``--d-model``, ``--executor``, ``--workers``."""
-    if config.d_model < 1:
-        raise KernelgapError(f"--d-model must be ≥ 1, got {config.d_model}")
-    check_executor(config.executor)
-    if config.workers is not None and config.workers < 1:
-        raise KernelgapError(f"--workers must be ≥ 1, got {config.workers}")
-    config.limits  # noqa: B018 - checked here, before the module is touched
-
-
 def _plan(config: ProbeConfig) -> _Plan:
     """Check the flags, the suites, the module and the folders, in that order; then read the
     module (at every suite's smallest rank and token width, before any training) and choose
     its reading (:func:`~kernelgap.probe.module.reading_of`)."""
-    _check_flags(config)
+    config.checked()  # the flags that need no module, torch-free
     first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
     rehearse(config, config.limits)  # the module's phases within their limits, in a child first
     cls, spec = module_spec(config.target, config.kwargs, config.interface, config.d_model, config.args, config.output)

@@ -23,17 +23,15 @@ A variant's value wins over a grid axis of the same key; a variant's family
 parameters (``family.params.n = 16``, or a ``params`` table) merge into the base's and
 the grid's unless the variant names another family (``family.name`` or ``file``), which
 starts from its own.  Duplicate runs are dropped: a variant with ``model.kind = "softmax"``
-gives one softmax run per seed however many ranks the grid lists (a softmax model has no
-rank).
-Every mistake is a one-line :class:`~kernelgap.errors.ConfigError` that names
-the key: unknown key, wrong type, empty grid, non-positive size.  The file's layout is a
-config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family
-files and registry axes, and each run's sections are validated by the config models
-themselves (:meth:`RunConfig.parse`, which turns pydantic's errors into that line).  A model field the run's kind does not use may not be
-set, in the base ``[model]`` table of a run of that kind or in its variant, to a value
-other than its default (``kind = "softmax"`` with ``feature_map = "elu1"``); grid axes
-span every kind and may (a softmax run ignores the rank axis).  :func:`sweep_schema` is
-the JSON schema of a sweep file, built from the models (``sweep.schema.json`` beside this
+gives one softmax run per seed however many ranks the grid lists (a softmax model has no rank).  Every mistake is a
+one-line :class:`~kernelgap.errors.ConfigError` that names the key: unknown key, wrong type, empty grid, non-positive
+size, more than :data:`~kernelgap.limits.MAX_SWEEP_RUNS` runs (counted from the axes, before any is built).  The
+file's layout is a config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family files and
+registry axes, and each run's sections are validated by the config models themselves (:meth:`RunConfig.parse`, which
+turns pydantic's errors into that line).  A model field the run's kind does not use may not be set, in the base
+``[model]`` table of a run of that kind or in its variant, to a value other than its default (``kind = "softmax"``
+with ``feature_map = "elu1"``); grid axes span every kind and may (a softmax run ignores the rank axis).
+:func:`sweep_schema` is the JSON schema of a sweep file, built from the models (``sweep.schema.json`` beside this
 module).
 """
 
@@ -41,6 +39,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +48,7 @@ from pydantic import Field, WithJsonSchema
 
 from ..errors import ConfigError, KernelgapError
 from ..io import load_toml
+from ..limits import MAX_SWEEP_RUNS
 from ..models import ModelSpec
 from ..models.specs import FIELDS_ONLY, model_table_schema
 from ..task.registry import PARAMS, family_names
@@ -158,7 +158,7 @@ class SweepConfig:
         own ``grid.*`` axes replace or extend the sweep's grid for that variant)."""
         out: dict[str, RunConfig] = {}
         for variant in self.variants:
-            grid = {**self.grid, **{k[len("grid.") :]: v for k, v in variant.items() if k.startswith("grid.")}}
+            grid = self._grid(variant)
             fixed = [(k, v) for k, v in variant.items() if not k.startswith("grid.")]
             merged = _merged_params(variant)
             explicit = self._explicit_model_keys(variant, grid)
@@ -172,6 +172,14 @@ class SweepConfig:
                 run = build_run(raw, self.files, explicit)
                 out.setdefault(run.run_id(), run)
         return list(out.values())
+
+    def _grid(self, variant: dict) -> dict[str, list]:
+        """A variant's grid: the sweep's axes, its own ``grid.*`` axes replacing or extending them."""
+        return {**self.grid, **{k[len("grid.") :]: v for k, v in variant.items() if k.startswith("grid.")}}
+
+    def planned(self) -> int:
+        """The runs ``variants × grid`` lists (duplicates included), counted from the axes' sizes."""
+        return sum(math.prod(len(axis) for axis in self._grid(variant).values()) for variant in self.variants)
 
     def _explicit_model_keys(self, variant: dict, grid: dict) -> set[str]:
         """The model fields set for a variant's runs other than by a grid axis: the variant's,
@@ -224,7 +232,10 @@ def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
     sweep = SweepFile.parse(data, where="")
     grid = _grid_axes(sweep.grid, "grid")
     variants = [_variant(v.overrides(), f"variants.{i}") for i, v in enumerate(sweep.variants)]
-    return SweepConfig(sweep.name, sweep.base(), grid, variants, files or FamilyFiles())
+    config = SweepConfig(sweep.name, sweep.base(), grid, variants, files or FamilyFiles())
+    if config.planned() > MAX_SWEEP_RUNS:  # refused before a run is built
+        raise ConfigError(f"variants × grid lists {config.planned():,} runs; a sweep has at most {MAX_SWEEP_RUNS:,}")
+    return config
 
 
 def _merged_params(variant: dict) -> set[str]:

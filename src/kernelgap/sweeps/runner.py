@@ -29,6 +29,7 @@ from rich.progress import (
 )
 
 from ..errors import ConfigError, KernelgapError
+from ..limits import check_workers
 from ..models import ModuleModelSpec, spec_rank
 from ..models.pairs import plan_pairs
 from ..report.integrity import family_problems, foreign_records, sweep_file_problems, toml_problem
@@ -212,8 +213,7 @@ def run_sweeps(
     one sweep while another has work.  One summary per sweep, in order."""
     start = time.perf_counter()
     check_executor(executor)
-    if workers is not None and workers < 1:
-        raise KernelgapError(f"--workers must be ≥ 1, got {workers}")
+    check_workers(workers)
     if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
         raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
     opened: list[_Opened] = []

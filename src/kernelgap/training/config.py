@@ -41,9 +41,9 @@ from ..models.specs import (
     model_identity,
     model_spec,
 )
-from ..run_values import Device, Power, PruneFrom, Seed, StopBelow
+from ..run_values import Device, LearningRate, Power, PruneFrom, Seed, StopBelow
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
-from ..validation import Config, FinitePositive, between, invalid, one_of
+from ..validation import Config, between, invalid, one_of
 
 #: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
 SOFTMAX_LR = 5e-3
@@ -142,7 +142,7 @@ class TrainConfig(Config):
 
     WHERE: ClassVar[str] = "train"
 
-    lr: FinitePositive | None = Field(None, description="Adam learning rate (default: calibrated per model)")
+    lr: LearningRate | None = Field(None, description="Adam learning rate (default: calibrated per model)")
     mse_steps: Steps = Field(1000, description="steps of the MSE phase")
     max_steps: Steps = Field(2000, description="steps of the power-mean (max-error) phase")
     power: Power = Field(8.0, description="power of the power-mean loss")

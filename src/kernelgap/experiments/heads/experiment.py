@@ -186,5 +186,6 @@ EXPERIMENT = Experiment(
     figures=(Figure("heads", draw),),
     pools=("witness",),
     step="..steps:family_certificates",
+    step_reads_sweep=True,
     writes="certificates.json",
 )

@@ -8,10 +8,30 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ...errors import KernelgapError
+from ...limits import check_verify
 from ...report.figures import exact_line, legend, plt, save
 from ...report.text import of, yes_no
-from ...validation import JsonNumber, Record, json_at_least
+from ...validation import Int, JsonNumber, Record, checked, json_at_least
 from ..base import Experiment, Figure
+
+
+def _checkable(m: int) -> bool:
+    try:
+        check_verify(m)
+    except KernelgapError:
+        return False
+    return True
+
+
+#: ``[length] m``: tokens {0,1}^m whose rank-1 construction is checked on every sequence of length
+#: 1, 2, 3, within ``verify``'s limits (:func:`kernelgap.limits.check_verify`: m ≤ 9 at N = 3).
+LengthM = checked(
+    Int,
+    _checkable,
+    " must be an m that verify checks at lengths 1, 2, 3 (2^(3m)·9 ≤ 9·2^27 pairs: 1..9), got {value}",
+    {"type": "integer", "minimum": 1, "maximum": 9},
+)
 
 #: What the paper reports (kept verbatim in summary.json).
 PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}
@@ -126,6 +146,7 @@ EXPERIMENT = Experiment(
     paper_rows=paper_rows,
     conclusions=conclusions,
     settings={"m": 4},
+    setting_types={"m": LengthM},
     html=lambda summary, page: {"figures": [page.figures("length")]},
     figures=(
         Figure("length", draw, "Rank-1 kernel attention: max error by sequence length N, constructed and trained."),

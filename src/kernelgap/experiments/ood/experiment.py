@@ -272,5 +272,6 @@ EXPERIMENT = Experiment(
         Figure("ood", draw, "Exact-sequence accuracy on test sequences whose every token is unseen in training."),
     ),
     step=".step:sizes",
+    step_reads_sweep=True,
     writes="sizes.json",
 )

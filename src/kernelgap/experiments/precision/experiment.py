@@ -198,5 +198,6 @@ EXPERIMENT = Experiment(
     figures=(Figure("precision", draw),),
     settings={"bits": [2, 3, 4, 5, 6, 8, 10, 12, 16], "quantizers": ["uniform"]},
     step=".step:sketches",
+    step_reads_sweep=True,
     writes="quantized.json",
 )

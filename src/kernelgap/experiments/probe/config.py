@@ -10,7 +10,9 @@ from typing import Any
 
 from ...errors import ConfigError
 from ...io import plain_name
-from ...validation import Config, Int, Number, checked, fits
+from ...limits import MAX_SECONDS
+from ...run_values import LearningRate
+from ...validation import Config, Int, checked, fits
 
 
 def _recipes(value) -> bool:
@@ -48,7 +50,7 @@ def _limits(value) -> bool:
         isinstance(value, dict)
         and set(value) <= set(PHASES)
         and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= MAX_SECONDS
             for v in value.values()
         )
     )
@@ -58,7 +60,7 @@ def _limits(value) -> bool:
 Limits = checked(
     Any,
     _limits,
-    " must be a table of seconds per phase (import, check, step), each a positive number, got {shown}",
+    f" must be a table of seconds per phase (import, check, step), each in (0, {MAX_SECONDS:,}], got {{shown}}",
     {"type": "object", "propertyNames": {"enum": list(PHASES)}, "additionalProperties": {"type": "number"}},
 )
 
@@ -81,7 +83,7 @@ class ProbeEntry(Config):
     ranks: Ranks = {}
     seeds: list[Int] = []
     steps: Int | None = None
-    lr: Number | None = None
+    lr: LearningRate | None = None
     requires: str | None = None
     recipes: Recipes = True
     time_limits: Limits = {}

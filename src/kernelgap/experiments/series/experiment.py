@@ -451,5 +451,6 @@ EXPERIMENT = Experiment(
         ),
     ),
     step=".step:certificates",
+    step_reads_sweep=True,
     writes="series.json",
 )

@@ -254,5 +254,6 @@ EXPERIMENT = Experiment(
     figures=(Figure("signed", draw),),
     pools=("witness",),
     step="..steps:family_certificates",
+    step_reads_sweep=True,
     writes="certificates.json",
 )

@@ -244,5 +244,6 @@ EXPERIMENT = Experiment(
         ),
     ),
     step=".step:certificate",
+    step_reads_sweep=True,
     writes="certificate.json",
 )

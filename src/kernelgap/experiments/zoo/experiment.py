@@ -208,5 +208,6 @@ EXPERIMENT = Experiment(
     figures=(Figure("zoo", draw),),
     pools=("witness",),
     step="..steps:family_certificates",
+    step_reads_sweep=True,
     writes="certificates.json",
 )
