@@ -25,9 +25,10 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
+from ..folders import check_out, refuse_links
 from ..io import atomic_write_json
 from ..sweeps.executors import available_cores, halted_pools
-from ..sweeps.runner import run_sweeps
+from ..sweeps.runner import check_pool, run_sweeps
 from .record import META, read_meta
 from .report import build_report
 
@@ -63,7 +64,9 @@ def cpu_model() -> str | None:
 
 
 def claim_output(out: Path, profile: str) -> dict:
-    """Create or reuse ``out``; refuse a folder that holds something else.  Its metadata."""
+    """Create or reuse ``out``; refuse a folder that holds something else, or a symbolic link
+    anywhere in it (:func:`~kernelgap.folders.refuse_links`).  Its metadata."""
+    check_out(out)
     if out.exists() and not out.is_dir():
         raise KernelgapError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -72,11 +75,12 @@ def claim_output(out: Path, profile: str) -> dict:
         meta = read_meta(out)  # its shape checked: one line naming the file
         if meta.get("profile") != profile:
             raise KernelgapError(f"--out {out} holds the {meta.get('profile')!r} profile, not {profile!r}")
+        refuse_links(out)
         return meta
     meta = {"profile": profile, "version": __version__, "invocations": []}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / META, meta)
+        atomic_write_json(out / META, meta, out)
     except OSError as exc:
         raise KernelgapError(f"cannot write to --out {out}: {exc.strerror}") from None
     return meta
@@ -90,7 +94,9 @@ def reproduce(
     address: str | None = None,
     log=print,
 ) -> Path:
-    """Run every experiment of a profile (resumable), then write summary and report."""
+    """Run every experiment of a profile (resumable), then write summary and report.  Every
+    flag is checked before the folder is claimed: a refused command appends no invocation."""
+    check_pool(executor, workers)
     prof = load_profile(profile)
     out = Path(out or f"results/reproduce-{prof.name}")
     meta = claim_output(out, prof.name)
@@ -116,7 +122,7 @@ def reproduce(
     finally:
         invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
         meta.setdefault("invocations", []).append(invocation)
-        atomic_write_json(out / META, meta)
+        atomic_write_json(out / META, meta, out)
     return build_report(out, log=log)
 
 
@@ -181,4 +187,4 @@ def run_step(experiment, prof, out: Path, options: dict) -> None:
         return
     payload = experiment.load_step()(prof, out, options)
     if target is not None:
-        atomic_write_json(target, payload)
+        atomic_write_json(target, payload, out)

@@ -12,6 +12,7 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
 from ..experiments.probe.section import probe_section
+from ..folders import check_out, refuse_links, result_kind
 from ..io import atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import folder_problems, one_line
 from ..validation import JsonNumber, fits
@@ -47,7 +48,10 @@ def build_report(out: str | Path, profile: str | None = None, log=print) -> Path
 
 def refuse_damage(out: Path) -> None:
     """One line naming the damaged or missing runs (and checkpoints, family copies) of the
-    folder's sweeps (:func:`~kernelgap.report.integrity.folder_problems`), if any."""
+    folder's sweeps (:func:`~kernelgap.report.integrity.folder_problems`), if any; first, a
+    symbolic link anywhere in the folder (:func:`~kernelgap.folders.refuse_links`: the report
+    writes through none)."""
+    refuse_links(out)
     problems = folder_problems(out)
     if problems:
         raise KernelgapError(
@@ -93,6 +97,13 @@ def build_probe_report(out: str | Path, log=print) -> Path:
         report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
     log(f"summary: {out / 'summary.json'}\nreport:  {report}")
     return report
+
+
+def report_folder(folder: str | Path, log=print) -> Path:
+    """``kernelgap report FOLDER``: the probe's report of a probe folder, else the
+    reproduction's; a name the system cannot look up is one line."""
+    kind = result_kind(check_out(folder, "report"))
+    return build_probe_report(folder, log) if kind == "probe" else build_report(folder, log=log)
 
 
 def summary_drift(out: str | Path) -> list[str]:
