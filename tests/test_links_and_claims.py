@@ -322,3 +322,15 @@ LONG = "x" * 300
 def test_a_name_too_long_is_one_line(cli, tmp_path, args):
     values = {"tmp": tmp_path, "module": _module(tmp_path), "sweep": write_sweep(tmp_path)}
     refused(cli, *(a.format(**values) for a in args), watch=[tmp_path])
+
+
+def test_a_profile_with_a_bad_sweep_file_is_refused_before_the_folder(cli, tmp_path):
+    profile = tmp_path / "mine"
+    profile.mkdir()
+    (profile / "profile.toml").write_text('experiments = ["tiny"]\n')
+    write_sweep(profile, TINY.replace("mse_steps = 4", "mse_steps = -4"), "tiny.toml")
+    out = _reproduction(tmp_path / "rep")
+    meta = json.loads((out / "reproduce.json").read_text())
+    (out / "reproduce.json").write_text(json.dumps({**meta, "profile": "mine"}))
+    line = refused(cli, "reproduce", "--profile", str(profile), "--out", str(out), "--executor", "inline", watch=[out])
+    assert "tiny.toml" in line

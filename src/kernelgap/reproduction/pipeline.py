@@ -27,6 +27,7 @@ from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
 from ..folders import check_out, refuse_links
 from ..io import atomic_write_json
+from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores, halted_pools
 from ..sweeps.runner import check_pool, run_sweeps
 from .record import META, read_meta
@@ -98,6 +99,9 @@ def reproduce(
     flag is checked before the folder is claimed: a refused command appends no invocation."""
     check_pool(executor, workers)
     prof = load_profile(profile)
+    for exp in prof.experiments:  # each sweep file read and checked as its sweep will read it
+        if prof.sweep_file(exp) is not None:
+            load_sweep(prof.sweep_file(exp))
     out = Path(out or f"results/reproduce-{prof.name}")
     meta = claim_output(out, prof.name)
     if prof.user_experiments:
