@@ -14,8 +14,6 @@ import pytest
 
 from sweep_helpers import TINY, trained_folder, write_sweep
 
-ONE_LINE = 1
-
 
 def tree_digest(path: Path) -> str:
     """A hash of everything under ``path`` (or of ``path`` itself, a file), links not
@@ -58,7 +56,7 @@ def refused(cli, *args: str, watch: list[Path]) -> str:
     code, _, err = cli(*args)
     assert code == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == ONE_LINE and lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
     assert [tree_digest(p) for p in watch] == before
     return lines[0]
 
