@@ -80,6 +80,8 @@ for _registry, _found in discovered_modules().items():
 #: experiments (``kernelgap.reproduction``) sits above them.
 LAYERS: list[set[str]] = [
     {"kernelgap", "kernelgap.errors"},
+    # results folders: their kind, and writing inside one through no link (io writes through it)
+    {"kernelgap.folders"},
     {"kernelgap.io", "kernelgap.limits", "kernelgap.validation"},
     # the command-line value grammar (ranges, lists, key=value), above the limits; a run's seed
     # and device names

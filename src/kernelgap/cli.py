@@ -191,6 +191,7 @@ def bound_curve_cmd(
         "--out",
         help="Folder for bound-curve-<code>.json/.png/.svg (layer: also -ratio.*, with --length -length.*).",
     ),
+    force: bool = typer.Option(False, "--force", help="Replace an earlier curve of this --code in --out."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
@@ -201,7 +202,7 @@ def bound_curve_cmd(
     deltas = None if delta is None else delta.split(",")
     payload = bound_curve(code, ms, queries, chain_step, seed, lengths, None if as_json else typer.echo, deltas)
     if out is not None:
-        payload["files"] = write_curve(payload, Path(out))
+        payload["files"] = write_curve(payload, Path(out), force)
     emit(payload, as_json, lambda p: curve_lines(p) + [f"wrote {path}" for path in p.get("files", [])])
 
 
@@ -424,10 +425,10 @@ def report(
     folder: Path = typer.Argument(..., help="A folder written by `kernelgap reproduce` or `kernelgap probe`."),
 ) -> None:
     """Rebuild summary.json and report.html from the result files (no training)."""
-    from .reproduction.report import build_folder_report
+    from .reproduction.report import report_folder
     from .sweeps.store import is_valid_record
 
-    build_folder_report(folder, log=typer.echo, valid=is_valid_record)
+    report_folder(folder, log=typer.echo, valid=is_valid_record)
 
 
 @app.command()

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 from .errors import KernelgapError
+from .folders import refuse_link_at
 
 
 def _umask() -> int:
@@ -21,13 +22,14 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+def atomic_write_text(path: str | os.PathLike, text: str, within: str | os.PathLike | None = None) -> Path:
     """Write ``text`` to ``path`` via a temporary file, fsync and rename.
 
     The file gets the mode a plain ``open`` would give it (``0o666`` less the
-    umask), not the private mode of the temporary file.
+    umask), not the private mode of the temporary file.  ``within``: the results folder
+    ``path`` lies in (:func:`atomic_write_bytes`).
     """
-    return atomic_write_bytes(path, text.encode())
+    return atomic_write_bytes(path, text.encode(), within)
 
 
 def write_page(path: str | os.PathLike, text: str) -> Path:
@@ -43,9 +45,14 @@ def write_page(path: str | os.PathLike, text: str) -> Path:
         raise KernelgapError(f"cannot write {p}: {exc.strerror or exc}") from None
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """:func:`atomic_write_text` for bytes."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, within: str | os.PathLike | None = None) -> Path:
+    """:func:`atomic_write_text` for bytes.  The rename replaces the name alone: a hard link
+    elsewhere keeps its content.  With ``within`` (the results folder ``path`` lies in),
+    ``path`` or a folder between it and ``within`` that is a symbolic link is refused
+    (:func:`~kernelgap.folders.refuse_link_at`), so no write leaves the folder."""
     p = Path(path)
+    if within is not None:
+        refuse_link_at(within, p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
@@ -62,9 +69,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return p
 
 
-def atomic_write_json(path: str | os.PathLike, obj) -> Path:
+def atomic_write_json(path: str | os.PathLike, obj, within: str | os.PathLike | None = None) -> Path:
     """Strict JSON (a NaN or an infinity is a bug: it raises instead of writing ``NaN``)."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n", within)
 
 
 #: Largest input file read (family, sweep, profile, record, summary, module file): 1 GiB.

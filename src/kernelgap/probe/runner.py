@@ -35,6 +35,7 @@ import tomli_w
 
 from .. import __version__
 from ..errors import KernelgapError
+from ..folders import refuse_links, refuse_other_result
 from ..io import atomic_write_json, atomic_write_text, read_json
 from ..limits import MAX_RANK
 from ..models.external import ModuleSpec, split_target
@@ -43,6 +44,7 @@ from ..report.integrity import sealed
 from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
 from ..sweeps.executors import step_limit
+from ..sweeps.runner import check_pool
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
@@ -120,7 +122,7 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
                 if config.recipes is True or s.name in config.recipes
             ]
             _recipe_search(plan, meta, searched, log)
-        atomic_write_json(plan.out / META, sealed(meta))  # with its checksum, as a run record
+        atomic_write_json(plan.out / META, sealed(meta), plan.out)  # with its checksum, as a run record
     except OSError as exc:
         raise KernelgapError(
             f"cannot write to probe folder {plan.out}: {exc.strerror or exc} ({exc.filename or plan.out})"
@@ -145,6 +147,17 @@ class _Plan:
     baseline_model: dict
     twin: str | None
     twin_model: dict | None
+
+
+def _check_flags(config: ProbeConfig) -> None:
+    """The flags that need no module: ``--d-model``, ``--executor``, ``--workers``, and
+    ``--out`` where it is given (:func:`_check_folder`)."""
+    if config.d_model < 1:
+        raise KernelgapError(f"--d-model must be ≥ 1, got {config.d_model}")
+    check_pool(config.executor, config.workers)
+    if config.out is not None:
+        _check_folder(Path(config.out))
+    config.limits  # noqa: B018 - checked here, before the module is touched
 
 
 def _plan(config: ProbeConfig) -> _Plan:
@@ -253,8 +266,11 @@ def _check_stored(out: Path, meta: dict) -> None:
 
 
 def _check_folder(folder: Path) -> None:
-    """A results folder the probe can create or reuse: not a file, nor under one."""
+    """A results folder the probe can create or reuse: not a file, nor under one; not a
+    folder of another kind of result, nor inside a sweep's; no symbolic link in it."""
+    refuse_other_result(folder, "probe", inside=("sweep",))
     if folder.is_dir():
+        refuse_links(folder)
         return
     if folder.exists():
         raise KernelgapError(f"probe folder {folder} is a file, not a folder; choose another --out")
@@ -347,7 +363,7 @@ def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step:
     whose workers hold each call into the module to ``step`` seconds."""
     sweeps = []
     for name, path, text, folder in configs:
-        cfg = atomic_write_text(path, text)
+        cfg = atomic_write_text(path, text, path.parent.parent)  # within the probe folder: OUT/sweeps/
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
     with step_limit(step):  # the pool's workers hold each call into the module to it

@@ -9,6 +9,7 @@ layer series' figures in :mod:`.layer_figures`).
 from __future__ import annotations
 
 from collections import defaultdict
+from io import BytesIO
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, NullLocator  # noqa: E402
 
+from ..io import atomic_write_bytes  # noqa: E402
 from ..task.minip import EXACT_THRESHOLD  # noqa: E402
 
 #: Colour of a module written elsewhere (every feature map carries its own: :func:`map_color`).
@@ -30,11 +32,14 @@ def map_color(summary: dict, name: str | None) -> str:
 
 
 def save(fig, out_dir: Path, stem: str) -> list[str]:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """``fig`` as ``out_dir/<stem>.png`` and ``.svg``, each drawn in memory and written
+    atomically (:func:`~kernelgap.io.atomic_write_bytes`): never through a link of that name."""
     names = []
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
-        fig.savefig(path, dpi=150, bbox_inches="tight")
+        drawn = BytesIO()
+        fig.savefig(drawn, format=ext, dpi=150, bbox_inches="tight")
+        atomic_write_bytes(path, drawn.getvalue(), out_dir)
         names.append(path.name)
     plt.close(fig)
     return names

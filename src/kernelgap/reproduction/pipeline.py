@@ -26,10 +26,12 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.profile import load_profile
 from ..experiments.steps import local_width
+from ..folders import check_out, refuse_links
 from ..io import atomic_write_json
 from ..report.integrity import sealed, sealed_problem
+from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores, halted_pools
-from ..sweeps.runner import run_sweeps
+from ..sweeps.runner import check_pool, run_sweeps
 from ..sweeps.store import is_valid_record
 from .record import META, SEALED, read_meta
 from .report import build_report
@@ -66,7 +68,9 @@ def cpu_model() -> str | None:
 
 
 def claim_output(out: Path, profile: str) -> dict:
-    """Create or reuse ``out``; refuse a folder that holds something else.  Its metadata."""
+    """Create or reuse ``out``; refuse a folder that holds something else, or a symbolic link
+    anywhere in it (:func:`~kernelgap.folders.refuse_links`).  Its metadata."""
+    check_out(out)
     if out.exists() and not out.is_dir():
         raise KernelgapError(f"--out {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):
@@ -75,11 +79,12 @@ def claim_output(out: Path, profile: str) -> dict:
         meta = read_meta(out)  # its shape checked: one line naming the file
         if meta.get("profile") != profile:
             raise KernelgapError(f"--out {out} holds the {meta.get('profile')!r} profile, not {profile!r}")
+        refuse_links(out)
         return meta
     meta = {"profile": profile, "version": __version__, "invocations": [], SEALED: True}
     try:
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(out / META, sealed(meta))
+        atomic_write_json(out / META, sealed(meta), out)
     except OSError as exc:
         raise KernelgapError(f"cannot write to --out {out}: {exc.strerror}") from None
     return meta
@@ -93,8 +98,13 @@ def reproduce(
     address: str | None = None,
     log=print,
 ) -> Path:
-    """Run every experiment of a profile (resumable), then write summary and report."""
+    """Run every experiment of a profile (resumable), then write summary and report.  Every
+    flag is checked before the folder is claimed: a refused command appends no invocation."""
+    check_pool(executor, workers)
     prof = load_profile(profile)
+    for exp in prof.experiments:  # each sweep file read and checked as its sweep will read it
+        if prof.sweep_file(exp) is not None:
+            load_sweep(prof.sweep_file(exp))
     out = Path(out or f"results/reproduce-{prof.name}")
     meta = claim_output(out, prof.name)
     if prof.user_experiments:
@@ -119,7 +129,7 @@ def reproduce(
     finally:
         invocation["wall_time_s"] = round(time.perf_counter() - start, 1)
         meta.setdefault("invocations", []).append(invocation)
-        atomic_write_json(out / META, sealed(meta))  # with its checksum, as a run record
+        atomic_write_json(out / META, sealed(meta), out)  # with its checksum, as a run record
     return build_report(out, log=log, valid=is_valid_record)
 
 
@@ -188,7 +198,7 @@ def run_step(experiment, prof, out: Path, options: dict) -> None:
         _set_aside(target)
     payload = experiment.load_step()(prof, out, options)
     if target is not None:
-        atomic_write_json(target, sealed(payload))
+        atomic_write_json(target, sealed(payload), out)
 
 
 def _sealed(root: Path) -> bool:

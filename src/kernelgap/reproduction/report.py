@@ -14,6 +14,7 @@ from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
 from ..experiments.probe.record import read_probe_meta
 from ..experiments.probe.section import probe_section
+from ..folders import check_out, refuse_links
 from ..io import atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import one_line
 from ..validation import JsonNumber, fits
@@ -56,9 +57,10 @@ def is_probe_folder(out: Path) -> bool:
     return (out / "probe.json").is_file() and not (out / META).is_file()
 
 
-def build_folder_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
-    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder."""
-    out = Path(out)
+def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Path:
+    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder; a
+    name the system cannot look up is one line."""
+    out = check_out(out, "report")
     return build_probe_report(out, log, valid) if is_probe_folder(out) else build_report(out, log=log, valid=valid)
 
 
@@ -66,7 +68,10 @@ def refuse_damage(out: Path, valid: Valid | None = None) -> None:
     """One line naming the damaged or missing files a report would be built from (runs,
     checkpoints, family copies, sweep files, step files, probe records:
     :func:`~.damage.folder_damage`, what ``check`` lists; ``valid``: the sweep runner's check
-    of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any."""
+    of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any; first, a symbolic
+    link anywhere in the folder (:func:`~kernelgap.folders.refuse_links`: the report writes
+    through none)."""
+    refuse_links(out)
     problems = folder_damage(out, valid)
     if problems:
         raise KernelgapError(

@@ -212,10 +212,7 @@ def run_sweeps(
     alone; then all their tasks run longest first, so that no worker idles at the end of
     one sweep while another has work.  One summary per sweep, in order."""
     start = time.perf_counter()
-    check_executor(executor)
-    check_workers(workers)
-    if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
-        raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
+    check_pool(executor, workers, cpus, gpus)
     opened: list[_Opened] = []
     try:
         for target, out in sweeps:
@@ -234,6 +231,15 @@ def run_sweeps(
     for o in opened:
         o.summary.wall_time_s = time.perf_counter() - start
     return [o.summary for o in opened]
+
+
+def check_pool(executor: str, workers: int | None, cpus: float = 1.0, gpus: float = 0.0) -> None:
+    """The pool's flags (``--executor``, ``--workers``, ``--cpus-per-task``,
+    ``--gpus-per-task``), checked by every command that trains before it opens a folder."""
+    check_executor(executor)
+    check_workers(workers)
+    if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
+        raise KernelgapError(f"--cpus-per-task and --gpus-per-task must be ≥ 0, got {cpus} and {gpus}")
 
 
 @dataclass

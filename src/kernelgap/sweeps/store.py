@@ -18,7 +18,8 @@
     DIR/results.csv       every finished run, one row each
 
 A folder made for one sweep refuses any other (a different run set); a
-non-empty folder that is not a sweep folder is refused too.
+non-empty folder that is not a sweep folder is refused too, and so is a folder holding a
+symbolic link or a lock file that is not a plain file (:mod:`kernelgap.folders`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..folders import open_in_place, refuse_links
 from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import (
     DIGEST_KEY,
@@ -81,13 +83,14 @@ class ResultsDir:
         copy in the family files it names (``family_files``: name as written → spec of the
         source's content; :meth:`pin_families`).
 
-        Any folder problem (a file in the way, no permission, a read-only or
-        full disk) is a one-line :class:`ConfigError` raised here, before any
-        training starts.
+        Any folder problem (a file in the way, a symbolic link in it, a lock file that is
+        not a plain file, no permission, a read-only or full disk) is a one-line
+        :class:`ConfigError` raised here, before any training starts.
         """
         try:
             if self.root.exists() and not self.root.is_dir():
                 raise ConfigError(f"results folder {self.root} is a file, not a folder; choose another --out")
+            refuse_links(self.root, ConfigError)  # before anything is written: no write leaves the folder
             self._open_for(name, config_text, run_ids, family_files or {})
             probe = self.runs_dir / f".write-probe-{os.getpid()}"
             probe.write_bytes(b"")
@@ -163,7 +166,7 @@ class ResultsDir:
             raw = Path(spec.file).read_bytes()
             if hashlib.sha256(raw).hexdigest() != spec.sha256:
                 raise ConfigError(f"family file {spec.file} changed while the sweep was being set up; run it again")
-            atomic_write_bytes(copy, raw)
+            atomic_write_bytes(copy, raw, self.root)
 
     def family_copies(self) -> dict[str, str]:
         """Name as written in the sweep file → the folder's copy of that family file."""
@@ -263,7 +266,7 @@ class ResultsDir:
         """A finished run's record, with its own checksum (:func:`~kernelgap.report.integrity.record_digest`)."""
         record = {**record, DIGEST_KEY: record_digest(record)}
         try:
-            atomic_write_json(self.result_path(record["id"]), record)
+            atomic_write_json(self.result_path(record["id"]), record, self.root)
         except OSError as exc:  # disk full, folder removed …: a clear line, not a traceback
             raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
@@ -283,7 +286,7 @@ class ResultsDir:
             path = path.with_name(f"{path.stem}-{sha[:16]}{path.suffix}")
             relative = path.relative_to(self.root).as_posix()
         try:
-            atomic_write_bytes(path, data)
+            atomic_write_bytes(path, data, self.root)
         except OSError as exc:
             raise ConfigError(f"cannot write checkpoint {path}: {exc.strerror or exc}") from None
         return relative
@@ -295,7 +298,7 @@ class ResultsDir:
     def claim(self, run_id: str) -> Claim | None:
         """Take the run's lock without waiting; ``None`` if held or already finished."""
         path = self.locks_dir / f"{run_id}.lock"
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # less the umask, as for any new file
+        fd = open_in_place(path, ConfigError)  # never through a link, nor a file with another name
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -334,7 +337,7 @@ class ResultsDir:
         writer = csv.DictWriter(buf, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-        return atomic_write_text(self.root / "results.csv", buf.getvalue())
+        return atomic_write_text(self.root / "results.csv", buf.getvalue(), self.root)
 
 
 def is_valid_record(record, run_id: str) -> bool:
@@ -384,7 +387,7 @@ def _opening_file(name: str) -> bool:
 def _create_exclusive_json(path: Path, obj) -> None:
     """Write ``path`` only if absent (write a temp file, then ``link`` it in place)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    atomic_write_json(tmp, obj)
+    atomic_write_json(tmp, obj, path.parent)
     try:
         os.link(tmp, path)
     except FileExistsError:

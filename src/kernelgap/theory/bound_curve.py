@@ -246,22 +246,38 @@ def figure_of(payload: dict) -> tuple[str, str]:
     return f"bound-curve-{payload['code']}", series(payload["code"]).figure
 
 
+def check_curve_out(out: Path, stem: str, force: bool) -> None:
+    """``--out`` of ``bound-curve``, checked before a file is written: not a folder holding
+    (or inside) a sweep, probe or reproduction; no earlier curve of this name (``stem``.*)
+    there unless ``force``; none of its files a symbolic link."""
+    from ..folders import refuse_link_at, refuse_other_result
+
+    refuse_other_result(out, "bound-curve", inside=("sweep", "probe", "reproduction"))
+    earlier = sorted(out.glob(f"{stem}.*")) if out.is_dir() else []
+    for path in earlier:
+        refuse_link_at(out, path)
+    if earlier and not force:
+        raise KernelgapError(f"--out {out} holds an earlier curve ({earlier[0].name}); --force replaces it")
+
+
 def curve_lines(payload: dict) -> list[str]:
     """A curve payload as text lines, by its series."""
     return series(payload["code"]).lines(payload)
 
 
-def write_curve(payload: dict, out: Path) -> list[str]:
+def write_curve(payload: dict, out: Path, force: bool = False) -> list[str]:
     """The curve's JSON and figures in ``out``, named by :func:`figure_of` (the layer series
-    against m: the wall and ratio figures, :mod:`kernelgap.report.layer_figures`)."""
+    against m: the wall and ratio figures, :mod:`kernelgap.report.layer_figures`), once
+    :func:`check_curve_out` allows it."""
     from ..io import atomic_write_json
     from ..report.figures import draw_bound_curve
     from ..report.layer_figures import draw_length_curve, draw_wall_and_ratio
 
     stem, figure = figure_of(payload)
     draw = {"bound": draw_bound_curve, "wall": draw_wall_and_ratio, "length": draw_length_curve}[figure]
+    check_curve_out(out, stem, force)
     try:
-        atomic_write_json(out / f"{stem}.json", payload)
+        atomic_write_json(out / f"{stem}.json", payload, out)
         return [str(out / f"{stem}.json")] + [str(out / f) for f in draw(payload, out, stem)]
     except OSError as exc:
         raise KernelgapError(f"cannot write to {out}: {exc.strerror or exc}") from None

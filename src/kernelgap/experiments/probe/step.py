@@ -57,4 +57,5 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
                 "target": entry["target"],
                 "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
             },
+            out,
         )
