@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import KernelgapError
@@ -77,26 +78,32 @@ def refuse_other_result(
 
 
 def refuse_links(root: str | os.PathLike, error: type[Exception] = KernelgapError) -> None:
-    """One line of ``error`` naming the first symbolic link below ``root`` (a file or a folder;
-    ``root`` itself may be one: it is what the user named), and the first lock file
-    (``*.lock``) that is not a regular file of one name (:func:`in_place_problem`).
-    A folder that cannot be listed is left to the write that needs it."""
+    """One line of ``error`` naming the first problem :func:`link_problems` finds."""
+    for why in link_problems(root):
+        raise error(why)
+
+
+def link_problems(root: str | os.PathLike) -> Iterator[str]:
+    """Each symbolic link below ``root`` (a file or a folder; ``root`` itself may be one: it
+    is what the user named), and each lock file (``*.lock``) that is not a regular file of
+    one name (:func:`in_place_problem`), as a line naming it.  A folder that cannot be listed
+    is left to the write that needs it."""
     pending = [Path(root)]
     while pending:
         folder = pending.pop()
         try:
-            entries = list(os.scandir(folder))
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
             continue
         for entry in entries:
             path = Path(entry.path)
             if entry.is_symlink():
-                raise error(f"{path} is a symbolic link; {_LINK_HINT}")
-            if entry.name.endswith(".lock"):
-                why = in_place_problem(entry.stat(follow_symlinks=False))
-                if why:
-                    raise error(f"lock file {path} {why}; move it away and run again")
-            if entry.is_dir(follow_symlinks=False):
+                yield f"{path} is a symbolic link; {_LINK_HINT}"
+                continue
+            why = in_place_problem(entry.stat(follow_symlinks=False)) if entry.name.endswith(".lock") else None
+            if why:
+                yield f"lock file {path} {why}; move it away and run again"
+            elif entry.is_dir(follow_symlinks=False):
                 pending.append(path)
 
 

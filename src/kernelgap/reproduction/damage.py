@@ -17,32 +17,37 @@ from pathlib import Path
 
 from ..errors import KernelgapError
 from ..experiments.probe.record import read_probe_meta
+from ..folders import link_problems
+from ..io import read_json
 from ..report.integrity import folder_problems, sealed_problem
-from .record import META, SEALED, read_meta
+from .record import META, SEALED, invocations, read_meta
 from .summary import reproduction_experiments
 
 
 def folder_damage(root: str | Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
-    """Every problem of ``root``'s sweep folders, step files and probe records."""
+    """Every problem of ``root``'s sweep folders, step files and probe records, and every
+    link below it (:func:`~kernelgap.folders.link_problems`: no command writes through one)."""
     root = Path(root)
-    return folder_problems(root, valid) + step_problems(root) + probe_problems(root)
+    links = [why.removeprefix(f"{root}/") for why in link_problems(root)]
+    return links + folder_problems(root, valid) + step_problems(root) + probe_problems(root)
 
 
 def step_problems(root: Path) -> list[str]:
     """The file each experiment's step writes (``Experiment.writes``) in a reproduction
     folder, wherever the experiment's folder is: missing, a folder, not JSON or altered
     (:func:`~kernelgap.report.integrity.sealed_problem`).  A folder an older kernelgap made
-    (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum.  A
+    (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum; a
+    ``reproduce.json`` deleted from under a summary built from it is missing.  A
     ``reproduce.json`` that cannot be read is left to the report's own refusal."""
     if not (root / META).is_file():
-        return []
+        return [f"{META}: missing, while summary.json lists its invocations"] if _lost_meta(root) else []
     try:
         meta = read_meta(root)
         experiments = reproduction_experiments(meta)
     except KernelgapError:
         return []
     required = meta.get(SEALED) is True
-    out = []
+    out = [] if "record_sha256" in meta else _unsealed_meta(root, meta)
     for exp in experiments:
         if exp.writes and (root / exp.name).is_dir():
             why = sealed_problem(root / exp.name / exp.writes, required)
@@ -62,3 +67,23 @@ def probe_problems(root: Path) -> list[str]:
             why = str(exc).removeprefix(str(path)).lstrip(": ")
             out.append(f"{path.relative_to(root).as_posix()}: {why}")
     return out
+
+
+def _unsealed_meta(root: Path, meta: dict) -> list[str]:
+    """A ``reproduce.json`` without a checksum (an older kernelgap's, or one edited by hand)
+    is trusted only where it agrees with the ``summary.json`` built from it: the same profile
+    and as many invocations.  Otherwise a report rebuilt now would rewrite them."""
+    summary = read_json(root / "summary.json")
+    if not isinstance(summary, dict):
+        return []
+    said = summary.get("invocations") or summary.get("commands") or []
+    if summary.get("profile", meta.get("profile")) == meta.get("profile") and len(said) == len(invocations(meta)):
+        return []
+    return [f"{META}: carries no checksum and disagrees with summary.json (profile or invocations); restore it"]
+
+
+def _lost_meta(root: Path) -> bool:
+    """Whether ``reproduce.json`` is gone from a folder whose ``summary.json`` was built from
+    one (it lists invocations): a report rebuilt now would drop them."""
+    summary = read_json(root / "summary.json")
+    return isinstance(summary, dict) and bool(summary.get("invocations") or summary.get("commands"))

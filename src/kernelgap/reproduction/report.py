@@ -81,14 +81,21 @@ def refuse_damage(out: Path, valid: Valid | None = None) -> None:
         )
 
 
+def in_the_way(out: Path) -> list[str]:
+    """The report's own outputs that something else occupies: a folder where a file goes, or
+    a file where ``figures/`` goes (``report`` refuses them; ``check`` names them)."""
+    return [
+        name for name in (*WRITES, "figures") if (out / name).exists() and (out / name).is_dir() != (name == "figures")
+    ]
+
+
 @contextmanager
 def writing(out: Path):
     """Check that the report's files can be written before writing any (none is a folder,
     the folder takes a new file); any later write failure is one line too."""
     try:
-        for name in (*WRITES, "figures"):
-            if (out / name).exists() and (out / name).is_dir() != (name == "figures"):
-                raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
+        for name in in_the_way(out):
+            raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
         probe = out / f".report-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -131,12 +138,16 @@ def summary_drift(out: str | Path) -> list[str]:
     :func:`probe_summary`): each top-level key that differs, as a line ``summary.json: …`` (a
     summary edited, or results changed since ``report``), or the one line saying why no
     summary can be built (what ``report`` refuses with).  The version that wrote it is not
-    compared; a plain sweep folder (neither kind, no summary) has none; nothing is written."""
+    compared; a plain sweep folder (neither kind, no summary) has none; an output something
+    else occupies (:func:`in_the_way`) is named first; nothing is written."""
     out = Path(out)
     probe = is_probe_folder(out)
     stored = read_json(out / "summary.json")
     if not (probe or (out / META).is_file() or (out / "summary.json").exists()):
         return []
+    blocked = [f"{name}: in the way of the report; move it away" for name in in_the_way(out)]
+    if blocked:
+        return blocked
     profile = stored.get("profile") if isinstance(stored, dict) else None
     try:
         rebuilt = json.loads(json.dumps(probe_summary(out) if probe else build_summary(out, profile)))
