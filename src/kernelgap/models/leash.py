@@ -50,12 +50,13 @@ def arm_step_limit(seconds: float, board: str | None = None) -> None:
     signal.signal(signal.SIGALRM, _overrun)
     _STEP_SECONDS = seconds
     if board is not None:
-        fd = os.open(os.path.join(board, str(os.getpid())), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            os.ftruncate(fd, _POST_BYTES)
-            _POST[:] = [mmap.mmap(fd, _POST_BYTES)]
-        finally:
-            os.close(fd)
+        with contextlib.suppress(OSError):  # a pool already shut down: nothing left to watch
+            fd = os.open(os.path.join(board, str(os.getpid())), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                os.ftruncate(fd, _POST_BYTES)
+                _POST[:] = [mmap.mmap(fd, _POST_BYTES)]
+            finally:
+                os.close(fd)
 
 
 def overrun_message(label: str, what: str, seconds: float) -> str:
@@ -72,9 +73,10 @@ def _post(deadline: float) -> None:
     """Tell the driver's watch this worker's deadline (0: none) and what the module does."""
     if not _POST:
         return
-    label, what = _RUNNING[-1] if _RUNNING else ("written elsewhere", "its work")
-    text = f"{label}\0{what}".encode()[: _POST_BYTES - 8]
-    _POST[0][8:] = text.ljust(_POST_BYTES - 8, b"\0")
+    if deadline:  # what first, then when: the watch never reads a deadline with stale words
+        label, what = _RUNNING[-1] if _RUNNING else ("written elsewhere", "its work")
+        text = f"{label}\0{what}".encode()[: _POST_BYTES - 8]
+        _POST[0][8:] = text.ljust(_POST_BYTES - 8, b"\0")
     struct.pack_into("d", _POST[0], 0, deadline)
 
 
