@@ -17,6 +17,7 @@ left behind end with it."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 
@@ -77,7 +78,7 @@ def _answer(receive, child, label: str, limits: dict[str, float]) -> dict:
         if message == "interrupt":
             raise KeyboardInterrupt
         if isinstance(message, tuple) and message[0] == "failed":
-            raise (ModuleFailure if message[2] else KernelgapError)(message[1])
+            raise message[1]
         if isinstance(message, tuple) and message[0] == "done":
             return message[1]
         if message in TIME_LIMITS:
@@ -86,8 +87,8 @@ def _answer(receive, child, label: str, limits: dict[str, float]) -> dict:
 
 def _rehearsal(conn, config, cwd: str, path: list[str]) -> None:
     """The child: the probe's module checks, each phase announced on ``conn``, then
-    ``("done", findings)``, ``("failed", line, module's own)`` or ``interrupt``, from the
-    parent's folder and import path.  What the module prints goes nowhere."""
+    ``("done", findings)``, ``("failed", error)`` or ``interrupt``, from the parent's folder
+    and import path.  What the module prints goes nowhere."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to answer
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
@@ -105,12 +106,22 @@ def _rehearsal(conn, config, cwd: str, path: list[str]) -> None:
     except KeyboardInterrupt:
         conn.send("interrupt")
     except KernelgapError as exc:
-        conn.send(("failed", str(exc), isinstance(exc, ModuleFailure)))
+        conn.send(("failed", _portable(exc)))
     except BaseException as exc:  # noqa: BLE001 - whatever else, the module's, one line
         line = f"module {target_label(config.target)} failed while {PHASE_WORDS[phase[0]]}: {describe(exc)}"
-        conn.send(("failed", line, True))
+        conn.send(("failed", ModuleFailure(line)))
     finally:
         conn.close()
+
+
+def _portable(exc: KernelgapError) -> KernelgapError:
+    """``exc`` where it survives pickling as it is (its class tells the caller what it is: a
+    library that is not installed, say), else a plain one with its line."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - an error class that does not pickle
+        return (ModuleFailure if isinstance(exc, ModuleFailure) else KernelgapError)(str(exc))
+    return exc
 
 
 def _phases(config, enter) -> dict:
