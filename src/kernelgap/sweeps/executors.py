@@ -18,7 +18,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextvars import ContextVar
 
@@ -125,9 +125,10 @@ class WorkerDied(KernelgapError):
 WORKER_EXIT_S = 5.0
 
 
-def _reap(processes: list, manager: threading.Thread | None) -> None:
-    """Give pool workers that were told to stop :data:`WORKER_EXIT_S` to exit, then kill them;
-    then wait for the pool's ``manager`` thread."""
+def _reap(processes: list, manager: threading.Thread | None, tasks: list[Future]) -> None:
+    """Once the ``tasks`` in flight are done, give pool workers that were told to stop
+    :data:`WORKER_EXIT_S` to exit, then kill them; then wait for the pool's ``manager`` thread."""
+    wait(tasks)
     deadline = time.monotonic() + WORKER_EXIT_S
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
@@ -165,13 +166,14 @@ class LocalPool(ProcessPoolExecutor):
             self.stop_busy()
         processes = list((getattr(self, "_processes", None) or {}).values())
         manager = getattr(self, "_executor_manager_thread", None)
+        tasks = [item.future for item in list(getattr(self, "_pending_work_items", {}).values())]
         super().shutdown(wait=False, cancel_futures=cancel_futures)
+        if wait:  # the tasks in flight finish first, as the standard pool's
+            _reap(processes, manager, tasks)
+        else:  # still bounded: the exit of this process waits for the pool's threads
+            threading.Thread(target=_reap, args=(processes, None, []), name="kernelgap-reap", daemon=True).start()
         if self.watch is not None:
             self.watch.close()
-        if wait:
-            _reap(processes, manager)
-        else:  # still bounded: the exit of this process waits for the pool's threads
-            threading.Thread(target=_reap, args=(processes, None), name="kernelgap-reap", daemon=True).start()
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         """As the standard pool, but a broken pool or a worker that died is one line."""
