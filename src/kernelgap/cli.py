@@ -17,7 +17,7 @@ import typer.main
 from . import __version__
 from .args import argument_map, bounded_flags, int_list, json_object, key_values, parse_range, suite_ranks
 from .errors import KernelgapError, one_line
-from .sweeps.executors import end_interrupted
+from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
 
 app = typer.Typer(
     help="Measure, prove and show where nonnegative kernel attention stops matching softmax.",
@@ -470,14 +470,17 @@ def compare(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point with one-line errors and exit status 2; an interrupt (Ctrl-C, or a
-    module raising ``KeyboardInterrupt``) is one line and status 130.  Click run non-standalone
-    returns the status of a ``typer.Exit`` (its own for an interrupt: 130) instead of raising it."""
+    module raising ``KeyboardInterrupt``) is one line and status 130 (:mod:`.sweeps.interrupts`).
+    Click run non-standalone returns the status of a ``typer.Exit`` instead of raising it."""
+    watch_interrupts(console=argv is None)
     try:
         args = sys.argv[1:] if argv is None else list(argv)
         code = _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
     except KernelgapError as exc:
-        typer.echo(f"error: {one_line(exc)}", err=True)
-        sys.exit(2)
+        if not interrupted():  # else an error that an interrupt caused: the interrupt's line
+            typer.echo(f"error: {one_line(exc)}", err=True)
+            sys.exit(2)
+        code = 130
     except typer.Exit as exc:
         code = exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -486,9 +489,7 @@ def main(argv: list[str] | None = None) -> None:
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         typer.echo(f"error: {one_line(' '.join(str(message).split()))}", err=True)
         sys.exit(2)
-    if code == 130:  # one line; a second Ctrl-C ignored; a console script's exit bounded in time
-        typer.echo("error: interrupted", err=True)
-        end_interrupted(130, bounded=argv is None)
+    code = settle_interrupt(code, console=argv is None)
     if isinstance(code, int) and not isinstance(code, bool) and code:
         sys.exit(code)
 

@@ -31,13 +31,13 @@ def module_spec(
     args: dict | None = None,
     output: int | None = None,
 ) -> tuple[type, ModuleSpec]:
-    """The class and its spec; a file target is made absolute so any worker can import it.
-    The arguments are checked before the module is imported."""
+    """The class and its spec; a file target is made absolute (before the module's code can
+    change the working folder) so any worker can import it.  The arguments are checked before
+    the module is imported."""
     check_arguments(kwargs if kwargs is not None else {}, args if args is not None else {}, "")
-    cls = load_target(target)
     module, attr = split_target(target)
-    if module.endswith(".py"):
-        target = f"{Path(module).resolve()}:{attr}"
+    given, target = target, f"{Path(module).resolve()}:{attr}" if module.endswith(".py") else target
+    cls = load_target(given)
     if interface is None:  # unset: the class's own (an empty string is a value, and refused)
         interface = getattr(cls, "kernelgap_interface", "sequence")
     spec = ModuleSpec.parse(

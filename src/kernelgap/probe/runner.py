@@ -44,7 +44,6 @@ from ..report.integrity import sealed
 from ..sweeps import run_sweeps
 from ..sweeps.config import parse_sweep
 from ..sweeps.executors import step_limit
-from ..sweeps.runner import check_pool
 from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
@@ -53,9 +52,8 @@ from ..training.curve import final_power
 from .config import ProbeConfig
 from .floor import query_blind
 from .leash import rehearse
-from .module import check_module, feature_counts, module_spec, reading_of
 from .suites import BASELINE, RECIPES, Suite, suites
-from .twin import TWIN_TARGET, twin_map
+from .twin import TWIN_TARGET
 from .verdicts import RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
 
 META = "probe.json"
@@ -110,7 +108,7 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
     _check_stored(plan.out, meta)
     configs = _sweep_configs(plan, meta)
     if plan.reading == "final":
-        log(f"[probe] {plan.cls.__name__} is causal (position 1 sees only itself): using the final-query reading")
+        log(f"[probe] {plan.name} is causal (position 1 sees only itself): using the final-query reading")
     try:
         _train(configs, config.sweep_options, log, config.limits["step"])
         if config.recipes:
@@ -136,13 +134,14 @@ class _Plan:
     read, the suites it trains and the model tables of its sweeps."""
 
     config: ProbeConfig
-    cls: type
+    name: str
     spec: ModuleSpec
     out: Path
     baseline: Path
     reading: str
     suites: list[Suite]
     counts: dict
+    features: dict[str, list[int | None]]
     module_model: dict
     baseline_model: dict
     twin: str | None
@@ -150,47 +149,41 @@ class _Plan:
 
 
 def _check_flags(config: ProbeConfig) -> None:
-    """The flags that need no module: ``--d-model``, ``--executor``, ``--workers``, and
-    ``--out`` where it is given (:func:`_check_folder`)."""
-    if config.d_model < 1:
-        raise KernelgapError(f"--d-model must be ≥ 1, got {config.d_model}")
-    check_pool(config.executor, config.workers)
+    """The flags that need no module, torch-free (:meth:`ProbeConfig.checked`), and ``--out``
+    where it is given (:func:`_check_folder`)."""
+    config.checked()
     if config.out is not None:
         _check_folder(Path(config.out))
-    config.limits  # noqa: B018 - checked here, before the module is touched
 
 
 def _plan(config: ProbeConfig) -> _Plan:
-    """Check the flags, the suites, the module and the folders, in that order; then read the
-    module (at every suite's smallest rank and token width, before any training) and choose
-    its reading (:func:`~kernelgap.probe.module.reading_of`)."""
-    config.checked()  # the flags that need no module, torch-free
+    """Check the flags, the suites, the module and the folders, in that order.  The module is
+    read in a child process, never here (:func:`~kernelgap.probe.leash.rehearse`: checked at
+    every suite's smallest rank and token width, its reading chosen, its feature counts)."""
+    _check_flags(config)
     first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
-    rehearse(config, config.limits)  # the module's phases within their limits, in a child first
-    cls, spec = module_spec(config.target, config.kwargs, config.interface, config.d_model, config.args, config.output)
-    out, baseline = config.folder(cls.__name__), config.baseline_folder(cls.__name__)
+    found = rehearse(config, config.limits)  # the module's phases within their limits, in a child
+    spec = ModuleSpec.parse(found["spec"], where="module")  # vouched for: not imported here
+    out, baseline = config.folder(found["class"]), config.baseline_folder(found["class"])
     for folder in (out, baseline):
         _check_folder(folder)
-    checked = {}
-    for suite in first:
-        family = build_family(suite.family, **suite.params)
-        checked[suite.name] = check_module(cls, spec, family.m, min(suite.ranks), family)
-    reading = reading_of(checked[first[0].name], build_family(first[0].family, **first[0].params).m)
+    out, baseline = out.absolute(), baseline.absolute()  # wherever a module's code moves this process
+    reading, twin = found["reading"], found["twin"]
     chosen = (
-        suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
-        if reading != "first"
-        else first
+        first
+        if reading == "first"
+        else suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
     )
-    twin = twin_map(cls, spec.kwargs)
     return _Plan(
         config=config,
-        cls=cls,
+        name=found["class"],
         spec=spec,
         out=out,
         baseline=baseline,
         reading=reading,
         suites=chosen,
-        counts=checked[first[0].name].parameter_counts(),
+        counts=found["parameters"],
+        features=found["features"],
         module_model={**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()},
         baseline_model=sweep_table_model(default_model(kind="kernel", feature_map=BASELINE)),
         twin=twin,
@@ -206,7 +199,7 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
     certified = certify(family).certified_rank if family.matching else None
     sub = _folder(suite, plan.reading)
     cfg = TrainConfig(**suite.train)
-    features = feature_counts(plan.cls, plan.spec, family.m, suite.ranks)
+    features = plan.features[suite.name]
     row = {
         **asdict(suite),
         "certified_rank": certified,
@@ -231,7 +224,7 @@ def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:
     module, attr = split_target(spec.target)
     return {
         "target": f"{Path(module).name}:{attr}",
-        "class": plan.cls.__name__,
+        "class": plan.name,
         "kwargs": spec.kwargs,
         "interface": spec.interface,
         "args": spec.args,

@@ -10,7 +10,6 @@ importing torch.  Workers only compute; the driver writes every result.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import multiprocessing
 import os
 import signal
@@ -19,11 +18,13 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextvars import ContextVar
 
 from ..errors import KernelgapError
+from ..models.leash import StepOverrun, StepWatch
+from .processes import driver_gone, process_start, set_parent_death_signal
 
 
 def available_cores() -> int:
@@ -41,15 +42,19 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
     that its own parent has not reaped (see :func:`watch_driver` for the mechanism):
     its forkserver and workers die with it, and then the resource tracker exits at
     end-of-file on its pipe, whose write ends only they and the driver held.  Each
-    worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`).
+    worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`), and
+    the driver kills one that overruns it (:class:`~kernelgap.models.leash.StepWatch`).
     """
     if _HALTED.is_set():
         raise WorkerDied("interrupted: no pool starts now")
+    seconds, context = STEP_LIMIT.get(), forkserver_context()  # the forkserver before the watch's thread
+    watch = None if seconds is None else StepWatch(seconds)
     return LocalPool(
         max_workers=workers or available_cores(),
-        mp_context=forkserver_context(),
+        mp_context=context,
         initializer=watch_driver,
-        initargs=(os.getpid(), process_start(os.getpid()), STEP_LIMIT.get()),
+        initargs=(os.getpid(), process_start(os.getpid()), seconds, watch and watch.folder),
+        watch=watch,
     )
 
 
@@ -64,14 +69,35 @@ def forkserver_context():
         # Start the forkserver now, from the main thread, with this module preloaded
         # (importing it arms the forkserver's parent-death signal); one that
         # ``ensure_running`` restarts later, from whichever thread, is left unarmed.
+        # It starts with SIGINT ignored (kept across exec, and by its workers): a terminal's
+        # Ctrl-C reaches the whole process group, and only the driver may answer it.
         ctx.set_forkserver_preload([__name__, *preload])
-        try:
-            forkserver.ensure_running()
-        finally:
-            ctx.set_forkserver_preload(preload)
+        with _sigint_held():
+            try:
+                forkserver.ensure_running()
+            finally:
+                ctx.set_forkserver_preload(preload)
     else:
         ctx.set_forkserver_preload(preload)
     return ctx
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """Meanwhile (main thread), SIGINT is ignored, so processes started meanwhile begin
+    ignoring it, and blocked: Linux keeps a blocked signal pending even while ignored, so a
+    Ctrl-C meanwhile reaches this process's own handler afterwards.  The resource tracker
+    starts first: its start unblocks SIGINT (and it ignores SIGINT by itself)."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    answer = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, answer)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 #: Seconds a pool worker gives one forward pass of a module written elsewhere (None: no
@@ -94,14 +120,38 @@ class WorkerDied(KernelgapError):
     """A pool worker ended while it ran a task (killed, or an exit from C code)."""
 
 
+#: Seconds the workers of a pool shut down have to exit (a thread a module started, that
+#: never ends, would hold a worker's exit forever) before they are killed.
+WORKER_EXIT_S = 5.0
+
+
+def _reap(processes: list, manager: threading.Thread | None, tasks: list[Future]) -> None:
+    """Once the ``tasks`` in flight are done, give pool workers that were told to stop
+    :data:`WORKER_EXIT_S` to exit, then kill them; then wait for the pool's ``manager`` thread."""
+    wait(tasks)
+    deadline = time.monotonic() + WORKER_EXIT_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.exitcode is None:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                process.kill()
+    if manager is not None:
+        manager.join()
+
+
 class LocalPool(ProcessPoolExecutor):
     """A process pool whose ``shutdown(wait=False)`` stops the workers that are still busy:
     the driver was interrupted or failed with tasks in flight, and no worker may go on
     training after it is gone (the standard pool lets them finish, and the driver's exit
-    waits for them).  A task whose worker died is one line (:class:`WorkerDied`)."""
+    waits for them).  ``shutdown(wait=True)`` gives the workers :data:`WORKER_EXIT_S` to
+    exit.  A task whose worker died is one line (:class:`WorkerDied`, or the step limit's
+    line when :attr:`watch` killed it)."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, watch: StepWatch | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        self.watch = watch
+        if watch is not None:
+            watch.workers = lambda: getattr(self, "_processes", None)
         _POOLS.add(self)
 
     def stop_busy(self) -> None:
@@ -114,7 +164,16 @@ class LocalPool(ProcessPoolExecutor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if not wait:
             self.stop_busy()
-        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        processes = list((getattr(self, "_processes", None) or {}).values())
+        manager = getattr(self, "_executor_manager_thread", None)
+        tasks = [item.future for item in list(getattr(self, "_pending_work_items", {}).values())]
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
+        if wait:  # the tasks in flight finish first, as the standard pool's
+            _reap(processes, manager, tasks)
+        else:  # still bounded: the exit of this process waits for the pool's threads
+            threading.Thread(target=_reap, args=(processes, None, []), name="kernelgap-reap", daemon=True).start()
+        if self.watch is not None:
+            self.watch.close()
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         """As the standard pool, but a broken pool or a worker that died is one line."""
@@ -132,7 +191,9 @@ class LocalPool(ProcessPoolExecutor):
                 outer.set_exception(CancelledError())
                 return
             exc = done.exception()
-            if isinstance(exc, BrokenProcessPool):
+            if isinstance(exc, BrokenProcessPool) and self.watch is not None and self.watch.overrun:
+                exc = StepOverrun(self.watch.overrun)
+            elif isinstance(exc, BrokenProcessPool):
                 exc = WorkerDied(
                     f"a worker process ended abruptly (killed, or an exit from C code) while running "
                     f"{getattr(fn, '__name__', 'a task')}; its runs were not written"
@@ -199,87 +260,12 @@ def halted_pools():
 #: Seconds between a worker's checks that its driver is alive.
 DRIVER_CHECK_S = 1.0
 
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _FORKSERVER_COMMAND = "from multiprocessing.forkserver import main;"
 
 
-def set_parent_death_signal(sig: int | None = None) -> bool:
-    """Have Linux send ``sig`` (default ``SIGKILL``) to this process when the thread that
-    forked it exits.
-
-    ``prctl(PR_SET_PDEATHSIG)`` through libc; the kernel delivers the signal while the
-    parent exits, when it reparents the parent's children, so it does not wait for
-    the parent to be reaped.  Returns ``False`` (and does nothing) off Linux or when
-    libc or ``prctl`` is unavailable.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        sig = signal.SIGKILL if sig is None else sig
-        ok = (
-            libc.prctl(
-                ctypes.c_int(_PR_SET_PDEATHSIG),
-                ctypes.c_ulong(int(sig)),
-                ctypes.c_ulong(0),
-                ctypes.c_ulong(0),
-                ctypes.c_ulong(0),
-            )
-            == 0
-        )
-    except (OSError, AttributeError):
-        return False
-    return ok
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or ``None``
-    when ``/proc`` cannot say; raises :class:`FileNotFoundError` for a pid that does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode(errors="replace")
-    except FileNotFoundError:
-        if os.path.isdir("/proc/self"):
-            raise
-        return None
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[-1].split()
-    return fields if len(fields) > 19 else None
-
-
-def process_start(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (``None`` without ``/proc``):
-    with the pid, it names one process even after the pid is reused."""
-    try:
-        fields = _proc_stat(pid)
-    except FileNotFoundError:
-        return None
-    return int(fields[19]) if fields else None
-
-
-def driver_gone(driver: int, started: int | None = None) -> bool:
-    """Whether process ``driver`` (which started at ``started``, if known) has exited.
-
-    A zombie counts as gone: a process that has exited but that its parent has not
-    reaped still answers ``os.kill(pid, 0)``, so where ``/proc`` exists its state is
-    read instead (``Z`` or ``X``: exited), and its start time tells a reused pid.
-    Without ``/proc``, ``os.kill(pid, 0)`` is the check, which cannot see zombies.
-    """
-    try:
-        fields = _proc_stat(driver)
-    except FileNotFoundError:
-        return True
-    if fields is not None:
-        return fields[0] in ("Z", "X") or (started is not None and int(fields[19]) != started)
-    try:
-        os.kill(driver, 0)
-    except (ProcessLookupError, PermissionError):  # gone, or the pid reused by another user
-        return True
-    return False
-
-
-def watch_driver(driver: int, started: int | None = None, step_seconds: float | None = None) -> None:
+def watch_driver(
+    driver: int, started: int | None = None, step_seconds: float | None = None, board: str | None = None
+) -> None:
     """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
 
     Two mechanisms, because an exited driver may stay a zombie (its own parent has not
@@ -304,7 +290,8 @@ def watch_driver(driver: int, started: int | None = None, step_seconds: float | 
 
     Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
     answers an interrupt and stops its workers.  ``step_seconds``: the time limit of a
-    module's forward pass in this worker (:func:`~kernelgap.models.leash.arm_step_limit`).
+    module's forward pass in this worker, posted to the driver's watch in the folder
+    ``board`` (:func:`~kernelgap.models.leash.arm_step_limit`).
     """
     parent = os.getppid()
     if parent != driver and set_parent_death_signal() and os.getppid() != parent:
@@ -315,7 +302,7 @@ def watch_driver(driver: int, started: int | None = None, step_seconds: float | 
     if step_seconds is not None:
         from ..models.leash import arm_step_limit
 
-        arm_step_limit(step_seconds)
+        arm_step_limit(step_seconds, board)
     if driver_gone(driver, started):
         os._exit(1)
 
@@ -350,16 +337,20 @@ def _arm_forkserver() -> None:
 
 
 class InlineExecutor(Executor):
-    """Runs each task in the calling process at ``submit`` (debugging, tests)."""
+    """Runs each task in the calling process at ``submit`` (debugging, tests), in the
+    folder it was given in (a module's ``os.chdir`` moves no relative path of the caller)."""
 
     workers = 1
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         future: Future = Future()
+        here = os.getcwd()
         try:
             future.set_result(fn(*args, **kwargs))
         except Exception as exc:
             future.set_exception(exc)
+        finally:
+            os.chdir(here)
         return future
 
 
