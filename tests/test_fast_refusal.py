@@ -174,8 +174,10 @@ def test_every_command_has_refusals_here(tmp_path):
     assert commands <= set(refused_lines(tmp_path)), commands - set(refused_lines(tmp_path))
 
 
-def test_every_refusal_is_one_line_exit_2_and_imports_no_torch(refusals):
-    bad = [
+def not_refused_before_torch(refusals: list[tuple[list[str], dict]]) -> list[tuple[list[str], dict]]:
+    """The command lines of ``refusals`` that did not end in one line ``error: …``, status 2,
+    without importing torch (:func:`run_driver`'s results)."""
+    return [
         (argv, result)
         for argv, result in refusals
         if result["code"] != 2
@@ -183,6 +185,10 @@ def test_every_refusal_is_one_line_exit_2_and_imports_no_torch(refusals):
         or not result["err"].startswith("error: ")
         or result["torch"]
     ]
+
+
+def test_every_refusal_is_one_line_exit_2_and_imports_no_torch(refusals):
+    bad = not_refused_before_torch(refusals)
     assert not bad, "\n".join(f"kernelgap {' '.join(a)} → {r}" for a, r in bad[:10])
 
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from test_bad_input import tree_digest
 from test_fuzz_cli import FUZZ, assert_refused, damage_file, run_cli
-from test_integrity import WITNESS, finished_reproduction
+from test_integrity import WITNESS, finished_reproduction, tiny_reproduction
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +47,7 @@ def pristine(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stranger(tmp_path_factory) -> Path:
     """Another finished reproduction, its sweep of other ranks: the source of foreign records."""
-    from kernelgap.reproduction.pipeline import reproduce
-    from kernelgap.task import build_family, save_family
-
-    profile = tmp_path_factory.mktemp("other-profile")
-    (profile / "profile.toml").write_text('experiments = ["witness"]\n')
-    (profile / "witness.toml").write_text(WITNESS.replace("model.rank = [1, 4]", "model.rank = [2, 3]"))
-    save_family(build_family("hadamard", m=8, n=3), profile / "fam.json")
-    out = tmp_path_factory.mktemp("other") / "rep"
-    reproduce(profile, out, executor="inline", log=lambda *_: None)
-    return out
+    return tiny_reproduction(tmp_path_factory, "[2, 3]")[1]
 
 
 def copy_of(pristine: Path, world: Path, what: str) -> Path:

@@ -39,15 +39,21 @@ DAMAGES = ["truncate", "delete", "alter", "folder"]
 MARKERS = {"record": '"max_error": ', "sweep.json": '"fingerprint": "', "summary.json": '"certified_rank": '}
 
 
-def finished_reproduction(tmp_path_factory) -> Path:
-    """A finished reproduction of one tiny sweep that trains from a family file."""
+def tiny_reproduction(tmp_path_factory, ranks: str = "[1, 4]") -> tuple[Path, Path]:
+    """``(profile, folder)``: a finished reproduction of one tiny sweep (model ranks
+    ``ranks``) that trains from a family file, and the profile it ran."""
     profile = tmp_path_factory.mktemp("profile")
     (profile / "profile.toml").write_text('experiments = ["witness"]\n')
-    (profile / "witness.toml").write_text(WITNESS)
+    (profile / "witness.toml").write_text(WITNESS.replace("[1, 4]", ranks))
     save_family(build_family("hadamard", m=8, n=3), profile / "fam.json")
     out = tmp_path_factory.mktemp("rep") / "rep"
     reproduce(profile, out, executor="inline", log=lambda *_: None)
-    return out
+    return profile, out
+
+
+def finished_reproduction(tmp_path_factory) -> Path:
+    """A finished reproduction of one tiny sweep that trains from a family file."""
+    return tiny_reproduction(tmp_path_factory)[1]
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+
+from test_signals import wait_for
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -58,16 +59,8 @@ def env() -> dict:
 def probe(folder: Path, *flags: str, timeout: float = 150) -> tuple[int, str, str, int]:
     """``kernelgap probe m.py:M`` on one rank, three steps, one worker, into ``p``: status,
     stdout, stderr and the driver's pid.  A probe that hangs fails the test at ``timeout``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelgap.cli", "probe", "m.py:M", "--ranks", "2", "--steps", "3", "--out", "p"]
-        + ["--no-recipes", "--workers", "1", *flags],
-        cwd=folder,
-        env=env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    argv = ["probe", "m.py:M", "--ranks", "2", "--steps", "3", "--out", "p", "--no-recipes", "--workers", "1"]
+    proc = start(folder, *argv, *flags)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -184,18 +177,6 @@ def forkserver_importing(sid: int) -> bool:
         except (OSError, ValueError, IndexError):
             continue
     return False
-
-
-def wait_for(proc: subprocess.Popen, found, what: str, limit: float = 120.0) -> None:
-    deadline = time.monotonic() + limit
-    while not found():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"ended (status {proc.returncode}) before {what}:\n{out}\n{err}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"no {what} within {limit} s")
-        time.sleep(0.01)
 
 
 def ctrl_c(proc: subprocess.Popen) -> tuple[int, str, str]:

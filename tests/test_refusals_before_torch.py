@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from test_fast_refusal import run_driver
+from test_fast_refusal import not_refused_before_torch, run_driver
 
 DECAYED = "kernelgap.probe.examples:DecayedLinearAttention"
 HUGE = str(10**30)
@@ -61,14 +61,7 @@ def refusals(tmp_path_factory) -> list[tuple[list[str], dict]]:
 
 
 def test_each_refusal_is_one_line_exit_2_before_torch(refusals):
-    bad = [
-        (argv, result)
-        for argv, result in refusals
-        if result["code"] != 2
-        or len(result["err"].strip().splitlines()) != 1
-        or not result["err"].startswith("error: ")
-        or result["torch"]
-    ]
+    bad = not_refused_before_torch(refusals)
     assert not bad, "\n".join(f"kernelgap {' '.join(a)[:120]} → {r}" for a, r in bad)
 
 

@@ -16,9 +16,8 @@ import pytest
 
 from kernelgap.report.integrity import record_digest
 from kernelgap.reproduction.pipeline import reproduce
-from kernelgap.task import build_family, save_family
 from kernelgap.training import config_hash, run_identity
-from test_integrity import WITNESS, is_refusal
+from test_integrity import WITNESS, is_refusal, tiny_reproduction
 
 PROBE = "kernelgap.probe.examples:DecayedLinearAttention"
 #: Where a flip changes one character: the first letter or digit after this text.
@@ -60,13 +59,7 @@ def run_cli(*args: str) -> int:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Path, Path]:
     """``(profile, finished reproduction)`` of one tiny witness sweep and its certificate step."""
-    profile = tmp_path_factory.mktemp("profile")
-    (profile / "profile.toml").write_text('experiments = ["witness"]\n')
-    (profile / "witness.toml").write_text(WITNESS)
-    save_family(build_family("hadamard", m=8, n=3), profile / "fam.json")
-    out = tmp_path_factory.mktemp("rep") / "rep"
-    reproduce(profile, out, executor="inline", log=lambda *_: None)
-    return profile, out
+    return tiny_reproduction(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
