@@ -129,7 +129,7 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
         "is not a reproduction summary (profile: expected string, got 3)",
     ),
     ("results-summary-partial", ["results", "{w}/summary-partial"], "is not a reproduction summary"),
-    ("probe-bad-lr", [*PROBE, "--lr", "-1"], "train.lr must be a finite number in (0, 1000], got -1.0"),
+    ("probe-bad-lr", [*PROBE, "--lr", "-1"], "train.lr must be a finite number in (0, 1e+100], got -1.0"),
     ("probe-bad-executor", [*PROBE, "--executor", "dask"], "unknown executor 'dask'"),
     ("probe-workers-zero", [*PROBE, "--workers", "0"], "--workers must be ≥ 1, got 0"),
     ("probe-empty-interface", [*PROBE, "--interface", ""], "module.interface must be 'sequence' or 'layer', got ''"),

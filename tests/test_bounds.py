@@ -84,7 +84,7 @@ OUT_OF_RANGE = [
     (["probe", DECAYED, "--kwargs", '{"a": "\\ud800"}', "--out", "p"], "lone surrogate"),
     (["probe", DECAYED, "--kwargs", '{"a": ' + "[" * 800 + "]" * 800 + "}", "--out", "p"], "nests deeper"),
     (["probe", DECAYED, "--arg", "a=" + "[" * 800 + "]" * 800, "--out", "p"], "nests deeper"),
-    (["probe", DECAYED, "--lr", "1e308", "--out", "p"], "train.lr must be a finite number in (0, 1000]"),
+    (["probe", DECAYED, "--lr", "1e308", "--out", "p"], "train.lr must be a finite number in (0, 1e+100]"),
     (["certify", "--family", "witness", "--budget", "inf"], "--budget must be a finite number"),
 ]
 

@@ -44,8 +44,9 @@ MAX_RANK = 1 << 20
 
 #: Most steps of one training phase (the recipes use 10³–10⁴; a step takes at least ~1 ms).
 MAX_STEPS = 10**7
-#: Largest learning rate (``train.lr``; the probe's recipe search triples it, and it stays finite).
-MAX_LR = 1000.0
+#: Largest learning rate (``train.lr``): far past any that trains (a diverging run is still a
+#: run to record), and small enough that the probe's recipe search, which triples it, stays finite.
+MAX_LR = 1e100
 #: Most fresh starts of one run (``train.restarts``; each is a whole training schedule).
 MAX_RESTARTS = 64
 #: Widest start of a pruned run, as a multiple of its rank (``train.prune_from``).
