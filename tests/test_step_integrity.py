@@ -255,3 +255,26 @@ def test_check_fails_exactly_when_report_refuses(made, probed, rep, cli, file, h
     if file is not None and file.startswith("witness/") and file != "witness/certificate.json":
         flagged = status[0] != 0 or any(json.loads(status[1])[k] for k in ("damage", "family_damage", "file_damage"))
         assert flagged or (file == "witness/record" and how == "delete"), status  # a missing run is left, not damage
+
+
+@pytest.mark.parametrize("how", ["none", "truncate", "unsealed"])
+def test_a_skipped_probe_note_is_sealed_and_checked(rep, how):
+    """A profile's probe whose library is missing leaves a sealed ``skipped.json``, read back
+    by the probe section; cut, or without its checksum in a folder whose files carry one, it
+    is named by the check behind ``report`` and ``check``."""
+    from kernelgap.experiments.probe.section import probes_section
+    from kernelgap.report.integrity import sealed
+    from kernelgap.reproduction.damage import step_problems
+
+    note = {"name": "lib", "target": "lib:Attention", "why": "lib is not installed"}
+    path = rep / "probe" / "lib" / "skipped.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(note if how == "unsealed" else sealed(note)))
+    if how == "truncate":
+        path.write_bytes(path.read_bytes()[:20])
+    problems = [p for p in step_problems(rep) if p.startswith("probe/lib/skipped.json")]
+    if how == "none":
+        assert problems == []
+        assert probes_section(rep / "probe") == [{"name": "lib", "target": "lib:Attention", "skipped": note["why"]}]
+    else:
+        assert len(problems) == 1, step_problems(rep)

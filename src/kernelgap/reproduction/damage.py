@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import KernelgapError
-from ..experiments.probe.record import read_probe_meta
+from ..experiments.probe.record import SKIPPED, read_probe_meta
 from ..folders import link_problems
 from ..io import read_json
 from ..report.integrity import folder_problems, sealed_problem
@@ -36,7 +36,8 @@ def step_problems(root: Path) -> list[str]:
     """The file each experiment's step writes (``Experiment.writes``) in a reproduction
     folder, wherever the experiment's folder is: missing, a folder, not JSON or altered
     (:func:`~kernelgap.report.integrity.sealed_problem`).  A folder an older kernelgap made
-    (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum; a
+    (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum (the
+    ``skipped.json`` of a profile's probe whose library is missing is checked alike); a
     ``reproduce.json`` deleted from under a summary built from it is missing.  A
     ``reproduce.json`` that cannot be read is left to the report's own refusal."""
     if not (root / META).is_file():
@@ -52,6 +53,9 @@ def step_problems(root: Path) -> list[str]:
         if exp.writes and (root / exp.name).is_dir():
             why = sealed_problem(root / exp.name / exp.writes, required)
             out += [f"{exp.name}/{exp.writes}: {why}"] if why else []
+    for path in sorted(root.glob(f"*/*/{SKIPPED}")):  # a profile's probe whose library is missing
+        why = sealed_problem(path, required)
+        out += [f"{path.relative_to(root).as_posix()}: {why}"] if why else []
     return out
 
 

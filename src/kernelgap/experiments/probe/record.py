@@ -13,6 +13,9 @@ from ...errors import ConfigError
 from ...io import confined, digest_problem, read_json
 from ...validation import Int, Record, problem
 
+#: What a probe of a profile leaves in its folder when its library is not installed (sealed).
+SKIPPED = "skipped.json"
+
 
 class ProbeSuite(Record):
     """One suite of a probe: its family and parameters, where its runs, the baseline's, the

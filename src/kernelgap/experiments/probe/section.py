@@ -10,8 +10,9 @@ from typing import Any
 from ...io import read_json
 from ...probe.verdicts import probe_rows, rank_verdicts, recipe_rows
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool, sorted_by
+from ...report.integrity import unsealed
 from ...validation import Record
-from .record import read_probe_meta
+from .record import SKIPPED, read_probe_meta
 
 #: The fields of ``probe.json`` a probe's section repeats, in this order.
 FACTS = (
@@ -141,7 +142,7 @@ def probes_section(folder: Path) -> list[dict] | None:
         return None
     out = []
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
-        skipped = read_json(sub / "skipped.json")
+        skipped = unsealed(read_json(sub / SKIPPED))
         if isinstance(skipped, dict):
             out.append({"name": sub.name, "target": skipped.get("target"), "skipped": skipped.get("why")})
         elif (section := probe_section(sub)) is not None:

@@ -10,7 +10,9 @@ from ...io import atomic_write_json
 from ...models.external import ModuleImportError
 from ...probe.config import ProbeConfig
 from ...probe.runner import run_probe
+from ...report.integrity import sealed
 from ..steps import local_width
+from .record import SKIPPED
 
 
 def probe_modules(profile, out: Path, sweep_options: dict) -> None:
@@ -51,11 +53,13 @@ def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
     except ModuleImportError as exc:
         need = entry["requires"] or "its library"
         atomic_write_json(
-            folder / "skipped.json",
-            {
-                "name": entry["name"],
-                "target": entry["target"],
-                "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
-            },
+            folder / SKIPPED,
+            sealed(
+                {
+                    "name": entry["name"],
+                    "target": entry["target"],
+                    "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
+                }
+            ),
             out,
         )
