@@ -57,7 +57,7 @@ class ChromaticJson(Written):
     (``χ ≥ r + 1`` on the graph of the pairs with ``ε_ij ε_ji ≤ 1/r²``), the method, the graph
     (its vertices' words and edges, by position in ``queries``) and the witness: a maximum
     independent set, exact LP weights, or the refuted CNF; the work spent and whether the
-    hang guard stopped a search.  ``rank`` 0: no level above the other bounds certified."""
+    hang guard stopped a search (no timing: the block is a function of the family alone).  ``rank`` 0: no level above the other bounds certified."""
 
     rank: Int
     level: Int
@@ -70,7 +70,6 @@ class ChromaticJson(Written):
     work: dict[str, Int]
     guard_hit: bool
     skipped: str | None
-    seconds: Number
 
 
 class BoundsJson(Written):
@@ -156,5 +155,4 @@ def chromatic_json(bound, queries: list[str] | None) -> dict | None:
         "work": bound.work,
         "guard_hit": bound.guard_hit,
         "skipped": bound.skipped,
-        "seconds": round(bound.seconds, 4),
     }
