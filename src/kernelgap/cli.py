@@ -147,7 +147,7 @@ def certify_cmd(
     family: str | None = typer.Option(None, "--family", help="Registered family name instead of a file."),
     param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
-    budget: float = typer.Option(10.0, "--budget", help="Seconds for the exact clique search of the Radon bound."),
+    budget: float = typer.Option(600.0, "--budget", help="Hang guard (seconds) of the searches, which count work."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""

@@ -13,7 +13,11 @@ certified:
   by dropping queries (a principal submatrix), strict bounds add one;
 * **Radon** (:mod:`.radon`): uses that the features are nonnegative; a clique
   of ``r + 1`` queries with every ``ε_ij ε_ji ≤ 1/r`` certifies ``r + 1``; it simply
-  never uses an unbounded pair.
+  never uses an unbounded pair;
+* **chromatic** (:mod:`.chromatic`): also nonnegativity; a lower bound ``χ ≥ r + 1`` on the
+  graph of the pairs with ``ε_ij ε_ji ≤ 1/r²`` certifies ``r + 1``.
+
+Every search counts work (:mod:`.work`); seconds only guard against a hang.
 
 Every dropped query and unbounded pair is reported.
 
@@ -46,13 +50,15 @@ from ..task.family import (
     sequence_count,
     sorted_unique,
 )
-from .certificate_json import certificate_json
+from .certificate_json import certificate_json, chromatic_json
 from .chains import chain_pair_bounds, complete_quads
+from .chromatic import ChromaticBound, chromatic_bound
 from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
 from .levels import level_pair_bounds
 from .pair_bounds import REASONS, PairBounds, frac_str, min_gap, parse_delta
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 from .trace import TraceBound, skipped_trace, trace_certificate
+from .work import DEFAULT_GUARD_S, Work
 
 #: Most distinct tokens of a sequence family (token-id keys must fit in int64).
 MAX_TOKENS = 1 << 21
@@ -87,14 +93,22 @@ class Certificate:
     rule: LeastGap | None = None  # the least-gap rule, when it ran
     subfamily: dict | None = None  # the sub-family certified densely, when not the whole family
     family_queries: int | None = None  # the family's distinct queries at the position (None: as the entries)
+    chromatic: ChromaticBound | None = None  # None: not tried (a certificate by rule)
+    chromatic_queries: list[str] | None = None  # the words of the chromatic graph's vertices
+
+    @property
+    def chromatic_rank(self) -> int:
+        return self.chromatic.rank if self.chromatic is not None else 0
 
     @property
     def certified_rank(self) -> int:
-        return max(self.trace.rank, self.radon.rank)
+        return max(self.trace.rank, self.radon.rank, self.chromatic_rank)
 
     @property
     def method(self) -> str:
-        """The bound that certifies the rank (Radon on a tie: it alone uses nonnegativity)."""
+        """The bound that certifies the rank (Radon on a tie; chromatic only where it beats both)."""
+        if self.chromatic_rank > max(self.trace.rank, self.radon.rank):
+            return "chromatic"
         return "radon" if self.radon.rank >= self.trace.rank else "trace"
 
     # the trace bound's numbers, under the names certificates have always used
@@ -135,6 +149,7 @@ class Certificate:
                         "skipped": t.skipped,
                     },
                     "radon": self._radon_json(),
+                    "chromatic": chromatic_json(self.chromatic, self.chromatic_queries),
                 },
                 "comparisons": self.comparisons,
                 "comparisons_at_least": self.comparisons_at_least,
@@ -347,6 +362,8 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
         unbounded_pairs=dense.unbounded_pairs,
         dropped_queries=dense.dropped_queries,
         radon_queries=_rule_members(radon, family, word) if use_rule else dense.radon_queries,
+        chromatic=dense.chromatic,
+        chromatic_queries=dense.chromatic_queries,
         subfamily=None if size == n else _subfamily(gap, size, n),
         **common,
     )
@@ -410,7 +427,9 @@ def certify_at(family: Family, qpos: int, delta: Fraction, budget_s: float = DEF
 
 def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fraction, budget_s: float) -> Certificate:
     trace = trace_certificate(bounds)
-    radon = radon_bound(bounds, budget_s)
+    guard = budget_s if budget_s else DEFAULT_GUARD_S
+    radon = radon_bound(bounds, budget_s, Work(guard_s=guard) if budget_s else None)
+    chromatic = chromatic_bound(bounds, max(trace.rank, radon.rank), Work(guard_s=guard))
     word = _words(family)
     match = family.matching
     bad = np.argwhere(bounds.reason != 0)
@@ -431,6 +450,8 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
         ],
         dropped_queries=[{"query": word(match[k][0]), "why": why} for k, why in trace.dropped],
         radon_queries=[word(match[k][0]) for k in radon.members],
+        chromatic=chromatic,
+        chromatic_queries=[word(match[k][0]) for k in chromatic.vertices],
         length=family.length,
         family_queries=_family_queries(family, position),
     )

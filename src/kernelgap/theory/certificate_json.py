@@ -5,6 +5,7 @@ each strictly typed; :meth:`~kernelgap.theory.certificate.Certificate.to_json` f
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -51,11 +52,32 @@ class RadonJson(Written):
     seconds: Number
 
 
+class ChromaticJson(Written):
+    """The chromatic bound (docs/theory.md, "The chromatic certificate"): its rank and level r
+    (``χ ≥ r + 1`` on the graph of the pairs with ``ε_ij ε_ji ≤ 1/r²``), the method, the graph
+    (its vertices' words and edges, by position in ``queries``) and the witness: a maximum
+    independent set, exact LP weights, or the refuted CNF; the work spent and whether the
+    hang guard stopped a search (no timing: the block is a function of the family alone).  ``rank`` 0: no level above the other bounds certified."""
+
+    rank: Int
+    level: Int
+    method: Literal["independence", "fractional", "sat"] | None
+    queries: list[str]
+    edges: list[list[Int]]
+    witness: dict[str, Any]
+    exact_search: bool
+    steps: list[dict[str, Any]]
+    work: dict[str, Int]
+    guard_hit: bool
+    skipped: str | None
+
+
 class BoundsJson(Written):
-    """Both bounds of a certificate."""
+    """The bounds of a certificate (``chromatic`` None where it was not tried)."""
 
     trace: TraceJson
     radon: RadonJson
+    chromatic: ChromaticJson | None
 
 
 class RuleJson(Written):
@@ -89,7 +111,7 @@ class CertificateJson(Written):
     bound_float: Number | None
     strict: bool | None
     certified_rank: Int
-    method: Literal["radon", "trace"]
+    method: Literal["radon", "trace", "chromatic"]
     bounds: BoundsJson
     comparisons: Int | None
     comparisons_at_least: Int | None
@@ -106,3 +128,31 @@ class CertificateJson(Written):
 def certificate_json(fields: dict) -> dict:
     """``fields`` checked against :class:`CertificateJson`, as the plain dict written."""
     return CertificateJson.model_validate(fields).model_dump()
+
+
+def _plain(value):
+    """Witness values as JSON: rationals as ``"p/q"``, lists element by element."""
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def chromatic_json(bound, queries: list[str] | None) -> dict | None:
+    """The ``bounds.chromatic`` block of a :class:`~.chromatic.ChromaticBound` (None: not tried)."""
+    if bound is None:
+        return None
+    return {
+        "rank": bound.rank,
+        "level": bound.level,
+        "method": bound.method,
+        "queries": list(queries or []),
+        "edges": [list(e) for e in bound.edges],
+        "witness": {k: _plain(v) for k, v in bound.witness.items()},
+        "exact_search": bound.exact_search,
+        "steps": bound.steps,
+        "work": bound.work,
+        "guard_hit": bound.guard_hit,
+        "skipped": bound.skipped,
+    }

@@ -10,7 +10,8 @@ a common point ω, and ``1 = Σ ω_k ≤ √r‖ω‖`` gives ``max B_ij·B_ji �
 exact model has rank ≥ ``r + 1``.  The pairs that qualify at level r form a
 graph ``G_r``, nested in r (``G_{r+1} ⊆ G_r``); the certificate is the largest
 ``r`` with a clique of ``r + 1`` vertices in ``G_r``.  Every clique found is a
-sound certificate; the search is exact unless its time budget runs out.
+sound certificate; the search is exact unless its work budget (search nodes,
+:mod:`.work`) runs out, or the hang guard in seconds, which the result reports.
 
 **Whole set.**  When every pair of all n queries qualifies at level n − 1, the
 n queries are themselves the clique and no search is needed
@@ -30,7 +31,6 @@ errs by < 1e-15 relative, so elsewhere the float floor is the exact one).
 from __future__ import annotations
 
 import math
-import multiprocessing
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -39,11 +39,13 @@ import numpy as np
 
 from ..task.family import sorted_unique
 from .pair_bounds import PairBounds
+from .work import DEFAULT_GUARD_S, Work, bitsets, max_clique
 
-#: Default time for the exact clique search, in seconds (a greedy clique is kept beyond it).
-DEFAULT_BUDGET_S = 10.0
-#: Cores up to this size are searched in this process (fast in practice); larger ones in a
-#: child process that is stopped when the budget runs out.
+#: The hang guard of the exact clique search, in seconds; the search itself is bounded by
+#: work (:data:`.work.DEFAULT_NODES` nodes), so the certificate does not depend on the clock.
+DEFAULT_BUDGET_S = DEFAULT_GUARD_S
+#: Cores up to four times this size get the greedy-colouring test before the exact search; with
+#: ``budget_s = 0`` only cores up to this size are searched exactly.
 IN_PROCESS_CORE = 64
 #: Rows of the pair matrices handled at once.
 ROW_CHUNK = 2048
@@ -74,6 +76,8 @@ class RadonBound:
     whole_set: bool = False  # certified by the whole-set test, without a clique search
     by_rule: bool = False
     max_product_bound: Fraction | None = None
+    nodes: int = 0  # exact clique-search nodes spent (the work budget counts these)
+    guard_hit: bool = False  # the hang guard (seconds) stopped the search: the answer may depend on the clock
 
 
 #: Largest table (value ids² × 2 cells) the distinct (ε_ij, ε_ji, strict) triples are counted in;
@@ -188,46 +192,16 @@ def _colour_count(adj: np.ndarray, vertices: np.ndarray) -> int:
     return max(graph.vertex_coloring_greedy(), default=-1) + 1
 
 
-def _largest_clique(n: int, edges: np.ndarray) -> list[int]:
-    import igraph
-
-    cliques = igraph.Graph(n=n, edges=edges.tolist()).largest_cliques()
-    return sorted(cliques[0]) if cliques else []
-
-
-def _largest_clique_worker(n: int, edges: np.ndarray, conn) -> None:
-    conn.send(_largest_clique(n, edges))
-    conn.close()
+def _exact_clique(adj: np.ndarray, vertices: np.ndarray, need: int, work: Work) -> list[int] | None:
+    """A maximum clique of the subgraph if it has ``need`` vertices or more, ``[]`` if none
+    has, None when the work budget (or the hang guard) ran out (:func:`.work.max_clique`)."""
+    found = max_clique(bitsets(len(vertices), _edges(adj, vertices).tolist()), need, work)
+    return None if found is None else [int(vertices[v]) for v in found]
 
 
-def _exact_clique(adj: np.ndarray, vertices: np.ndarray, deadline: float) -> list[int] | None:
-    """A maximum clique of the subgraph (igraph's Cliquer), or None when the budget runs out."""
-    if len(vertices) <= IN_PROCESS_CORE:
-        return [int(vertices[v]) for v in _largest_clique(len(vertices), _edges(adj, vertices))]
-    if deadline - time.monotonic() <= 0:  # before the edge list: it takes seconds on large cores
-        return None
-    edges = _edges(adj, vertices)
-    left = deadline - time.monotonic()
-    if left <= 0:
-        return None
-    ctx = multiprocessing.get_context("spawn")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_largest_clique_worker, args=(len(vertices), edges, send), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        if not recv.poll(left):
-            return None
-        return [int(vertices[v]) for v in recv.recv()]
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-
-
-def _decide(levels: np.ndarray, r: int, deadline: float) -> tuple[bool | None, list[int], str]:
+def _decide(levels: np.ndarray, r: int, work: Work, small_only: bool = False) -> tuple[bool | None, list[int], str]:
     """Is there a clique of ``r + 1`` vertices at level r?  ``(answer, a clique found, how)``;
-    the answer is None when the budget ran out first."""
+    the answer is None when the work budget ran out first."""
     adj = levels >= r
     np.fill_diagonal(adj, False)
     core = _core(adj, r)
@@ -238,9 +212,11 @@ def _decide(levels: np.ndarray, r: int, deadline: float) -> tuple[bool | None, l
         return True, clique, "greedy"
     if len(core) <= 4 * IN_PROCESS_CORE and _colour_count(adj, core) < r + 1:
         return False, clique, "colouring"
-    exact = _exact_clique(adj, core, deadline)
-    if exact is None:
+    if small_only and len(core) > IN_PROCESS_CORE:
         return None, clique, "budget"
+    exact = _exact_clique(adj, core, r + 1, work)
+    if exact is None:
+        return None, clique, "guard" if work.guard_hit else "budget"
     best = exact if len(exact) > len(clique) else clique
     return len(exact) >= r + 1, best, "exact"
 
@@ -275,10 +251,15 @@ def whole_set_qualifies(bounds: PairBounds) -> bool:
     return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1 for a, b, st in combos.tolist())
 
 
-def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> RadonBound:
+def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S, work: Work | None = None) -> RadonBound:
     """The best Radon certificate over the matching entries (module docstring); the whole set
-    is tried first, without a clique search."""
+    is tried first, without a clique search.  ``work`` counts the exact search's nodes (a
+    fresh :class:`.work.Work` of :data:`.work.DEFAULT_NODES` nodes and a ``budget_s`` hang
+    guard by default); ``budget_s = 0`` searches exactly only cores of at most
+    :data:`IN_PROCESS_CORE` vertices (greedy cliques beyond)."""
     start = time.monotonic()
+    small_only = budget_s == 0
+    work = Work(guard_s=budget_s if budget_s else DEFAULT_GUARD_S) if work is None else work
     n = bounds.n
     if whole_set_qualifies(bounds):
         members = list(range(n))
@@ -292,13 +273,12 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> Radon
             steps=[{"level": n - 1, "answer": True, "how": "whole set", "clique": n}],
             whole_set=True,
         )
-    deadline = start + budget_s
     levels = pair_levels(bounds)
     best = [0] if n else []
     lo, hi, exact, steps = 0, n, True, []  # level lo is certified, level hi is not
     while hi - lo > 1:
         r = (lo + hi) // 2
-        answer, clique, how = _decide(levels, r, deadline)
+        answer, clique, how = _decide(levels, r, work, small_only)
         steps.append({"level": r, "answer": answer, "how": how, "clique": len(clique)})
         found = _clique_level(levels, clique)
         if found > lo:
@@ -316,6 +296,8 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S) -> Radon
         exact_search=exact,
         seconds=time.monotonic() - start,
         steps=steps,
+        nodes=work.used,
+        guard_hit=work.guard_hit,
     )
 
 

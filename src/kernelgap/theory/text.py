@@ -15,6 +15,7 @@ def describe_certificate(payload: dict) -> list[str]:
         *_family_lines(payload),
         _trace_line(payload),
         _radon_line(payload),
+        *_chromatic_lines(payload),
         *_verdict_lines(payload),
         *_problem_lines(payload),
     ]
@@ -82,6 +83,18 @@ def _radon_line(payload: dict) -> str:
     )
 
 
+def _chromatic_lines(payload: dict) -> list[str]:
+    chrom = payload["bounds"].get("chromatic")
+    if not chrom or not chrom["rank"]:
+        return []
+    how = {"independence": "n/α", "fractional": "the fractional chromatic number (exact LP dual)"}
+    return [
+        f"chromatic bound: the {len(chrom['queries'])} queries whose pairs have ε_ij·ε_ji ≤ 1/{chrom['level']}² "
+        f"need {chrom['level'] + 1} colours ({how.get(chrom['method'], 'a refuted colouring, confirmed by a second solver')}), "
+        f"so r ≥ {chrom['rank']}"
+    ]
+
+
 def _verdict_lines(payload: dict) -> list[str]:
     rule, lines = payload.get("rule"), []
     if rule and not payload["bounds"]["radon"].get("by_rule"):
@@ -89,11 +102,10 @@ def _verdict_lines(payload: dict) -> list[str]:
             f"the least-gap rule gave r ≥ {rule['rank']:,} (least distance {rule['min_distance']}): "
             f"the pair matrices did better"
         )
-    why = (
-        "it uses that the features are nonnegative"
-        if payload["method"] == "radon"
-        else "ε is uneven enough that the sum of squares wins"
-    )
+    why = {
+        "radon": "it uses that the features are nonnegative",
+        "chromatic": "no colouring of the bounded pairs by that few colours, past every pair clique",
+    }.get(payload["method"], "ε is uneven enough that the sum of squares wins")
     lines.append(
         f"certified: every exact nonnegative kernel model needs r ≥ {payload['certified_rank']} "
         f"({payload['method']} bound: {why})"
