@@ -236,7 +236,24 @@ def test_wall_command(capsys):
     assert (strict["lower"], strict["upper"], strict["from_length"]) == (2, 2, 7)
     assert (half["lower"], half["upper"], half["pair_maximum"]) == (1, 1, 1)
     main(["wall", "--m", "2", "--delta", "2/5"])
-    assert "least rank 2" in capsys.readouterr().out
+    assert "least exact rank 2 from N=7 (strict 2)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         main(["wall", "--m", "9"])
     assert exc.value.code == 2 and capsys.readouterr().err.startswith("error: ")
+
+
+def test_the_shift_is_a_symmetry_and_the_cyclic_search_finds_real_tables():
+    """σ has order m, preserves overlaps; the σ-invariant search's table (m = 3, rank 3 = one
+    orbit) passes the integer re-check on every query, not only the orbit representatives."""
+    from kernelgap.theory.tropical_cyclic import shift, solve_cyclic
+
+    for m in (2, 3, 4):
+        family = cube_family(m)
+        for x in range(1 << m):
+            assert shift(x, m, m) == x and shift(shift(x, m), m, -1) == x
+            for z in range(1 << m):
+                assert family.overlap(shift(x, m), shift(z, m)) == family.overlap(x, z)
+    for mode, rank in (("strict", 3), ("upper", 3)):
+        found = solve_cyclic(3, mode, rank, BUDGET)
+        assert found.status == "sat"
+        assert recheck(cube_family(3), mode, *integer_table(found.p, found.q)) == []

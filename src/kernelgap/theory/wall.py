@@ -30,6 +30,9 @@ from .tropical_solve import DEFAULT_RLIMIT, solve_cvc5, solve_z3
 
 #: Most sequences ``2^{mN}`` a head is scored on per length (m = 4 at N = 4, m = 5 at N = 3).
 MAX_SCORED = 1 << 16
+#: cvc5 gets ``rlimit // CVC5_SHARE`` of its resource units per call: a unit of cvc5 is far more
+#: work than one of z3's (m = 4, unsat at rank 5: 316,272 cvc5 units, 16,591,983 z3 units).
+CVC5_SHARE = 100
 #: Largest m of the wall (the cube's order problem has ``4^m`` entries per feature).
 MAX_WALL_M = 6  # as kernelgap.theory.wall_command's, which refuses a larger m before this module loads
 
@@ -37,8 +40,10 @@ MAX_WALL_M = 6  # as kernelgap.theory.wall_command's, which refuses a larger m b
 def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:
     """The least rank from ``start`` up whose table is found: z3 on the whole problem, and where
     its budget runs out the σ-invariant search (:mod:`.tropical_cyclic`, which can only find).
-    ``refuted`` is the largest rank z3 proved impossible (None: none asked or proved); the
-    rank below the answer is confirmed by cvc5; the table is re-checked in integers."""
+    ``z3_lower`` is one above the largest rank z3 proved impossible (at least ``start``); that
+    unsat (``refuted``) and the rank below the answer (``below``) go to cvc5, a sat from cvc5 being
+    an error, and ``lower`` counts only the unsats cvc5 confirmed; the table is re-checked in
+    integers."""
     family = cube_family(m)
     problem = reduce_family(family, mode)
     calls, rank, refuted, found = [], max(1, start), None, None
@@ -54,7 +59,7 @@ def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:
         refuted = rank if calls[-1]["status"] == "unsat" and calls[-1]["solver"] == "z3" else refuted
         rank += 1
     out = {"mode": mode, "rank": rank if found and found.status == "sat" else None, "calls": calls}
-    out["lower"] = max(start, (refuted or 0) + 1)  # the least rank not yet proved impossible
+    out["lower"], out["z3_lower"] = start, max(start, (refuted or 0) + 1)
     if out["rank"] is None:
         return out
     p, q = integer_table(found.p, found.q)
@@ -65,7 +70,12 @@ def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:
     out.update(p=p_tokens, q=q_tokens, solver=found.solver, rechecked=True)
     if rank > 1:
         out["below"] = _below(family, problem, mode, rank - 1, rlimit, calls)
-        out["lower"] = rank if out["below"]["z3"] == "unsat" else out["lower"]
+        refuted = rank - 1 if out["below"]["z3"] == "unsat" else refuted
+    if refuted is not None and refuted != rank - 1:  # every unsat that counts is cvc5's too
+        out["refuted"] = _below(family, problem, mode, refuted, rlimit, calls)
+    out["z3_lower"] = max(start, (refuted or 0) + 1)
+    confirmed = [b["rank"] + 1 for b in (out.get("below"), out.get("refuted")) if b and b["cvc5"] == "unsat"]
+    out["lower"] = max([start, *confirmed])
     return out
 
 
@@ -79,7 +89,7 @@ def _below(family, problem, mode: str, rank: int, rlimit: int, calls: list) -> d
         z3_status = below.status
     if z3_status != "unsat":
         return {"rank": rank, "z3": z3_status, "cvc5": None}
-    second = solve_cvc5(family, mode, rank, rlimit)
+    second = solve_cvc5(family, mode, rank, max(1, rlimit // CVC5_SHARE))
     calls.append(_call(second))
     if second.status == "sat":
         raise KernelgapError(f"m = {family.m}, {mode}: z3 says no table of rank {rank}, cvc5 finds one")
@@ -165,19 +175,21 @@ def wall(ms, deltas, rlimit: int = DEFAULT_RLIMIT, progress=None) -> dict:
     return {"rlimit": rlimit, "entries": entries}
 
 
+def _span(low, high) -> str:
+    return str(low) if low == high else f"[{low}, {high}]"
+
+
 def wall_line(e: dict) -> str:
-    """One entry as a text line."""
-    rank = str(e["lower"]) if e["lower"] == e["upper"] else f"{e['lower']}..{e['upper']}"
+    """One entry as a text line: the least exact rank (or the interval it lies in), each
+    order's least rank, the evidence, the head's errors, time and work."""
+    orders = ", ".join(f"{mode} {_span(f['lower'], f['rank'])}" for mode, f in e["tables"].items())
     scores = [s for f in e["tables"].values() for s in f["scores"]]
     scored = ", ".join(f"N={s['length']} err {s['max_error']:.3g}" for s in scores) or "not scored"
-    below = [f.get("below") for f in e["tables"].values() if f.get("below")]
+    below = [f[key] for f in e["tables"].values() for key in ("refuted", "below") if f.get(key)]
     unsat = "; ".join(f"r={b['rank']}: z3 {b['z3']}, cvc5 {b['cvc5']}" for b in below) or "none"
     return (
-        f"m={e['m']} δ={e['delta']}: least rank {rank} (from N={e['from_length']}); pair maximum "
-        f"{e['pair_maximum']}, ceiling {e['pair_ceiling']}, C(m,m/2)={e['middle_binomial']}, 2^m={e['two_to_m']}; "
-        f"below: {unsat}; head: {scored}; {e['seconds']:.1f}s, work {e['work']:,}"
+        f"m={e['m']} δ={e['delta']}: least exact rank {_span(e['lower'], e['upper'])} from N={e['from_length']} "
+        f"({orders}); pair maximum {e['pair_maximum']}, ceiling {e['pair_ceiling']}, "
+        f"C(m,m/2)={e['middle_binomial']}, 2^m={e['two_to_m']}; solver below: {unsat}; head: {scored}; "
+        f"{e['seconds']:.1f}s, work {e['work']:,}"
     )
-
-
-def wall_lines(payload: dict) -> list[str]:
-    return [wall_line(e) for e in payload["entries"]] + [f"solver budget per call: rlimit {payload['rlimit']:,}"]
