@@ -107,7 +107,10 @@ def random_family(data, m_max: int = 3, queries: int = 3, candidates: int = 4) -
     n = len(tokens)
     qs = tuple(sorted(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=queries, unique=True))))
     cs = tuple(sorted(data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=candidates, unique=True))))
-    return OrderFamily(tokens, qs, tuple(cs for _ in qs))
+    family = ProductFamily(tokens=np.array(tokens, dtype=np.uint8), queries=np.array(qs), candidates=np.array(cs))
+    order = product_order_family(family)
+    assert order == OrderFamily(tokens, qs, tuple(cs for _ in qs), family.name)
+    return order
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
