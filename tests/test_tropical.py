@@ -260,3 +260,23 @@ def test_the_shift_is_a_symmetry_and_the_cyclic_search_finds_real_tables():
         found = solve_cyclic(3, mode, rank, BUDGET)
         assert found.status == "sat"
         assert recheck(cube_family(3), mode, *integer_table(found.p, found.q)) == []
+
+
+def test_an_undecided_search_stops_and_says_so(monkeypatch):
+    """Solvers that never decide (stubbed): the search stops after MAX_UNDECIDED ranks with no
+    table, the entry's upper end unknown and its lower end only what is proved (the pair floor)."""
+    from kernelgap.theory import wall
+    from kernelgap.theory.tropical_solve import Solved
+
+    asked = []
+
+    def unknown(*args):
+        asked.append(args)
+        return Solved("stub", args[-2], "unknown", 0, 0.0)
+
+    monkeypatch.setattr(wall, "solve_z3", unknown)
+    monkeypatch.setattr(wall, "solve_cyclic", unknown)
+    entry = wall.wall_entry(3, "2/5", 1000)
+    assert entry["upper"] is None and entry["lower"] == 3 and entry["tables"]["strict"]["scores"] == []
+    assert len(asked) == 2 * wall.MAX_UNDECIDED
+    assert "least exact rank [3, ?]" in wall.wall_line(entry)

@@ -33,6 +33,9 @@ MAX_SCORED = 1 << 16
 #: cvc5 gets ``rlimit // CVC5_SHARE`` of its resource units per call: a unit of cvc5 is far more
 #: work than one of z3's (m = 4, unsat at rank 5: 316,272 cvc5 units, 16,591,983 z3 units).
 CVC5_SHARE = 100
+#: Consecutive ranks left undecided (z3 out of budget, no cyclic table) after which the search
+#: stops without a table: the entry's upper end is then unknown (None).
+MAX_UNDECIDED = 3
 #: Largest m of the wall (the cube's order problem has ``4^m`` entries per feature).
 MAX_WALL_M = 6  # as kernelgap.theory.wall_command's, which refuses a larger m before this module loads
 
@@ -46,8 +49,8 @@ def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:
     integers."""
     family = cube_family(m)
     problem = reduce_family(family, mode)
-    calls, rank, refuted, found = [], max(1, start), None, None
-    while rank < (1 << m):
+    calls, rank, refuted, found, undecided = [], max(1, start), None, None, 0
+    while rank < (1 << m) and undecided < MAX_UNDECIDED:
         found = solve_z3(problem, rank, rlimit)
         calls.append(_call(found))
         if found.status == "unknown":
@@ -57,6 +60,7 @@ def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:
         if found.status == "sat":
             break
         refuted = rank if calls[-1]["status"] == "unsat" and calls[-1]["solver"] == "z3" else refuted
+        undecided = undecided + 1 if found.status == "unknown" else 0
         rank += 1
     out = {"mode": mode, "rank": rank if found and found.status == "sat" else None, "calls": calls}
     out["lower"], out["z3_lower"] = start, max(start, (refuted or 0) + 1)
@@ -176,7 +180,7 @@ def wall(ms, deltas, rlimit: int = DEFAULT_RLIMIT, progress=None) -> dict:
 
 
 def _span(low, high) -> str:
-    return str(low) if low == high else f"[{low}, {high}]"
+    return str(low) if low == high else f"[{low}, {'?' if high is None else high}]"
 
 
 def wall_line(e: dict) -> str:
