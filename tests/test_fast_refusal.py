@@ -146,6 +146,15 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
         "results": [["results", missing]],
         "compare": [["compare", missing, missing]],
         "check": [["check", missing], ["check", str(tmp / "a-file")], ["check", str(tmp)]],
+        "wall": [
+            ["wall", "--m", "7"],
+            ["wall", "--m", "1"],
+            ["wall", "--m", "x"],
+            ["wall", "--delta", "0.7"],
+            ["wall", "--delta", "2/5,x"],
+            ["wall", "--rlimit", "0"],
+            ["wall", "--nope"],
+        ],
     }
     return lines
 

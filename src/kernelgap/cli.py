@@ -1,8 +1,7 @@
 """The ``kernelgap`` command line: parses arguments and delegates, nothing else.
 
-Every user error (a :class:`~kernelgap.errors.KernelgapError` or a bad flag)
-is printed as one line ``error: …`` on stderr with exit status 2.
-"""
+Every user error (a :class:`~kernelgap.errors.KernelgapError` or a bad flag) is printed as one
+line ``error: …`` on stderr with exit status 2 (``wall``: :mod:`kernelgap.theory.wall_command`)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from . import __version__
 from .args import argument_map, bounded_flags, int_list, json_object, key_values, parse_range, suite_ranks
 from .errors import KernelgapError, one_line
 from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
+from .theory.wall_command import wall_cmd
 
 app = typer.Typer(
     help="Measure, prove and show where nonnegative kernel attention stops matching softmax.",
@@ -208,6 +208,7 @@ def bound_curve_cmd(
 
 bound_app = typer.Typer(help="Information bounds.", no_args_is_help=True)
 app.add_typer(bound_app, name="bound")
+app.command("wall")(wall_cmd)  # the exact-wall table (kernelgap.theory.wall_command)
 
 
 @bound_app.command("transcript")

@@ -99,6 +99,7 @@ FLAG_BOUNDS: dict[str, tuple[float, float]] = {
     "--workers": (1, MAX_WORKERS),
     "--cpus-per-task": (0, MAX_WORKERS),
     "--gpus-per-task": (0, MAX_WORKERS),
+    "--rlimit": (1, 10**12),
 }
 
 _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
