@@ -50,10 +50,15 @@ def head_parameters(mode: str, rank: int, m: int, length: int, delta: Fraction) 
 
 def cube_head(p_tokens: list[list[int]], q_tokens: list[list[int]], m: int, log_t: float, bias: float):
     """The head of integer tables on every token of ``{0,1}^m`` (ids as ``all_tokens``)."""
-    rank = len(q_tokens)
-    vocab = all_tokens(m)
+    return table_head(p_tokens, q_tokens, all_tokens(m), 3, log_t, bias)
+
+
+def table_head(p_tokens, q_tokens, vocab, length: int, log_t: float, bias: float):
+    """The head of integer tables on the tokens ``vocab`` (``p_tokens[t]``: token t's query
+    row; ``q_tokens[k][t]``: its key entry), for sequences of ``length``."""
+    rank, m = len(q_tokens), vocab.shape[1]
     spec = KernelSpec(feature_map="table", rank=rank, d_value=m, readout="linear")
-    model = build_model(spec, m, 3, seeds=[0], vocabulary=vocab, dtype=torch.float64)
+    model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=torch.float64)
     q_log = torch.tensor(p_tokens, dtype=torch.float64) * log_t
     k_log = torch.tensor(q_tokens, dtype=torch.float64).T * log_t
     with torch.no_grad():
@@ -83,3 +88,20 @@ def score_cube_head(p_tokens, q_tokens, m: int, mode: str, length: int, delta: F
         "exact": bool(res["max_error"] < 0.5),
         "within_bound": bool(res["max_error"] <= float(bound) + 1e-9),
     }
+
+
+def score_product_head(family, order, mode: str, p_tokens, q_tokens, delta: Fraction = Fraction(1, 2)) -> dict:
+    """The head of tables found for a product family (``order``: its
+    :func:`~kernelgap.theory.tropical.product_order_family`; ``p_tokens[j]`` the j-th query's
+    row), t and bias chosen for the family's length, scored on every sequence by the exact
+    worst case of a product family (:func:`~kernelgap.models.worst_case.family_worst_case`)."""
+    from .worst_case import family_worst_case
+
+    rank = len(q_tokens)
+    rows = [[0] * rank for _ in order.tokens]
+    for j, x in enumerate(order.queries):
+        rows[x] = list(p_tokens[j])
+    log_t, bias, bound = head_parameters(mode, rank, family.m, family.length, Fraction(delta))
+    model = table_head(rows, q_tokens, family.tokens, family.length, log_t, float(bias))
+    worst = family_worst_case(model, family).to_json()
+    return {"rank": rank, "length": family.length, "bias": str(bias), "error_bound": str(bound), **worst}
