@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from .tropical import OrderFamily, cube_family, margin
-from .tropical_solve import Solved, _frac
+from .tropical_solve import Solved, z3_answer
 
 
 def shift(x: int, m: int, times: int = 1) -> int:
@@ -42,15 +42,7 @@ def solve_cyclic(m: int, mode: str, rank: int, rlimit: int) -> Solved:
     reps = sorted({min(shift(x, m, i) for i in range(m)) for x in range(1 << m)})
     for x in reps:
         _order(z3, ctx, solver, family, mode, x, p[x], q)
-    answer = str(solver.check())
-    stats = solver.statistics()
-    work = int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
-    out = Solved("z3-cyclic", rank, answer, work, time.perf_counter() - start)
-    if answer == "sat":
-        model = solver.model()
-        out.p = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in p]
-        out.q = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in q]
-    return out
+    return z3_answer(solver, "z3-cyclic", rank, p, q, start)
 
 
 def _tables(z3, ctx, m: int, rank: int):

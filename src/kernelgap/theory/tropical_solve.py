@@ -80,9 +80,16 @@ def solve_z3(problem: OrderProblem, rank: int, rlimit: int = DEFAULT_RLIMIT) -> 
                 witnesses = range(min(rank, clauses + 1))  # symmetry breaking
                 solver.add(z3.Or([p[i][k] + q[k][key] <= b[level] for k in witnesses], ctx))
                 clauses += 1
+    return z3_answer(solver, "z3", rank, p, q, start)
+
+
+def z3_answer(solver, name: str, rank: int, p, q, start: float) -> Solved:
+    """Check ``solver`` once: its answer, the work it spent (z3's rlimit count) and, on sat,
+    the rational tables ``p`` and ``q`` read from its model."""
     answer = str(solver.check())
-    work = int(solver.statistics().get_key_value("rlimit count")) if "rlimit count" in solver.statistics().keys() else 0
-    out = Solved("z3", rank, answer, work, time.perf_counter() - start)
+    stats = solver.statistics()
+    work = int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
+    out = Solved(name, rank, answer, work, time.perf_counter() - start)
     if answer == "sat":
         model = solver.model()
         out.p = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in p]
