@@ -21,16 +21,18 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from test_bad_input import tree_digest
-from test_fuzz_cli import FUZZ, assert_refused, damage_file, run_cli
+from test_fuzz_cli import EXAMPLES, FUZZ, assert_refused, damage_file, run_cli
 from test_integrity import WITNESS, finished_reproduction, tiny_reproduction
 
 pytestmark = pytest.mark.slow
 
 _counter = iter(range(10**9))
+#: Half the examples of the other fuzz tests: each copies a finished reproduction.
+FOLDERS = settings(FUZZ, max_examples=max(8, EXAMPLES // 2))
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +125,7 @@ def plant_link(rep: Path, outside: Path, place: str, kind: str) -> list[str]:
 
 
 @given(link_case())
-@FUZZ
+@FOLDERS
 def test_fuzz_links(world, pristine, case):
     place, kind = case
     rep = copy_of(pristine, world, "links")
@@ -176,7 +178,7 @@ def misaimed(draw, rep: Path, world: Path) -> list:
 
 
 @given(st.data())
-@FUZZ
+@FOLDERS
 def test_fuzz_refused_commands_change_nothing(world, pristine, data):
     rep = copy_of(pristine, world, "aimed")
     assert_refused(rep.parent, data.draw(misaimed(rep, world)))
@@ -224,7 +226,7 @@ def step_damage(draw) -> tuple[str, str, object]:
 
 
 @given(step_damage())
-@FUZZ
+@FOLDERS
 def test_fuzz_damaged_step_files(world, pristine, case):
     artefact, kind, arg = case
     rep = copy_of(pristine, world, "damaged")
@@ -233,7 +235,7 @@ def test_fuzz_damaged_step_files(world, pristine, case):
 
 
 @given(st.sampled_from(["copy", "foreign", "foreign-renamed"]))
-@FUZZ
+@FOLDERS
 def test_fuzz_foreign_records(world, pristine, stranger, how):
     """A record copied under another run's name, or in from another sweep: never counted."""
     rep = copy_of(pristine, world, "foreign")
