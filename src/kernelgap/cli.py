@@ -18,6 +18,7 @@ from .args import argument_map, bounded_flags, int_list, json_object, key_values
 from .errors import KernelgapError, one_line
 from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
 from .theory.wall_command import wall_cmd
+from .theory.work import DEFAULT_GUARD_S
 
 app = typer.Typer(
     help="Measure, prove and show where nonnegative kernel attention stops matching softmax.",
@@ -147,7 +148,7 @@ def certify_cmd(
     family: str | None = typer.Option(None, "--family", help="Registered family name instead of a file."),
     param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
-    budget: float = typer.Option(600.0, "--budget", help="Hang guard (seconds) of the searches, which count work."),
+    budget: float = typer.Option(DEFAULT_GUARD_S, "--budget", help="Hang guard (seconds) of the searches, which count work."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""
