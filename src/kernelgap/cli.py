@@ -148,7 +148,7 @@ def certify_cmd(
     family: str | None = typer.Option(None, "--family", help="Registered family name instead of a file."),
     param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
     delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
-    budget: float = typer.Option(DEFAULT_GUARD_S, "--budget", help="Hang guard (seconds) of the searches, which count work."),
+    budget: float = typer.Option(DEFAULT_GUARD_S, "--budget", help="Hang guard (s); the searches count work."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""
