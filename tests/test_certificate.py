@@ -12,12 +12,13 @@ from pydantic import ValidationError
 
 from kernelgap.errors import FamilyError, KernelgapError
 from kernelgap.models import KernelSpec, build_model
+from kernelgap.rationals import parse_delta
 from kernelgap.task import Family, build_family
 from kernelgap.theory.certificate import certify, certify_at
 from kernelgap.theory.certificate_json import CertificateJson, RadonJson
 from kernelgap.theory.chains import chain_pair_bounds as pair_bounds
 from kernelgap.theory.model_matrix import model_matrices
-from kernelgap.theory.pair_bounds import NO_PATH, RATIO_ABOVE_ONE, UNANCHORED, parse_delta, rho
+from kernelgap.theory.pair_bounds import NO_PATH, RATIO_ABOVE_ONE, UNANCHORED, rho
 from kernelgap.theory.trace import certified_rank
 
 HALF = Fraction(1, 2)

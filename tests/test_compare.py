@@ -225,6 +225,30 @@ def verdict(rank, what, baseline="exact"):
     }
 
 
+def wall_entry(m: int, delta: str, lower: int, upper: int) -> dict:
+    """One entry of the exact wall as its step writes it (the table's head scored at N = 3)."""
+    mode = "strict" if delta != "1/2" else "upper"
+    score = {"length": 3, "rank": upper, "sequences": 512, "max_error": 0.45, "error_bound": "9/20", "exact": True}
+    call = {"solver": "z3", "rank": upper, "status": "sat", "work": 10, "seconds": 0.01}
+    tables = {mode: {"mode": mode, "rank": upper, "lower": lower, "calls": [call], "scores": [score]}}
+    if mode == "upper":
+        tables["lower"] = {"mode": "lower", "rank": lower, "lower": lower, "calls": [call], "scores": []}
+    return {
+        "m": m,
+        "delta": delta,
+        "pair_maximum": lower,
+        "pair_ceiling": lower,
+        "middle_binomial": 3,
+        "two_to_m": 8,
+        "tables": tables,
+        "lower": lower,
+        "upper": upper,
+        "from_length": 3,
+        "seconds": 0.1,
+        "work": 10,
+    }
+
+
 def full_summary() -> dict:
     """A summary with every built-in section, shaped as the sections write them."""
     witness_runs = [
@@ -301,6 +325,7 @@ def full_summary() -> dict:
             "growth": None,
             "trained": [trained_family(32, 11)],
         },
+        "exact_wall": {"rlimit": 1000, "entries": [wall_entry(3, "2/5", 3, 3), wall_entry(3, "1/2", 1, 2)]},
         "context": {
             "delta": "1/2",
             "length_curves": [
@@ -472,6 +497,7 @@ def test_each_experiment_reports_a_flipped_verdict(tmp_path):
     b["length"][3]["exact"] = True
     b["bound_curve"]["trained"][0]["ranks"][0]["exact"] = 2
     b["context"]["wall"][0]["formula_holds"] = False
+    b["exact_wall"]["entries"][1]["lower"] = 2
     b["loopholes"]["signed"]["ood"][0]["transition_solved"]["signed"]["transition"] = 16
     b["loopholes"]["heads"]["per_map"]["table"]["4"]["transition_total"] = 8
     b["zoo"]["table"][0]["witness_transition"] = 32

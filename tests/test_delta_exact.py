@@ -12,20 +12,12 @@ import numpy as np
 import pytest
 
 from kernelgap.errors import KernelgapError
+from kernelgap.rationals import frac_str, int_from_digits, int_str, parse_delta
 from kernelgap.task import ProductFamily, build_family
 from kernelgap.task.codes import hadamard_code
 from kernelgap.task.families.witness import chain_candidate
 from kernelgap.theory.certificate import certify
-from kernelgap.theory.pair_bounds import (
-    frac_str,
-    int_from_digits,
-    int_str,
-    log_fraction,
-    log_rho,
-    min_gap,
-    parse_delta,
-    rho,
-)
+from kernelgap.theory.pair_bounds import log_fraction, log_rho, min_gap, rho
 
 HALF = Fraction(1, 2)
 TINY = Fraction(1, 10**19)

@@ -84,8 +84,8 @@ LAYERS: list[set[str]] = [
     {"kernelgap.folders"},
     {"kernelgap.io", "kernelgap.limits", "kernelgap.validation"},
     # the command-line value grammar (ranges, lists, key=value), above the limits; a run's seed
-    # and device names
-    {"kernelgap.args", "kernelgap.run_values"},
+    # and device names; exact rationals from text (δ)
+    {"kernelgap.args", "kernelgap.run_values", "kernelgap.rationals"},
     {"kernelgap.task"},
     {"kernelgap.models", "kernelgap.report"},
     {"kernelgap.theory", "kernelgap.training"},

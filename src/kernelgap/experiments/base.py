@@ -57,7 +57,9 @@ class Experiment:
     computed from the summary alone; ``html(summary, page) → {region: [html, …]}``
     places its blocks (without it, ``region`` gets the title, the sentence and the
     figures).  ``paper`` goes verbatim into ``summary["paper"]`` and
-    ``paper_rows(summary)`` into the table "The paper beside ours".
+    ``paper_rows(summary)`` into the table "The paper beside ours"; ``tables(summary) →
+    [(title, rows, columns), …]`` are the tables ``docs/results.md`` prints after the sentences
+    (the report places its own through ``html``).
     ``conclusions(summary) → {name: value}`` lists what a reader concludes from the
     section, each value discrete text (a verdict, a count, a transition rank; never a max
     error or a time that decides nothing): ``kernelgap compare`` reports those that differ
@@ -87,6 +89,7 @@ class Experiment:
     region: str = "beyond"
     paper: Mapping[str, Any] = field(default_factory=dict)
     paper_rows: Callable[[dict], list[dict]] | None = None
+    tables: Callable[[dict], list[tuple[str, list[dict], list[str]]]] | None = None
     conclusions: Callable[[dict], dict[str, str]] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     profile_keys: Mapping[str, Callable[[Any, Path], Any]] = field(default_factory=dict)

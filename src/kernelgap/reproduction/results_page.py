@@ -101,6 +101,10 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
         titles = {e.name: e.title for e in registered()}
         lines += ["", "### Every experiment", ""]
         lines += [f"- **{titles.get(name, name)}.** {' '.join(text.split())}" for name, text in said.items()]
+    for exp in registered():
+        if exp.tables is not None and summary.get(exp.summary_key) is not None:
+            for title, rows, columns in exp.tables(summary):
+                lines += ["", f"### {title}", "", *_table(rows, columns)]
     return lines
 
 

@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FamilyError, KernelgapError
+from ..rationals import parse_delta
 from ..task import build_family
 from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
 from ..task.families.witness import witness_from_code
 from .certificate import certify
 from .layer_curve import LayerSeries
-from .pair_bounds import parse_delta
 from .series import CurveOptions, PointSeries, Series, common, growth_rate
 from .text import code_curve_lines, ladder_curve_lines
 

@@ -41,7 +41,8 @@ from math import comb
 import numpy as np
 
 from ..errors import KernelgapError
-from .pair_bounds import min_gap, parse_delta, rho
+from ..rationals import parse_delta
+from .pair_bounds import min_gap, rho
 
 #: Largest m whose full graph of all ``4^m`` pairs ``(x, g)`` the exhaustive search builds
 #: (4,096 vertices at m = 6); above it only the ``2^m`` undominated pairs ``(1 − g, g)``.

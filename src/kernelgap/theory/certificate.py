@@ -41,6 +41,7 @@ import numpy as np
 
 from ..errors import FamilyError
 from ..limits import DENSE_QUERIES
+from ..rationals import frac_str, parse_delta
 from ..task.family import (
     AnyFamily,
     Family,
@@ -55,7 +56,7 @@ from .chains import chain_pair_bounds, complete_quads
 from .chromatic import ChromaticBound, chromatic_bound
 from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
 from .levels import level_pair_bounds
-from .pair_bounds import REASONS, PairBounds, frac_str, min_gap, parse_delta
+from .pair_bounds import REASONS, PairBounds, min_gap
 from .radon import DEFAULT_BUDGET_S, RadonBound, radon_bound
 from .trace import TraceBound, skipped_trace, trace_certificate
 from .work import DEFAULT_GUARD_S, Work

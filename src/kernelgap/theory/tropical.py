@@ -52,7 +52,7 @@ def margin(gap: int, mode: str) -> int | None:
 
 def mode_for(delta) -> tuple[str, ...]:
     """The modes of a tolerance: ``("strict",)`` below 1/2, ``("lower", "upper")`` at 1/2."""
-    from .pair_bounds import parse_delta
+    from ..rationals import parse_delta
 
     return ("strict",) if parse_delta(delta) < 1 / 2 else ("lower", "upper")
 

@@ -22,8 +22,8 @@ from fractions import Fraction
 from math import comb
 
 from ..errors import KernelgapError
+from ..rationals import parse_delta
 from .ceiling import EXHAUSTIVE_GAP1_M, exhaustive_pair_maximum, pair_ceiling
-from .pair_bounds import parse_delta
 from .tropical import cube_family, expand_table, integer_table, mode_for, recheck, reduce_family
 from .tropical_cyclic import solve_cyclic
 from .tropical_solve import DEFAULT_RLIMIT, solve_cvc5, solve_z3

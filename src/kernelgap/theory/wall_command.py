@@ -26,7 +26,7 @@ def wall_cmd(
     """The least rank of one nonnegative head on {0,1}^m at long context: a min-plus table found
     and scored, the rank below refuted by two solvers, beside the pair ceiling and 2^m."""
     from ..errors import KernelgapError
-    from .pair_bounds import parse_delta
+    from ..rationals import parse_delta
 
     ms = parse_range(m, "--m", "m", least=2)
     if ms[-1] > MAX_WALL_M:

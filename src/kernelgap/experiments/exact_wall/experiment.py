@@ -1,0 +1,323 @@
+"""The exact wall: the least rank of one nonnegative head on the whole cube ``{0,1}^m`` at
+long context, per m and tolerance δ (docs/theory.md, "The tropical wall").
+
+A head of rank r exact at every length exists exactly when a min-plus table of rank r orders
+every query's candidates (strictly below δ = 1/2; at δ = 1/2 the least rank lies between the
+least ``lower`` and ``upper`` ranks).  The step (``wall.json``, :mod:`kernelgap.theory.wall`)
+finds the least rank of each order with z3, re-checks the table in integers and scores its
+head on every sequence of length 3 and 4; the rank below is refuted by z3 and again by cvc5
+on an encoding of its own; the exhaustive pair maximum floors every table (a theorem).  Each
+entry therefore carries both sides of its evidence, beside the pair ceiling,
+``C(m, ⌊m/2⌋)`` and ``2^m``.  The solvers' budgets count work (z3's rlimit), so the table is
+the same on every machine.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from ...args import parse_range
+from ...errors import KernelgapError
+from ...rationals import parse_delta
+from ...report.figures import legend, plt, save
+from ...report.html import table, titled
+from ...report.text import of
+from ...validation import JsonInt, JsonNumber, Record, between, checked, json_at_least
+from ..base import Experiment, Figure
+
+TITLE = "The exact wall on the cube"
+
+#: Largest m of the wall (the cube's order problem has ``4^m`` entries per feature), as
+#: :data:`kernelgap.theory.wall.MAX_WALL_M`, which this torch- and solver-free module cannot import.
+MAX_M = 6
+#: Largest solver budget per call (z3 rlimit units): about an hour of z3 on one core.
+MAX_RLIMIT = 10**11
+
+
+def _ms(text: str) -> list[int]:
+    ms = parse_range(text, "[exact_wall] m", "m", least=2)
+    if ms[-1] > MAX_M:
+        raise KernelgapError(f"[exact_wall] m: the wall is computed for m ≤ {MAX_M}, got {ms[-1]}")
+    return ms
+
+
+def _deltas(text: str) -> list[Fraction]:
+    return list(dict.fromkeys(parse_delta(d.strip()) for d in text.split(",")))
+
+
+def _parses(parse):
+    def test(text) -> bool:
+        try:
+            parse(text)
+        except KernelgapError:
+            return False
+        return True
+
+    return test
+
+
+def planned(spec: dict) -> tuple[list[int], list[Fraction], int]:
+    """``[exact_wall]``'s m values, tolerances and solver budget per call."""
+    return _ms(spec["m"]), _deltas(spec["delta"]), spec["rlimit"]
+
+
+# -- the summary section ------------------------------------------------------------------
+
+
+def section(results) -> dict | None:
+    return results.read("exact_wall", "wall.json")
+
+
+class Score(Record):
+    """The head of a table on every sequence of one length."""
+
+    length: json_at_least(3)
+    rank: json_at_least(1)
+    sequences: json_at_least(1)
+    max_error: JsonNumber
+    error_bound: str
+    exact: bool
+
+
+class Order(Record):
+    """One order's least rank: the table found (``rank``, ``None`` when none was) and the
+    least rank its evidence proves (``lower``)."""
+
+    mode: str
+    rank: JsonInt | None
+    lower: json_at_least(1)
+    calls: list[dict[str, Any]]
+    below: dict[str, Any] | None = None
+    refuted: dict[str, Any] | None = None
+    scores: list[Score] = []
+
+
+class Entry(Record):
+    """One ``(m, δ)``: the least exact rank at long context lies in ``[lower, upper]`` from
+    length ``from_length`` on."""
+
+    m: json_at_least(2)
+    delta: str
+    pair_maximum: JsonInt | None
+    pair_ceiling: JsonInt
+    middle_binomial: JsonInt
+    two_to_m: JsonInt
+    tables: dict[str, Order]
+    lower: json_at_least(1)
+    upper: JsonInt | None
+    from_length: json_at_least(3)
+    seconds: JsonNumber
+    work: JsonInt
+
+
+class WallSection(Record):
+    rlimit: json_at_least(1)
+    entries: list[Entry]
+
+
+# -- what the entries say ------------------------------------------------------------------
+
+
+def span(e: dict) -> str:
+    """``"6"`` where the two ends meet, else ``"[2, 4]"`` (``?``: no table found)."""
+    low, high = e["lower"], e["upper"]
+    return str(low) if low == high else f"[{low}, {'?' if high is None else high}]"
+
+
+def _head_order(e: dict) -> str:
+    return "strict" if "strict" in e["tables"] else "upper"
+
+
+def lower_evidence(e: dict) -> str:
+    """The pair maximum (a theorem floors every table by it) and each rank refuted by z3, with
+    cvc5's answer on its own encoding."""
+    order = e["tables"]["strict" if "strict" in e["tables"] else "lower"]
+    parts = [f"pair maximum {e['pair_maximum']}"] if e.get("pair_maximum") else []
+    for key in ("refuted", "below"):
+        b = order.get(key)
+        if b and b.get("z3") == "unsat":
+            parts.append(f"{order['mode']} rank {b['rank']} refuted (z3 unsat, cvc5 {b.get('cvc5') or 'not asked'})")
+    return "; ".join(parts) or "rank 1"
+
+
+def upper_evidence(e: dict) -> str:
+    """The table whose head is exact: its order, rank and solver, and its head's max error on
+    every sequence of each scored length."""
+    mode = _head_order(e)
+    found = e["tables"][mode]
+    if found.get("rank") is None:
+        return f"no {mode} table found (solver budget)"
+    scores = ", ".join(f"{s['max_error']:.2g} at N = {s['length']}" for s in found.get("scores") or [])
+    exact = all(s["exact"] for s in found.get("scores") or [])
+    head = f"head's max error {scores}" + ("" if exact else " (NOT exact)") if scores else "head not scored"
+    return f"{mode} table of rank {found['rank']} ({found.get('solver', '?')}, re-checked in integers); {head}"
+
+
+def closed(e: dict) -> bool:
+    return e["upper"] is not None and e["lower"] == e["upper"]
+
+
+def rows(s: dict) -> list[dict]:
+    """One row per entry, the columns of :data:`COLUMNS`."""
+    return [
+        {
+            "m": e["m"],
+            "δ": e["delta"],
+            "least exact rank": span(e),
+            "from N": e["from_length"],
+            "lower evidence": lower_evidence(e),
+            "upper evidence": upper_evidence(e),
+            "pair maximum": e.get("pair_maximum"),
+            "pair ceiling": e["pair_ceiling"],
+            "C(m, ⌊m/2⌋)": e["middle_binomial"],
+            "2^m": e["two_to_m"],
+            "seconds": round(e["seconds"], 1),
+            "solver work": f"{e['work']:,}",
+        }
+        for e in s["entries"]
+    ]
+
+
+COLUMNS = [
+    "m",
+    "δ",
+    "least exact rank",
+    "from N",
+    "lower evidence",
+    "upper evidence",
+    "pair maximum",
+    "pair ceiling",
+    "C(m, ⌊m/2⌋)",
+    "2^m",
+    "seconds",
+    "solver work",
+]
+
+
+def _by_delta(entries: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for e in sorted(entries, key=lambda e: (Fraction(e["delta"]), e["m"])):
+        out.setdefault(e["delta"], []).append(e)
+    return out
+
+
+def sentence(summary: dict) -> str | None:
+    s = summary.get("exact_wall")
+    if not s or not s["entries"]:
+        return None
+    parts = []
+    for delta, entries in _by_delta(s["entries"]).items():
+        at = ", ".join(f"m = {e['m']}: {span(e)}" for e in entries)
+        binomial = [e for e in entries if closed(e) and e["lower"] == e["middle_binomial"]]
+        tail = (
+            f" ({'exactly C(m, ⌊m/2⌋) at every m' if len(binomial) == len(entries) else 'C(m, ⌊m/2⌋) at '}"
+            + ("" if len(binomial) == len(entries) else ", ".join(str(e["m"]) for e in binomial) or "no m")
+            + ")"
+        )
+        parts.append(f"at δ = {delta}, {at}" + (tail if Fraction(delta) < Fraction(1, 2) else ""))
+    above = [e for e in s["entries"] if e.get("pair_maximum") is not None and e["lower"] > e["pair_maximum"]]
+    scored = [e for e in s["entries"] if e["tables"][_head_order(e)].get("scores")]
+    exact = [e for e in scored if all(x["exact"] for x in e["tables"][_head_order(e)]["scores"])]
+    text = (
+        "The least rank of one nonnegative head exact at long context on the whole cube {0,1}^m: "
+        + "; ".join(parts)
+        + ". Each lower end is the exhaustive pair maximum (it floors every table) or a rank refuted by z3 and "
+        "again by cvc5 on its own encoding; each upper end a min-plus table re-checked in integers, its head "
+        f"exact on every sequence scored in {of(len(exact), len(scored))} entries."
+    )
+    if above:
+        text += " Above every pair certificate: " + ", ".join(
+            f"m = {e['m']}, δ = {e['delta']} ({e['lower']} > pair maximum {e['pair_maximum']})" for e in above
+        )
+        text += "."
+    return text
+
+
+def conclusions(summary: dict) -> dict[str, str]:
+    """Per entry: the least exact rank (or its interval) and whether the head was exact."""
+    out = {}
+    for e in summary["exact_wall"]["entries"]:
+        at = f"m = {e['m']}, δ = {e['delta']}"
+        out[f"{at}: least exact rank"] = span(e)
+        scores = e["tables"][_head_order(e)].get("scores") or []
+        if scores:
+            out[f"{at}: head exact on every scored sequence"] = "yes" if all(x["exact"] for x in scores) else "no"
+    return out
+
+
+def draw(summary: dict, out_dir) -> list[str]:
+    """Per tolerance, the least exact rank against m (a bar where only bracketed), beside the
+    pair maximum, C(m, ⌊m/2⌋) and 2^m, on a log2 axis."""
+    groups = _by_delta(summary["exact_wall"]["entries"])
+    if not groups:
+        return []
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 3.9), squeeze=False)
+    for ax, (delta, entries) in zip(axes[0], groups.items()):
+        ms = [e["m"] for e in entries]
+        ax.plot(ms, [e["two_to_m"] for e in entries], "k-.", label="2^m (positive construction)")
+        ax.plot(ms, [e["middle_binomial"] for e in entries], "k--", label="C(m, ⌊m/2⌋)")
+        pairs = [(e["m"], e["pair_maximum"]) for e in entries if e.get("pair_maximum")]
+        if pairs:
+            ax.plot(*zip(*pairs), "v:", color="#7f7f7f", label="pair maximum")
+        for e in entries:
+            top = e["upper"] if e["upper"] is not None else e["two_to_m"]
+            if closed(e):
+                ax.plot([e["m"]], [e["lower"]], "o", color="#d62728", ms=8, zorder=3)
+            else:
+                ax.vlines(e["m"], e["lower"], top, color="#d62728", lw=3, ls="-" if e["upper"] else ":", zorder=3)
+        ax.plot([], [], "o", color="#d62728", label="least exact rank")
+        ax.plot([], [], "-", color="#d62728", lw=3, label="bracketed: [lower, upper]")
+        ax.set_yscale("log", base=2)
+        ax.set_xticks(ms)
+        ax.set(xlabel="m", ylabel="rank r (features)", title=f"δ = {delta}")
+        legend(ax)
+    return save(fig, out_dir, "exact_wall")
+
+
+def caption(summary: dict) -> str:
+    return (
+        "The least rank of one nonnegative head exact at long context on {0,1}^m against m (log2 scale), one panel "
+        "per tolerance: a dot where the lower evidence (pair maximum, a refuted rank) meets a table whose head is "
+        "exact, a bar where the two only bracket it (dotted to 2^m: no table found); the exhaustive pair maximum, "
+        "C(m, ⌊m/2⌋) and the 2^m features of the positive construction beside it."
+    )
+
+
+def markdown_tables(summary: dict) -> list[tuple[str, list[dict], list[str]]]:
+    s = summary.get("exact_wall")
+    return [(TITLE, rows(s), COLUMNS)] if s and s["entries"] else []
+
+
+def section_html(summary: dict, page) -> dict[str, list[str]]:
+    return {
+        "beyond": titled(
+            TITLE, sentence(summary), page.figures("exact_wall"), table(rows(summary["exact_wall"]), COLUMNS)
+        )
+    }
+
+
+EXPERIMENT = Experiment(
+    name="exact_wall",
+    order=65,
+    title=TITLE,
+    section=section,
+    schema=WallSection | None,
+    sentence=sentence,
+    conclusions=conclusions,
+    html=section_html,
+    tables=markdown_tables,
+    figures=(Figure("exact_wall", draw, caption),),
+    settings={"m": "2..4", "delta": "2/5,1/2", "rlimit": 200_000_000},
+    setting_types={
+        "m": checked(
+            str, _parses(_ms), f" must be m values from 2 to {MAX_M} like '2..5', got {{shown}}", {"type": "string"}
+        ),
+        "delta": checked(
+            str, _parses(_deltas), " must be tolerances in (0, 1/2] like '2/5,1/2', got {shown}", {"type": "string"}
+        ),
+        "rlimit": between(1, MAX_RLIMIT),
+    },
+    step=".step:table",
+    writes="wall.json",
+)
