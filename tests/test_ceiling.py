@@ -62,7 +62,7 @@ def test_pair_ceiling_closed_forms():
 @pytest.mark.parametrize("gap", [1, 2])
 def test_exhaustive_maxima_meet_the_ceiling(gap):
     """The exact maxima for m ≤ 6 (gap 1) and m ≤ 8 (gap 2); the ceiling is attained
-    everywhere but at gap 2, m = 6 (4 < 5)."""
+    there everywhere but at gap 2, m = 6 (4 < 5) (m = 9 misses it too: docs/theory.md, "Exact small cases")."""
     for m, expected in MAXIMA[gap].items():
         found = exhaustive_pair_maximum(m, gap)
         assert found == expected <= pair_ceiling(m, gap)

@@ -20,7 +20,8 @@ sets that no two entries share and that are never nested, an antichain; so does 
 ``n ≤ ⌊2 / min_k f(k)⌋`` with ``f(k) = C(k, g₀−1)/C(m, k−g₀+1) + C(m−k, g₀−1)/C(m, k+g₀−1)``:
 Sperner's ``C(m, ⌊m/2⌋)`` at ``g₀ = 1`` (δ < 1/2; attained by the middle layer), and
 ``⌊2 C(m, ⌊m/2⌋)/(m + 2)⌋`` at ``g₀ = 2`` (δ = 1/2; the Johnson bound of ``A(m, 4, m/2)``,
-attained at m = 4, 5, 7, 8, 12).
+attained at m = 4, 5, 7, 8, 12, not at m = 6 (4 < 5) nor m = 9 (18 < 22,
+:mod:`.pair_maximum`).
 
 **The length** (:func:`length_ceiling`).  At context length N every chain of total gap G has
 value at least ``μ_N(G)``, the least product of ``ρ_N`` over compositions of G into parts
