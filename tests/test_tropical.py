@@ -292,3 +292,23 @@ def test_an_undecided_search_stops_and_says_so(monkeypatch):
     assert entry["upper"] is None and entry["lower"] == 3 and entry["tables"]["strict"]["scores"] == []
     assert len(asked) == 2 * wall.MAX_UNDECIDED
     assert "least exact rank [3, ?]" in wall.wall_line(entry)
+
+
+def test_a_strict_table_stands_in_where_no_upper_table_is_found():
+    """The strict order implies the upper one: where the upper search finds nothing (here made
+    to), the strict table's head, built as an upper head, is exact at δ = 1/2 on every sequence
+    of length 3 and 4, and gives the entry its upper end; the strict search is asked once per m."""
+    from kernelgap.theory.wall import least_rank
+
+    known = {}
+    first = wall_entry(2, "2/5", BUDGET, known=known)
+    (key,) = known
+    assert key[:2] == (2, "strict")
+    known[(2, "upper", 1, BUDGET)] = {"mode": "upper", "rank": None, "lower": 1, "z3_lower": 1, "calls": []}
+    known[(2, "lower", 1, BUDGET)] = least_rank(2, "lower", 1, BUDGET)
+    entry = wall_entry(2, "1/2", BUDGET, known=known)
+    stand_in = entry["tables"]["upper"]["via_strict"]
+    assert stand_in["rank"] == first["upper"] == entry["upper"] == 2 and entry["lower"] == 1
+    assert [s["length"] for s in stand_in["scores"]] == [3, 4]
+    assert all(s["exact"] and s["within_bound"] for s in stand_in["scores"])
+    assert len(known) == 3  # the strict answer of the first entry was reused

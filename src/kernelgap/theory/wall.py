@@ -118,8 +118,13 @@ def _scores(m: int, mode: str, entry: dict, lengths, delta: Fraction) -> list[di
     return [score_cube_head(entry["p"], entry["q"], m, mode, n, delta) for n in lengths if (1 << (m * n)) <= MAX_SCORED]
 
 
-def wall_entry(m: int, delta, rlimit: int = DEFAULT_RLIMIT, score_lengths=(3, 4)) -> dict:
-    """One entry of the table (module docstring)."""
+def wall_entry(m: int, delta, rlimit: int = DEFAULT_RLIMIT, score_lengths=(3, 4), known: dict | None = None) -> dict:
+    """One entry of the table (module docstring).  ``known`` holds :func:`least_rank`'s answers
+    by ``(m, order)``, shared between the entries of one m (the strict search serves both
+    tolerances); each answer found here is added to it.  At δ = 1/2, where the upper search
+    finds no table, the strict table stands in: the strict order implies the upper one (a
+    strict rise where the upper order asks a weak one), so its head is an upper head."""
+    known = {} if known is None else known
     delta = parse_delta(delta)
     if not 2 <= m <= MAX_WALL_M:
         raise KernelgapError(f"the wall is computed for 2 ≤ m ≤ {MAX_WALL_M}, got m = {m}")
@@ -137,16 +142,45 @@ def wall_entry(m: int, delta, rlimit: int = DEFAULT_RLIMIT, score_lengths=(3, 4)
     ranks = {}
     floor = pair_max or 1
     for mode in mode_for(delta):
-        found = least_rank(m, mode, floor, rlimit)
+        found = _least(known, m, mode, floor, rlimit)
         head_mode = "strict" if mode == "strict" else "upper"
         found["scores"] = _scores(m, head_mode, found, score_lengths, delta) if mode == head_mode else []
         ranks[mode] = found
         floor = found["lower"]
+    if "upper" in ranks and ranks["upper"]["rank"] is None:
+        strict = _least(known, m, "strict", _strict_floor(m), rlimit)
+        if strict["rank"] is not None:
+            ranks["upper"]["via_strict"] = {
+                "rank": strict["rank"],
+                "solver": strict["solver"],
+                "scores": _scores(m, "upper", strict, score_lengths, delta),
+                "calls": strict["calls"],
+            }
     entry["tables"] = ranks
     entry.update(_summary(ranks, delta))
     entry["seconds"] = time.perf_counter() - start
-    entry["work"] = sum(c["work"] for f in ranks.values() for c in f["calls"])
+    entry["work"] = sum(
+        c["work"] for f in ranks.values() for c in f["calls"] + f.get("via_strict", {}).get("calls", [])
+    )
     return entry
+
+
+def _least(known: dict, m: int, mode: str, start: int, rlimit: int) -> dict:
+    """:func:`least_rank`, asked once per ``(m, mode, start)``; a copy, so each entry keeps its own scores."""
+    key = (m, mode, start, rlimit)
+    if key not in known:
+        known[key] = least_rank(m, mode, start, rlimit)
+    return dict(known[key])
+
+
+def _strict_floor(m: int) -> int:
+    """The strict order's floor: the gap-1 pair maximum where it is searched, else 1."""
+    return exhaustive_pair_maximum(m, 1) if m <= EXHAUSTIVE_GAP1_M else 1
+
+
+def upper_table(found: dict) -> dict:
+    """The upper order's table: its own, else the strict table standing in (``via_strict``)."""
+    return found if found.get("rank") is not None else found.get("via_strict") or found
 
 
 def _summary(ranks: dict, delta: Fraction) -> dict:
@@ -162,15 +196,16 @@ def _summary(ranks: dict, delta: Fraction) -> dict:
             n += 1
         return {"lower": low, "upper": high, "from_length": n}
     low = ranks["lower"]["lower"]
-    return {"lower": low, "upper": ranks["upper"]["rank"], "from_length": max(3, low + 1)}
+    return {"lower": low, "upper": upper_table(ranks["upper"]).get("rank"), "from_length": max(3, low + 1)}
 
 
 def wall(ms, deltas, rlimit: int = DEFAULT_RLIMIT, progress=None) -> dict:
     """Every entry of ``ms × deltas``; ``progress`` (a callable) gets a line per entry."""
     entries = []
     for m in ms:
+        known: dict = {}
         for delta in deltas:
-            entries.append(wall_entry(m, delta, rlimit))
+            entries.append(wall_entry(m, delta, rlimit, known=known))
             if progress is not None:
                 progress(wall_line(entries[-1]))
     for e in entries:
@@ -187,7 +222,7 @@ def wall_line(e: dict) -> str:
     """One entry as a text line: the least exact rank (or the interval it lies in), each
     order's least rank, the evidence, the head's errors, time and work."""
     orders = ", ".join(f"{mode} {_span(f['lower'], f['rank'])}" for mode, f in e["tables"].items())
-    scores = [s for f in e["tables"].values() for s in f["scores"]]
+    scores = [s for f in e["tables"].values() for s in upper_table(f).get("scores") or f["scores"]]
     scored = ", ".join(f"N={s['length']} err {s['max_error']:.3g}" for s in scores) or "not scored"
     below = [f[key] for f in e["tables"].values() for key in ("refuted", "below") if f.get(key)]
     unsat = "; ".join(f"r={b['rank']}: z3 {b['z3']}, cvc5 {b['cvc5']}" for b in below) or "none"

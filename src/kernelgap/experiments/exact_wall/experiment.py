@@ -91,6 +91,8 @@ class Order(Record):
     below: dict[str, Any] | None = None
     refuted: dict[str, Any] | None = None
     scores: list[Score] = []
+    #: At δ = 1/2, where the upper search found no table: the strict table standing in.
+    via_strict: dict[str, Any] | None = None
 
 
 class Entry(Record):
@@ -146,12 +148,25 @@ def upper_evidence(e: dict) -> str:
     every sequence of each scored length."""
     mode = _head_order(e)
     found = e["tables"][mode]
-    if found.get("rank") is None:
+    stand_in = found.get("via_strict") if found.get("rank") is None else None
+    if found.get("rank") is None and not stand_in:
         return f"no {mode} table found (solver budget)"
-    scores = ", ".join(f"{s['max_error']:.2g} at N = {s['length']}" for s in found.get("scores") or [])
-    exact = all(s["exact"] for s in found.get("scores") or [])
+    table = stand_in or found
+    scores = ", ".join(f"{s['max_error']:.2g} at N = {s['length']}" for s in table.get("scores") or [])
+    exact = all(s["exact"] for s in table.get("scores") or [])
     head = f"head's max error {scores}" + ("" if exact else " (NOT exact)") if scores else "head not scored"
-    return f"{mode} table of rank {found['rank']} ({found.get('solver', '?')}, re-checked in integers); {head}"
+    what = (
+        f"no upper table found (solver budget); the strict table of rank {table['rank']} has the upper order"
+        if stand_in
+        else f"{mode} table of rank {table['rank']}"
+    )
+    return f"{what} ({table.get('solver', '?')}, re-checked in integers); {head}"
+
+
+def _head_scores(e: dict) -> list[dict]:
+    """The scores of the head behind the entry's upper end (a stand-in strict table's included)."""
+    found = e["tables"][_head_order(e)]
+    return (found.get("via_strict") or {}).get("scores") or found.get("scores") or []
 
 
 def closed(e: dict) -> bool:
@@ -217,8 +232,8 @@ def sentence(summary: dict) -> str | None:
         )
         parts.append(f"at δ = {delta}, {at}" + (tail if Fraction(delta) < Fraction(1, 2) else ""))
     above = [e for e in s["entries"] if e.get("pair_maximum") is not None and e["lower"] > e["pair_maximum"]]
-    scored = [e for e in s["entries"] if e["tables"][_head_order(e)].get("scores")]
-    exact = [e for e in scored if all(x["exact"] for x in e["tables"][_head_order(e)]["scores"])]
+    scored = [e for e in s["entries"] if _head_scores(e)]
+    exact = [e for e in scored if all(x["exact"] for x in _head_scores(e))]
     text = (
         "The least rank of one nonnegative head exact at long context on the whole cube {0,1}^m: "
         + "; ".join(parts)
@@ -240,7 +255,7 @@ def conclusions(summary: dict) -> dict[str, str]:
     for e in summary["exact_wall"]["entries"]:
         at = f"m = {e['m']}, δ = {e['delta']}"
         out[f"{at}: least exact rank"] = span(e)
-        scores = e["tables"][_head_order(e)].get("scores") or []
+        scores = _head_scores(e)
         if scores:
             out[f"{at}: head exact on every scored sequence"] = "yes" if all(x["exact"] for x in scores) else "no"
     return out
