@@ -89,9 +89,13 @@ def one_line(code: int, err: str, *needles: str) -> None:
     ids=["sleep-in-import", "loop-in-init", "no-alarm-in-check", "no-alarm-in-training"],
 )
 def test_a_module_that_hangs_is_stopped_on_its_limit(tmp_path, parts, limit, needle):
+    """Each phase (import, check, the check's step, a run's training step in its worker) held
+    to its own limit, the message naming the flag that sets it; the module may switch its
+    alarm off."""
     module(tmp_path, **parts)
     code, _, err, _ = probe(tmp_path, *LIMITS, "--time-limit", limit)
-    one_line(code, err, f"module m.py:M {needle}")
+    phase = limit.split("=")[0]
+    one_line(code, err, f"module m.py:M {needle}", f"--time-limit {phase}=SECONDS")
     assert not (tmp_path / "p" / "probe.json").exists()
 
 

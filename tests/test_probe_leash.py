@@ -77,35 +77,6 @@ def one_line(code: int, err: str, *needles: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize(
-    "top, body, cond, needles",
-    [
-        ("time.sleep(600)", "pass", "True", ["m.py:M did not finish importing", "time limit of 3 s", "import="]),
-        ("pass", "time.sleep(600)", "True", ["m.py:M did not finish being checked", "time limit of 3 s", "check="]),
-        (
-            "pass",
-            "time.sleep(600)",
-            "self.big >= 1",
-            ["m.py:M did not finish checking a training step", "time limit of 3 s", "step="],
-        ),
-    ],
-    ids=["import", "check", "check-step"],
-)
-def test_a_module_hanging_in_a_phase_is_stopped_within_its_limit(tmp_path, top, body, cond, needles):
-    target = module(tmp_path, top, body, cond)
-    code, _, err = probe(
-        tmp_path, target, "--time-limit", "import=3", "--time-limit", "check=3", "--time-limit", "step=3"
-    )
-    one_line(code, err, *needles)
-    assert not (tmp_path / "p" / "probe.json").exists()
-
-
-def test_a_module_hanging_in_training_is_stopped_in_its_worker(tmp_path):
-    target = module(tmp_path, body="time.sleep(600)", cond="self.big >= 3")  # a run's step 2
-    code, _, err = probe(tmp_path, target, *LIMITS[:4], "--time-limit", "step=3")
-    one_line(code, err, "m.py:M did not finish training step 2 within its time limit of 3 s", "step=SECONDS")
-
-
 @pytest.mark.parametrize("status", [0, 3])
 def test_a_module_exiting_at_import_is_one_line_never_status_0(tmp_path, status):
     target = module(tmp_path, top=f"os._exit({status})")
