@@ -130,7 +130,7 @@ def wall_entry(m: int, delta, rlimit: int = DEFAULT_RLIMIT, score_lengths=(3, 4)
         raise KernelgapError(f"the wall is computed for 2 ≤ m ≤ {MAX_WALL_M}, got m = {m}")
     start = time.perf_counter()
     gap = 1 if delta < Fraction(1, 2) else 2
-    pair_max = exhaustive_pair_maximum(m, gap) if gap == 2 or m <= EXHAUSTIVE_GAP1_M else None
+    pair_max = _pair_maximum(m, gap)
     entry = {
         "m": m,
         "delta": str(delta),
@@ -148,7 +148,7 @@ def wall_entry(m: int, delta, rlimit: int = DEFAULT_RLIMIT, score_lengths=(3, 4)
         ranks[mode] = found
         floor = found["lower"]
     if "upper" in ranks and ranks["upper"]["rank"] is None:
-        strict = _least(known, m, "strict", _strict_floor(m), rlimit)
+        strict = _least(known, m, "strict", _pair_maximum(m, 1) or 1, rlimit)
         if strict["rank"] is not None:
             ranks["upper"]["via_strict"] = {
                 "rank": strict["rank"],
@@ -173,9 +173,10 @@ def _least(known: dict, m: int, mode: str, start: int, rlimit: int) -> dict:
     return dict(known[key])
 
 
-def _strict_floor(m: int) -> int:
-    """The strict order's floor: the gap-1 pair maximum where it is searched, else 1."""
-    return exhaustive_pair_maximum(m, 1) if m <= EXHAUSTIVE_GAP1_M else 1
+def _pair_maximum(m: int, gap: int) -> int | None:
+    """The exhaustive pair maximum at ``gap``, every table's floor (None where gap 1 is out of the
+    search's reach)."""
+    return exhaustive_pair_maximum(m, gap) if gap == 2 or m <= EXHAUSTIVE_GAP1_M else None
 
 
 def upper_table(found: dict) -> dict:
