@@ -204,3 +204,9 @@ def check_verify(m: int, lengths=None) -> tuple[int, ...]:
             )
         check_size(m, n)
     return lengths
+
+
+#: The exact wall (``kernelgap wall``, the ``exact_wall`` experiment): its largest m (the cube's
+#: order problem has ``4^m`` entries per feature) and z3's work budget (rlimit) per solver call.
+MAX_WALL_M = 6
+WALL_RLIMIT = 200_000_000

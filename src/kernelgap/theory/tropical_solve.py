@@ -29,10 +29,11 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ..limits import WALL_RLIMIT
 from .tropical import OrderFamily, OrderProblem, margin
 
 #: Default work budget of one solver call (z3 rlimit units; about a minute of one core).
-DEFAULT_RLIMIT = 200_000_000
+DEFAULT_RLIMIT = WALL_RLIMIT
 
 
 @dataclass

@@ -22,6 +22,7 @@ from fractions import Fraction
 from math import comb
 
 from ..errors import KernelgapError
+from ..limits import MAX_WALL_M
 from ..rationals import parse_delta
 from .ceiling import EXHAUSTIVE_GAP1_M, exhaustive_pair_maximum, pair_ceiling
 from .tropical import cube_family, expand_table, integer_table, mode_for, recheck, reduce_family
@@ -36,8 +37,6 @@ CVC5_SHARE = 100
 #: Consecutive ranks left undecided (z3 out of budget, no cyclic table) after which the search
 #: stops without a table: the entry's upper end is then unknown (None).
 MAX_UNDECIDED = 3
-#: Largest m of the wall (the cube's order problem has ``4^m`` entries per feature).
-MAX_WALL_M = 6  # as kernelgap.theory.wall_command's, which refuses a larger m before this module loads
 
 
 def least_rank(m: int, mode: str, start: int, rlimit: int) -> dict:

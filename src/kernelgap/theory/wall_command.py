@@ -10,17 +10,13 @@ import json
 import typer
 
 from ..args import parse_range
-
-#: z3's rlimit per solver call when ``--rlimit`` is not given (kernelgap.theory.tropical_solve).
-DEFAULT_WALL_RLIMIT = 200_000_000
-#: Largest m of the wall (kernelgap.theory.wall, where the cube's problem has 4^m entries a feature).
-MAX_WALL_M = 6
+from ..limits import MAX_WALL_M, WALL_RLIMIT
 
 
 def wall_cmd(
     m: str = typer.Option("2..5", "--m", help="m values: 2..5 or 2,3,4 (2 ≤ m ≤ 6)."),
     delta: str = typer.Option("2/5,1/2", "--delta", help="Tolerances δ: any δ < 1/2 gives one order; 1/2 two."),
-    rlimit: int = typer.Option(DEFAULT_WALL_RLIMIT, "--rlimit", help="Solver work budget per call (z3 rlimit units)."),
+    rlimit: int = typer.Option(WALL_RLIMIT, "--rlimit", help="Solver work budget per call (z3 rlimit units)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """The least rank of one nonnegative head on {0,1}^m at long context: a min-plus table found

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...args import parse_range
 from ...errors import KernelgapError
+from ...limits import MAX_WALL_M, WALL_RLIMIT
 from ...rationals import parse_delta
 from ...report.figures import legend, plt, save
 from ...report.html import table, titled
@@ -28,17 +29,14 @@ from ..base import Experiment, Figure
 
 TITLE = "The exact wall on the cube"
 
-#: Largest m of the wall (the cube's order problem has ``4^m`` entries per feature), as
-#: :data:`kernelgap.theory.wall.MAX_WALL_M`, which this torch- and solver-free module cannot import.
-MAX_M = 6
 #: Largest solver budget per call (z3 rlimit units): about an hour of z3 on one core.
 MAX_RLIMIT = 10**11
 
 
 def _ms(text: str) -> list[int]:
     ms = parse_range(text, "[exact_wall] m", "m", least=2)
-    if ms[-1] > MAX_M:
-        raise KernelgapError(f"[exact_wall] m: the wall is computed for m ≤ {MAX_M}, got {ms[-1]}")
+    if ms[-1] > MAX_WALL_M:
+        raise KernelgapError(f"[exact_wall] m: the wall is computed for m ≤ {MAX_WALL_M}, got {ms[-1]}")
     return ms
 
 
@@ -323,10 +321,13 @@ EXPERIMENT = Experiment(
     html=section_html,
     tables=markdown_tables,
     figures=(Figure("exact_wall", draw, caption),),
-    settings={"m": "2..4", "delta": "2/5,1/2", "rlimit": 200_000_000},
+    settings={"m": "2..4", "delta": "2/5,1/2", "rlimit": WALL_RLIMIT},
     setting_types={
         "m": checked(
-            str, _parses(_ms), f" must be m values from 2 to {MAX_M} like '2..5', got {{shown}}", {"type": "string"}
+            str,
+            _parses(_ms),
+            f" must be m values from 2 to {MAX_WALL_M} like '2..5', got {{shown}}",
+            {"type": "string"},
         ),
         "delta": checked(
             str, _parses(_deltas), " must be tolerances in (0, 1/2] like '2/5,1/2', got {shown}", {"type": "string"}
