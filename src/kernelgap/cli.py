@@ -165,7 +165,7 @@ def certify_cmd(
     if not budget >= 0:
         raise KernelgapError(f"--budget must be ≥ 0 seconds, got {budget}")
     payload = certify_and_construct(fam, delta, budget)  # the one-hot constructions checked torch-free
-    emit(payload, as_json, lambda p: describe_certificate(p) + [describe_construction(p)])
+    emit(payload, as_json, lambda p: describe_certificate(p) + describe_construction(p))
 
 
 @app.command(

@@ -126,8 +126,25 @@ def _problem_lines(payload: dict) -> list[str]:
     return lines
 
 
-def describe_construction(payload: dict) -> str:
-    """The human line for a certificate payload's construction fields (:mod:`.construction`)."""
+def describe_construction(payload: dict) -> list[str]:
+    """The human lines for a certificate payload's construction fields (:mod:`.construction`):
+    the one-head constructions, then the two-head one (:mod:`.two_heads`)."""
+    return [_one_head_line(payload), _two_heads_line(payload)]
+
+
+def _two_heads_line(payload: dict) -> str:
+    two = payload["two_heads"]
+    if not two["applies"]:
+        return f"two heads: no construction ({two['reason']})"
+    verdict = "exact" if two["exact"] else "NOT exact"
+    return (
+        f"one head: certified r ≥ {payload['certified_rank']}; two heads: constructed total {two['total']} "
+        f"(ranks {two['heads'][0]} + {two['heads'][1]}), {verdict} on all {two['sequences']:,} sequences "
+        f"(max error {two['max_error']} in exact arithmetic)"
+    )
+
+
+def _one_head_line(payload: dict) -> str:
     best = payload.get("construction")
     if best is None:
         return "constructed: neither one-hot construction checks exact on this family"
