@@ -38,8 +38,6 @@ from .two_heads import NotTwoLevel, check_two_heads
 #: Most query × candidate overlaps computed to find the levels each query sees (under a second
 #: of float32 products and scatters, m ≤ 128); above it every level 0..|x| is used instead.
 LEVEL_PAIRS_LIMIT = 1 << 25
-#: Most sequences of a product family expanded for the two-head check (each one a fraction).
-TWO_HEAD_SEQUENCES = 1 << 20
 #: Most sequences of a sequence family evaluated at once.
 SEQUENCE_CHUNK = 1 << 15
 
@@ -206,8 +204,6 @@ def certify_and_construct(family: AnyFamily, delta, budget_s: float) -> dict:
 def two_heads(family: AnyFamily) -> dict:
     """The two-head construction checked on ``family`` (:mod:`.two_heads`), or why it does
     not apply (``{"applies": False, "reason": ...}``)."""
-    if isinstance(family, ProductFamily) and family.length == 3 and family.sequence_count <= TWO_HEAD_SEQUENCES:
-        family = family.expand()
     try:
         return {"applies": True, **check_two_heads(family).to_json()}
     except NotTwoLevel as exc:

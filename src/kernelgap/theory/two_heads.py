@@ -36,7 +36,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..task.family import Family, ProductFamily
 from ..task.minip import EXACT_THRESHOLD
+
+#: Most sequences the check evaluates one by one, each as a fraction (about 10 s).
+MAX_SEQUENCES = 1 << 20
 
 
 class NotTwoLevel(ValueError):
@@ -60,37 +64,46 @@ def antichain_width(n: int) -> int:
     return k
 
 
-def two_levels(family) -> TwoLevels:
-    """The two levels of every query of ``family`` (module docstring), or :class:`NotTwoLevel`."""
-    index = getattr(family, "index", None)
-    if index is None:
-        raise NotTwoLevel("it is a product family; expand it to its sequences first")
-    if index.shape[1] != 3:
-        raise NotTwoLevel(
-            f"its sequences have length {index.shape[1]}, not 3 (min = s + s' − max needs two candidates)"
-        )
+def sequences(family) -> Family:
+    """``family`` as the sequences the check evaluates: a product family expanded, each
+    refused with the reason when it is not of length 3 or has more than :data:`MAX_SEQUENCES`."""
+    product = isinstance(family, ProductFamily)
+    length = family.length if product else family.index.shape[1]
+    if length != 3:
+        raise NotTwoLevel(f"its sequences have length {length}, not 3 (min = s + s' − max needs two candidates)")
+    count = family.sequence_count if product else len(family.index)
+    if count > MAX_SEQUENCES:
+        raise NotTwoLevel(f"it has {count:,} sequences; at most {MAX_SEQUENCES:,} are checked one by one")
+    return family.expand() if product else family
+
+
+def two_levels(family: Family) -> TwoLevels:
+    """The two levels of every query of ``family`` (module docstring; a family of
+    :func:`sequences`), or :class:`NotTwoLevel`."""
+    index = family.index
     if len(family.scored_positions) != 1:
         raise NotTwoLevel("it scores every position; the construction keys the query position apart")
     (q,) = family.scored_positions
     bits = family.tokens.astype(np.int64)
-    seen: dict[int, dict[int, set[int]]] = {}
-    for j in (p for p in range(3) if p != q):
-        overlaps = (bits[index[:, q]] * bits[index[:, j]]).sum(axis=1)
-        for x, z, s in zip(index[:, q].tolist(), index[:, j].tolist(), overlaps.tolist()):
-            seen.setdefault(x, {}).setdefault(s, set()).add(z)
-    levels, bottom_of = {}, {}
-    for x, by_level in seen.items():
-        if len(by_level) != 2:
-            raise NotTwoLevel(
-                f"query token {x} sees its candidates at {len(by_level)} overlap levels "
-                f"({', '.join(map(str, sorted(by_level)))}), not 2"
-            )
-        lo, hi = sorted(by_level)
-        levels[x] = (lo, hi)
-        for z in by_level[lo]:
-            if bottom_of.setdefault(z, x) != x:
-                raise NotTwoLevel(f"candidate token {z} is at the bottom of two queries ({bottom_of[z]} and {x})")
-    return TwoLevels(levels, bottom_of)
+    pairs = np.concatenate([index[:, [q, j]] for j in range(3) if j != q])  # (x, z) per candidate slot
+    overlaps = (bits[pairs[:, 0]] * bits[pairs[:, 1]]).sum(axis=1)
+    seen = np.unique(np.column_stack([pairs[:, 0], overlaps]), axis=0)  # (x, s), sorted
+    queries, first, count = np.unique(seen[:, 0], return_index=True, return_counts=True)
+    if (count != 2).any():
+        x = int(queries[np.argmax(count != 2)])
+        shown = ", ".join(str(v) for v in seen[seen[:, 0] == x, 1])
+        raise NotTwoLevel(
+            f"query token {x} sees its candidates at {count[count != 2][0]} overlap levels ({shown}), not 2"
+        )
+    lo, hi = seen[first, 1], seen[first + 1, 1]
+    levels = {int(x): (int(a), int(b)) for x, a, b in zip(queries, lo, hi)}
+    at_bottom = overlaps == lo[np.searchsorted(queries, pairs[:, 0])]
+    bottoms = np.unique(pairs[at_bottom][:, ::-1], axis=0)  # (z, x), sorted by z
+    shared = np.flatnonzero(bottoms[1:, 0] == bottoms[:-1, 0])
+    if len(shared):
+        z, a, b = bottoms[shared[0], 0], bottoms[shared[0], 1], bottoms[shared[0] + 1, 1]
+        raise NotTwoLevel(f"candidate token {z} is at the bottom of two queries ({a} and {b})")
+    return TwoLevels(levels, {int(z): int(x) for z, x in bottoms})
 
 
 @dataclass(frozen=True)
@@ -128,6 +141,7 @@ def check_two_heads(family, epsilon: Fraction | None = None) -> TwoHeadCheck:
     """Build the construction on ``family`` (module docstring; ``epsilon``: the query
     position's key scale, default the one the argument says is safe) and evaluate it exactly
     on every scored sequence; :class:`NotTwoLevel` where it does not apply."""
+    family = sequences(family)
     found = two_levels(family)
     queries = sorted(found.levels)
     k = antichain_width(len(queries))
