@@ -1,7 +1,8 @@
 """A refusal costs no torch import: bad arguments, seeds, devices, family names and files are
 refused before torch is loaded, for every command.
 
-A driver process imports ``kernelgap.cli`` (which imports no torch) and forks one child per
+A driver process imports ``kernelgap.cli`` (which imports no torch) and the torch-free modules
+the refusals load (:data:`PRELOAD`), and forks one child per
 refused command line; each child runs ``kernelgap.cli.main`` and reports its exit status,
 its stderr and whether ``torch`` is in ``sys.modules`` afterwards.  No stopwatch: a refusal
 that never imports torch is one that takes milliseconds beyond the interpreter.
@@ -18,10 +19,22 @@ import pytest
 
 from kernelgap.task import FAMILIES
 
+#: Torch-free modules the refusals load, imported once by the driver before it forks (each
+#: child would otherwise load them again): the children still start without torch.
+PRELOAD = [
+    "kernelgap.sweeps.config",
+    "kernelgap.experiments.profile",
+    "kernelgap.reproduction",
+    "kernelgap.probe.config",
+]
+
 DRIVER = r"""
-import contextlib, io, json, os, sys
+import contextlib, importlib, io, json, os, sys
 import kernelgap.cli
 assert "torch" not in sys.modules, "kernelgap.cli imports torch"
+for name in json.loads(sys.argv[2]):
+    importlib.import_module(name)
+    assert "torch" not in sys.modules, f"{name} imports torch"
 results = []
 for argv in json.loads(sys.argv[1]):
     read, write = os.pipe()
@@ -161,7 +174,11 @@ def refused_lines(tmp: Path) -> dict[str, list[list[str]]]:
 
 def run_driver(lines: list[list[str]], cwd: Path) -> list[dict]:
     out = subprocess.run(
-        [sys.executable, "-c", DRIVER, json.dumps(lines)], capture_output=True, text=True, cwd=cwd, timeout=600
+        [sys.executable, "-c", DRIVER, json.dumps(lines), json.dumps(PRELOAD)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.splitlines()[-1])
