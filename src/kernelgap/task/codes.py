@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import FamilyError
 from ..limits import MAX_GRAM_CHECK_WORDS, MAX_SUBWORD_KEYS, check_memory
-from .packed import PACK_ROWS, as_packed, shared_subword, subword_bytes, subword_key_count
+from .packed import as_packed, shared_subword, subword_key_count
 
 
 def _is_prime(q: int) -> bool:
@@ -142,16 +142,6 @@ def _gram_pairs(code: np.ndarray, bad) -> tuple[int, int] | None:
             i, j = np.argwhere(hit)[0].tolist()
             return start + i, j
     return None
-
-
-def check_bytes(words: int, m: int, weight: int, max_overlap: int) -> int:
-    """Memory of :func:`check_constant_weight` on ``words`` words: when the sub-word test is
-    taken, its passes (:func:`~.packed.subword_bytes`) and the packing (8 bytes a word and one
-    chunk of bit rows); else one Gram chunk (with its mask and comparison) and the code in float64."""
-    if _subword_removed(words, m, weight, max_overlap) is not None:
-        keys = subword_key_count(words, weight, weight - max_overlap - 1)
-        return subword_bytes(words, keys) + 8 * words + 80 * min(words, PACK_ROWS)
-    return 8 * words * m + 24 * min(GRAM_CHUNK_CELLS, words * words) + 16 * words
 
 
 def _subword_removed(words: int, m: int, weight: int, max_overlap: int) -> int | None:

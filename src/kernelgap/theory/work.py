@@ -113,7 +113,3 @@ def max_clique(adj: list[int], at_least: int, work: Work) -> list[int] | None:
     except OutOfWork:
         return None
     return sorted(best)
-
-
-def is_clique(adj: list[int], vertices: list[int]) -> bool:
-    return all(adj[u] >> v & 1 for k, u in enumerate(vertices) for v in vertices[k + 1 :])
