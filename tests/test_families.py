@@ -81,9 +81,9 @@ def test_parameters_are_listed_from_their_models():
     for name in FAMILIES:
         lines = describe_parameters(name)
         assert [line.split(":")[0] for line in lines] == list(inspect.signature(FAMILIES[name]).parameters)
-    assert "m: an integer in 2..64 (default 12)" in describe_parameters("layer")
+    assert "m: an integer ≥ 2 and ≤ 64 (default 12)" in describe_parameters("layer")
     assert "n: an integer ≥ 1 or none (default none)" in describe_parameters("layer")
-    assert "test_fraction: a number strictly between 0 and 1 (default 0.5)" in describe_parameters("pool")
+    assert "test_fraction: a number > 0 and < 1 (default 0.5)" in describe_parameters("pool")
     assert "split: one of train, test (default train)" in describe_parameters("pool")
     assert parse_params("layer", {"n": "none", "residue": "null", "m": "1.0"}) == {"n": None, "residue": None, "m": 1}
     with pytest.raises(FamilyError, match="split must be one of train, test, got 'none'"):

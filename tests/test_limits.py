@@ -22,8 +22,8 @@ from kernelgap.models import KernelSpec, SoftmaxSpec
 from kernelgap.models.sizing import check_model
 from kernelgap.task import FAMILIES, build_family
 from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
-from kernelgap.task.registry import MEMORY, check_params, family_parameters
-from kernelgap.validation import bounds, choices
+from kernelgap.task.registry import MEMORY, check_params, family_parameters, parameter_schemas
+from param_schema import bounds, choices
 from test_bad_input import KERNELGAP, _check, tree_digest
 
 SWEEP = """
@@ -164,7 +164,7 @@ def _constrained():
     """``(family, parameter, a value its declared range or choices refuse)`` for every bound
     and every choice list of every registered family."""
     for name in sorted(FAMILIES):
-        for key, field in family_parameters(name).items():
+        for key, field in parameter_schemas(name).items():
             if choices(field):
                 yield name, key, "no-such-choice"
             b = bounds(field)
@@ -182,7 +182,7 @@ def test_every_declared_range_and_choice_is_enforced(name, key, bad):
 def test_every_seed_and_size_is_declared():
     """Seeds are ≥ 0 and counts ≥ 1 (or 0/−1 where that means a default) in every family."""
     for name in FAMILIES:
-        fields = family_parameters(name)
+        fields = parameter_schemas(name)
         for key in ("seed", "m", "n", "length", "pool_size", "sequences", "queries_per_class"):
             if key in fields:
                 assert "ge" in bounds(fields[key]), (name, key)
