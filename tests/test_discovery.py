@@ -203,7 +203,7 @@ def test_a_new_family_module_is_built_and_its_parameters_checked(extended):
     assert json.loads(built["out"])["sequences"] == 64 and (root / "pairs.json").is_file()
     too_big = report["runs"][3]
     assert too_big["code"] == 2 and not (root / "big.json").exists()
-    assert too_big["err"] == "error: family 'pairs': m must lie in 1..6, got 7\n"
+    assert too_big["err"] == "error: family 'pairs': m: input should be less than or equal to 6, got 7\n"
     unknown = report["runs"][4]
     assert unknown["code"] == 2 and ", pairs, " in unknown["err"]
 

@@ -86,7 +86,7 @@ def test_parameters_are_listed_from_their_models():
     assert "test_fraction: a number > 0 and < 1 (default 0.5)" in describe_parameters("pool")
     assert "split: one of train, test (default train)" in describe_parameters("pool")
     assert parse_params("layer", {"n": "none", "residue": "null", "m": "1.0"}) == {"n": None, "residue": None, "m": 1}
-    with pytest.raises(FamilyError, match="split must be one of train, test, got 'none'"):
+    with pytest.raises(FamilyError, match="split: input should be 'train' or 'test', got 'none'"):
         check_params("pool", parse_params("pool", {"split": "none"}))  # only where none is allowed
 
 

@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 
 from ..errors import FamilyError
 from ..limits import check_memory
-from ..validation import Int, Number, violation
+from ..validation import Int, Number, error_line
 from .family import AnyFamily
 
 FamilyBuilder = Callable[..., AnyFamily]
@@ -200,18 +200,13 @@ def check_values(name: str, params: dict) -> dict:
     model against its name, type and declared range only; a :class:`FamilyError` naming the
     parameter otherwise.  :func:`check_params` adds the family's check and the memory limit."""
     fields = family_parameters(name)  # validates the name
+    for key in params:
+        if key not in fields:
+            raise FamilyError(_unknown(name, key))
     try:
-        values = PARAMS[name].model_validate(params)
+        return dict(PARAMS[name].model_validate(params))
     except ValidationError as exc:
-        order = [None, *fields]  # unknown keys first, then in the builder's order
-        errors = [(e, e["loc"][0] if e["loc"] and e["type"] != "extra_forbidden" else None) for e in exc.errors()]
-        first, key = min(errors, key=lambda pair: order.index(pair[1]) if pair[1] in fields else 0)
-        if key is None:
-            raise FamilyError(
-                _unknown(name, str(first["loc"][0])) if first["loc"] else f"family {name!r}: {first['msg']}"
-            ) from None
-        raise FamilyError(f"family {name!r}: {key} {violation(first, fields[key])}, got {params.get(key)!r}") from None
-    return dict(values)
+        raise FamilyError(f"family {name!r}: {error_line(exc)}") from None
 
 
 def check_params(name: str, params: dict) -> dict:
