@@ -119,16 +119,16 @@ def test_save_never_overwrites(tmp_path):
 BAD_FILES = [
     ("[1, 2]", "JSON object"),
     ("{not json", "not valid JSON"),
-    ('{"sequences": [["01"]]}', "missing the key 'm'"),
-    ('{"m": 0, "sequences": [["0"]]}', "positive integer"),
-    ('{"m": 2, "sequences": []}', "non-empty"),
+    ('{"sequences": [["01"]]}', "m: field required"),
+    ('{"m": 0, "sequences": [["0"]]}', "m: input should be greater than or equal to 1, got 0"),
+    ('{"m": 2, "sequences": []}', "sequences: list should have at least 1 item"),
     ('{"m": 2, "sequences": [["01", "1"]]}', "length 1, expected m = 2"),
     ('{"m": 2, "sequences": [["01", "2a"]]}', "other than '0' and '1'"),
     ('{"m": 2, "sequences": [["01", "10"], ["01"]]}', "sequence 1 has length 1"),
     ('{"m": 2, "sequences": [["01", "10"]], "query_position": 3}', "query_position"),
     ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01", "11"]]}', "good candidate appears in no sequence"),
-    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01"]]}', "matching entry 0"),
-    ('{"m": 2, "sequences": [[1, 0]]}', "expected a string"),
+    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01"]]}', "matching.0: list should have at least 2 items"),
+    ('{"m": 2, "sequences": [[1, 0]]}', "sequences.0.0: input should be a valid string, got 1"),
 ]
 
 
