@@ -84,7 +84,7 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     (
         "curve-ladder-seed",
         ["bound-curve", "--code", "ladder", "--m", "16", "--seed", "-1"],
-        "family 'ladder': seed must be ≥ 0, got -1",
+        "family 'ladder': seed: input should be greater than or equal to 0, got -1",
     ),
     (
         "report-reproduce-list",
@@ -94,19 +94,19 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     (
         "report-user-experiments",
         ["report", "{w}/reproduce-user-experiments"],
-        "reproduce.json is not a kernelgap reproduction record: user_experiments: expected object, got 3",
+        "reproduce.json is not a kernelgap reproduction record: user_experiments: input should be a valid dictionary, got 3",
     ),
     ("report-reproduce-not-json", ["report", "{w}/reproduce-not-json"], "reproduce.json is corrupted (not valid JSON)"),
     ("report-reproduce-huge-int", ["report", "{w}/reproduce-huge-int"], "reproduce.json is corrupted"),
     (
         "report-reproduce-invocations",
         ["report", "{w}/reproduce-invocations"],
-        "reproduce.json is not a kernelgap reproduction record: invocations.0.command is missing",
+        "reproduce.json is not a kernelgap reproduction record: invocations.0.command: field required",
     ),
     (
         "report-probe-junk",
         ["report", "{w}/probe-runs-number"],
-        "probe.json is not a kernelgap probe record: runs: expected string, got 3",
+        "probe.json is not a kernelgap probe record: runs: input should be a valid string, got 3",
     ),
     ("report-probe-not-json", ["report", "{w}/probe-not-json"], "probe.json is corrupted (not valid JSON)"),
     ("report-probe-huge-int", ["report", "{w}/probe-huge-int"], "probe.json is corrupted"),
@@ -115,24 +115,28 @@ CASES = [  # (id, argv with {w}, text the one error line must contain)
     (
         "report-probe-no-suites",
         ["report", "{w}/probe-no-suites"],
-        "probe.json is not a kernelgap probe record: suites is missing",
+        "probe.json is not a kernelgap probe record: suites: field required",
     ),
     (
         "report-probe-bad-suite",
         ["report", "{w}/probe-bad-suite"],
-        "probe.json is not a kernelgap probe record: suites.0.family is missing",
+        "probe.json is not a kernelgap probe record: suites.0.family: field required",
     ),
     ("report-probe-no-runs", ["report", "{w}/probe-no-runs"], "holds no probe results"),
     (
         "results-summary-profile",
         ["results", "{w}/summary-profile"],
-        "is not a reproduction summary (profile: expected string, got 3)",
+        "is not a reproduction summary (profile: input should be a valid string, got 3)",
     ),
     ("results-summary-partial", ["results", "{w}/summary-partial"], "is not a reproduction summary"),
-    ("probe-bad-lr", [*PROBE, "--lr", "-1"], "train.lr must be a finite number in (0, 1e+100], got -1.0"),
+    ("probe-bad-lr", [*PROBE, "--lr", "-1"], "train.lr: must be a finite number in (0, 1e+100], got -1.0"),
     ("probe-bad-executor", [*PROBE, "--executor", "dask"], "unknown executor 'dask'"),
     ("probe-workers-zero", [*PROBE, "--workers", "0"], "--workers must be ≥ 1, got 0"),
-    ("probe-empty-interface", [*PROBE, "--interface", ""], "module.interface must be 'sequence' or 'layer', got ''"),
+    (
+        "probe-empty-interface",
+        [*PROBE, "--interface", ""],
+        "module.interface: input should be 'sequence' or 'layer', got ''",
+    ),
     ("probe-empty-kwargs", [*PROBE, "--kwargs", ""], "--kwargs is not valid JSON"),
     ("probe-huge-kwargs", [*PROBE, "--kwargs", '{"d": 1' + "0" * 5000 + "}"], "--kwargs is not usable JSON"),
     (

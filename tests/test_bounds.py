@@ -77,14 +77,17 @@ OUT_OF_RANGE = [
     (["sweep", "stop-inf.toml", "--out", "s", "--workers", HUGE], "--workers must be ≤"),
     (["reproduce", "--workers", HUGE, "--out", "r"], "--workers must be ≤"),
     (["reproduce", "--workers", "0", "--out", "r"], "--workers must be ≥ 1"),
-    (["sweep", "stop-inf.toml", "--out", "s"], "train.stop_below must be a finite number"),
+    (
+        ["sweep", "stop-inf.toml", "--out", "s"],
+        "train.stop_below: must be a finite number ≥ 0 (0: never stop early), got inf",
+    ),
     (["sweep", "stop-inf.toml", "--out", "s", "--cpus-per-task", "inf"], "--cpus-per-task must be a finite"),
     (["sweep", "stop-inf.toml", "--out", "s", "--gpus-per-task", "nan"], "--gpus-per-task must be a finite"),
-    (["reproduce", "--profile", "length-m", "--out", "r"], "length.m must be"),
+    (["reproduce", "--profile", "length-m", "--out", "r"], "length.m: must be an m that verify checks"),
     (["probe", DECAYED, "--kwargs", '{"a": "\\ud800"}', "--out", "p"], "lone surrogate"),
     (["probe", DECAYED, "--kwargs", '{"a": ' + "[" * 800 + "]" * 800 + "}", "--out", "p"], "nests deeper"),
     (["probe", DECAYED, "--arg", "a=" + "[" * 800 + "]" * 800, "--out", "p"], "nests deeper"),
-    (["probe", DECAYED, "--lr", "1e308", "--out", "p"], "train.lr must be a finite number in (0, 1e+100]"),
+    (["probe", DECAYED, "--lr", "1e308", "--out", "p"], "train.lr: must be a finite number in (0, 1e+100], got 1e+308"),
     (["certify", "--family", "witness", "--budget", "inf"], "--budget must be a finite number"),
 ]
 

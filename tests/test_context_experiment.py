@@ -192,7 +192,10 @@ def test_curve_refusals_before_any_certificate():
         (lambda: bound_curve("layer", [13], lengths=[3]), "needs even m"),
         (lambda: lc.length_curve([2], [3]), "a curve needs m ≥ 4"),
         (lambda: lc.length_curve([8, 10], list(range(3, 600))), "1,194 points; a curve has at most"),
-        (lambda: lc.length_curve([12], [MAX_PRODUCT_LENGTH + 1]), "length must lie in"),
+        (
+            lambda: lc.length_curve([12], [MAX_PRODUCT_LENGTH + 1]),
+            "length: input should be less than or equal to 65536",
+        ),
         (lambda: bound_curve("layer", [12], queries=4), "--queries does not apply"),
     ):
         with pytest.raises(KernelgapError, match=why):
@@ -237,7 +240,7 @@ def test_cli_wall_curve(cli, tmp_path):
         (["--m", "13"], "--code layer needs even m"),
         (["--m", "12", "--queries", "8"], "--queries does not apply to --code layer"),
         (["--m", "2"], "a curve needs m ≥ 4"),
-        (["--m", "96"], "m must lie in 2..64"),
+        (["--m", "96"], "m: input should be less than or equal to 64, got 96"),
     ],
 )
 def test_cli_refuses_bad_layer_input_in_one_line(cli, args, why):
@@ -626,11 +629,14 @@ def test_schema_rejects_a_broken_section(tmp_path):
     del broken["wall"][0]["length"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, SCHEMA)
-    assert section_problem(ctx.EXPERIMENT, broken) == "context.wall.0.length is missing"
+    assert section_problem(ctx.EXPERIMENT, broken) == "context.wall.0.length: field required"
     broken = {**section, "trained": [{**section["trained"][0], "determined": "yes"}]}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, SCHEMA)
-    assert section_problem(ctx.EXPERIMENT, broken) == "context.trained.0.determined: expected boolean, got 'yes'"
+    assert (
+        section_problem(ctx.EXPERIMENT, broken)
+        == "context.trained.0.determined: input should be a valid boolean, got 'yes'"
+    )
 
 
 def test_figures_and_html(tmp_path):

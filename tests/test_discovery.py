@@ -197,13 +197,13 @@ def test_train_takes_the_new_map_and_the_new_family(extended):
 def test_a_new_family_module_is_built_and_its_parameters_checked(extended):
     report, root, _ = extended
     assert "pairs" in report["families"]
-    assert report["pairs"] == ["m: an integer in 1..6 (default 2)"]
+    assert report["pairs"] == ["m: an integer ≥ 1 and ≤ 6 (default 2)"]
     built = report["runs"][2]
     assert built["code"] == 0, built["err"]
     assert json.loads(built["out"])["sequences"] == 64 and (root / "pairs.json").is_file()
     too_big = report["runs"][3]
     assert too_big["code"] == 2 and not (root / "big.json").exists()
-    assert too_big["err"] == "error: family 'pairs': m must lie in 1..6, got 7\n"
+    assert too_big["err"] == "error: family 'pairs': m: input should be less than or equal to 6, got 7\n"
     unknown = report["runs"][4]
     assert unknown["code"] == 2 and ", pairs, " in unknown["err"]
 

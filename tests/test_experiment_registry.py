@@ -156,7 +156,7 @@ def test_the_toy_section_is_in_the_summary_and_valid(toy):
         jsonschema.validate({**summary, "toy": {"runs": []}}, schema)
     experiments = reproduction_experiments(read_meta(out))  # the models the schema came from agree
     assert summary_problem(summary, experiments) is None
-    assert summary_problem({**summary, "toy": {"runs": []}}, experiments) == "toy.sequences is missing"
+    assert summary_problem({**summary, "toy": {"runs": []}}, experiments) == "toy.sequences: field required"
 
 
 def test_a_section_schema_is_a_model_not_a_json_schema_dict():
@@ -222,7 +222,7 @@ def test_profile_errors_name_the_experiment(tmp_path):
     with pytest.raises(ConfigError, match="EXPERIMENT is named 'other', its folder 'toy'"):
         load_profile(clash)
     bad = write_profile(tmp_path / "c", {**TOY, "profile.toml": 'experiments = ["toy"]\n[toy]\nlabels = 1\n'})
-    with pytest.raises(ConfigError, match=r"profile.toml: unknown key toy\.'labels' \(expected one of label\)$"):
+    with pytest.raises(ConfigError, match=r"profile.toml: toy: unknown key 'labels' \(expected one of label\)$"):
         load_profile(bad)
     from kernelgap.experiments.registry import load_folder
 
@@ -254,13 +254,16 @@ def test_every_builtin_experiment_is_one_folder():
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("experiments = 3", "experiments: expected list, got 3"),
-        ("experiments = []", "experiments: expected at least 1 entry, got []"),
-        ("experiments = [1]", "experiments.0: expected str, got 1"),
-        ("name = 'x'", "experiments is missing"),
+        ("experiments = 3", "experiments: input should be a valid list, got 3"),
+        ("experiments = []", "experiments: list should have at least 1 item after validation, not 0, got []"),
+        ("experiments = [1]", "experiments.0: input should be a valid string, got 1"),
+        ("name = 'x'", "experiments: field required"),
         ('experiments = ["witness"]\nbogus = 1', "unknown key 'bogus' (expected one of bound_curve, context, "),
-        ('experiments = ["witness"]\nlength = 3', "length: expected a table, got 3"),
-        ('experiments = ["witness"]\n[length]\nn = 5', "unknown key length.'n' (expected one of m)"),
+        (
+            'experiments = ["witness"]\nlength = 3',
+            "length: input should be a valid dictionary or instance of length, got 3",
+        ),
+        ('experiments = ["witness"]\n[length]\nn = 5', "length: unknown key 'n' (expected one of m)"),
     ],
 )
 def test_profile_toml_is_a_model(tmp_path, text, message):

@@ -81,12 +81,12 @@ def test_parameters_are_listed_from_their_models():
     for name in FAMILIES:
         lines = describe_parameters(name)
         assert [line.split(":")[0] for line in lines] == list(inspect.signature(FAMILIES[name]).parameters)
-    assert "m: an integer in 2..64 (default 12)" in describe_parameters("layer")
+    assert "m: an integer ≥ 2 and ≤ 64 (default 12)" in describe_parameters("layer")
     assert "n: an integer ≥ 1 or none (default none)" in describe_parameters("layer")
-    assert "test_fraction: a number strictly between 0 and 1 (default 0.5)" in describe_parameters("pool")
+    assert "test_fraction: a number > 0 and < 1 (default 0.5)" in describe_parameters("pool")
     assert "split: one of train, test (default train)" in describe_parameters("pool")
     assert parse_params("layer", {"n": "none", "residue": "null", "m": "1.0"}) == {"n": None, "residue": None, "m": 1}
-    with pytest.raises(FamilyError, match="split must be one of train, test, got 'none'"):
+    with pytest.raises(FamilyError, match="split: input should be 'train' or 'test', got 'none'"):
         check_params("pool", parse_params("pool", {"split": "none"}))  # only where none is allowed
 
 
@@ -119,16 +119,16 @@ def test_save_never_overwrites(tmp_path):
 BAD_FILES = [
     ("[1, 2]", "JSON object"),
     ("{not json", "not valid JSON"),
-    ('{"sequences": [["01"]]}', "missing the key 'm'"),
-    ('{"m": 0, "sequences": [["0"]]}', "positive integer"),
-    ('{"m": 2, "sequences": []}', "non-empty"),
+    ('{"sequences": [["01"]]}', "m: field required"),
+    ('{"m": 0, "sequences": [["0"]]}', "m: input should be greater than or equal to 1, got 0"),
+    ('{"m": 2, "sequences": []}', "sequences: list should have at least 1 item"),
     ('{"m": 2, "sequences": [["01", "1"]]}', "length 1, expected m = 2"),
     ('{"m": 2, "sequences": [["01", "2a"]]}', "other than '0' and '1'"),
     ('{"m": 2, "sequences": [["01", "10"], ["01"]]}', "sequence 1 has length 1"),
     ('{"m": 2, "sequences": [["01", "10"]], "query_position": 3}', "query_position"),
     ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01", "11"]]}', "good candidate appears in no sequence"),
-    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01"]]}', "matching entry 0"),
-    ('{"m": 2, "sequences": [[1, 0]]}', "expected a string"),
+    ('{"m": 2, "sequences": [["01", "10"]], "matching": [["01"]]}', "matching.0: list should have at least 2 items"),
+    ('{"m": 2, "sequences": [[1, 0]]}', "sequences.0.0: input should be a valid string, got 1"),
 ]
 
 

@@ -227,7 +227,7 @@ def test_unknown_map_is_a_user_error():
 
 
 def test_rank_must_be_positive():
-    with pytest.raises(KernelgapError, match="rank must be ≥ 1"):
+    with pytest.raises(KernelgapError, match="model.rank: input should be greater than or equal to 1, got 0"):
         build_model(KernelSpec(feature_map="elu1", rank=0), M, 3, seeds=[0])
 
 

@@ -28,8 +28,8 @@ import kernelgap.experiments
 from kernelgap.cli import main
 from kernelgap.limits import MAX_RANK
 from kernelgap.task import FAMILIES, build_family, save_family
-from kernelgap.task.registry import family_parameters
-from kernelgap.validation import base_type, bounds, choices
+from kernelgap.task.registry import parameter_schemas
+from param_schema import base_type, bounds, choices
 from test_bad_input import EXAMPLE, TINY, tree_digest
 from test_probe_leash import TEMPLATE
 
@@ -134,7 +134,7 @@ def bad_family_params(draw) -> tuple[str, list[str]]:
         name = draw(WORD.filter(lambda s: s not in FAMILIES))
         return name, ["-p", "m=3"] if draw(st.booleans()) else []
     name = draw(st.sampled_from(sorted(FAMILIES)))
-    fields = family_parameters(name)
+    fields = parameter_schemas(name)
     pairs: list[str] = []
     if kind == "range":
         options = [(k, "choices", choices(f)) for k, f in fields.items() if choices(f)]
@@ -153,7 +153,7 @@ def bad_family_params(draw) -> tuple[str, list[str]]:
                 value = bound + draw(st.sampled_from([1, 10**12]))
             pairs.append(f"{key}={value}")
     if kind == "type":
-        typed = [(k, base_type(f)[0]) for k, f in fields.items() if base_type(f)[0] in (int, float)]
+        typed = [(k, base_type(f)) for k, f in fields.items() if base_type(f) in (int, float)]
         if not typed:
             kind = "unknown-key"
         else:

@@ -7,6 +7,7 @@ was (hashed before and after)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tracemalloc
 from itertools import combinations
@@ -22,8 +23,8 @@ from kernelgap.models import KernelSpec, SoftmaxSpec
 from kernelgap.models.sizing import check_model
 from kernelgap.task import FAMILIES, build_family
 from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
-from kernelgap.task.registry import MEMORY, check_params, family_parameters
-from kernelgap.validation import bounds, choices
+from kernelgap.task.registry import MEMORY, check_params, family_parameters, parameter_schemas
+from param_schema import bounds, choices
 from test_bad_input import KERNELGAP, _check, tree_digest
 
 SWEEP = """
@@ -64,26 +65,50 @@ def world(tmp_path_factory):
 
 RANK_LIMIT = f"must be ≤ {MAX_RANK:,} features per head"
 CASES = [  # (id, argv with {w}, text the one error line must contain)
-    ("family-seed", ["family", "ladder", "-p", "seed=-1", "--out", "{w}/x.json"], "seed must be ≥ 0, got -1"),
-    ("certify-seed", ["certify", "--family", "ladder", "-p", "seed=-1"], "seed must be ≥ 0, got -1"),
-    ("train-seed", ["train", "--family", "ladder", "-p", "seed=-1"], "seed must be ≥ 0, got -1"),
+    (
+        "family-seed",
+        ["family", "ladder", "-p", "seed=-1", "--out", "{w}/x.json"],
+        "seed: input should be greater than or equal to 0, got -1",
+    ),
+    (
+        "certify-seed",
+        ["certify", "--family", "ladder", "-p", "seed=-1"],
+        "seed: input should be greater than or equal to 0, got -1",
+    ),
+    (
+        "train-seed",
+        ["train", "--family", "ladder", "-p", "seed=-1"],
+        "seed: input should be greater than or equal to 0, got -1",
+    ),
     (
         "sweep-seed",
         ["sweep", "{w}/seed-negative.toml", "--out", "{w}/new"],
-        "family.params: family 'ladder': seed must be ≥ 0, got -1",
+        "family.params: family 'ladder': seed: input should be greater than or equal to 0, got -1",
     ),
-    ("sweep-seed-into-empty", ["sweep", "{w}/seed-negative.toml", "--out", "{w}/empty"], "seed must be ≥ 0"),
-    ("sweep-seed-float", ["sweep", "{w}/seed-float.toml", "--out", "{w}/new"], "seed must be an integer, got 1.5"),
-    ("family-cw-seed", ["family", "cw", "-p", "seed=-3", "--out", "{w}/x.json"], "seed must be ≥ 0"),
+    (
+        "sweep-seed-into-empty",
+        ["sweep", "{w}/seed-negative.toml", "--out", "{w}/empty"],
+        "seed: input should be greater than or equal to 0",
+    ),
+    (
+        "sweep-seed-float",
+        ["sweep", "{w}/seed-float.toml", "--out", "{w}/new"],
+        "seed: input should be a valid integer, got 1.5",
+    ),
+    (
+        "family-cw-seed",
+        ["family", "cw", "-p", "seed=-3", "--out", "{w}/x.json"],
+        "seed: input should be greater than or equal to 0",
+    ),
     (
         "family-pool-fraction",
         ["family", "pool", "-p", "test_fraction=nan", "--out", "{w}/x.json"],
-        "test_fraction must be a finite number",
+        "test_fraction: input should be a finite number, got nan",
     ),
     (
         "family-ood-split",
         ["family", "ood", "-p", "split=dev", "--out", "{w}/x.json"],
-        "split must be one of train, test, got 'dev'",
+        "split: input should be 'train' or 'test', got 'dev'",
     ),
     (
         "family-n-huge",
@@ -145,7 +170,10 @@ def test_refused_in_one_line_before_allocating(world, cli, case, args, needle):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["family", "ladder", "-p", "seed=-1", "--out", "x.json"], "seed must be ≥ 0, got -1"),
+        (
+            ["family", "ladder", "-p", "seed=-1", "--out", "x.json"],
+            "seed: input should be greater than or equal to 0, got -1",
+        ),
         (["family", "ladder", "-p", "m=16", "-p", "n=100000", "--out", "x.json"], "at most 1,396"),
         (["train", "--family", "witness", "--rank", str(2**70)], RANK_LIMIT),
     ],
@@ -164,7 +192,7 @@ def _constrained():
     """``(family, parameter, a value its declared range or choices refuse)`` for every bound
     and every choice list of every registered family."""
     for name in sorted(FAMILIES):
-        for key, field in family_parameters(name).items():
+        for key, field in parameter_schemas(name).items():
             if choices(field):
                 yield name, key, "no-such-choice"
             b = bounds(field)
@@ -175,14 +203,16 @@ def _constrained():
 
 @pytest.mark.parametrize("name, key, bad", list(_constrained()), ids=[f"{n}.{k}={b}" for n, k, b in _constrained()])
 def test_every_declared_range_and_choice_is_enforced(name, key, bad):
-    with pytest.raises(FamilyError, match=f"family '{name}': {key} must"):
+    with pytest.raises(
+        FamilyError, match=re.escape(f"family '{name}': {key}: input should be ") + ".*, got " + re.escape(repr(bad))
+    ):
         check_params(name, {key: bad})
 
 
 def test_every_seed_and_size_is_declared():
     """Seeds are ≥ 0 and counts ≥ 1 (or 0/−1 where that means a default) in every family."""
     for name in FAMILIES:
-        fields = family_parameters(name)
+        fields = parameter_schemas(name)
         for key in ("seed", "m", "n", "length", "pool_size", "sequences", "queries_per_class"):
             if key in fields:
                 assert "ge" in bounds(fields[key]), (name, key)
@@ -195,7 +225,9 @@ def test_types_are_checked_and_defaults_pass(name):
         assert 0 < MEMORY[name](**full) <= memory_limit()
     for key in family_parameters(name):
         for bad in ([1], True, "1"):
-            with pytest.raises(FamilyError, match=f"{key} must"):
+            with pytest.raises(
+                FamilyError, match=re.escape(f"{key}: input should be ") + ".*, got " + re.escape(repr(bad))
+            ):
                 check_params(name, {key: bad})
 
 
@@ -336,8 +368,14 @@ def test_batched_random_search_equals_the_word_by_word_one(m, data, seed):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["train", "--family", "witness", "--max-steps", str(10**24)], "train.max_steps must be ≤ 10,000,000"),
-        (["train", "--family", "witness", "--mse-steps", "10000001"], "train.mse_steps must be ≤ 10,000,000"),
+        (
+            ["train", "--family", "witness", "--max-steps", str(10**24)],
+            "train.max_steps: input should be less than or equal to 10000000",
+        ),
+        (
+            ["train", "--family", "witness", "--mse-steps", "10000001"],
+            "train.mse_steps: input should be less than or equal to 10000000",
+        ),
     ],
 )
 def test_schedules_beyond_the_step_limit_are_refused(cli, args, message):
@@ -349,5 +387,5 @@ def test_a_layer_module_wider_than_the_limit_is_refused():
     from kernelgap.errors import KernelgapError
     from kernelgap.models.external import ModuleSpec
 
-    with pytest.raises(KernelgapError, match="d_model must be ≤ 65,536"):
+    with pytest.raises(KernelgapError, match="d_model: input should be less than or equal to 65536"):
         ModuleSpec(target="kernelgap.probe.examples:DecayedLinearAttention", d_model=1 << 17)

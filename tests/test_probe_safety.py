@@ -147,15 +147,15 @@ def strict(path: Path):
 @pytest.mark.parametrize(
     "flags, needle",
     [
-        (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=NaN"], "args.alpha must be a finite number, got nan"),
+        (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=NaN"], "args.alpha: must be a finite number, got nan"),
         (
             ["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=Infinity"],
-            "args.alpha must be a finite number, got inf",
+            "args.alpha: must be a finite number, got inf",
         ),
         (["--arg", "m=m", "--arg", "rank=rank", "--arg", "alpha=-Infinity"], "got -inf"),
-        (["--kwargs", '{"alpha": NaN}'], "kwargs.alpha must be a finite number, got nan"),
-        (["--kwargs", '{"alpha": 1e999}'], "kwargs.alpha must be a finite number, got inf"),
-        (["--kwargs", '{"alpha": [1, {"beta": -Infinity}]}'], "kwargs.alpha[1].beta must be a finite number"),
+        (["--kwargs", '{"alpha": NaN}'], "kwargs.alpha: must be a finite number, got nan"),
+        (["--kwargs", '{"alpha": 1e999}'], "kwargs.alpha: must be a finite number, got inf"),
+        (["--kwargs", '{"alpha": [1, {"beta": -Infinity}]}'], "kwargs.alpha[1].beta: must be a finite number"),
     ],
     ids=["arg-nan", "arg-inf", "arg-minus-inf", "kwargs-nan", "kwargs-overflow", "kwargs-nested"],
 )
@@ -168,9 +168,9 @@ def test_non_finite_arguments_are_refused_before_anything_is_written(world, cli,
 
 def test_non_finite_arguments_are_refused_in_a_sweep_file_and_through_python(world):
     (world / "nan.toml").write_text(SWEEP.replace("[train]", "[model.module.kwargs]\nalpha = nan\n[train]"))
-    with pytest.raises(KernelgapError, match=r"model\.module\.kwargs\.alpha must be a finite number, got nan"):
+    with pytest.raises(KernelgapError, match=r"model\.module\.kwargs\.alpha: must be a finite number, got nan"):
         run_sweep(world / "nan.toml", world / "s", executor="inline", progress=False)
-    with pytest.raises(KernelgapError, match=r"kwargs\.alpha must be a finite number, got inf"):
+    with pytest.raises(KernelgapError, match=r"kwargs\.alpha: must be a finite number, got inf"):
         probe_module("mods.py:Mean", {"alpha": float("inf")}, out=world / "p", ranks=[2], steps=3, **QUIET)
     assert not (world / "s").exists() and not (world / "p").exists()
 

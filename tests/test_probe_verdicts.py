@@ -348,19 +348,28 @@ def test_the_recipe_search_runs_on_the_suites_named_only(tmp_path):
 
 @pytest.mark.parametrize("value", ["witness", 3, [1]])
 def test_a_probe_entry_with_bad_recipes_is_refused(tmp_path, value):
-    with pytest.raises(ConfigError, match="recipes must be"):
+    with pytest.raises(ConfigError, match="recipes: must be true, false or a list of suite names, got "):
         parse_probes([{"name": "x", "target": "a:b", "recipes": value}], tmp_path / "p.toml")
 
 
 @pytest.mark.parametrize(
     "entry, needle",
     [
-        ({"name": "x", "target": "a:b", "colour": 1}, "unknown key probes[0].'colour'"),
-        ({"name": "", "target": "a:b"}, "probes[0].name must be a non-empty string, got ''"),
-        ({"name": "x"}, "probes[0].target is missing"),
-        ({"name": "x", "target": "a:b", "ranks": [1.5]}, "probes[0].ranks must be a list of ranks"),
-        ({"name": "x", "target": "a:b", "seeds": [True]}, "probes[0].seeds.0: expected int, got True"),
-        ({"name": "x", "target": "a:b", "lr": "fast"}, "probes[0].lr: expected float, got 'fast'"),
+        ({"name": "x", "target": "a:b", "colour": 1}, "probes[0]: unknown key 'colour'"),
+        ({"name": "", "target": "a:b"}, "probes[0].name: must be a non-empty string, got ''"),
+        ({"name": "x"}, "probes[0].target: field required"),
+        (
+            {"name": "x", "target": "a:b", "ranks": [1.5]},
+            "probes[0].ranks: must be a list of ranks or a table of them by suite name, got [1.5]",
+        ),
+        (
+            {"name": "x", "target": "a:b", "seeds": [True]},
+            "probes[0].seeds.0: input should be a valid integer, got True",
+        ),
+        (
+            {"name": "x", "target": "a:b", "lr": "fast"},
+            "probes[0].lr: must be a finite number in (0, 1e+100], got 'fast'",
+        ),
     ],
 )
 def test_a_probe_entry_is_checked_against_its_model(tmp_path, entry, needle):

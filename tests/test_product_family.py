@@ -130,8 +130,11 @@ def test_expansion_refuses_huge_products():
 
 BAD = [
     ({"queries": ["01"], "candidates": ["10"], "sequences": [["01"]]}, "not both"),
-    ({"queries": [], "candidates": ["10"]}, "needs 'queries'"),
-    ({"queries": ["01"]}, "needs 'candidates'"),
+    (
+        {"queries": [], "candidates": ["10"]},
+        "queries: list should have at least 1 item after validation, not 0, got []",
+    ),
+    ({"queries": ["01"]}, "candidates: field required"),
     ({"queries": ["01"], "candidates": ["1x"]}, "candidates entry 0: '1x' has characters"),
     ({"queries": ["011"], "candidates": ["10"]}, "queries entry 0: '011' has length 3"),
     ({"queries": ["01"], "candidates": ["10"], "query_position": None}, "'query_position' must be an integer in 1..3"),
@@ -140,7 +143,7 @@ BAD = [
         {"queries": ["01"], "candidates": ["10"], "matching": [["01", "01"]]},
         "its good candidate is not in 'candidates'",
     ),
-    ({"queries": ["01"], "candidates": [[1, 0]]}, "expected a string"),
+    ({"queries": ["01"], "candidates": [[1, 0]]}, "candidates.0: input should be a valid string, got [1, 0]"),
 ]
 
 

@@ -52,7 +52,7 @@ def world(tmp_path) -> Path:
 def test_train_refuses_what_a_softmax_model_is_not_built_from_as_a_sweep_file_does(world, flag, key, value, toml):
     base = ["train", "--family", "exhaustive", "-p", "m=2", "-p", "length=2", "--mse-steps", "1"]
     code, _, err = run_cli([*base, "--kind", "softmax", flag, value], world)
-    assert code == 2 and err.startswith(f"error: model.{key} does not apply to model.kind = 'softmax'"), err
+    assert code == 2 and err.startswith(f"error: model.{key}: does not apply to kind = 'softmax'"), err
     sweep = world / "kinds.toml"
     sweep.write_text(SWEEP.replace("FIELD", f"{key} = {toml}"))
     code_s, _, err_s = run_cli(["sweep", str(sweep), "--out", str(world / "out")], world)
@@ -86,7 +86,7 @@ NOT_DEVICES = ["meta", "", "cuda:", "cuda:x", "cpu:-1", "gpu", "CUDA", "cuda:0:1
 @pytest.mark.parametrize("device", NOT_DEVICES)
 def test_a_device_name_a_model_cannot_train_on_is_refused_by_its_spelling(device):
     assert device_problem(device) is not None
-    with pytest.raises(ConfigError, match=r"^train\.device must be cpu, cuda, cuda:N or mps, got "):
+    with pytest.raises(ConfigError, match=r"^train\.device: must be cpu, cuda, cuda:N or mps, got "):
         TrainConfig(device=device)
     with pytest.raises(KernelgapError):
         resolve_device(device)
@@ -126,7 +126,7 @@ def test_every_command_with_a_device_refuses_one_it_cannot_train_on(world, devic
 @pytest.mark.parametrize("seed", [-1, -(2**63), SEED_LIMIT, SEED_LIMIT + 1, 10**30])
 def test_seeds_out_of_range_are_refused_everywhere_before_any_build(world, seed):
     assert seed_problem(seed) is not None
-    with pytest.raises(ConfigError, match=r"^seed must be an integer in 0\.\.2\^64 − 1, got "):
+    with pytest.raises(ConfigError, match=r"^seed: must be an integer in 0\.\.2\^64 − 1, got "):
         RunConfig.parse({"family": {"name": "witness"}, "seed": seed})
     assert_refused(world, ["train", "--family", "witness", "--seed", str(seed)])
     sweep = world / "inputs" / "seed.toml"

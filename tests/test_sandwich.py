@@ -233,11 +233,11 @@ def test_the_section_validates_against_its_model_and_generated_schema(summary):
         broken[1][key] = bad
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, fragment)
-        assert section_problem(series.EXPERIMENT, broken).startswith(f"series.1.{key}: expected ")
+        assert section_problem(series.EXPERIMENT, broken).startswith(f"series.1.{key}: input should be a valid ")
     missing = [{k: v for k, v in f.items() if k != "determined"} for f in summary["series"]]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(missing, fragment)
-    assert section_problem(series.EXPERIMENT, missing) == "series.0.determined is missing"
+    assert section_problem(series.EXPERIMENT, missing) == "series.0.determined: field required"
 
 
 def test_the_sentence_table_and_figure(summary, tmp_path):

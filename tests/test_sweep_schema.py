@@ -65,12 +65,12 @@ def test_types_are_strict_and_ints_become_floats():
     assert TrainConfig(power=8).power == 8.0 and isinstance(TrainConfig(power=8).power, float)
     assert TrainConfig(stop_below=0).stop_below is None  # one spelling of "never stop early"
     for bad, message in [
-        ({"mse_steps": True}, "train.mse_steps: expected int, got True"),
-        ({"mse_steps": "2"}, "train.mse_steps: expected int, got '2'"),
-        ({"lr": True}, "train.lr: expected float, got True"),
-        ({"lr": -1}, "train.lr must be a finite number in (0, 1e+100], got -1.0"),
-        ({"power": math.nan}, "train.power must be a finite number ≥ 1, got nan"),
-        ({"learning_rate": 1}, "unknown key train.'learning_rate' (expected one of device, distill, dtype, "),
+        ({"mse_steps": True}, "train.mse_steps: input should be a valid integer, got True"),
+        ({"mse_steps": "2"}, "train.mse_steps: input should be a valid integer, got '2'"),
+        ({"lr": True}, "train.lr: must be a finite number in (0, 1e+100], got True"),
+        ({"lr": -1}, "train.lr: must be a finite number in (0, 1e+100], got -1"),
+        ({"power": math.nan}, "train.power: must be a finite number ≥ 1, got nan"),
+        ({"learning_rate": 1}, "train: unknown key 'learning_rate' (expected one of device, distill, dtype, "),
     ]:
         with pytest.raises(ConfigError) as info:
             TrainConfig(**bad)
@@ -79,7 +79,7 @@ def test_types_are_strict_and_ints_become_floats():
         model_spec(feature_map="bogus")
     with pytest.raises(ConfigError, match=r"^test_family\.name: unknown family 'nonesuch'"):
         RunConfig.parse({"family": {"name": "witness"}, "test_family": {"name": "nonesuch"}})
-    with pytest.raises(ConfigError, match=r"^model\.module is given exactly when model\.kind = 'module'"):
+    with pytest.raises(ConfigError, match=r"^model\.module: is given exactly when kind = 'module'"):
         RunConfig.parse({"family": {"name": "witness"}, "model": {"kind": "module"}})
 
 
@@ -114,13 +114,13 @@ def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_p
     ]:
         with pytest.raises(ConfigError) as info:
             load_sweep(write(tmp_path, text, "bad.toml"))
-        assert f"model.{key} does not apply to model.kind = " in str(info.value) and "\n" not in str(info.value)
+        assert f"model.{key}: does not apply to kind = " in str(info.value) and "\n" not in str(info.value)
     # defaults are no mistake; a table from elsewhere (the CLI, a record) loses what its kind
     # does not use, and a spec of one kind has no field of another
     load_sweep(write(tmp_path, KIND_SWEEP + '[[variants]]\nmodel.kind = "softmax"\nmodel.feature_map = "mlp_exp"\n'))
     table = {"family": {"name": "witness"}, "model": {"kind": "softmax", "feature_map": "elu1", "rank": 3}}
     assert RunConfig.parse(table).run_id() == RunConfig(FamilySpec("witness"), default_model(kind="softmax")).run_id()
-    with pytest.raises(ConfigError, match=r"^unknown key model\.'feature_map' \(expected one of"):
+    with pytest.raises(ConfigError, match=r"^model: unknown key 'feature_map' \(expected one of"):
         default_model(kind="softmax", feature_map="elu1")
 
 
@@ -128,13 +128,19 @@ def test_the_file_layout_is_a_model_with_one_line_errors(tmp_path):
     """:class:`SweepFile` and :class:`Variant` check the layout before any run is made."""
     for text, message in [
         ("bogus = 1\n" + TINY, "unknown key 'bogus' (expected one of family, grid, model, name, seed, test_family,"),
-        (TINY.replace('name = "tiny"', "name = 3"), "name: expected str, got 3"),
-        (TINY.replace('name = "tiny"', 'name = "tiny"\nvariants = []'), "variants: expected at least 1 entry, got []"),
-        (TINY.replace('name = "tiny"', "name = 'tiny'\nvariants = [3]"), "variants.0: expected a table, got 3"),
-        (TINY + "[[variants]]\nnosuch = 1\n", "unknown key variants.0.'nosuch' (expected one of family, grid, model,"),
-        (TINY + '[[variants]]\nseed = "x"\n', "variants.0.seed: expected int, got 'x'"),
+        (TINY.replace('name = "tiny"', "name = 3"), "name: input should be a valid string, got 3"),
+        (
+            TINY.replace('name = "tiny"', 'name = "tiny"\nvariants = []'),
+            "variants: list should have at least 1 item after validation, not 0, got []",
+        ),
+        (
+            TINY.replace('name = "tiny"', "name = 'tiny'\nvariants = [3]"),
+            "variants.0: input should be a valid dictionary or instance of Variant, got 3",
+        ),
+        (TINY + "[[variants]]\nnosuch = 1\n", "variants.0: unknown key 'nosuch' (expected one of family, grid, model,"),
+        (TINY + '[[variants]]\nseed = "x"\n', "variants.0.seed: input should be a valid integer, got 'x'"),
         (TINY + "[[variants]]\ngrid.model.rank = []\n", "variants.0.grid.model.rank: the grid axis is empty"),
-        (TINY.replace("[family]", "[family.x]"), "unknown key family.'x'"),
+        (TINY.replace("[family]", "[family.x]"), "family: unknown key 'x'"),
     ]:
         with pytest.raises(ConfigError) as info:
             load_sweep(write(tmp_path, text, "bad.toml"))

@@ -27,7 +27,7 @@ from ..validation import Config, between, invalid, one_of
 INTERFACES = ("sequence", "layer")
 #: Sizes an argument map can bind a constructor argument to.
 BINDINGS = ("m", "rank", "d_model")
-Interface = one_of(INTERFACES, " must be 'sequence' or 'layer', got {shown}")
+Interface = one_of(INTERFACES)
 
 
 class ModuleError(KernelgapError):
@@ -55,20 +55,20 @@ def non_finite(value, path: str) -> tuple[str, float] | None:
 def argument_problem(kwargs: dict, args: dict) -> tuple[str | None, str] | None:
     """``(path, text)`` of the first constructor value that cannot be stored or means two
     things — a NaN or an infinity (nested too), or an argument given both as a keyword and
-    in the argument map — or None.  The message is ``path`` + ``text``, or with no path
-    ``text`` with ``{where}`` standing for the spec's prefix."""
+    in the argument map — or None: ``text`` is said of the key ``path`` below the spec (of the
+    spec itself where ``path`` is None)."""
     for name, table in (("kwargs", kwargs), ("args", args)):
         if not isinstance(table, dict):
-            return name, f" must be a table of constructor arguments, got {table!r}"
+            return name, f"must be a table of constructor arguments, got {table!r}"
         found = non_finite(table, name)
         if found:
             return found[0], (
-                f" must be a finite number, got {found[1]} (constructor arguments "
+                f"must be a finite number, got {found[1]} (constructor arguments "
                 "are stored in strict JSON: no NaN or infinity)"
             )
     both = sorted(set(kwargs) & set(args))
     if both:
-        return None, f"{both[0]!r} is given both in {{where}}kwargs and in the argument map {{where}}args"
+        return None, f"{both[0]!r} is given both in kwargs and in the argument map args"
     return None
 
 
@@ -77,9 +77,8 @@ def check_arguments(kwargs: dict, args: dict, where: str = "model.module") -> No
     checked before the module is imported."""
     problem = argument_problem(kwargs, args)
     if problem:
-        path, text = problem
-        prefix = f"{where}." if where else ""
-        raise ModuleError(text.replace("{where}", prefix) if path is None else f"{prefix}{path}{text}")
+        name = ".".join(part for part in (where, problem[0]) if part)
+        raise ModuleError(f"{name}: {problem[1]}" if name else problem[1])
 
 
 class ModuleSpec(Config):
@@ -106,8 +105,7 @@ class ModuleSpec(Config):
     def _module(self) -> ModuleSpec:
         problem = argument_problem(self.kwargs, self.args)
         if problem:
-            path, text = problem
-            raise invalid(text.replace("{where}", "{where}."), whole=True) if path is None else invalid(text, path=path)
+            raise invalid(problem[1], path=problem[0])
         actual = vouched_hash(self.target)  # a module a child checked for this process: not run here
         cls = load_target(self.target) if actual is None else None  # a one-line ModuleError of its own
         actual = source_hash(cls) if actual is None else actual
@@ -120,7 +118,7 @@ class ModuleSpec(Config):
         object.__setattr__(self, "source_hash", actual)
         if self.args and "rank" not in [v for v in self.args.values() if isinstance(v, str)]:
             raise invalid(
-                f" binds no constructor argument to rank, so every rank would train the same "
+                f"binds no constructor argument to rank, so every rank would train the same "
                 f"module: {rank_hint(cls or load_target(self.target), self)}",
                 path="args",
             )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, WrapValidator, model_validator
 from pydantic.fields import FieldInfo
 
 from ..errors import ConfigError, KernelgapError
@@ -39,10 +39,7 @@ KINDS = ("kernel", "softmax", "module")
 Rank = Annotated[PositiveInt, Field(description="features per head (kernel), or the module's rank")]
 Heads = Annotated[PositiveInt, Field(description="attention heads")]
 DValue = Annotated[PositiveInt, Field(description="value width")]
-ReadoutName = Annotated[
-    one_of(READOUTS, " must be 'mlp' or 'linear', got {shown}"),
-    Field(description="value/readout maps: two-layer MLPs or affine"),
-]
+ReadoutName = Annotated[one_of(READOUTS), Field(description="value/readout maps: two-layer MLPs or affine")]
 Hidden = Annotated[PositiveInt, Field(description="hidden width of the MLPs")]
 PositionDependent = Annotated[bool, Field(description="a key map per key position")]
 Causal = Annotated[bool, Field(description="position i attends to positions 1..i")]
@@ -88,7 +85,7 @@ class KernelSpec(BaseSpec):
         try:
             self._map = feature_map_class(self.feature_map)
         except KernelgapError as exc:
-            raise invalid(f": {exc}", path="feature_map") from None
+            raise invalid(str(exc), path="feature_map") from None
         return self
 
     @property
@@ -132,10 +129,21 @@ class ModuleModelSpec(BaseSpec):
     module: ModuleSpec = Field(description="kind = module: which module, with which arguments")
 
 
-#: A model spec: one class per kind, told apart by ``kind``.
-ModelSpec = Annotated[KernelSpec | SoftmaxSpec | ModuleModelSpec, Field(discriminator="kind")]
 #: The spec class of each kind.
 SPECS: dict[str, type[BaseSpec]] = {"kernel": KernelSpec, "softmax": SoftmaxSpec, "module": ModuleModelSpec}
+
+
+def _of_its_kind(value, handler, info: ValidationInfo):
+    """A table validated by the spec of its ``kind``, so its errors name its own keys."""
+    if not isinstance(value, dict):
+        return handler(value)
+    return SPECS[check_kind(value.get("kind", "kernel"))].model_validate(value, context=info.context)
+
+
+#: A model spec: one class per kind, told apart by ``kind``.
+ModelSpec = Annotated[
+    KernelSpec | SoftmaxSpec | ModuleModelSpec, Field(discriminator="kind"), WrapValidator(_of_its_kind)
+]
 
 
 def every_field() -> dict[str, FieldInfo]:
@@ -157,10 +165,8 @@ def every_field() -> dict[str, FieldInfo]:
 
 def check_kind(kind: Any) -> str:
     """``kind`` if it names a kind; otherwise the one-line error of a bad ``model.kind``."""
-    if not isinstance(kind, str):
-        raise invalid(f": expected str, got {kind!r}", path="kind")
-    if kind not in SPECS:
-        raise invalid(f" must be one of {', '.join(KINDS)}, got {kind!r}", path="kind")
+    if not isinstance(kind, str) or kind not in SPECS:
+        raise invalid(f"must be one of {', '.join(KINDS)}, got {kind!r}", path="kind")
     return kind
 
 
@@ -168,7 +174,7 @@ def model_spec(**fields) -> KernelSpec | SoftmaxSpec | ModuleModelSpec:
     """The spec of ``fields["kind"]`` (default ``"kernel"``) made from ``fields``."""
     kind = fields.get("kind", "kernel")
     if not isinstance(kind, str) or kind not in SPECS:
-        raise ConfigError(f"model.kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise ConfigError(f"model.kind: must be one of {', '.join(KINDS)}, got {kind!r}")
     return SPECS[kind](**fields)
 
 

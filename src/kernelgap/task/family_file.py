@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import FamilyError
 from ..io import atomic_write_text, parse_json, read_input
-from ..validation import Int
+from ..validation import Int, error_line, fits
 from .family import MAX_PRODUCT_LENGTH, AnyFamily, Family, ProductFamily, bits_to_str
 from .family_checks import check_consistent
 
@@ -60,7 +60,7 @@ class SequencesFile(FileModel):
     """The sequences layout: every sequence listed (its rows of one length, checked after)."""
 
     sequences: Annotated[list[Words], Field(min_length=1)]
-    query_position: Int | None = None
+    query_position: Any = None  # checked against the length (_query_position)
     matching: list[Pair] | None = None
 
 
@@ -70,7 +70,7 @@ class ProductFile(FileModel):
     queries: Words
     candidates: Words
     length: Annotated[Int, Field(ge=3, le=MAX_PRODUCT_LENGTH)] = 3
-    query_position: Int | None = None
+    query_position: Any = None  # checked against the length (_query_position)
     matching: list[Pair] | None = None
 
 
@@ -79,57 +79,15 @@ def _validated(model: type[FileModel], data: dict):
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise FamilyError(_explain(exc.errors(include_url=False)[0], data)) from None
+        raise FamilyError(error_line(exc)) from None
 
 
-def _explain(error: dict, data: dict) -> str:
-    """One structure error in the words of the format (docs/formats.md)."""
-    loc, kind, value = error["loc"], error["type"], error.get("input")
-    key, rest = str(loc[0]), loc[1:]
-    not_a_word = f"expected a string of '0'/'1', got {type(value).__name__}"
-    if key == "m":
-        return (
-            "family file is missing the key 'm'"
-            if kind == "missing"
-            else f"'m' must be a positive integer, got {value!r}"
-        )
-    if key in ("name", "meta"):
-        return "'name' must be a string and 'meta' an object"
-    if key == "sequences":
-        if not rest:
-            return "'sequences' must be a non-empty list of sequences"
-        return f"sequence {rest[0]}: " + (not_a_word if len(rest) > 1 else "expected a non-empty list of bit strings")
-    if key in PRODUCT_KEYS:
-        if not rest:
-            return f"a product family needs '{key}': a non-empty list of bit strings"
-        return f"{key} entry {rest[0]}: {not_a_word}"
-    if key == "matching":
-        if not rest:
-            return "'matching' must be a list of [query_bits, good_bits] pairs"
-        return f"matching entry {rest[0]}: " + (
-            not_a_word if kind == "string_type" else "expected [query_bits, good_bits]"
-        )
-    if key == "length":
-        return (
-            f"'length' must be an integer N in 3..{MAX_PRODUCT_LENGTH:,} (the query and "
-            f"N − 1 candidates), got {value!r:.60}"
-        )
-    if key == "query_position":
-        product = any(k in data for k in PRODUCT_KEYS)
-        length = data.get("length", 3) if product else len(data["sequences"][0])
-        return _position_text(length, not product, value)
-    return f"{key}: {error['msg']}"
-
-
-def _position_text(length: int, allow_null: bool, value) -> str:
-    allowed = f"an integer in 1..{length}" + (" or null" if allow_null else "")
-    return f"'query_position' must be {allowed}, got {value!r}"
-
-
-def _query_position(qp: int | None, length: int, allow_null: bool) -> int | None:
-    """The file's query position, within ``1..length`` (null only for the sequences layout)."""
-    if (qp is None and not allow_null) or (qp is not None and not 1 <= qp <= length):
-        raise FamilyError(_position_text(length, allow_null, qp))
+def _query_position(qp, length: int, allow_null: bool) -> int | None:
+    """The file's query position: an integer within ``1..length`` (null only for the
+    sequences layout)."""
+    if not (qp is None and allow_null) and not (fits(Int, qp) and 1 <= qp <= length):
+        allowed = f"an integer in 1..{length}" + (" or null" if allow_null else "")
+        raise FamilyError(f"'query_position' must be {allowed}, got {qp!r}")
     return qp
 
 

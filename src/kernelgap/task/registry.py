@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 
 from ..errors import FamilyError
 from ..limits import check_memory
-from ..validation import Int, Number, base_type, requirement, violation
+from ..validation import Int, Number, error_line
 from .family import AnyFamily
 
 FamilyBuilder = Callable[..., AnyFamily]
@@ -115,24 +115,55 @@ def family_parameters(name: str) -> dict[str, FieldInfo]:
     return dict(PARAMS[name].model_fields)
 
 
+def parameter_schemas(name: str) -> dict[str, dict]:
+    """The JSON schema of each parameter of a registered family, in builder order."""
+    family_parameters(name)  # validates the name
+    return _properties(PARAMS[name])
+
+
+@cache
+def _properties(model: type[FamilyParams]) -> dict[str, dict]:
+    return model.model_json_schema()["properties"]
+
+
+#: How :func:`describe_parameters` names a JSON schema's types and bounds.
+_NOUNS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false"}
+_SIGNS = {"minimum": "≥", "exclusiveMinimum": ">", "maximum": "≤", "exclusiveMaximum": "<"}
+
+
+def _takes(schema: dict) -> str:
+    """What a parameter's JSON schema admits: ``an integer ≥ 2 and ≤ 64``, ``one of train,
+    test``, ``an integer ≥ 1 or none``."""
+    if "anyOf" in schema:
+        return " or ".join("none" if option.get("type") == "null" else _takes(option) for option in schema["anyOf"])
+    if "enum" in schema:
+        return f"one of {', '.join(map(str, schema['enum']))}"
+    bounds = " and ".join(f"{sign} {schema[key]}" for key, sign in _SIGNS.items() if key in schema)
+    return " ".join(filter(None, [_NOUNS.get(schema.get("type", ""), "any value"), bounds]))
+
+
 def describe_parameters(name: str) -> list[str]:
-    """One line per parameter, from its field: ``m: an integer ≥ 1 (default 12)``."""
+    """One line per parameter, from its JSON schema: ``m: an integer ≥ 1 (default 12)``."""
     return [
-        f"{key}: {requirement(field)}"
-        + ("" if field.is_required() else f" (default {'none' if field.default is None else field.default})")
-        for key, field in family_parameters(name).items()
+        f"{key}: {_takes(schema)}"
+        + (
+            ""
+            if "default" not in schema
+            else f" (default {'none' if schema['default'] is None else schema['default']})"
+        )
+        for key, schema in parameter_schemas(name).items()
     ]
 
 
 def parse_params(name: str, raw: dict[str, str]) -> dict:
     """``key=value`` strings as the family's parameter types (``none`` or ``null`` where a
     parameter may be left out); ranges and choices are checked by :func:`check_values`."""
-    params = family_parameters(name)
+    schemas = parameter_schemas(name)
     out = {}
     for key, text in raw.items():
-        if key not in params:
+        if key not in schemas:
             raise FamilyError(_unknown(name, key))
-        out[key] = _convert(text, params[key], key)
+        out[key] = _convert(text, schemas[key], key)
     return out
 
 
@@ -141,22 +172,27 @@ def _unknown(name: str, key: str) -> str:
     return f"family {name!r} has no parameter {key!r}; it takes {'; '.join(describe_parameters(name))}"
 
 
+#: The Python type of each JSON schema type a parameter may have.
+_TYPES = {"integer": int, "number": float, "string": str, "boolean": bool}
+
+
 @cache
 def _reader(typ: type) -> TypeAdapter:
     return TypeAdapter(typ)
 
 
-def _convert(text, field: FieldInfo, key: str):
-    """One value from the command line, read by pydantic's lax mode as the field's type."""
-    if not isinstance(text, str):
+def _convert(text, schema: dict, key: str):
+    """One value from the command line, read by pydantic's lax mode as the parameter's type."""
+    options = schema.get("anyOf", [schema])
+    typ = _TYPES.get(options[0].get("type", ""))
+    if not isinstance(text, str) or typ is None:
         return text
-    typ, nullable = base_type(field)
-    if nullable and text.lower() in ("none", "null"):
+    if {"type": "null"} in options and text.lower() in ("none", "null"):
         return None
     try:
         return _reader(typ).validate_python(text, strict=False)
     except ValidationError:
-        raise FamilyError(f"parameter {key}={text!r} is not a valid {getattr(typ, '__name__', typ)}") from None
+        raise FamilyError(f"parameter {key}={text!r} is not a valid {typ.__name__}") from None
 
 
 def check_values(name: str, params: dict) -> dict:
@@ -164,18 +200,13 @@ def check_values(name: str, params: dict) -> dict:
     model against its name, type and declared range only; a :class:`FamilyError` naming the
     parameter otherwise.  :func:`check_params` adds the family's check and the memory limit."""
     fields = family_parameters(name)  # validates the name
+    for key in params:
+        if key not in fields:
+            raise FamilyError(_unknown(name, key))
     try:
-        values = PARAMS[name].model_validate(params)
+        return dict(PARAMS[name].model_validate(params))
     except ValidationError as exc:
-        order = [None, *fields]  # unknown keys first, then in the builder's order
-        errors = [(e, e["loc"][0] if e["loc"] and e["type"] != "extra_forbidden" else None) for e in exc.errors()]
-        first, key = min(errors, key=lambda pair: order.index(pair[1]) if pair[1] in fields else 0)
-        if key is None:
-            raise FamilyError(
-                _unknown(name, str(first["loc"][0])) if first["loc"] else f"family {name!r}: {first['msg']}"
-            ) from None
-        raise FamilyError(f"family {name!r}: {key} {violation(first, fields[key])}, got {params.get(key)!r}") from None
-    return dict(values)
+        raise FamilyError(f"family {name!r}: {error_line(exc)}") from None
 
 
 def check_params(name: str, params: dict) -> dict:

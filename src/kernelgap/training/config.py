@@ -228,15 +228,12 @@ class FamilySpec(Config):
         try:
             allowed = family_parameters(self.name)
         except KernelgapError as exc:
-            raise invalid(f": {exc}", path="name") from None
+            raise invalid(str(exc), path="name") from None
         for key, value in self.params.items():
             if key not in allowed:
-                raise invalid(
-                    f"unknown key {{where}}.params.{key!r} (family {self.name!r} takes {', '.join(allowed)})",
-                    whole=True,
-                )
+                raise invalid(f"unknown key {key!r} (family {self.name!r} takes {', '.join(allowed)})", path="params")
             if not isinstance(value, (int, float, str, bool, list)):
-                raise invalid(f": unsupported value {value!r}", path=f"params.{key}")
+                raise invalid(f"unsupported value {value!r}", path=f"params.{key}")
         return self
 
     def validate(self, where: str = "family") -> FamilySpec:
@@ -340,7 +337,7 @@ def model_table(table: dict, explicit=()) -> dict:
     kind = check_kind(table.get("kind", "kernel"))
     own = SPECS[kind].model_fields
     if (kind == "module") != (table.get("module") is not None):
-        raise invalid(" is given exactly when {where}.kind = 'module'", path="module")
+        raise invalid("is given exactly when kind = 'module'", path="module")
     defaults = record_defaults()
     kept = {"kind": kind}
     for key, value in table.items():
@@ -348,7 +345,7 @@ def model_table(table: dict, explicit=()) -> dict:
             kept[key] = value  # its own field, or an unknown key its spec refuses by name
         elif key in explicit and value != defaults[key]:
             raise invalid(
-                f" does not apply to {{where}}.kind = {kind!r}, got {value!r} "
+                f"does not apply to kind = {kind!r}, got {value!r} "
                 f"(a {kind} model is built from {', '.join(list(own)[1:])})",
                 path=key,
             )
@@ -360,8 +357,6 @@ class RunConfig(Config):
 
     A ``model`` given as a table starts from the calibrated training defaults
     (:func:`default_model`; :func:`model_table`)."""
-
-    ERROR_ORDER: ClassVar[tuple[str, ...]] = ("family", "test_family", "model", "train", "seed")
 
     family: FamilySpec
     model: ModelSpec = Field(default_factory=default_model)
@@ -389,13 +384,15 @@ class RunConfig(Config):
         :class:`TrainConfig`'s defaults for the other; a distilled run the power mean alone,
         with its teacher's readout where it gives none (:func:`.distill.student_model`)."""
         if self.train.restarts and isinstance(self.model, ModuleModelSpec):
-            raise ValueError("train.restarts: a module trains once (fresh starts are for kernel and softmax models)")
+            raise invalid(
+                "a module trains once (fresh starts are for kernel and softmax models)", path="train.restarts"
+            )
         if self.train.distill and not (isinstance(self.model, KernelSpec) and self.model.feature_map != "table"):
             raise invalid(
-                " is for a kernel model whose map is not 'table' (its teacher is a table)", path="train.distill"
+                "is for a kernel model whose map is not 'table' (its teacher is a table)", path="train.distill"
             )
         if self.train.prune_from > 1 and not (isinstance(self.model, KernelSpec) and self.model.feature_map == "table"):
-            raise invalid(" is for a kernel model with the 'table' map (its columns are cut)", path="train.prune_from")
+            raise invalid("is for a kernel model with the 'table' map (its columns are cut)", path="train.prune_from")
         if (info.context or {}).get(FIELDS_ONLY):
             return self
         if self.train.distill:
