@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from kernelgap.cli import main
 from kernelgap.errors import ConfigError, KernelgapError, one_line
 from kernelgap.limits import MAX_JSON_DEPTH, MAX_SECONDS, MAX_SWEEP_RUNS, MAX_WORKERS
-from kernelgap.probe.config import time_limits
+from kernelgap.probe.config import ProbeConfig
 from kernelgap.training import TrainConfig
 from test_bad_input import tree_digest
 
@@ -72,7 +72,10 @@ HUGE = str(10**30)
 
 #: (command line, words its one line holds): each out-of-range value the audit found.
 OUT_OF_RANGE = [
-    (["probe", DECAYED, "--time-limit", "step=1e300", "--out", "p"], "time limit step"),
+    (
+        ["probe", DECAYED, "--time-limit", "step=1e300", "--out", "p"],
+        "time_limits.step: must be a positive number of seconds (at most 1,000,000), got 1e+300",
+    ),
     (["probe", DECAYED, "--workers", HUGE, "--out", "p"], f"--workers must be ≤ {MAX_WORKERS:,}"),
     (["sweep", "stop-inf.toml", "--out", "s", "--workers", HUGE], "--workers must be ≤"),
     (["reproduce", "--workers", HUGE, "--out", "r"], "--workers must be ≤"),
@@ -87,7 +90,10 @@ OUT_OF_RANGE = [
     (["probe", DECAYED, "--kwargs", '{"a": "\\ud800"}', "--out", "p"], "lone surrogate"),
     (["probe", DECAYED, "--kwargs", '{"a": ' + "[" * 800 + "]" * 800 + "}", "--out", "p"], "nests deeper"),
     (["probe", DECAYED, "--arg", "a=" + "[" * 800 + "]" * 800, "--out", "p"], "nests deeper"),
-    (["probe", DECAYED, "--lr", "1e308", "--out", "p"], "train.lr: must be a finite number in (0, 1e+100], got 1e+308"),
+    (
+        ["probe", DECAYED, "--lr", "1e308", "--out", "p"],
+        "error: lr: must be a finite number in (0, 1e+100], got 1e+308",
+    ),
     (["certify", "--family", "witness", "--budget", "inf"], "--budget must be a finite number"),
 ]
 
@@ -171,7 +177,7 @@ def test_any_number_for_a_bounded_field_is_taken_finite_or_refused(value):
         else:
             assert all(math.isfinite(v) for v in (taken.lr, taken.stop_below) if v is not None)
     try:
-        seconds = time_limits({"step": value})["step"]
+        seconds = ProbeConfig(DECAYED, time_limits={"step": value}).limits["step"]
     except KernelgapError as exc:
         assert len(str(exc).splitlines()) == 1
     else:

@@ -17,7 +17,7 @@ QUIET = {"log": lambda *_: None, "executor": "inline"}
 
 def probe_module(target, kwargs=None, log=print, **settings) -> dict:
     """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
-    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+    return run_probe(ProbeConfig(target, kwargs or {}, **settings), log=log)
 
 
 USER_MODULES = '''
@@ -313,5 +313,5 @@ def test_an_empty_rank_list_leaves_a_suite_out():
 
     assert [s.name for s in suites("quick", {"ood-n4": []})] == ["witness"]
     assert [s.name for s in suites("quick", {"witness": [2]})] == ["witness", "ood-n4"]  # not named: its ranks
-    with pytest.raises(KernelgapError, match="leaves out every suite"):
-        suites("quick", {"witness": [], "ood-n4": []})
+    with pytest.raises(KernelgapError, match="^ranks: leaves out every suite"):
+        ProbeConfig(TARGET, ranks={"witness": [], "ood-n4": []})

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelgap.errors import KernelgapError
-from kernelgap.probe.config import TIME_LIMITS, time_limits
+from kernelgap.args import number
+from kernelgap.errors import ConfigError, KernelgapError
+from kernelgap.probe.config import TIME_LIMITS, ProbeConfig
 from kernelgap.sweeps import run_sweep
 from kernelgap.sweeps.executors import step_limit
 
@@ -136,10 +137,10 @@ def test_a_well_behaved_module_trains_under_the_leash_as_without_it(tmp_path):
 @pytest.mark.parametrize(
     "flag, needle",
     [
-        ("train=3", "unknown phase 'train'"),
-        ("step=0", "time limit step must be a positive number of seconds, got '0'"),
-        ("check=nan", "time limit check must be a positive number of seconds"),
-        ("import=-1", "time limit import must be a positive number of seconds"),
+        ("train=3", "time_limits: unknown key 'train' (expected one of check, import, step)"),
+        ("step=0", "time_limits.step: must be a positive number of seconds (at most 1,000,000), got 0.0"),
+        ("check=nan", "time_limits.check: must be a positive number of seconds"),
+        ("import=-1", "time_limits.import: must be a positive number of seconds"),
         ("step", "parameter 'step' is not key=value"),
     ],
 )
@@ -152,10 +153,10 @@ def test_bad_time_limits_are_refused_before_the_module_is_touched(cli, tmp_path,
 
 
 def test_time_limits_default_and_override():
-    assert time_limits(None) == TIME_LIMITS
-    assert time_limits({"step": "2.5"}) == {**TIME_LIMITS, "step": 2.5}
-    with pytest.raises(KernelgapError, match="positive"):
-        time_limits({"import": True})
+    assert ProbeConfig("m.py:M").limits == TIME_LIMITS
+    assert ProbeConfig("m.py:M", time_limits={"step": number("2.5")}).limits == {**TIME_LIMITS, "step": 2.5}
+    with pytest.raises(ConfigError, match=r"^time_limits\.import: must be a positive number of seconds \(at most 1,000,000\), got True$"):
+        ProbeConfig("m.py:M", time_limits={"import": True})
 
 
 SWEEP = """
@@ -208,7 +209,7 @@ def test_a_profiles_probe_entry_sets_its_time_limits(tmp_path):
 def test_a_profiles_bad_time_limit_is_refused_before_any_work(tmp_path):
     module(tmp_path, top="open('imported', 'w').close()")
     code, _, err = reproduce(tmp_path, "{step = 0}")
-    one_line(code, err, "profile.toml: probes[0].time_limits must be a table of seconds per phase")
+    one_line(code, err, "profile.toml: probes[0].time_limits.step: must be a positive number of seconds")
     assert not (tmp_path / "imported").exists() and not (tmp_path / "r").exists()
 
 

@@ -25,7 +25,7 @@ QUIET = {"log": lambda *_: None, "executor": "inline"}
 
 def probe_module(target, kwargs=None, log=print, **settings) -> dict:
     """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
-    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+    return run_probe(ProbeConfig(target, kwargs or {}, **settings), log=log)
 
 
 FAST = ["--steps", "3", "--executor", "inline"]

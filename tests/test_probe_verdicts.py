@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgap.errors import ConfigError
-from kernelgap.experiments.probe.config import parse_probes
 from kernelgap.experiments.probe.section import probe_section
 from kernelgap.experiments.probe.text import probe_sentence
 from kernelgap.models.external import ModuleError, ModuleSpec, build_module, module_features
 from kernelgap.probe import ProbeConfig, run_probe
+from kernelgap.probe.config import parse_probes
 from kernelgap.probe.floor import Problem, loss_optimum, lp_errors, minimax_floor, minimax_problem, problems
 from kernelgap.probe.suites import RECIPES
 from kernelgap.probe.twin import TWINS, BuiltinMapAttention, twin_map
@@ -35,7 +35,7 @@ QUIET = {"log": lambda *_: None, "executor": "inline"}
 
 def probe_module(target, kwargs=None, log=print, **settings) -> dict:
     """:func:`run_probe` of the :class:`ProbeConfig` these settings make."""
-    return run_probe(ProbeConfig(target, kwargs, **settings), log=log)
+    return run_probe(ProbeConfig(target, kwargs or {}, **settings), log=log)
 
 
 #: The witness family's query-blind loss optimum at p = 8 in closed form (docs/theory.md):
@@ -358,18 +358,18 @@ def test_a_probe_entry_with_bad_recipes_is_refused(tmp_path, value):
         ({"name": "x", "target": "a:b", "colour": 1}, "probes[0]: unknown key 'colour'"),
         ({"name": "", "target": "a:b"}, "probes[0].name: must be a non-empty string, got ''"),
         ({"name": "x"}, "probes[0].target: field required"),
-        (
-            {"name": "x", "target": "a:b", "ranks": [1.5]},
-            "probes[0].ranks: must be a list of ranks or a table of them by suite name, got [1.5]",
-        ),
+        ({"name": "x", "target": "a:b", "ranks": [1.5]}, "probes[0].ranks: must be a list of ranks"),
         (
             {"name": "x", "target": "a:b", "seeds": [True]},
-            "probes[0].seeds.0: input should be a valid integer, got True",
+            "probes[0].seeds.0: must be an integer in 0..2^64 − 1, got True",
         ),
         (
             {"name": "x", "target": "a:b", "lr": "fast"},
             "probes[0].lr: must be a finite number in (0, 1e+100], got 'fast'",
         ),
+        ({"name": "x", "target": "a:b", "out": "elsewhere"}, "probes[0]: unknown key 'out'"),  # the reproduction's
+        ({"name": "x", "target": "a:b", "executor": "inline"}, "probes[0]: unknown key 'executor'"),
+        ({"name": "x", "target": "a:b", "ranks": {"w": [2]}}, "probes[0].ranks: names no suite 'w'"),
     ],
 )
 def test_a_probe_entry_is_checked_against_its_model(tmp_path, entry, needle):

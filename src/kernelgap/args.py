@@ -99,6 +99,15 @@ def key_values(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def number(text: str) -> float | str:
+    """``text`` as the float it spells (``nan`` and ``inf`` too), else the text itself (which
+    the config model it is given to refuses in one line naming its key)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def json_object(text: str | None, flag: str) -> dict:
     """A JSON object given as text; none: ``{}``."""
     if text is None:

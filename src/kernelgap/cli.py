@@ -14,7 +14,7 @@ import typer
 import typer.main
 
 from . import __version__
-from .args import argument_map, bounded_flags, int_list, json_object, key_values, parse_range, suite_ranks
+from .args import argument_map, bounded_flags, int_list, json_object, key_values, number, parse_range, suite_ranks
 from .errors import KernelgapError, one_line
 from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
 from .theory.wall_command import wall_cmd
@@ -380,9 +380,9 @@ def probe(
     constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
     seed_list = int_list(seeds, "--seeds")
     arg_map = argument_map(arg)
-    config = ProbeConfig(
-        target,
-        constructor,
+    config = ProbeConfig(  # checked as it is made
+        target=target,
+        kwargs=constructor,
         out=out,
         profile=profile,
         ranks=suite,
@@ -397,8 +397,8 @@ def probe(
         workers=workers,
         address=address,
         recipes=recipes,
-        time_limits=key_values(time_limit),
-    ).checked()
+        time_limits={phase: number(text) for phase, text in key_values(time_limit).items()},
+    )
     from .probe.runner import run_probe  # torch: after the flags are checked
     from .reproduction import build_probe_report
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
 from pydantic import (
-    AfterValidator,
     AllowInfNan,
     BaseModel,
     BeforeValidator,
@@ -42,7 +41,6 @@ from pydantic import (
     Strict,
     TypeAdapter,
     ValidationError,
-    WithJsonSchema,
     model_validator,
 )
 from pydantic_core import PydanticCustomError, core_schema
@@ -85,18 +83,6 @@ def invalid(text: str, path: str | None = None) -> PydanticCustomError:
 def _refusal(text: str, value) -> PydanticCustomError:
     """:func:`invalid` of a type's own ``text``, its ``{value}`` and ``{shown}`` the value's repr."""
     return invalid(text.format(value=repr(value), shown=repr(value)).strip())
-
-
-def checked(base: type, test, text: str, schema: dict):
-    """``base`` whose values must pass ``test``; ``text`` (with ``{value}`` or ``{shown}``: the
-    value's repr) is the refusal; ``schema`` is its JSON schema."""
-
-    def check(value):
-        if not test(value):
-            raise _refusal(text, value)
-        return value
-
-    return Annotated[base, AfterValidator(check), WithJsonSchema(schema)]
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,8 @@ class Experiment:
     ``settings`` are the defaults of the ``[name]`` table of ``profile.toml`` (typed by
     ``setting_types``, any value where it names none);
     ``profile_keys`` maps other top-level keys of ``profile.toml`` it owns to
-    ``parse(value or None, path) → value`` (stored in ``settings[key]``).  ``pools``
+    ``parse(value or None, path) → value`` (stored in ``settings[key]``), or to its
+    ``"module:function"``, imported as the profile loads (:meth:`profile_parser`).  ``pools``
     name the pools its runs join (:data:`kernelgap.report.criteria.POOLS`: ``witness``,
     ``ood``).  ``step`` is ``"module:function"`` (``".step:run"``: relative to the
     experiment's package), called as ``step(profile, out, sweep_options)`` after the
@@ -92,7 +93,7 @@ class Experiment:
     tables: Callable[[dict], list[tuple[str, list[dict], list[str]]]] | None = None
     conclusions: Callable[[dict], dict[str, str]] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
-    profile_keys: Mapping[str, Callable[[Any, Path], Any]] = field(default_factory=dict)
+    profile_keys: Mapping[str, Callable[[Any, Path], Any] | str] = field(default_factory=dict)
     pools: tuple[str, ...] = ()
     step: str | None = None
     #: Whether the step reads the runs of the experiment's sweep (a profile without its sweep
@@ -129,9 +130,15 @@ class Experiment:
 
     def load_step(self) -> Callable[[Any, Path, dict], Any] | None:
         """The after-sweep step, imported now (it may import torch)."""
-        if not self.step:
-            return None
-        module, _, function = self.step.partition(":")
+        return self._named(self.step) if self.step else None
+
+    def profile_parser(self, key: str) -> Callable[[Any, Path], Any]:
+        """The parser of a key of ``profile.toml`` it owns, imported now where it is named."""
+        parse = self.profile_keys[key]
+        return self._named(parse) if isinstance(parse, str) else parse
+
+    def _named(self, name: str):
+        module, _, function = name.partition(":")
         return getattr(importlib.import_module(module, self.package or None), function)
 
     def sweep_file(self, profile: str) -> Path | None:

@@ -35,7 +35,7 @@ def default_settings(registry: dict[str, Experiment]) -> dict[str, dict]:
     return {
         name: {
             **copy.deepcopy(dict(e.settings)),
-            **{key: parse(None, Path("profile.toml")) for key, parse in e.profile_keys.items()},
+            **{key: e.profile_parser(key)(None, Path("profile.toml")) for key in e.profile_keys},
         }
         for name, e in registry.items()
         if e.settings or e.profile_keys
@@ -159,7 +159,7 @@ def _settings(data: dict, registry: dict[str, Experiment], path: Path) -> dict[s
     for section in [k for k in data if k != "experiments"]:
         value = getattr(parsed, section)
         if section in owners:
-            settings[owners[section]][section] = registry[owners[section]].profile_keys[section](value, path)
+            settings[owners[section]][section] = registry[owners[section]].profile_parser(section)(value, path)
         else:
             settings[section].update({key: getattr(value, key) for key in value.model_fields_set})
     return settings

@@ -1,83 +1,101 @@
-"""What a probe is told: :class:`ProbeConfig`, one object for ``kernelgap probe``'s flags
-or one ``[[probes]]`` entry of a profile (docs/experiments.md, "Probe")."""
+"""What a probe is told: :class:`ProbeConfig`, one model for ``kernelgap probe``'s flags and,
+as :class:`ProbeEntry`, for each ``[[probes]]`` entry of a profile (docs/experiments.md,
+"Probe").  A config is checked as it is made, torch-free: a bad value is refused in one line
+naming its key before the module is touched (:class:`~kernelgap.validation.Config`)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
 
-from ..errors import KernelgapError
-from ..limits import MAX_SECONDS, check_workers
-from ..run_values import seed_problem
+from pydantic import ConfigDict, Field, StringConstraints, create_model, model_validator
+
+from ..errors import ConfigError
+from ..io import plain_name
+from ..limits import MAX_RANK, MAX_SECONDS, MAX_STEPS, MAX_WIDTH, MAX_WORKERS
+from ..models.module_spec import Interface
+from ..run_values import LearningRate, Seed
+from ..sweeps.executors import EXECUTORS
+from ..validation import Config, Int, Number, Says, between, invalid, one_of
+from .suites import PROFILES
 
 #: Default seconds per phase of a probed module: importing it, checking it, one training
 #: step (docs/experiments.md, "Time limits"; :mod:`~kernelgap.probe.leash`).
 TIME_LIMITS = {"import": 60.0, "check": 300.0, "step": 600.0}
+Seconds = Annotated[
+    Number,
+    Field(gt=0, le=MAX_SECONDS),
+    Says(f"must be a positive number of seconds (at most {MAX_SECONDS:,}), got {{value}}"),
+]
+#: Seconds per phase, :data:`TIME_LIMITS` for those not given (made by name: ``import`` is a keyword).
+TimeLimits = create_model(
+    "TimeLimits",
+    __base__=Config,
+    **{
+        phase: (Seconds, Field(s, description=f"seconds the {phase} phase may take"))
+        for phase, s in TIME_LIMITS.items()
+    },
+)
+
+NonEmpty = Annotated[str, StringConstraints(min_length=1), Says("must be a non-empty string, got {shown}")]
+Rank = between(1, MAX_RANK)
+#: Ranks for every suite (a list) or per suite name (a table of lists).
+Ranks = Annotated[
+    list[Rank] | dict[str, list[Rank]],
+    Says(f"must be a list of ranks in 1..{MAX_RANK:,} or a table of them by suite name, got {{shown}}"),
+]
+#: ``true`` (search every suite's recipes), ``false``, or the suites to search.
+Recipes = Annotated[bool | list[str], Says("must be true, false or a list of suite names, got {shown}")]
 
 
-class TimeLimitError(KernelgapError):
-    """A time limit that is not a phase's positive number of seconds."""
+class ProbeConfig(Config):
+    """One probe: the module, what trains, where and how (each field says).  The module and
+    its kwargs may be given by position, the rest by name."""
 
+    model_config = ConfigDict(frozen=True)
 
-def time_limits(given: dict | None) -> dict[str, float]:
-    """The limits, :data:`TIME_LIMITS` overridden by ``given`` (phase → seconds, each a
-    positive finite number up to :data:`~kernelgap.limits.MAX_SECONDS`; one-line errors)."""
-    limits = dict(TIME_LIMITS)
-    if given is not None and not isinstance(given, dict):
-        raise TimeLimitError(f"time_limits must be a table of phase = seconds, got {given!r}")
-    for phase, value in (given or {}).items():
-        if phase not in TIME_LIMITS:
-            raise TimeLimitError(f"time limit: unknown phase {phase!r}; choose from {', '.join(TIME_LIMITS)}")
-        try:
-            seconds = float(value)
-        except (TypeError, ValueError, OverflowError):
-            seconds = math.nan
-        if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_SECONDS):
-            raise TimeLimitError(
-                f"time limit {phase} must be a positive number of seconds, got {value!r} (at most {MAX_SECONDS:,})"
-            )
-        limits[phase] = seconds
-    return limits
+    target: NonEmpty = Field(description="the module: pkg.mod:Class or path/to/file.py:Class")
+    kwargs: dict[str, Any] = Field({}, description="its constructor's keyword arguments")
+    interface: Interface | None = Field(None, description="sequence or layer (none: the class's kernelgap_interface)")
+    args: dict[str, Any] = Field({}, description="argument map: constructor argument → m, rank, d_model or a constant")
+    output: Int | None = Field(None, description="index of the prediction in a tuple the module returns")
+    d_model: between(1, MAX_WIDTH) = Field(32, description="embedding width given to a layer module")
+    profile: one_of(PROFILES) = Field("quick", description="the suites (kernelgap.probe.suites.PROFILES)")
+    ranks: Ranks | None = Field(None, description="ranks overriding the suites' (an empty list leaves a suite out)")
+    seeds: list[Seed] | None = Field(None, description="seeds overriding the suites'")
+    steps: Annotated[Int, Field(ge=0, le=MAX_STEPS * 3 // 2)] | None = Field(
+        None, description="training steps per run overriding the suites' (a third MSE, the rest power-mean)"
+    )
+    lr: LearningRate | None = Field(None, description="Adam learning rate overriding the suites'")
+    recipes: Recipes = Field(True, description="whether the recipe search runs, or the suites it runs on")
+    time_limits: TimeLimits = Field(TimeLimits(), description="seconds per phase of the module (kernelgap.probe.leash)")
+    out: str | Path | None = Field(None, description="the probe's folder (none: results/probe-<Class>)")
+    baseline: str | Path | None = Field(None, description="the folder of the elu1 and twin runs (none: <out>/baseline)")
+    executor: Literal[tuple(EXECUTORS)] = Field("local", description="the sweep runner's executor")
+    workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (none: the cores)")
+    address: str | None = Field(None, description="the Ray cluster's HOST:PORT (ray executor)")
 
+    def __init__(self, /, *args, **data) -> None:
+        if len(args) > 2:
+            raise TypeError("ProbeConfig takes the module and its kwargs by position, the rest by name")
+        super().__init__(*args, **data)
 
-@dataclass(frozen=True)
-class ProbeConfig:
-    """One probe, as given (checked by :func:`~kernelgap.probe.runner.run_probe`, the flags
-    first, before anything is written).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
-    The module: ``target`` (``pkg.mod:Class`` or ``path/to/file.py:Class``), its constructor
-    ``kwargs``, its ``interface`` (None: the class's own ``kernelgap_interface``), its argument
-    map ``args``, the ``output`` index of a tuple it returns and ``d_model`` (the width given
-    to a ``layer`` module).  What trains: the ``profile``'s suites, with ``ranks`` (for every
-    suite, or per suite name), ``seeds``, ``steps`` and ``lr`` overriding them
-    (:func:`~kernelgap.probe.suites.suites`).  Where: ``out`` (default
-    ``results/probe-<Class>``) and ``baseline``, the folder of the ``elu1`` and twin runs
-    (default ``out/baseline``; the probes of one reproduction share theirs).  How: the sweep
-    runner's ``executor``, ``workers`` and ``address``.  ``recipes``: whether the recipe search
-    runs (:data:`~kernelgap.probe.suites.RECIPES`), or the names of the suites it runs on.
-    ``time_limits``: seconds per phase of the module (``import``, ``check``, ``step``;
-    :data:`TIME_LIMITS` for those not given; :mod:`~kernelgap.probe.leash`)."""
-
-    target: str
-    kwargs: dict | None = None
-    _: KW_ONLY
-    out: str | Path | None = None
-    profile: str = "quick"
-    ranks: dict[str, list[int]] | list[int] | None = None
-    seeds: list[int] | None = None
-    steps: int | None = None
-    lr: float | None = None
-    d_model: int = 32
-    interface: str | None = None
-    args: dict | None = None
-    output: int | None = None
-    executor: str = "local"
-    workers: int | None = None
-    address: str | None = None
-    baseline: str | Path | None = None
-    recipes: bool | list[str] = True
-    time_limits: dict[str, float] | None = None
+    @model_validator(mode="after")
+    def _ranks_name_suites(self) -> ProbeConfig:
+        """A table of ranks names suites of the profile and leaves one of them in."""
+        names = [s.name for s in PROFILES[self.profile]]
+        if isinstance(self.ranks, dict):
+            unknown = sorted(set(self.ranks) - set(names))
+            if unknown:
+                text = f"names no suite {unknown[0]!r}; the {self.profile} profile has {', '.join(names)}"
+                raise invalid(text, path="ranks")
+            if all(self.ranks.get(name) == [] for name in names):
+                raise invalid(
+                    f"leaves out every suite of the {self.profile} profile; give one some ranks", path="ranks"
+                )
+        return self
 
     def folder(self, class_name: str) -> Path:
         """The probe's results folder: ``out``, else ``results/probe-<class_name>``."""
@@ -87,30 +105,47 @@ class ProbeConfig:
         """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
         return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
 
-    def checked(self) -> ProbeConfig:
-        """This config, once the flags that need no module pass (torch-free, so a bad one is
-        refused before torch is imported): the seeds, ``--d-model``, ``--executor``,
-        ``--workers``, the time limits and the suites' schedules (ranks, steps, lr)."""
-        from ..sweeps.executors import check_executor
-        from .suites import suites
-
-        for value in self.seeds or ():
-            if value >= 0 and seed_problem(value) is not None:  # a negative one: the suites' own line
-                raise KernelgapError(f"--seeds{seed_problem(value)}")
-        if self.d_model < 1:
-            raise KernelgapError(f"--d-model must be ≥ 1, got {self.d_model}")
-        check_executor(self.executor)
-        check_workers(self.workers)
-        self.limits  # noqa: B018 - checked here, before the module is touched
-        suites(self.profile, self.ranks, self.seeds, self.steps, self.lr)
-        return self
-
     @property
     def limits(self) -> dict[str, float]:
-        """Seconds per phase (:func:`time_limits`)."""
-        return time_limits(self.time_limits)
+        """Seconds per phase."""
+        return self.time_limits.model_dump()
 
     @property
     def sweep_options(self) -> dict:
         """The sweep runner's options (:func:`~kernelgap.sweeps.run_sweeps`)."""
         return {"executor": self.executor, "workers": self.workers, "address": self.address}
+
+
+class ProbeEntry(ProbeConfig):
+    """One ``[[probes]]`` entry of ``profile.toml``: a probe with a name and the library it
+    needs; where it is written and how it runs are the reproduction's."""
+
+    name: NonEmpty = Field(description="the probe's folder in the reproduction: probe/<name>/")
+    requires: str | None = Field(None, description="the library the module needs (named where it is missing)")
+    out: ClassVar[None] = None
+    baseline: ClassVar[None] = None
+    executor: ClassVar[None] = None
+    workers: ClassVar[None] = None
+    address: ClassVar[None] = None
+
+
+#: The probes of a profile without ``[[probes]]``.
+DEFAULT_PROBES = ({"name": "decayed", "target": "kernelgap.probe.examples:DecayedLinearAttention"},)
+
+
+def parse_probes(entries, path: Path) -> list[ProbeEntry]:
+    """``[[probes]]`` (none: :data:`DEFAULT_PROBES`): each entry a :class:`ProbeEntry` whose
+    name is a plain folder name, no two alike."""
+    entries = [dict(e) for e in DEFAULT_PROBES] if entries is None else entries
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{path}: 'probes' must be an array of tables ([[probes]])")
+    out = []
+    for k, entry in enumerate(entries):
+        try:
+            out.append(ProbeEntry.parse(entry, f"probes[{k}]"))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        plain_name(entry["name"], f"{path}: probes[{k}].name", ConfigError)  # the folder probe/<name>/
+    if len({e.name for e in out}) != len(out):
+        raise ConfigError(f"{path}: two probes share a name")
+    return out

@@ -100,8 +100,8 @@ def _identity(meta: dict) -> dict:
 def run_probe(config: ProbeConfig, log=print) -> dict:
     """Probe ``config.target`` into its folder (module docstring; :class:`ProbeConfig`) and
     return ``probe.json``'s content.  Every option is checked before anything is written:
-    the flags first, then the module, then the sweep files, generated and validated in
-    memory (:func:`_sweep_configs`).  The folder's report is the caller's to build
+    the config as it was made, then the module, then the sweep files, generated and
+    validated in memory (:func:`_sweep_configs`).  The folder's report is the caller's to build
     (:func:`kernelgap.reproduction.build_probe_report`: the report sits above the probe)."""
     plan = _plan(config)
     meta = _meta(plan, [_suite_row(plan, suite) for suite in plan.suites])
@@ -148,19 +148,13 @@ class _Plan:
     twin_model: dict | None
 
 
-def _check_flags(config: ProbeConfig) -> None:
-    """The flags that need no module, torch-free (:meth:`ProbeConfig.checked`), and ``--out``
-    where it is given (:func:`_check_folder`)."""
-    config.checked()
+def _plan(config: ProbeConfig) -> _Plan:
+    """Check ``--out`` where it is given, then the module and the folders (the config checked
+    itself as it was made).  The module is read in a child process, never here
+    (:func:`~kernelgap.probe.leash.rehearse`: checked at every suite's smallest rank and token
+    width, its reading chosen, its feature counts)."""
     if config.out is not None:
         _check_folder(Path(config.out))
-
-
-def _plan(config: ProbeConfig) -> _Plan:
-    """Check the flags, the suites, the module and the folders, in that order.  The module is
-    read in a child process, never here (:func:`~kernelgap.probe.leash.rehearse`: checked at
-    every suite's smallest rank and token width, its reading chosen, its feature counts)."""
-    _check_flags(config)
     first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
     found = rehearse(config, config.limits)  # the module's phases within their limits, in a child
     spec = ModuleSpec.parse(found["spec"], where="module")  # vouched for: not imported here

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..errors import KernelgapError
-from ..limits import check_rank
-from ..training import FALLBACK_LR, TrainConfig
+from ..training import FALLBACK_LR
 from .verdicts import RECIPE_KEYS
 
 #: Map of the built-in baseline the probed module is shown beside.
@@ -114,24 +112,11 @@ def suites(
     lr: float | None = None,
     reading: str = "first",
 ) -> list[Suite]:
-    """The profile's suites with the user's overrides (``ranks`` for every suite, or per
-    suite name as ``{"witness": [8, 16], …}``, where an empty list leaves that suite out and
-    a suite not named keeps its ranks), every override checked: ranks in
-    ``1..MAX_RANK`` (:func:`~kernelgap.limits.check_rank`), seeds ≥ 0, and each suite's
-    schedule as a :class:`~kernelgap.training.TrainConfig` (the learning rate, the steps)."""
-    if profile not in PROFILES:
-        raise KernelgapError(f"unknown probe profile {profile!r}; choose from {', '.join(PROFILES)}")
-    if steps is not None and steps < 0:
-        raise KernelgapError(f"--steps must be ≥ 0, got {steps}")
-    if seeds is not None and any(s < 0 for s in seeds):
-        raise KernelgapError(f"--seeds must be ≥ 0, got {min(seeds)}")
-    names = [s.name for s in PROFILES[profile]]
-    if isinstance(ranks, dict):
-        unknown = set(ranks) - set(names)
-        if unknown:
-            raise KernelgapError(
-                f"--ranks names no suite {sorted(unknown)[0]!r}; the {profile} profile has {', '.join(names)}"
-            )
+    """The profile's suites with a probe's overrides, as its
+    :class:`~kernelgap.probe.config.ProbeConfig` checked them: ``ranks`` for every suite, or
+    per suite name as ``{"witness": [8, 16], …}`` (an empty list leaves that suite out, a
+    suite not named keeps its ranks), ``seeds``, ``steps`` (a third MSE, the rest
+    power-mean) and ``lr``."""
     out = []
     for suite in PROFILES[profile]:
         chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
@@ -148,12 +133,4 @@ def suites(
                 suite, params=params, ranks=list(chosen or suite.ranks), seeds=list(seeds or suite.seeds), train=train
             )
         )
-    if not out:
-        raise KernelgapError(f"--ranks leaves out every suite of the {profile} profile; give one some ranks")
-    for suite in out:
-        for rank in suite.ranks:
-            if rank < 1:
-                raise KernelgapError("probe ranks must be ≥ 1")
-            check_rank(rank, f"--ranks ({suite.name})")
-        TrainConfig(**suite.train)  # a ConfigError naming the field (train.lr, …)
     return out

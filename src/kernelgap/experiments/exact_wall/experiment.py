@@ -15,7 +15,9 @@ the same on every machine.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from ...args import parse_range
 from ...errors import KernelgapError
@@ -24,7 +26,7 @@ from ...rationals import parse_delta
 from ...report.figures import legend, plt, save
 from ...report.html import table, titled
 from ...report.text import of
-from ...validation import JsonInt, JsonNumber, Record, between, checked, json_at_least
+from ...validation import JsonInt, JsonNumber, Record, between, invalid, json_at_least
 from ..base import Experiment, Figure
 
 TITLE = "The exact wall on the cube"
@@ -44,15 +46,17 @@ def _deltas(text: str) -> list[Fraction]:
     return list(dict.fromkeys(parse_delta(d.strip()) for d in text.split(",")))
 
 
-def _parses(parse):
-    def test(text) -> bool:
-        try:
-            parse(text)
-        except KernelgapError:
-            return False
-        return True
+def _parsed(parse, text: str):
+    """A string ``parse`` reads; where it does not, ``text`` after the setting's name (``{shown}``: its repr)."""
 
-    return test
+    def check(value: str) -> str:
+        try:
+            parse(value)
+        except KernelgapError:
+            raise invalid(text.format(shown=repr(value))) from None
+        return value
+
+    return Annotated[str, AfterValidator(check)]
 
 
 def planned(spec: dict) -> tuple[list[int], list[Fraction], int]:
@@ -323,15 +327,8 @@ EXPERIMENT = Experiment(
     figures=(Figure("exact_wall", draw, caption),),
     settings={"m": "2..4", "delta": "2/5,1/2", "rlimit": WALL_RLIMIT},
     setting_types={
-        "m": checked(
-            str,
-            _parses(_ms),
-            f" must be m values from 2 to {MAX_WALL_M} like '2..5', got {{shown}}",
-            {"type": "string"},
-        ),
-        "delta": checked(
-            str, _parses(_deltas), " must be tolerances in (0, 1/2] like '2/5,1/2', got {shown}", {"type": "string"}
-        ),
+        "m": _parsed(_ms, f" must be m values from 2 to {MAX_WALL_M} like '2..5', got {{shown}}"),
+        "delta": _parsed(_deltas, " must be tolerances in (0, 1/2] like '2/5,1/2', got {shown}"),
         "rlimit": between(1, MAX_RLIMIT),
     },
     step=".step:table",

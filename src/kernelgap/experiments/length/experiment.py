@@ -6,13 +6,15 @@ over {0,1}^m (``constructed.json``; ``m`` in ``[length]`` of ``profile.toml``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from ...errors import KernelgapError
-from ...limits import check_verify
+from ...limits import MAX_VERIFY_M, check_verify
 from ...report.figures import exact_line, legend, plt, save
 from ...report.text import of, yes_no
-from ...validation import Int, JsonNumber, Record, checked, json_at_least
+from ...validation import Int, JsonNumber, Record, Says, json_at_least
 from ..base import Experiment, Figure
 
 
@@ -24,14 +26,15 @@ def _checkable(m: int) -> bool:
     return True
 
 
-#: ``[length] m``: tokens {0,1}^m whose rank-1 construction is checked on every sequence of length
-#: 1, 2, 3, within ``verify``'s limits (:func:`kernelgap.limits.check_verify`: m ≤ 9 at N = 3).
-LengthM = checked(
+#: The largest m whose rank-1 construction ``verify`` checks on every sequence of length 1, 2, 3
+#: (:func:`kernelgap.limits.check_verify`: 9).
+MAX_M = max(m for m in range(1, MAX_VERIFY_M + 1) if _checkable(m))
+#: ``[length] m``: tokens {0,1}^m whose rank-1 construction is checked on every sequence of length 1, 2, 3.
+LengthM = Annotated[
     Int,
-    _checkable,
-    " must be an m that verify checks at lengths 1, 2, 3 (2^(3m)·9 ≤ 9·2^27 pairs: 1..9), got {value}",
-    {"type": "integer", "minimum": 1, "maximum": 9},
-)
+    Field(ge=1, le=MAX_M),
+    Says(f"must be an m that verify checks at lengths 1, 2, 3 (2^(3m)·9 ≤ 9·2^27 pairs: 1..{MAX_M}), got {{value}}"),
+]
 
 #: What the paper reports (kept verbatim in summary.json).
 PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}

@@ -5,18 +5,18 @@ and seeds (``probe/<name>/``; the baseline runs of equal suites are shared,
 ``probe/baseline/``).  The same section, figure and HTML make the report of a probe
 folder (``kernelgap probe … --out DIR``; :mod:`.page`).
 
-The experiment's torch-free parts, one job each: :mod:`.config` (the ``[[probes]]``
-entries), :mod:`.record` (``probe.json``, checked), :mod:`.section` (the summary's
-``probes``), :mod:`.text` (sentences and conclusions), :mod:`.figure`, :mod:`.blocks` (its
-HTML) and :mod:`.page`; the verdict rules are the probe's own
-(:mod:`kernelgap.probe.verdicts`).  :mod:`.step` runs the probes (torch; the pipeline loads it).
+The experiment's torch-free parts, one job each: :mod:`.record` (``probe.json``, checked),
+:mod:`.section` (the summary's ``probes``), :mod:`.text` (sentences and conclusions),
+:mod:`.figure`, :mod:`.blocks` (its HTML) and :mod:`.page`; the verdict rules are the
+probe's own (:mod:`kernelgap.probe.verdicts`), and so are the ``[[probes]]`` entries
+(:class:`kernelgap.probe.config.ProbeEntry`, named: a profile loads them).  :mod:`.step`
+runs the probes (torch; the pipeline loads it).
 """
 
 from __future__ import annotations
 
 from ..base import Experiment
 from .blocks import probes_html
-from .config import parse_probes
 from .figure import PROBE_FIGURE
 from .section import SECTION, section
 from .text import conclusions, sentence
@@ -33,6 +33,6 @@ EXPERIMENT = Experiment(
     html=lambda summary, pg: {"probes": probes_html(summary, pg)},
     region="probes",
     figures=(PROBE_FIGURE,),
-    profile_keys={"probes": parse_probes},
+    profile_keys={"probes": "kernelgap.probe.config:parse_probes"},
     step=".step:probe_modules",
 )

@@ -32,7 +32,7 @@ FACTS = (
 )
 
 
-class ProbeEntry(Record):
+class ProbeRow(Record):
     """One probe of ``summary.json``'s ``probes``: its name and target (skipped ones too)."""
 
     name: Any
@@ -40,7 +40,7 @@ class ProbeEntry(Record):
 
 
 #: The probe experiment's part of ``summary.json``.
-SECTION = list[ProbeEntry] | None
+SECTION = list[ProbeRow] | None
 
 
 def _counts(ranks: list[int], features: list | None) -> dict[int, int | None]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...io import atomic_write_json
 from ...models.external import ModuleImportError
-from ...probe.config import ProbeConfig
+from ...probe.config import ProbeConfig, ProbeEntry
 from ...probe.runner import run_probe
 from ...report.integrity import sealed
 from ..steps import local_width
@@ -29,35 +29,21 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
             done.result()
 
 
-def _probe_one(entry: dict, out: Path, sweep_options: dict) -> None:
-    folder = out / entry["name"]
+def _probe_one(entry: ProbeEntry, out: Path, sweep_options: dict) -> None:
+    folder = out / entry.name
     config = ProbeConfig(
-        entry["target"],
-        entry["kwargs"],
-        out=folder,
-        profile=entry["profile"],
-        ranks=entry["ranks"] or None,
-        seeds=entry["seeds"] or None,
-        steps=entry["steps"],
-        lr=entry["lr"],
-        interface=entry["interface"],
-        args=entry["args"],
-        output=entry["output"],
-        baseline=out / "baseline",
-        recipes=entry["recipes"],
-        time_limits=entry.get("time_limits") or None,
-        **sweep_options,
+        **entry.model_dump(exclude={"name", "requires"}), out=folder, baseline=out / "baseline", **sweep_options
     )
     try:
         run_probe(config)
     except ModuleImportError as exc:
-        need = entry["requires"] or "its library"
+        need = entry.requires or "its library"
         atomic_write_json(
             folder / SKIPPED,
             sealed(
                 {
-                    "name": entry["name"],
-                    "target": entry["target"],
+                    "name": entry.name,
+                    "target": entry.target,
                     "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
                 }
             ),
