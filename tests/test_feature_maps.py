@@ -12,6 +12,7 @@ from kernelgap.models.feature_maps.favor_iid import FavorIid
 from kernelgap.models.feature_maps.hedgehog import Hedgehog
 from kernelgap.models.feature_maps.taylor import Taylor
 from kernelgap.models.scorers import KernelScorer
+from kernelgap.models.specs import INIT_SCALE
 from kernelgap.models.stacked import init_members
 from kernelgap.task.families.exhaustive import all_tokens
 
@@ -21,11 +22,13 @@ ALL = sorted(FEATURE_MAPS)
 
 
 def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
-    """The kernel scorer of map ``name``: its projections (or tables) and the map; its
+    """The kernel scorer of map ``name`` (a spec's initial scale): its projections (or tables) and the map; its
     ``query``/``key`` are the raw features ``[E·H, T, r]`` / ``[E·H, P, T, r]``."""
     cls, ranks = feature_map_class(name), [rank] * len(seeds)
     fm = cls.build(M, rank, slots=len(seeds) * heads, heads=heads)
-    scorer = KernelScorer(feature_map=fm, ranks=ranks, m=M, heads=heads, key_positions=positions, vocabulary=TOKENS)
+    scorer = KernelScorer(
+        feature_map=fm, ranks=ranks, m=M, heads=heads, key_positions=positions, vocabulary=TOKENS, init_scale=INIT_SCALE
+    )
     init_members(scorer, list(seeds), ranks)
     return scorer.double()
 

@@ -11,10 +11,10 @@ import torch
 
 from kernelgap.models import FEATURE_MAPS, build_model
 from kernelgap.models.scorers import log_kernel
+from kernelgap.models.specs import INIT_SCALE
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
 from kernelgap.training import TrainConfig, default_lr, default_model
-from kernelgap.training.config import INIT_SCALE
 from kernelgap.training.trainer import Scored, StackTrainer, configure_worker
 
 MODELS = [("kernel", f) for f in sorted(FEATURE_MAPS)] + [("softmax", None)]

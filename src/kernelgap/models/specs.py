@@ -7,6 +7,9 @@ from (:func:`~kernelgap.models.build.build_model`), so a spec's fields are its i
 models have equal specs whatever a sweep file wrote for the other kinds.  A kernel spec
 resolves its feature map's class once, when it is made (:attr:`KernelSpec.map_class`).
 
+A spec's defaults are the calibrated training recipe (docs/experiments.md, "Training recipe"):
+``KernelSpec()`` is what ``kernelgap train`` trains without flags.
+
 Specs check their fields' ranges and choices when they are made, without torch: a kernel
 spec imports the feature maps (and torch) only once its other fields are valid, so a refused
 field costs no torch import; the limits that need the family's sizes (rank, memory) are
@@ -46,9 +49,12 @@ ReadoutName = Annotated[
 Hidden = Annotated[PositiveInt, Field(description="hidden width of the MLPs")]
 PositionDependent = Annotated[bool, Field(description="a key map per key position")]
 Causal = Annotated[bool, Field(description="position i attends to positions 1..i")]
-Temperature = Annotated[FinitePositive, Field(description="score temperature τ (a sweep's softmax model: 4.0)")]
+Temperature = Annotated[FinitePositive, Field(description="score temperature τ (default: kernel 1.0, softmax 4.0)")]
 InitScale = Annotated[FinitePositive, Field(description="initial scale of the parameters")]
 KIND_TEXT = "kernel attention, dense softmax, or a module written elsewhere"
+#: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
+#: training stalls; docs/experiments.md, "Training recipe").
+INIT_SCALE = 2.0
 
 
 class BaseSpec(Config):
@@ -64,10 +70,11 @@ class BaseSpec(Config):
 
 class KernelSpec(BaseSpec):
     """Kernel attention ``α(x, z) = <φ_Q(x), φ_K(z)>`` with a registered feature map ``φ``
-    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features."""
+    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features.  The
+    fields it is not given that its map's ``recipe_model`` sets take the map's values."""
 
     kind: Literal["kernel"] = Field("kernel", description=KIND_TEXT)
-    feature_map: str = Field("mlp_exp", description="a registered feature map (kind = kernel)")
+    feature_map: str = Field("table", description="a registered feature map (kind = kernel)")
     rank: Rank = 16
     heads: Heads = 1
     d_value: DValue = 32
@@ -76,7 +83,7 @@ class KernelSpec(BaseSpec):
     position_dependent: PositionDependent = False
     causal: Causal = False
     temperature: Temperature = 1.0
-    init_scale: InitScale = 1.0
+    init_scale: InitScale = INIT_SCALE
     _map: type[FeatureMap] = PrivateAttr()
 
     @model_validator(mode="after")
@@ -89,6 +96,8 @@ class KernelSpec(BaseSpec):
             self._map = feature_map_class(self.feature_map)
         except KernelgapError as exc:
             raise invalid(f": {exc}", path="feature_map") from None
+        recipe = {k: v for k, v in self._map.recipe_model.items() if k not in self.model_fields_set}
+        self.__dict__.update(recipe)  # frozen: the recipe's values, as if they were the defaults
         return self
 
     @property
@@ -108,7 +117,9 @@ class KernelSpec(BaseSpec):
 class SoftmaxSpec(BaseSpec):
     """Dense softmax ``log α(x, z) = <q(x), k(z)> / τ`` with ``q, k ∈ R^d`` (``d = score_dim``,
     default the token width m); ``scaled_scores`` divides by ``τ·√d`` instead (scaled
-    dot-product attention; the trained softmax recipe, ``training.config.default_model``)."""
+    dot-product attention).  The defaults, ``τ·√d`` with τ = 4, are the calibrated recipe:
+    attention starts near uniform and the scorer trains slower than the readout, which it
+    needs to find the good candidates (docs/experiments.md, "Training recipe")."""
 
     kind: Literal["softmax"] = Field("softmax", description=KIND_TEXT)
     heads: Heads = 1
@@ -118,9 +129,9 @@ class SoftmaxSpec(BaseSpec):
     position_dependent: PositionDependent = False
     causal: Causal = False
     score_dim: PositiveInt | None = Field(None, description="softmax d (default m)")
-    temperature: Temperature = 1.0
-    scaled_scores: bool = Field(False, description="softmax: divide scores by τ·√d instead of τ")
-    init_scale: InitScale = 1.0
+    temperature: Temperature = 4.0
+    scaled_scores: bool = Field(True, description="softmax: divide scores by τ·√d instead of τ")
+    init_scale: InitScale = INIT_SCALE
 
 
 class ModuleModelSpec(BaseSpec):
