@@ -30,13 +30,13 @@ from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_RESTARTS, MAX_STEPS
-from ..models.specs import (
+from ..models.specs import (  # noqa: F401 (FALLBACK_LR, SOFTMAX_LR: a name of this package)
+    FALLBACK_LR,
     FIELDS_ONLY,
+    SOFTMAX_LR,
     SPECS,
     KernelSpec,
     ModelSpec,
-    ModuleModelSpec,
-    SoftmaxSpec,
     check_kind,
     every_field,
     model_identity,
@@ -46,11 +46,6 @@ from ..run_values import Device, LearningRate, Power, PruneFrom, Seed, StopBelow
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, between, invalid, one_of
 
-#: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
-SOFTMAX_LR = 5e-3
-#: Learning rate of a module written elsewhere: that of a generic feature map
-#: (``FeatureMap.default_lr``, which a test checks it equals; the maps import torch).
-FALLBACK_LR = 3e-3
 #: Floating-point types a run may train in, by name (:func:`torch_dtype`: the torch type).
 DTYPE_NAMES = ("float32", "float64")
 
@@ -71,16 +66,6 @@ def __getattr__(name: str):
 #: A model spec from its fields (:func:`~kernelgap.models.specs.model_spec`): every spec's
 #: defaults are the calibrated training recipe.
 default_model = model_spec
-
-
-def default_lr(model: ModelSpec) -> float:
-    """The calibrated learning rate for a model: softmax's, its feature map's, or a
-    module's (docs/experiments.md, "Training recipe")."""
-    if isinstance(model, SoftmaxSpec):
-        return SOFTMAX_LR
-    if isinstance(model, KernelSpec):
-        return model.map_class.default_lr
-    return FALLBACK_LR
 
 
 DType = one_of(DTYPE_NAMES)
@@ -312,7 +297,7 @@ def model_table(table: dict, explicit=()) -> dict:
     a module."""
     kind = check_kind(table.get("kind", "kernel"))
     own = SPECS[kind].model_fields
-    if (kind == "module") != (table.get("module") is not None):
+    if ("module" in own) != (table.get("module") is not None):
         raise invalid(" is given exactly when {where}.kind = 'module'", path="module")
     defaults = unused_values()
     kept = {"kind": kind}
@@ -361,22 +346,22 @@ class RunConfig(Config):
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other; a distilled run the power mean alone,
         with its teacher's readout where it gives none (:func:`.distill.student_model`)."""
-        if self.train.restarts and isinstance(self.model, ModuleModelSpec):
+        if self.train.restarts and not self.model.restartable:
             raise ValueError("train.restarts: a module trains once (fresh starts are for kernel and softmax models)")
-        if self.train.distill and not (isinstance(self.model, KernelSpec) and self.model.feature_map != "table"):
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self  # a kernel spec's map, which the rest asks, is not resolved
+        if self.train.distill and not self.model.distillable:
             raise invalid(
                 " is for a kernel model whose map is not 'table' (its teacher is a table)", path="train.distill"
             )
-        if self.train.prune_from > 1 and not (isinstance(self.model, KernelSpec) and self.model.feature_map == "table"):
+        if self.train.prune_from > 1 and not self.model.prunable:
             raise invalid(" is for a kernel model with the 'table' map (its columns are cut)", path="train.prune_from")
-        if (info.context or {}).get(FIELDS_ONLY):
-            return self
         if self.train.distill:
             from .distill import student_model
 
             self.model = student_model(self.model)
-        if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
-            schedule = self.model.map_class.recipe_schedule
+        if not {"mse_steps", "max_steps"} & self.train.model_fields_set:
+            schedule = self.model.recipe_schedule
             if self.train.distill:  # the student starts near its teacher: the power mean alone
                 schedule = {"mse_steps": 0, "max_steps": schedule.get("max_steps", self.train.max_steps)}
             if schedule:
@@ -430,7 +415,7 @@ class RunConfig(Config):
         run = self.sized()
         if run.train.lr is not None:
             return run
-        return run.model_copy(update={"train": run.train.model_copy(update={"lr": default_lr(run.model)})})
+        return run.model_copy(update={"train": run.train.model_copy(update={"lr": run.model.default_lr})})
 
     def as_dict(self) -> dict:
         """The resolved run as plain values, its model in the record layout (:func:`record_model`)."""
@@ -454,11 +439,11 @@ class RunConfig(Config):
     def stack_key(self) -> str:
         """Runs with equal keys can train in one stack (seed and maskable rank vary;
         a module trains alone)."""
-        if isinstance(self.model, ModuleModelSpec):
+        if self.model.built_elsewhere:
             return self.run_id()
         d = self.identity()
         d.pop("seed")
-        if isinstance(self.model, KernelSpec) and self.model.map_class.maskable:
+        if self.model.maskable:
             d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}
         return config_hash(d)
 
