@@ -239,3 +239,17 @@ def test_train_help_lists_every_registered_map(cli):
     assert code == 0
     listed = out.split("--feature-map", 1)[1].split()[0].strip("[]").split("|")
     assert listed == list(FEATURE_MAPS)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if FEATURE_MAPS[n].projection == "linear"])
+def test_a_map_serves_one_layer(name):
+    """``layer`` is the map of one attention layer (no stack): ``phi`` of ``u [B, N, d]``,
+    state of its own drawn from torch's global generator (the probe's twin layer)."""
+    cls, d = feature_map_class(name), 6
+    width = cls.projection_dim(5, d)
+    torch.manual_seed(0)
+    first = cls.layer(d, 5).phi(torch.ones(2, 3, width))
+    torch.manual_seed(0)
+    assert first.shape == (2, 3, cls.output_size(5)) and torch.equal(
+        cls.layer(d, 5).phi(torch.ones(2, 3, width)), first
+    )

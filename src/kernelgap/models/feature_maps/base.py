@@ -95,6 +95,12 @@ class FeatureMap(nn.Module):
         return cls()
 
     @classmethod
+    def layer(cls, m: int, rank: int) -> FeatureMap:
+        """The map of one attention layer of rank ``rank`` on width-``m`` inputs, ``phi`` of
+        ``u [B, N, d]``; state of its own is drawn from torch's global generator."""
+        return cls.build(m, rank)
+
+    @classmethod
     def projection_dim(cls, rank: int, m: int) -> int:
         """Width ``d`` of the projection ``u`` for a requested rank on ``m``-bit tokens."""
         return rank
