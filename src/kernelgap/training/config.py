@@ -30,7 +30,7 @@ from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_RESTARTS, MAX_STEPS
-from ..models.specs import (  # noqa: F401 (FALLBACK_LR, SOFTMAX_LR: a name of this package)
+from ..models.specs import (  # noqa: F401 (FALLBACK_LR, SOFTMAX_LR: names of kernelgap.training)
     FALLBACK_LR,
     FIELDS_ONLY,
     SOFTMAX_LR,
@@ -257,19 +257,14 @@ def run_identity(config: dict) -> dict:
 EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 
 
-#: Where a field's value for the kinds that do not use it is not its default: a kernel's map
-#: and a softmax model's score scaling keep the values the probe's sweep tables have always
-#: written for them (:func:`unused_values`; the text of those tables names the probe's folders).
-UNUSED_VALUES = {"feature_map": "mlp_exp", "scaled_scores": False}
-
-
 @functools.cache
 def unused_values() -> dict:
     """Every model field of every kind at the value a run whose kind does not use it may give
     it explicitly (it changes nothing; another value is a mistake): its default (the first
-    kind's that has it), but :data:`UNUSED_VALUES`."""
+    kind's that has it), but a kernel's map and a softmax model's score scaling at the values
+    the probe's sweep tables have always written (the text of those tables names its folders)."""
     fields = {name: None if f.is_required() else f.get_default() for name, f in every_field().items()}
-    return {**fields, **UNUSED_VALUES}
+    return {**fields, "feature_map": "mlp_exp", "scaled_scores": False}
 
 
 def record_model(spec: ModelSpec) -> dict:
