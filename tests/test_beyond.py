@@ -9,7 +9,7 @@ import torch
 
 from kernelgap.experiments.profile import load_profile
 from kernelgap.experiments.registry import BUILTIN
-from kernelgap.models import build_model, feature_count, signed_kernel
+from kernelgap.models import build_model
 from kernelgap.models.attention import DENOMINATOR_GUARD, KEY_AXIS, gather_pairs
 from kernelgap.models.sketch import sketch_numbers
 from kernelgap.report.criteria import exact, first_rank
@@ -115,7 +115,7 @@ def test_multi_head_shapes_and_sum_over_heads(heads):
     t = model.tables(tok)
     T = len(fam.tokens)
     assert t.scores.shape == (2, heads, 1, T, T) and t.values.shape == (2, heads, 1, T, T)
-    assert feature_count(spec) == total
+    assert spec.feature_count() == total
     assert sketch_numbers(model) == [total * (spec.d_value + 1)] * 2
     with torch.no_grad():
         pred = model.predict(tok, idx)
@@ -146,8 +146,8 @@ def _record(
         "status": "ok",
         "steps": 10,
         "wall_time_s": 1.0,
-        "features": feature_count(spec),
-        "signed_kernel": signed_kernel(spec),
+        "features": spec.feature_count(),
+        "signed_kernel": spec.signed_kernel,
         "config": {
             "model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
             "family": {"name": family, "params": params or {}},

@@ -66,3 +66,27 @@ def test_train_value_width_reaches_the_record(cli):
     assert code == 0
     record = json.loads(out)
     assert record["config"]["model"]["d_value"] == 8
+
+
+def test_train_without_flags_trains_the_specs_defaults(cli, monkeypatch):
+    """``kernelgap train`` with no model or schedule flags trains ``KernelSpec()`` — the spec's
+    defaults are the command line's — and the run a ``RunConfig`` makes from the spec alone."""
+    from kernelgap.models import KernelSpec
+    from kernelgap.training import FamilySpec, RunConfig, trainer
+
+    trained = []
+
+    def capture(run, stream):
+        trained.append(run)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(trainer, "train_watched", capture)
+    assert cli("train", "--family", "witness")[0] == 0
+    (run,) = trained
+    spec = KernelSpec()
+    assert run.model == spec and (spec.feature_map, spec.rank, spec.readout) == ("table", 16, "linear")
+    assert (
+        run == RunConfig(family=FamilySpec(name="witness"), model=spec) == RunConfig(family=FamilySpec(name="witness"))
+    )
+    assert run.run_id() == RunConfig(family=FamilySpec(name="witness")).run_id()
+    assert (run.train.mse_steps, run.train.max_steps) == (0, 5000)  # the table's own schedule

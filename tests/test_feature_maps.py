@@ -12,6 +12,7 @@ from kernelgap.models.feature_maps.favor_iid import FavorIid
 from kernelgap.models.feature_maps.hedgehog import Hedgehog
 from kernelgap.models.feature_maps.taylor import Taylor
 from kernelgap.models.scorers import KernelScorer
+from kernelgap.models.specs import INIT_SCALE
 from kernelgap.models.stacked import init_members
 from kernelgap.task.families.exhaustive import all_tokens
 
@@ -21,11 +22,13 @@ ALL = sorted(FEATURE_MAPS)
 
 
 def make(name, rank=8, heads=1, positions=1, seeds=(0,)):
-    """The kernel scorer of map ``name``: its projections (or tables) and the map; its
+    """The kernel scorer of map ``name`` (a spec's initial scale): its projections (or tables) and the map; its
     ``query``/``key`` are the raw features ``[E·H, T, r]`` / ``[E·H, P, T, r]``."""
     cls, ranks = feature_map_class(name), [rank] * len(seeds)
     fm = cls.build(M, rank, slots=len(seeds) * heads, heads=heads)
-    scorer = KernelScorer(feature_map=fm, ranks=ranks, m=M, heads=heads, key_positions=positions, vocabulary=TOKENS)
+    scorer = KernelScorer(
+        feature_map=fm, ranks=ranks, m=M, heads=heads, key_positions=positions, vocabulary=TOKENS, init_scale=INIT_SCALE
+    )
     init_members(scorer, list(seeds), ranks)
     return scorer.double()
 
@@ -236,3 +239,17 @@ def test_train_help_lists_every_registered_map(cli):
     assert code == 0
     listed = out.split("--feature-map", 1)[1].split()[0].strip("[]").split("|")
     assert listed == list(FEATURE_MAPS)
+
+
+@pytest.mark.parametrize("name", [n for n in ALL if FEATURE_MAPS[n].projection == "linear"])
+def test_a_map_serves_one_layer(name):
+    """``layer`` is the map of one attention layer (no stack): ``phi`` of ``u [B, N, d]``,
+    state of its own drawn from torch's global generator (the probe's twin layer)."""
+    cls, d = feature_map_class(name), 6
+    width = cls.projection_dim(5, d)
+    torch.manual_seed(0)
+    first = cls.layer(d, 5).phi(torch.ones(2, 3, width))
+    torch.manual_seed(0)
+    assert first.shape == (2, 3, cls.output_size(5)) and torch.equal(
+        cls.layer(d, 5).phi(torch.ones(2, 3, width)), first
+    )

@@ -274,7 +274,7 @@ def test_rank_limit_and_parameter_estimate():
             check_model(KernelSpec(rank=rank))
     for spec in (
         KernelSpec(heads=10**12),
-        KernelSpec(hidden=10**13),
+        KernelSpec(feature_map="mlp_exp", hidden=10**13),
         KernelSpec(d_value=10**13),
         SoftmaxSpec(score_dim=10**13),
         KernelSpec(feature_map="favor", heads=10**9),

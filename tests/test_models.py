@@ -11,8 +11,6 @@ from kernelgap.models import (
     ModuleModelSpec,
     SoftmaxSpec,
     build_model,
-    feature_count,
-    signed_kernel,
 )
 from kernelgap.models.sizing import parameter_count
 from kernelgap.task import build_family
@@ -180,5 +178,5 @@ def test_a_spec_has_only_its_kinds_fields_and_resolves_its_map_once(monkeypatch)
 
     monkeypatch.setattr(feature_maps, "feature_map_class", no_lookup)  # what a spec looks maps up with
     model = build_model(spec, 3, 3, seeds=[0])  # no further registry look-up
-    assert type(model.scorer.feature_map) is feature_maps.elu1.Elu1 and feature_count(spec) == 16
-    assert signed_kernel(spec) is False and "temperature" not in spec.identity()
+    assert type(model.scorer.feature_map) is feature_maps.elu1.Elu1 and spec.feature_count() == 16
+    assert spec.signed_kernel is False and "temperature" not in spec.identity()

@@ -11,10 +11,10 @@ import torch
 
 from kernelgap.models import FEATURE_MAPS, build_model
 from kernelgap.models.scorers import log_kernel
+from kernelgap.models.specs import INIT_SCALE
 from kernelgap.sweeps import run_sweep
 from kernelgap.task import build_family
-from kernelgap.training import TrainConfig, default_lr, default_model
-from kernelgap.training.config import INIT_SCALE
+from kernelgap.training import TrainConfig, default_model
 from kernelgap.training.trainer import Scored, StackTrainer, configure_worker
 
 MODELS = [("kernel", f) for f in sorted(FEATURE_MAPS)] + [("softmax", None)]
@@ -34,7 +34,7 @@ def test_ten_times_init_scale_and_lr_stay_finite(witness, kind, fmap, lr_factor)
     spec = default_model(**fields, init_scale=10 * INIT_SCALE)
     model = build_model(spec, witness.m, witness.length, seeds=[0, 1, 2], vocabulary=witness.tokens)
     scored = Scored.of(witness, torch.float32)
-    cfg = TrainConfig(lr=lr_factor * default_lr(spec), mse_steps=8, max_steps=8, stop_below=None)
+    cfg = TrainConfig(lr=lr_factor * spec.default_lr, mse_steps=8, max_steps=8, stop_below=None)
     results = StackTrainer(model, scored, cfg).run()
     with torch.no_grad():
         pred = model.predict(scored.tokens, scored.index, scored.positions)

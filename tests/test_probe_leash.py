@@ -155,7 +155,10 @@ def test_bad_time_limits_are_refused_before_the_module_is_touched(cli, tmp_path,
 def test_time_limits_default_and_override():
     assert ProbeConfig("m.py:M").limits == TIME_LIMITS
     assert ProbeConfig("m.py:M", time_limits={"step": number("2.5")}).limits == {**TIME_LIMITS, "step": 2.5}
-    with pytest.raises(ConfigError, match=r"^time_limits\.import: must be a positive number of seconds \(at most 1,000,000\), got True$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^time_limits\.import: must be a positive number of seconds \(at most 1,000,000\), got True$",
+    ):
         ProbeConfig("m.py:M", time_limits={"import": True})
 
 

@@ -3,8 +3,8 @@
 The calibrated recipe: one head of dense softmax attention (24-dim q, k, MLP value and
 readout) is exact on every seed.  With the old recipe (τ = 1) every seed
 stalled at max error 2.0–3.2 (self-attention or uniform-averaging minima);
-the default temperature and learning rate of ``default_model`` /
-``default_lr`` fix that (see ``training/config.py``).
+the default temperature and learning rate of ``SoftmaxSpec`` fix that (see
+``models/specs.py``).
 """
 
 import pytest

@@ -14,7 +14,7 @@ import pydantic
 import pytest
 
 from kernelgap.errors import ConfigError
-from kernelgap.models import KernelSpec, model_spec, spec_rank
+from kernelgap.models import KernelSpec, model_spec
 from kernelgap.sweeps.config import SCHEMA_FILE, load_sweep, sweep_schema
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
 from sweep_helpers import TINY
@@ -101,7 +101,7 @@ def test_a_field_its_kind_does_not_use_is_refused_where_the_kind_is_chosen(tmp_p
     # the base table spans the variants and the grid spans every kind: a softmax model has
     # no rank, so the grid's ranks give one softmax run per seed
     runs = load_sweep(write(tmp_path, KIND_SWEEP + '[[variants]]\n[[variants]]\nmodel.kind = "softmax"\n')).runs()
-    assert sorted((r.model.kind, spec_rank(r.model) or 0) for r in runs if r.seed == 0) == [
+    assert sorted((r.model.kind, r.model.stack_rank or 0) for r in runs if r.seed == 0) == [
         ("kernel", 1),
         ("kernel", 2),
         ("softmax", 0),

@@ -19,10 +19,7 @@ _WHERE = {
     "ModelSpec": "specs",
     "ModuleModelSpec": "specs",
     "SoftmaxSpec": "specs",
-    "feature_count": "specs",
     "model_spec": "specs",
-    "signed_kernel": "specs",
-    "spec_rank": "specs",
 }
 
 __all__ = sorted(_WHERE)

@@ -80,7 +80,7 @@ def rank1(m: int, length: int = 2, dtype: torch.dtype = torch.float64) -> Attent
 def softmax(m: int, length: int = 3, dtype: torch.dtype = torch.float64) -> AttentionModel:
     """Dense softmax with ``q = −βx``, ``k = z`` and ``β = ln(2(N−1)) + 1``."""
     beta = softmax_beta(length)
-    spec = SoftmaxSpec(score_dim=m, d_value=m, readout="linear")
+    spec = SoftmaxSpec(score_dim=m, d_value=m, readout="linear", temperature=1.0, scaled_scores=False)
     model = build_model(spec, m, length, seeds=[0], dtype=dtype)
     eye = torch.eye(m, dtype=dtype)
     with torch.no_grad():

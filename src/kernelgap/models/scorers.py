@@ -113,7 +113,7 @@ class KernelScorer(Scorer):
         self.temperature = temperature if cls.log_space else 1.0
         self.log_space, self.nonnegative = cls.log_space, cls.nonnegative
         self.features = cls.output_size(rank)
-        self.tabled = cls.projection == "table"
+        self.tabled = cls.projection is None
         self.register_buffer("vocabulary", None)  # [V, m] bits of the tokens a table indexes by id
         # The projections are registered before the map: members draw their initialisation in this order.
         if self.tabled:

@@ -13,7 +13,7 @@ import torch
 
 from ..limits import check_memory, check_rank
 from .build import assemble
-from .specs import KernelSpec, ModelSpec, ModuleModelSpec, SoftmaxSpec, spec_rank
+from .specs import KernelSpec, ModelSpec, SoftmaxSpec
 
 #: Bytes per parameter the estimate counts (float32).
 PARAMETER_BYTES = 4
@@ -27,7 +27,7 @@ def parameter_count(spec: KernelSpec | SoftmaxSpec, m: int = 1, tokens: int = 1,
     tokens of a family of ``tokens`` distinct tokens, one key position: its parameters and
     its floating-point buffers (``favor``'s fixed projections; the rank mask).  Remembered
     per spec and sizes: the runs of a sweep differ mostly in their seed."""
-    ranks = [spec_rank(spec)] * max(members, 1)
+    ranks = [spec.stack_rank] * max(members, 1)
     try:
         with torch.device("meta"):
             vocabulary = torch.zeros(max(tokens, 1), max(m, 1), dtype=torch.uint8)
@@ -48,9 +48,9 @@ def check_model(
     :data:`PARAMETER_BYTES` each) fit the memory limit.  Without the family's ``m`` and
     number of distinct ``tokens`` both count as 1, so the estimate is a floor: a refused
     spec could never be built."""
-    if isinstance(spec, (KernelSpec, ModuleModelSpec)):
+    if spec.stack_rank is not None:
         check_rank(spec.rank, f"{where}.rank")
-    if isinstance(spec, ModuleModelSpec):
+    if spec.built_elsewhere:
         return spec
     params = parameter_count(spec, m or 1, tokens or 1, members)
     check_memory(

@@ -7,6 +7,11 @@ from (:func:`~kernelgap.models.build.build_model`), so a spec's fields are its i
 models have equal specs whatever a sweep file wrote for the other kinds.  A kernel spec
 resolves its feature map's class once, when it is made (:attr:`KernelSpec.map_class`).
 
+A spec's defaults are the calibrated training recipe (docs/experiments.md, "Training recipe"):
+``KernelSpec()`` is what ``kernelgap train`` trains without flags.  What the trainer asks of a
+model (learning rate, features, sign, rank, stacking, fresh starts, distillation, pruning) it
+asks of the spec (:class:`BaseSpec`), a kernel spec of its map.
+
 Specs check their fields' ranges and choices when they are made, without torch: a kernel
 spec imports the feature maps (and torch) only once its other fields are valid, so a refused
 field costs no torch import; the limits that need the family's sizes (rank, memory) are
@@ -15,6 +20,7 @@ field costs no torch import; the limits that need the family's sizes (rank, memo
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, WrapValidator, model_validator
@@ -43,28 +49,72 @@ ReadoutName = Annotated[one_of(READOUTS), Field(description="value/readout maps:
 Hidden = Annotated[PositiveInt, Field(description="hidden width of the MLPs")]
 PositionDependent = Annotated[bool, Field(description="a key map per key position")]
 Causal = Annotated[bool, Field(description="position i attends to positions 1..i")]
-Temperature = Annotated[FinitePositive, Field(description="score temperature τ (a sweep's softmax model: 4.0)")]
+Temperature = Annotated[FinitePositive, Field(description="score temperature τ (default: kernel 1.0, softmax 4.0)")]
 InitScale = Annotated[FinitePositive, Field(description="initial scale of the parameters")]
 KIND_TEXT = "kernel attention, dense softmax, or a module written elsewhere"
+#: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
+#: training stalls; docs/experiments.md, "Training recipe").
+INIT_SCALE = 2.0
+#: Adam learning rate of dense softmax, and of a module written elsewhere (a generic feature
+#: map's, ``FeatureMap.default_lr``, which a test checks it equals: the maps import torch);
+#: a kernel model's is its map's (docs/experiments.md, "Training recipe").
+SOFTMAX_LR = 5e-3
+FALLBACK_LR = 3e-3
 
 
 class BaseSpec(Config):
-    """What every model spec shares: frozen, named ``model`` in messages."""
+    """What every model spec shares: frozen, named ``model`` in messages; what the trainer
+    asks of a model, as a model without a feature map answers (a kernel spec asks its map)."""
 
     model_config = ConfigDict(frozen=True)
     WHERE: ClassVar[str] = "model"
+    #: Adam learning rate of the calibrated recipe.
+    default_lr: ClassVar[float] = FALLBACK_LR
+    #: A module written elsewhere: it trains alone (one seed per stack), its size unknown
+    #: before it is built (:mod:`.sizing`), outside the two-candidate reduction.
+    built_elsewhere: ClassVar[bool] = False
+    #: Whether ``train.restarts`` applies (fresh starts are for the models kernelgap builds).
+    restartable: ClassVar[bool] = True
+    #: The module written elsewhere it trains, ``package.module:Class`` (None: none).
+    target: ClassVar[str | None] = None
+    # A kernel spec's map's facts of these names (:class:`~.feature_maps.FeatureMap`;
+    # ``signed_kernel``: not ``nonnegative``, ``map_facts``: ``facts()``), as a model without
+    # a map has them: ``train.distill`` and ``train.prune_from`` do not apply, no schedule.
+    signed_kernel: ClassVar[bool] = False
+    log_space: ClassVar[bool] = False
+    maskable: ClassVar[bool] = False
+    distillable: ClassVar[bool] = False
+    prunable: ClassVar[bool] = False
+    projection: ClassVar[str | None] = None
+    recipe_schedule: ClassVar[dict] = {}
+    map_facts: ClassVar[dict | None] = None
 
     def identity(self) -> dict:
         """The fields its model is built from (what a run id hashes)."""
         return self.model_dump()
 
+    @property
+    def stack_rank(self) -> int | None:
+        """The rank a stack pads its members to: its ``rank`` (None for dense softmax)."""
+        return getattr(self, "rank", None)
+
+    def feature_count(self) -> int | None:
+        """Total features actually used (a kernel's ``H · r``; None for dense softmax)."""
+        return self.stack_rank
+
+    @property
+    def attention_shape(self) -> tuple[int, bool, bool]:
+        """Heads, position dependence and causal mask (a module: one head, neither)."""
+        return self.heads, self.position_dependent, self.causal
+
 
 class KernelSpec(BaseSpec):
     """Kernel attention ``α(x, z) = <φ_Q(x), φ_K(z)>`` with a registered feature map ``φ``
-    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features."""
+    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features.  The
+    fields it is not given that its map's ``recipe_model`` sets take the map's values."""
 
     kind: Literal["kernel"] = Field("kernel", description=KIND_TEXT)
-    feature_map: str = Field("mlp_exp", description="a registered feature map (kind = kernel)")
+    feature_map: str = Field("table", description="a registered feature map (kind = kernel)")
     rank: Rank = 16
     heads: Heads = 1
     d_value: DValue = 32
@@ -73,8 +123,18 @@ class KernelSpec(BaseSpec):
     position_dependent: PositionDependent = False
     causal: Causal = False
     temperature: Temperature = 1.0
-    init_scale: InitScale = 1.0
+    init_scale: InitScale = INIT_SCALE
     _map: type[FeatureMap] = PrivateAttr()
+    # What BaseSpec asks: its map's facts.
+    default_lr = property(lambda self: self._map.default_lr)
+    signed_kernel = property(lambda self: not self._map.nonnegative)
+    log_space = property(lambda self: self._map.log_space)
+    maskable = property(lambda self: self._map.maskable)
+    distillable = property(lambda self: self._map.distillable)
+    prunable = property(lambda self: self._map.prunable)
+    projection = property(lambda self: self._map.projection)
+    recipe_schedule = property(lambda self: self._map.recipe_schedule)
+    map_facts = property(lambda self: self._map.facts())
 
     @model_validator(mode="after")
     def _resolve_map(self, info: ValidationInfo) -> KernelSpec:
@@ -86,6 +146,8 @@ class KernelSpec(BaseSpec):
             self._map = feature_map_class(self.feature_map)
         except KernelgapError as exc:
             raise invalid(str(exc), path="feature_map") from None
+        recipe = {k: v for k, v in self._map.recipe_model.items() if k not in self.model_fields_set}
+        self.__dict__.update(recipe)  # frozen: the recipe's values, as if they were the defaults
         return self
 
     @property
@@ -101,12 +163,29 @@ class KernelSpec(BaseSpec):
             del out["temperature"]
         return out
 
+    def feature_count(self) -> int:
+        return self.heads * self._map.output_size(self.rank)
+
+    def scorer(self, m: int, ranks: list[int], key_positions: int, vocabulary=None):
+        """Its stacked scorer, one member per entry of ``ranks`` on ``m``-bit tokens (torch);
+        a table map indexes ``vocabulary [V, m]``."""
+        from .scorers import KernelScorer
+
+        fm = self._map.build(m, max(ranks), len(ranks) * self.heads, self.heads)
+        fields = self.model_dump(include={"heads", "hidden", "init_scale", "temperature"})
+        return KernelScorer(
+            feature_map=fm, ranks=ranks, m=m, key_positions=key_positions, vocabulary=vocabulary, **fields
+        )
+
 
 class SoftmaxSpec(BaseSpec):
     """Dense softmax ``log α(x, z) = <q(x), k(z)> / τ`` with ``q, k ∈ R^d`` (``d = score_dim``,
     default the token width m); ``scaled_scores`` divides by ``τ·√d`` instead (scaled
-    dot-product attention; the trained softmax recipe, ``training.config.default_model``)."""
+    dot-product attention).  The defaults, ``τ·√d`` with τ = 4, are the calibrated recipe:
+    attention starts near uniform and the scorer trains slower than the readout, which it
+    needs to find the good candidates (docs/experiments.md, "Training recipe")."""
 
+    default_lr: ClassVar[float] = SOFTMAX_LR
     kind: Literal["softmax"] = Field("softmax", description=KIND_TEXT)
     heads: Heads = 1
     d_value: DValue = 32
@@ -115,18 +194,30 @@ class SoftmaxSpec(BaseSpec):
     position_dependent: PositionDependent = False
     causal: Causal = False
     score_dim: PositiveInt | None = Field(None, description="softmax d (default m)")
-    temperature: Temperature = 1.0
-    scaled_scores: bool = Field(False, description="softmax: divide scores by τ·√d instead of τ")
-    init_scale: InitScale = 1.0
+    temperature: Temperature = 4.0
+    scaled_scores: bool = Field(True, description="softmax: divide scores by τ·√d instead of τ")
+    init_scale: InitScale = INIT_SCALE
+
+    def scorer(self, m: int, ranks: list, key_positions: int, vocabulary=None):
+        """Its stacked scorer, one member per entry of ``ranks`` on ``m``-bit tokens (torch)."""
+        from .scorers import SoftmaxScorer
+
+        d = self.score_dim or m
+        tau = self.temperature * (math.sqrt(d) if self.scaled_scores else 1.0)
+        return SoftmaxScorer(m, d, len(ranks), self.heads, key_positions, tau, self.init_scale)
 
 
 class ModuleModelSpec(BaseSpec):
     """A module written elsewhere (:mod:`.external`): which module, with which arguments, at
     which rank."""
 
+    built_elsewhere: ClassVar[bool] = True
+    restartable: ClassVar[bool] = False
     kind: Literal["module"] = Field("module", description=KIND_TEXT)
     rank: Rank = 16
     module: ModuleSpec = Field(description="kind = module: which module, with which arguments")
+    attention_shape: ClassVar[tuple[int, bool, bool]] = (1, False, False)
+    target = property(lambda self: self.module.target)
 
 
 #: The spec class of each kind.
@@ -189,23 +280,6 @@ def model_identity(model: dict) -> dict:
     if fmap is not None and not fmap.log_space:
         keep = tuple(k for k in keep if k != "temperature")
     return {k: model[k] for k in keep if k in model}
-
-
-def feature_count(spec: ModelSpec) -> int | None:
-    """Total kernel features ``H · r`` actually used (None for dense softmax; a module's rank)."""
-    if isinstance(spec, KernelSpec):
-        return spec.heads * spec.map_class.output_size(spec.rank)
-    return spec.rank if isinstance(spec, ModuleModelSpec) else None
-
-
-def signed_kernel(spec: ModelSpec) -> bool:
-    """Whether the spec's kernel may take negative values (softmax weights never do)."""
-    return isinstance(spec, KernelSpec) and not spec.map_class.nonnegative
-
-
-def spec_rank(spec: ModelSpec) -> int | None:
-    """The rank a stack pads its members to (None for softmax, which has none)."""
-    return None if isinstance(spec, SoftmaxSpec) else spec.rank
 
 
 def model_table_schema(ref_template: str = "#/$defs/{model}") -> dict:

@@ -13,7 +13,6 @@ import torch
 from torch import nn
 
 from ..models.feature_maps import feature_map_class
-from ..models.feature_maps.favor import Favor, orthogonal_gaussian
 
 #: Built-in map of a module's kernel: (class path, constructor arguments it must carry) → map,
 #: first match wins (None: no built-in map has that kernel).  A module of its own may declare
@@ -61,23 +60,12 @@ class BuiltinMapAttention(nn.Module):
         d = cls.projection_dim(rank, d_model)
         self.q, self.k = nn.Linear(d_model, d), nn.Linear(d_model, d)
         self.v, self.o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
-        if issubclass(cls, Favor):  # fixed random ω, drawn from the seeded global generator
-            gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
-            if cls.orthogonal:
-                omega = orthogonal_gaussian(d, rank, gen).float()
-            else:
-                omega = torch.randn(d, rank, generator=gen)
-            self.register_buffer("omega", omega)
-            self.phi = None
-        else:
-            self.phi = cls.build(d_model, rank)
+        self.phi = cls.layer(d_model, rank)  # after the projections: state drawn from the global generator
 
     def kernelgap_features(self, rank: int) -> int:
         return self.cls.output_size(rank)
 
     def features(self, u: torch.Tensor) -> torch.Tensor:
-        if self.phi is None:
-            return Favor.log_phi_with(u, self.omega.to(u.dtype))
         return self.phi.phi(u)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -53,7 +53,7 @@ from ..models import ModelSpec
 from ..models.specs import FIELDS_ONLY, model_table_schema
 from ..task.registry import PARAMS, family_names
 from ..training import FamilySpec, RunConfig, TrainConfig
-from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY, model_defaults
+from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY
 from ..validation import Config, Int
 
 #: Top-level sections and the config model each one fills.
@@ -395,8 +395,6 @@ def sweep_schema() -> dict:
         defs.update(schema.pop("$defs", {}))
         defs[name] = schema
     defs = _plain(defs)
-    for key, value in model_defaults().items():  # a sweep's model starts from the training defaults
-        defs["ModelSpec"]["properties"][key]["default"] = value
     family = defs.pop("FamilySpec")
     del family["properties"]["sha256"]  # computed from the file, never given
     defs["FamilySection"] = {**family, "allOf": _family_params(defs)}

@@ -30,7 +30,6 @@ from rich.progress import (
 
 from ..errors import ConfigError, KernelgapError
 from ..limits import check_workers
-from ..models import ModuleModelSpec, spec_rank
 from ..models.pairs import plan_pairs
 from ..report.integrity import family_problems, foreign_records, sweep_file_problems, toml_problem
 from ..task import ProductFamily
@@ -59,13 +58,6 @@ COLUMN_COST = 30
 SLOT_COST = 300
 
 
-def attention_shape(run: RunConfig) -> tuple[int, bool, bool]:
-    """Heads, position dependence and causal mask of a run's model (a module: one head, neither)."""
-    if isinstance(run.model, ModuleModelSpec):
-        return 1, False, False
-    return run.model.heads, run.model.position_dependent, run.model.causal
-
-
 @dataclass(frozen=True)
 class FamilyCost:
     """What one member costs per step on a family: ``slots`` (sequences × scored positions ×
@@ -81,7 +73,7 @@ class FamilyCost:
         if isinstance(family, ProductFamily):  # trained as a product (training/product.py)
             return cls(*product_cost(family, run.model))
         positions = family.scored_positions
-        _, position_dependent, causal = attention_shape(run)
+        _, position_dependent, causal = run.model.attention_shape
         key_positions = family.length if position_dependent else 1
         plan = plan_pairs(torch.as_tensor(family.index), positions, key_positions, causal)
         return cls(len(family) * len(positions) * family.length, plan.size * key_positions)
@@ -94,14 +86,14 @@ class StackCosts:
         self.families: dict[str, FamilyCost] = {}
 
     def family(self, run: RunConfig) -> FamilyCost:
-        key = json.dumps([run.family.model_dump(), *attention_shape(run)[1:]], sort_keys=True)
+        key = json.dumps([run.family.model_dump(), *run.model.attention_shape[1:]], sort_keys=True)
         if key not in self.families:
             self.families[key] = FamilyCost.of(run)
         return self.families[key]
 
     def columns(self, run: RunConfig) -> int:
         """Feature columns of a member: ``H·r`` (a softmax model has no rank: ``H``)."""
-        return attention_shape(run)[0] * (spec_rank(run.model) or 1)
+        return run.model.attention_shape[0] * (run.model.stack_rank or 1)
 
     def padding(self, stack: list[RunConfig]) -> float:
         """Work spent on the padded feature columns of a stack (members padded to its largest rank)."""
@@ -115,7 +107,7 @@ class StackCosts:
     def step(self, stack: list[RunConfig]) -> float:
         """``STEP_OVERHEAD + Σ_members (heads × slots + largest H·r × column cost)``."""
         run, top = stack[0], max(self.columns(r) for r in stack)
-        heads = attention_shape(run)[0]
+        heads = run.model.attention_shape[0]
         return STEP_OVERHEAD + len(stack) * (heads * self.family(run).slots + top * self.column(run))
 
     def work(self, stack: list[RunConfig]) -> float:
@@ -163,7 +155,7 @@ def plan_tasks(
         groups[run.stack_key()].append(run)
     tasks = []
     for members in groups.values():
-        members.sort(key=lambda r: (-(spec_rank(r.model) or 0), r.seed))
+        members.sort(key=lambda r: (-(r.model.stack_rank or 0), r.seed))
         chunks = math.ceil(len(members) / size)
         step = math.ceil(len(members) / chunks)
         for i in range(0, len(members), step):
@@ -179,7 +171,7 @@ def _padding_limited(members: list[RunConfig], costs: StackCosts) -> list[list[R
             out[-1].append(run)
         else:
             out.append([run])
-    return [sorted(s, key=lambda r: (spec_rank(r.model) or 0, r.seed)) for s in out]
+    return [sorted(s, key=lambda r: (r.model.stack_rank or 0, r.seed)) for s in out]
 
 
 def longest_first(tasks: list, costs: StackCosts | None = None, stack=lambda task: task) -> list:

@@ -14,7 +14,6 @@ _CONFIG = (
     "RunConfig",
     "TrainConfig",
     "config_hash",
-    "default_lr",
     "default_model",
     "file_sha256",
     "run_identity",

@@ -1,15 +1,11 @@
 """The run of ``kernelgap train``'s flags: the same models, defaults and checks as a sweep
-file's run, validated before torch is imported."""
+file's run (a flag not given is its spec's default), validated before torch is imported."""
 
 from __future__ import annotations
 
 from ..args import key_values
 from ..models.specs import FIELDS_ONLY
 from .config import EXPLICIT_MODEL_KEYS, FamilySpec, RunConfig
-
-#: What ``kernelgap train`` gives a kernel model without ``--feature-map`` and ``--rank`` (a
-#: softmax model: neither).
-COMMAND_LINE_KERNEL = {"feature_map": "table", "rank": 16}
 
 
 def command_line_run(family: str, params: list[str], model: dict, train: dict, seed) -> RunConfig:
@@ -21,8 +17,6 @@ def command_line_run(family: str, params: list[str], model: dict, train: dict, s
     from ..task.registry import check_family_argument
 
     given = {k: v for k, v in model.items() if v is not None}
-    if given.get("kind") == "kernel":
-        given = {**COMMAND_LINE_KERNEL, **given}
     check_family_argument(family, key_values(params))  # a family file loaded, parameters checked
     raw = {
         "family": FamilySpec.named_or_file(family, params),

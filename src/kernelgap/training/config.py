@@ -4,15 +4,16 @@ Every config is a pydantic model (:class:`kernelgap.validation.Config`) that che
 fields when it is made — a one-line :class:`~kernelgap.errors.ConfigError` naming the
 field — and :meth:`RunConfig.parse` is how the CLI and the sweep loader both make a run;
 ``validate()`` adds what depends on the machine and the family (devices, family files and
-parameter ranges, memory and rank limits).  :meth:`RunConfig.resolved` fills every default
-that depends on other fields (the learning rate by model; a kernel map's calibrated
-readout and schedule are filled when the run is made), so the resolved
-config is the full description of a run and its hash is the run id.  Runs that
+parameter ranges, memory and rank limits).  The calibrated model defaults are the specs'
+own (:mod:`kernelgap.models.specs`; a kernel map's readout and schedule are its own facts,
+applied when the spec and the run are made); :meth:`RunConfig.resolved` fills every default
+that depends on other fields (sized by the family, the learning rate by model), so the
+resolved config is the full description of a run and its hash is the run id.  Runs that
 differ only in seed — and, for maskable feature maps, in rank — share a
 :meth:`RunConfig.stack_key` and train as one stacked program.
 
-The calibrated defaults below are documented, with the commands that measured
-them, in docs/experiments.md ("Training recipe").
+The calibrated defaults are documented, with the commands that measured them, in
+docs/experiments.md ("Training recipe").
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
 from ..io import read_input
 from ..limits import MAX_RESTARTS, MAX_STEPS
-from ..models.specs import (
+from ..models.specs import (  # noqa: F401 (FALLBACK_LR, SOFTMAX_LR: names of kernelgap.training)
+    FALLBACK_LR,
     FIELDS_ONLY,
+    SOFTMAX_LR,
     SPECS,
     KernelSpec,
     ModelSpec,
-    ModuleModelSpec,
-    SoftmaxSpec,
     check_kind,
     every_field,
     model_identity,
@@ -45,18 +46,6 @@ from ..run_values import Device, LearningRate, Power, PruneFrom, Seed, StopBelow
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, between, invalid, one_of
 
-#: Learning rate of dense softmax (a kernel map's is its own ``default_lr``).
-SOFTMAX_LR = 5e-3
-#: Learning rate of a module written elsewhere: that of a generic feature map
-#: (``FeatureMap.default_lr``, which a test checks it equals; the maps import torch).
-FALLBACK_LR = 3e-3
-#: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
-#: training stalls; docs/experiments.md, "Training recipe").
-INIT_SCALE = 2.0
-#: Dense softmax scores ``<q(x), k(z)> / (τ·√d)`` with this τ (``scaled_scores``): attention
-#: starts near uniform and the scorer trains slower than the readout, which it needs to
-#: find the good candidates (docs/experiments.md, "Training recipe", has the measurements).
-SOFTMAX_TEMPERATURE = 4.0
 #: Floating-point types a run may train in, by name (:func:`torch_dtype`: the torch type).
 DTYPE_NAMES = ("float32", "float64")
 
@@ -74,46 +63,9 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def model_defaults(kind: str | None = None) -> dict:
-    """The calibrated training defaults a model starts from (:func:`default_model`), of a
-    kind's fields (``None``: of every kind, where a sweep's ``[model]`` table may span kinds);
-    a kernel model's map adds its own (:func:`with_recipe`)."""
-    defaults: dict[str, Any] = {"init_scale": INIT_SCALE}
-    if kind == "softmax":
-        defaults.update(temperature=SOFTMAX_TEMPERATURE, scaled_scores=True)
-    return defaults
-
-
-def with_recipe(spec: ModelSpec) -> ModelSpec:
-    """A kernel spec with its map's :attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_model`
-    for the fields it was not given (``table``: the linear readout; docs/experiments.md,
-    "Training recipe"); other specs as they are."""
-    if not isinstance(spec, KernelSpec):
-        return spec
-    update = {k: v for k, v in spec.map_class.recipe_model.items() if k not in spec.model_fields_set}
-    return spec.model_copy(update=update) if update else spec
-
-
-def default_model(**fields) -> ModelSpec:
-    """A model spec (:func:`~kernelgap.models.specs.model_spec`) with the calibrated training defaults.
-
-    ``kind='softmax'`` also gets scaled scores with temperature
-    :data:`SOFTMAX_TEMPERATURE` (explicit fields override).  A run's ``model`` table (a
-    sweep file's, the CLI's) starts from the same defaults.
-    """
-    own = SPECS.get(fields.get("kind", "kernel"), KernelSpec).model_fields
-    calibrated = {k: v for k, v in model_defaults(fields.get("kind", "kernel")).items() if k in own}
-    return with_recipe(model_spec(**{**calibrated, **fields}))
-
-
-def default_lr(model: ModelSpec) -> float:
-    """The calibrated learning rate for a model: softmax's, its feature map's, or a
-    module's (docs/experiments.md, "Training recipe")."""
-    if isinstance(model, SoftmaxSpec):
-        return SOFTMAX_LR
-    if isinstance(model, KernelSpec):
-        return model.map_class.default_lr
-    return FALLBACK_LR
+#: A model spec from its fields (:func:`~kernelgap.models.specs.model_spec`): every spec's
+#: defaults are the calibrated training recipe.
+default_model = model_spec
 
 
 DType = one_of(DTYPE_NAMES)
@@ -303,12 +255,13 @@ EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 
 
 @functools.cache
-def record_defaults() -> dict:
-    """Every model field of every kind at its default, the calibrated training defaults
-    (:func:`model_defaults`) included: the values a field a run's kind does not use may be
-    given explicitly (it changes nothing)."""
+def unused_values() -> dict:
+    """Every model field of every kind at the value a run whose kind does not use it may give
+    it explicitly (it changes nothing; another value is a mistake): its default (the first
+    kind's that has it), but a kernel's map and a softmax model's score scaling at the values
+    the probe's sweep tables have always written (the text of those tables names its folders)."""
     fields = {name: None if f.is_required() else f.get_default() for name, f in every_field().items()}
-    return {**fields, **model_defaults()}
+    return {**fields, "feature_map": "mlp_exp", "scaled_scores": False}
 
 
 def record_model(spec: ModelSpec) -> dict:
@@ -322,23 +275,23 @@ def record_model(spec: ModelSpec) -> dict:
 
 def sweep_table_model(spec: ModelSpec) -> dict:
     """A model as the probe writes it into a sweep file's ``model`` table: its spec's fields
-    over :func:`record_defaults` (the other kinds' fields at the defaults they may be given;
+    over :func:`unused_values` (the other kinds' fields at the values they may be given;
     the layout whose hash names the probe's baseline and recipe folders, kept so those
     folders are found again)."""
-    return {**record_defaults(), **spec.model_dump()}
+    return {**unused_values(), **spec.model_dump()}
 
 
 def model_table(table: dict, explicit=()) -> dict:
-    """A run's ``model`` table ready for its kind's spec: the kind's calibrated defaults
-    (:func:`model_defaults`) under what it gives, and the fields other kinds use dropped —
+    """A run's ``model`` table ready for its kind's spec: the fields other kinds use dropped —
     the base table of a sweep, its grid and a record span kinds — unless set explicitly
-    (``explicit``: :data:`EXPLICIT_MODEL_KEYS`) to a value other than their default: that
-    would change nothing, so it is a mistake.  ``module`` is given exactly for a module."""
+    (``explicit``: :data:`EXPLICIT_MODEL_KEYS`) to a value other than :func:`unused_values`
+    gives it: a field that changes nothing, set, is a mistake.  ``module`` is given exactly for
+    a module."""
     kind = check_kind(table.get("kind", "kernel"))
     own = SPECS[kind].model_fields
-    if (kind == "module") != (table.get("module") is not None):
+    if ("module" in own) != (table.get("module") is not None):
         raise invalid("is given exactly when kind = 'module'", path="module")
-    defaults = record_defaults()
+    defaults = unused_values()
     kept = {"kind": kind}
     for key, value in table.items():
         if key in own or key not in defaults:
@@ -349,17 +302,18 @@ def model_table(table: dict, explicit=()) -> dict:
                 f"(a {kind} model is built from {', '.join(list(own)[1:])})",
                 path=key,
             )
-    return {**{k: v for k, v in model_defaults(kind).items() if k in own}, **kept}
+    return kept
 
 
 class RunConfig(Config):
     """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too.
 
-    A ``model`` given as a table starts from the calibrated training defaults
-    (:func:`default_model`; :func:`model_table`)."""
+    A ``model`` given as a table holds its kind's fields (:func:`model_table`); its spec's
+    defaults are the calibrated training recipe, its feature map's schedule included
+    (:meth:`_recipe_schedule`)."""
 
     family: FamilySpec
-    model: ModelSpec = Field(default_factory=default_model)
+    model: ModelSpec = Field(default_factory=KernelSpec)
     train: TrainConfig = Field(default_factory=TrainConfig)
     seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
@@ -370,12 +324,11 @@ class RunConfig(Config):
 
     @field_validator("model", mode="wrap")
     @classmethod
-    def _training_defaults(cls, value, handler, info: ValidationInfo):
-        """A table starts from the calibrated defaults (:func:`model_table`, :func:`with_recipe`)."""
+    def _kind_fields(cls, value, handler, info: ValidationInfo):
+        """A table holds its kind's fields (:func:`model_table`)."""
         if not isinstance(value, dict):
             return handler(value)
-        spec = handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ()))
-        return spec if (info.context or {}).get(FIELDS_ONLY) else with_recipe(spec)
+        return handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ()))
 
     @model_validator(mode="after")
     def _recipe_schedule(self, info: ValidationInfo) -> RunConfig:
@@ -383,24 +336,24 @@ class RunConfig(Config):
         for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
         :class:`TrainConfig`'s defaults for the other; a distilled run the power mean alone,
         with its teacher's readout where it gives none (:func:`.distill.student_model`)."""
-        if self.train.restarts and isinstance(self.model, ModuleModelSpec):
+        if self.train.restarts and not self.model.restartable:
             raise invalid(
                 "a module trains once (fresh starts are for kernel and softmax models)", path="train.restarts"
             )
-        if self.train.distill and not (isinstance(self.model, KernelSpec) and self.model.feature_map != "table"):
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self  # a kernel spec's map, which the rest asks, is not resolved
+        if self.train.distill and not self.model.distillable:
             raise invalid(
                 "is for a kernel model whose map is not 'table' (its teacher is a table)", path="train.distill"
             )
-        if self.train.prune_from > 1 and not (isinstance(self.model, KernelSpec) and self.model.feature_map == "table"):
+        if self.train.prune_from > 1 and not self.model.prunable:
             raise invalid("is for a kernel model with the 'table' map (its columns are cut)", path="train.prune_from")
-        if (info.context or {}).get(FIELDS_ONLY):
-            return self
         if self.train.distill:
             from .distill import student_model
 
             self.model = student_model(self.model)
-        if isinstance(self.model, KernelSpec) and not {"mse_steps", "max_steps"} & self.train.model_fields_set:
-            schedule = self.model.map_class.recipe_schedule
+        if not {"mse_steps", "max_steps"} & self.train.model_fields_set:
+            schedule = self.model.recipe_schedule
             if self.train.distill:  # the student starts near its teacher: the power mean alone
                 schedule = {"mse_steps": 0, "max_steps": schedule.get("max_steps", self.train.max_steps)}
             if schedule:
@@ -454,7 +407,7 @@ class RunConfig(Config):
         run = self.sized()
         if run.train.lr is not None:
             return run
-        return run.model_copy(update={"train": run.train.model_copy(update={"lr": default_lr(run.model)})})
+        return run.model_copy(update={"train": run.train.model_copy(update={"lr": run.model.default_lr})})
 
     def as_dict(self) -> dict:
         """The resolved run as plain values, its model in the record layout (:func:`record_model`)."""
@@ -478,11 +431,11 @@ class RunConfig(Config):
     def stack_key(self) -> str:
         """Runs with equal keys can train in one stack (seed and maskable rank vary;
         a module trains alone)."""
-        if isinstance(self.model, ModuleModelSpec):
+        if self.model.built_elsewhere:
             return self.run_id()
         d = self.identity()
         d.pop("seed")
-        if isinstance(self.model, KernelSpec) and self.model.map_class.maskable:
+        if self.model.maskable:
             d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}
         return config_hash(d)
 

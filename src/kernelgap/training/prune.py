@@ -33,17 +33,10 @@ import time
 import numpy as np
 import torch
 
-from ..models.specs import KernelSpec
 from ..task import Family
 
 #: Most ``(query, key, feature)`` shares computed at once by :func:`kept_features` (memory).
 SHARE_CHUNK = 1 << 24
-
-
-def prunable(model) -> bool:
-    """Whether ``train.prune_from`` applies: a kernel model with the ``table`` map (a free
-    feature row per token, whose columns can be cut)."""
-    return isinstance(model, KernelSpec) and model.feature_map == "table"
 
 
 def wide_rank(rank: int, factor: float) -> int:

@@ -189,20 +189,15 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
     the fields the module docstring sizes that the run left unset, and ``recipe`` — what the
     record keeps (``{"family": FamilyShape.as_dict(), "sized": {field: value}}``), or None
     when nothing could be sized (a module, or every sizable field given)."""
-    from ..models.specs import KernelSpec, SoftmaxSpec
-
     model = run.model
-    if not isinstance(model, (KernelSpec, SoftmaxSpec)):
+    if model.built_elsewhere:
         return {}, {}, None
     given = model.model_fields_set
-    log_space = isinstance(model, KernelSpec) and model.map_class.log_space
     wants_width = "d_value" not in given
-    wants_slope = log_space and "temperature" not in given
+    wants_slope = model.log_space and "temperature" not in given
     wants_steps = run.recipe_steps
     wants_power = "power" not in run.train.model_fields_set
-    wants_hidden = (
-        run.train.distill and isinstance(model, KernelSpec) and model.map_class.projection == "mlp"
-    ) and "hidden" not in given
+    wants_hidden = run.train.distill and model.projection == "mlp" and "hidden" not in given
     if not (wants_width or wants_slope or wants_steps or wants_power or wants_hidden):
         return {}, {}, None
     shape = shape_of(run.family)

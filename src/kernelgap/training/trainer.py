@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..errors import KernelgapError
-from ..models import AttentionModel, KernelSpec, ModuleModelSpec, build_model, feature_count, signed_kernel, spec_rank
+from ..models import AttentionModel, build_model
 from ..models.external import module_failures
 from ..task import EXACT_THRESHOLD, Family, ProductFamily
 from .config import DTYPES, RunConfig, TrainConfig, config_hash
@@ -124,7 +124,7 @@ def build_stack(runs: list[RunConfig], seeds: list[int] | None = None):
         family.m,
         family.length,
         seeds=[r.seed for r in runs] if seeds is None else seeds,
-        ranks=[spec_rank(r.model) for r in runs],
+        ranks=[r.model.stack_rank for r in runs],
         vocabulary=vocabulary(family, test_family),
         dtype=DTYPES[first.train.dtype],
         device=first.train.device,
@@ -155,9 +155,9 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "steps": result.steps,
         "wall_time_s": result.wall_time_s,
         "stack_size": stack_size,
-        "features": feature_count(run.model),
-        "map_facts": run.model.map_class.facts() if isinstance(run.model, KernelSpec) else None,
-        "signed_kernel": signed_kernel(run.model),
+        "features": run.model.feature_count(),
+        "map_facts": run.model.map_facts,
+        "signed_kernel": run.model.signed_kernel,
         "train": result.train,
         "curve": result.curve,
         "recipe": run.recipe,
@@ -194,8 +194,7 @@ def train_task(runs: list[RunConfig], observer: Observer | None = None) -> TaskO
     task; ``observer``: :mod:`.progress`).  Whatever a module written elsewhere raises is one
     line naming it (``SystemExit`` included)."""
     first = runs[0]
-    target = first.model.module.target if isinstance(first.model, ModuleModelSpec) else None
-    with module_failures(target, "training", f" at rank {spec_rank(first.model)}, seed {first.seed}"):
+    with module_failures(first.model.target, "training", f" at rank {first.model.stack_rank}, seed {first.seed}"):
         model, results = _train(runs, observer)
     where = checkpoint_file(runs)
     records = [

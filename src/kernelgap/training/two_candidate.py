@@ -6,7 +6,7 @@ model is built; :mod:`.product` trains with it.
 
 from __future__ import annotations
 
-from ..models import ModelSpec, ModuleModelSpec, signed_kernel
+from ..models import ModelSpec
 from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
 
 #: Most two-candidate sequences of one member scored in one step: a family with at most
@@ -24,9 +24,7 @@ def two_candidate_form(heads: int, position_dependent: bool, causal: bool, nonne
 
 def reducible_spec(spec: ModelSpec) -> bool:
     """:func:`two_candidate_form` for a spec (kernel or softmax; a module is not covered)."""
-    if isinstance(spec, ModuleModelSpec):
-        return False
-    return two_candidate_form(spec.heads, spec.position_dependent, spec.causal, not signed_kernel(spec))
+    return not spec.built_elsewhere and two_candidate_form(*spec.attention_shape, not spec.signed_kernel)
 
 
 def two_candidate_count(family: ProductFamily) -> int:

@@ -69,26 +69,36 @@ class FeatureMap(nn.Module):
     #: Where the map comes from: paper and arXiv link (shown in the report).
     citation: ClassVar[str] = ""
     #: What gives the map its input ``u``: ``"linear"`` (``Wx + c``), ``"mlp"`` (``MLP(x)``)
-    #: or ``"table"`` (a free row ``θ[id]`` per distinct token, by token id).
-    projection: ClassVar[str] = "linear"
+    #: or None (no projection: a free row ``θ[id]`` per distinct token, by token id).
+    projection: ClassVar[str | None] = "linear"
     #: Whether the projection's output axis is the feature axis (rank-r members use its first r).
     projection_is_feature_axis: ClassVar[bool] = True
     #: Table maps: the rows start at ``exp(θ₀)`` instead of ``θ₀ ~ N(0, (init_scale/2)²)``.
     exp_init: ClassVar[bool] = False
     #: Table maps: ``θ₀`` is drawn at this multiple of the model's ``init_scale``.
     table_init_scale: ClassVar[float] = 1.0
-    #: Model fields of the map's calibrated recipe, for a run that leaves them unset
-    #: (:func:`kernelgap.training.config.with_recipe`; docs/experiments.md, "Training recipe").
+    #: Model fields of the map's calibrated recipe, for a spec that leaves them unset
+    #: (:class:`~kernelgap.models.specs.KernelSpec`; docs/experiments.md, "Training recipe").
     recipe_model: ClassVar[dict] = {}
     #: The map's calibrated ``mse_steps`` and ``max_steps``, for a run that sets neither
     #: (empty: :class:`~kernelgap.training.config.TrainConfig`'s; docs/experiments.md, "Training recipe").
     recipe_schedule: ClassVar[dict] = {}
+    #: Whether a run may start from a table trained first (``train.distill``; the teacher is not).
+    distillable: ClassVar[bool] = True
+    #: Whether a run may start from a wider model of the map cut to its rank (``train.prune_from``).
+    prunable: ClassVar[bool] = False
 
     @classmethod
     def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> FeatureMap:
         """The map of a stack of ``slots`` heads (``heads`` per member) of rank ``rank`` on
         ``m``-bit tokens; only a map with state of its own reads the arguments."""
         return cls()
+
+    @classmethod
+    def layer(cls, m: int, rank: int) -> FeatureMap:
+        """The map of one attention layer of rank ``rank`` on width-``m`` inputs, ``phi`` of
+        ``u [B, N, d]``; state of its own is drawn from torch's global generator."""
+        return cls.build(m, rank)
 
     @classmethod
     def projection_dim(cls, rank: int, m: int) -> int:

@@ -43,6 +43,12 @@ class Favor(ProjectedFeatureMap):
         return cls(m, rank, slots, heads)
 
     @classmethod
+    def layer(cls, m, rank):
+        gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
+        omega = orthogonal_gaussian(m, rank, gen).float() if cls.orthogonal else torch.randn(m, rank, generator=gen)
+        return _LayerFavor(omega)
+
+    @classmethod
     def projection_dim(cls, rank, m):
         return m
 
@@ -71,6 +77,19 @@ def orthogonal_gaussian(d: int, cols: int, gen: torch.Generator) -> torch.Tensor
         norms = torch.randn(d, d, generator=gen, dtype=torch.float64).norm(dim=0)
         blocks.append(q * norms)
     return torch.cat(blocks, dim=1)[:, :cols]
+
+
+class _LayerFavor(ProjectedFeatureMap):
+    """The map of one layer: ``ω [d, r]``, fixed."""
+
+    log_space = True
+
+    def __init__(self, omega: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("omega", omega)
+
+    def phi(self, u):
+        return Favor.log_phi_with(u, self.omega.to(u.dtype))
 
 
 class _OmegaBuffer(StackedModule):

@@ -28,6 +28,8 @@ class SignedTable(Table):
     table_init_scale = 1.0
     recipe_model: ClassVar[dict] = {}
     recipe_schedule: ClassVar[dict] = {}
+    distillable = True
+    prunable = False
     color = "#17becf"
     citation = "an arbitrary real map (the signed loophole, finite families)"
     exp_init = True

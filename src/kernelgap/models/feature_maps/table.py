@@ -29,7 +29,9 @@ class Table(FeatureMap):
     recipe_schedule = {"mse_steps": 0, "max_steps": 5000}
     color = "#1f77b4"
     citation = "an arbitrary nonnegative map (the lower bound's model)"
-    projection = "table"
+    projection = None
+    distillable = False  # the teacher itself
+    prunable = True
     exp_init = False  # θ holds log-features
 
     def phi(self, u):
