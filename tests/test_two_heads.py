@@ -94,3 +94,41 @@ def test_a_heavier_self_key_is_caught_by_the_check():
     worse = check_two_heads(family, epsilon=Fraction(1, 6))
     a = Fraction(1, 6) * 3  # the self weight ε·⌈k/2⌉, against a least candidate weight of 1
     assert not worse.exact and worse.max_error == 6 * a / (a + 1)
+
+
+@pytest.mark.parametrize(
+    "name, params", [("witness", {}), ("hadamard", {"m": 24, "n": 23}), ("hadamard", {"m": 48, "n": 47})]
+)
+def test_the_model_classes_realise_it_with_the_same_error(name, params):
+    """A second code path: the construction set into an ordinary two-head ``table`` model and
+    evaluated by its forward pass in float64 meets the fractions' max error; head 1's kernel
+    over the family's tokens has rank 1, head 2's is zero exactly on each query's bottom."""
+    import torch
+
+    from kernelgap.task.minip import error_metrics
+    from kernelgap.theory.two_heads import two_head_model, two_levels
+
+    family = build_family(name, **params)
+    model = two_head_model(family)
+    q = family.query_position - 1
+    tokens = torch.from_numpy(family.tokens).double()
+    with torch.no_grad():
+        pred = model.predict(tokens, torch.from_numpy(family.index), [q])[0]
+        qf = model.scorer.q_table.theta.exp()  # [heads, T, k]
+        kf = model.scorer.k_table.theta.exp().reshape(2, 3, *qf.shape[1:])  # [heads, positions, T, k]
+    metrics = error_metrics(pred, family.targets()[:, [q]])
+    assert metrics.exact and abs(metrics.max_error - float(check_two_heads(family).max_error)) < 1e-9
+    assert torch.linalg.matrix_rank(qf[0] @ kf[0, 1].T).item() == 1
+    found = two_levels(family)
+    weights = qf[1] @ kf[1, 1].T  # query token × candidate token, at a candidate position
+    for z, x in found.bottom_of.items():
+        assert weights[x, z] == 0
+    assert all(weights[x, z] > 0 for x in found.levels for z in found.bottom_of if found.bottom_of[z] != x)
+
+
+def test_the_model_is_refused_in_one_line_where_the_construction_does_not_apply():
+    from kernelgap.errors import KernelgapError
+    from kernelgap.theory.two_heads import two_head_model
+
+    with pytest.raises(KernelgapError, match="no two-head construction on .*overlap levels"):
+        two_head_model(build_family("cw"))

@@ -24,7 +24,8 @@ evaluates the prediction of every scored sequence as a fraction.
 A family qualifies when it is a sequence family of length 3 scored at one position, every
 query sees exactly two overlap levels, and no candidate token is at the bottom of two queries
 (each key may then vanish on one query's subset only); :func:`two_levels` says why not
-otherwise.
+otherwise.  :func:`two_head_model` sets the same construction into an ordinary two-head
+``table`` model (torch, imported there only), a second code path the tests hold to the first.
 """
 
 from __future__ import annotations
@@ -106,6 +107,17 @@ def two_levels(family: Family) -> TwoLevels:
     return TwoLevels(levels, {int(z): int(x) for z, x in bottoms})
 
 
+def antichain(queries: list[int], k: int) -> dict[int, frozenset[int]]:
+    """Query token → its ``⌈k/2⌉``-subset of the k features (the first ones in lexicographic order)."""
+    return {x: frozenset(s) for x, s in zip(queries, itertools.combinations(range(k), (k + 1) // 2))}
+
+
+def safe_epsilon(gap: int, k: int) -> Fraction:
+    """The query position's key scale ``1/(4·gap·⌈k/2⌉)``: the self weight ``A = 1/(4·gap)``,
+    so ``gap·A/(A + 1) < 1/4``."""
+    return Fraction(1, 4 * gap * ((k + 1) // 2))
+
+
 @dataclass(frozen=True)
 class TwoHeadCheck:
     """The construction on one family: its heads' feature counts, ``ε``, and its exact max
@@ -146,9 +158,9 @@ def check_two_heads(family, epsilon: Fraction | None = None) -> TwoHeadCheck:
     queries = sorted(found.levels)
     k = antichain_width(len(queries))
     half = (k + 1) // 2
-    subsets = {x: frozenset(s) for x, s in zip(queries, itertools.combinations(range(k), half))}
+    subsets = antichain(queries, k)
     gap = max(hi - lo for lo, hi in found.levels.values())
-    epsilon = Fraction(1, 4 * gap * half) if epsilon is None else epsilon
+    epsilon = safe_epsilon(gap, k) if epsilon is None else epsilon
     self_weight = epsilon * half  # <1_{S_x}, ε·1>
 
     def weight(x: int, z: int) -> int:  # <1_{S_x}, key(z)>: key(z) = 1 − 1_{S_w}, w its query
@@ -168,3 +180,82 @@ def check_two_heads(family, epsilon: Fraction | None = None) -> TwoHeadCheck:
         prediction = 3 * mean - size - hi + (hi - lo) * share
         worst = max(worst, abs(prediction - min(size, s, t)))
     return TwoHeadCheck(len(queries), k, epsilon, worst, len(family.index))
+
+
+def two_head_model(family, dtype=None):
+    """The two-head construction of :mod:`kernelgap.theory.two_heads` as an ordinary model:
+    two ``table`` heads of rank k with position-dependent keys and values and a linear readout
+    (docs/theory.md, "Two heads on a two-level family").  Head 1 uses one feature of its k
+    (``α ≡ 1``; the others are zero: its kernel has rank 1), head 2 the antichain.  The readout
+    is affine in the query, so every query must share one pair of levels ``(lo, hi)``; a
+    family that is not two-level, or whose levels differ between queries, is refused in one line."""
+    import torch
+
+    from ..errors import KernelgapError
+    from ..models.build import build_model
+    from ..models.sizing import check_model
+    from ..models.specs import KernelSpec
+
+    try:
+        family = sequences(family)
+        found = two_levels(family)
+    except NotTwoLevel as exc:
+        raise KernelgapError(f"no two-head construction on {family.name}: {exc}") from None
+    if len(set(found.levels.values())) != 1:
+        raise KernelgapError(f"no two-head model on {family.name}: its queries' levels differ (the readout is affine)")
+    ((lo, hi),) = set(found.levels.values())
+    k = antichain_width(len(found.levels))
+    spec = KernelSpec(feature_map="table", rank=k, heads=2, d_value=family.m, readout="linear", position_dependent=True)
+    check_model(spec, "construction", m=family.m, tokens=len(family.tokens))
+    model = build_model(spec, family.m, 3, seeds=[0], vocabulary=family.tokens, dtype=dtype or torch.float64)
+    with torch.no_grad():
+        _set_kernels(model, family, found, k, safe_epsilon(hi - lo, k))
+        _set_readout(model, family, lo, hi)
+    return model
+
+
+def _set_kernels(model, family, found: TwoLevels, k: int, epsilon: Fraction) -> None:
+    """The log-features of both heads (``table``: ``φ = exp θ``; a zero feature is ``LOG_ZERO``)."""
+    import torch
+
+    from ..models.constructions import LOG_ZERO
+
+    (q,) = family.scored_positions
+    t, dtype = len(family.tokens), model.scorer.q_table.theta.dtype
+    subsets = antichain(sorted(found.levels), k)
+    q_log = torch.full((2, t, k), LOG_ZERO, dtype=dtype)
+    k_log = torch.full((2, 3, t, k), LOG_ZERO, dtype=dtype)
+    q_log[0, :, 0] = k_log[0, :, :, 0] = 0.0  # head 1: one feature, weight 1 everywhere
+    for x, s in subsets.items():
+        q_log[1, x, sorted(s)] = 0.0
+    for p in range(3):
+        if p == q:
+            k_log[1, p] = math.log(epsilon)  # the query position: ε·1
+            continue
+        k_log[1, p] = 0.0  # a candidate at no query's bottom: the all-ones key
+        for z, w in found.bottom_of.items():
+            k_log[1, p, z, sorted(subsets[w])] = LOG_ZERO  # the complement of S_w
+    model.scorer.q_table.theta.copy_(q_log)
+    model.scorer.k_table.theta.copy_(k_log.reshape(6, t, k))
+
+
+def _set_readout(model, family, lo: int, hi: int) -> None:
+    """Head 1: ``v(z) = z`` read with ``3x``; head 2: 1 at the query position, read with
+    ``hi − lo``; bias ``−|x| − hi``.  Value slots run head-major, then position."""
+    import torch
+
+    (q,) = family.scored_positions
+    ro, eye = model.readout, torch.eye(family.m, dtype=model.readout.value.weight.dtype)
+    for p in range(3):
+        ro.value.weight[p].copy_(eye)
+        ro.value.bias[p].zero_()
+        ro.value.weight[3 + p].zero_()
+        ro.value.bias[3 + p].zero_()
+        ro.value.bias[3 + p, 0, 0] = float(p == q)
+    ro.read.weight[0].copy_(3 * eye)
+    ro.read.bias[0].zero_()
+    ro.read.weight[1].zero_()
+    ro.read.bias[1].zero_()
+    ro.read.bias[1, 0, 0] = float(hi - lo)
+    ro.bias.weight.fill_(-1.0)
+    ro.bias.bias.fill_(-float(hi))
