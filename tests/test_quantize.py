@@ -8,9 +8,15 @@ import torch
 from kernelgap.errors import KernelgapError
 from kernelgap.experiments.precision.step import collapse_bits, family_transcript, quantized_runs
 from kernelgap.models import build_model, feature_map_class
-from kernelgap.models.sketch import float_half_step, quantize, sketch_numbers, sketch_predict, uniform_step
+from kernelgap.models.sketch import quantize, sketch_numbers, sketch_predict, uniform_step
 from kernelgap.task import build_family
 from kernelgap.training import FamilySpec, RunConfig, default_model
+
+
+def float_half_step(u: torch.Tensor, bits: int) -> torch.Tensor:
+    """Half the float quantizer's step at ``u``: ``2^{e−b−1}`` with ``u = f·2^e``."""
+    _, exp = torch.frexp(u)
+    return torch.ldexp(torch.ones_like(u), exp - bits - 1)
 
 
 def _samples():

@@ -5,6 +5,7 @@ the least rank never below a certificate kernelgap computes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from fractions import Fraction
 
@@ -21,8 +22,8 @@ from kernelgap.theory.certificate import certify
 from kernelgap.theory.tropical import (
     MODES,
     OrderFamily,
+    OrderProblem,
     brute_force_rank1,
-    brute_force_small,
     check_table,
     cube_family,
     expand_table,
@@ -39,6 +40,19 @@ from kernelgap.theory.wall import wall_entry
 BUDGET = 50_000_000
 #: The least ranks of the cube, measured (z3 sat at the rank, unsat below, cvc5 agreeing).
 CUBE_RANKS = {(2, "strict"): 2, (3, "strict"): 3, (2, "lower"): 1, (3, "lower"): 1, (2, "upper"): 1, (3, "upper"): 2}
+
+
+def brute_force_small(problem: OrderProblem, rank: int, values: int) -> tuple | None:
+    """A table of ``rank`` with every entry in ``0..values − 1`` that orders the problem, by
+    enumeration (None: none in that box; a one-sided check for rank ≥ 2)."""
+    n, c = len(problem.rows), problem.keys
+    for flat in itertools.product(range(values), repeat=rank * (n + c)):
+        p = [list(flat[i * rank : (i + 1) * rank]) for i in range(n)]
+        rest = flat[n * rank :]
+        q = [list(rest[k * c : (k + 1) * c]) for k in range(rank)]
+        if not check_table(problem, p, q):
+            return p, q
+    return None
 
 
 def least(problem, start: int = 1, most: int = 6):

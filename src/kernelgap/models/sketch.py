@@ -75,12 +75,6 @@ def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tup
     return torch.ldexp(torch.round(torch.ldexp(mant, torch.tensor(bits))), exp - bits)
 
 
-def float_half_step(u: torch.Tensor, bits: int) -> torch.Tensor:
-    """Half the float quantizer's step at ``u``: ``2^{e−b−1}`` with ``u = f·2^e``."""
-    _, exp = torch.frexp(u)
-    return torch.ldexp(torch.ones_like(u), exp - bits - 1)
-
-
 def _features(model: AttentionModel, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Linear-space ``φ_Q [E, H, T, r]`` and ``φ_K [E, H, P, T, r]`` in the documented gauge."""
     scorer = model.scorer

@@ -224,19 +224,6 @@ def brute_force_rank1(problem: OrderProblem) -> bool:
     return False
 
 
-def brute_force_small(problem: OrderProblem, rank: int, values: int) -> tuple | None:
-    """A table of ``rank`` with every entry in ``0..values − 1`` that orders the problem, by
-    enumeration (None: none in that box; a one-sided check for rank ≥ 2)."""
-    n, c = len(problem.rows), problem.keys
-    for flat in itertools.product(range(values), repeat=rank * (n + c)):
-        p = [list(flat[i * rank : (i + 1) * rank]) for i in range(n)]
-        rest = flat[n * rank :]
-        q = [list(rest[k * c : (k + 1) * c]) for k in range(rank)]
-        if not check_table(problem, p, q):
-            return p, q
-    return None
-
-
 def _row_ok(row, pairs, q) -> bool:
     by_level: dict[int, list[int]] = {}
     for key, s in row:
