@@ -192,6 +192,10 @@ def test_sections_transitions_and_html(tmp_path):
     (tmp_path / "signed" / "certificates.json").write_text(
         json.dumps({"w": {"family": "witness", "params": {}, "certified_rank": 11}})
     )
+    built = {"applies": True, "heads": [1, 6], "total": 7, "exact": True, "max_error": "6/25", "sequences": 736}
+    (tmp_path / "heads" / "certificates.json").write_text(
+        json.dumps({"w": {"family": "witness", "params": {}, "certified_rank": 11, "two_heads": built}})
+    )
     (tmp_path / "precision").mkdir()
     (tmp_path / "precision" / "quantized.json").write_text(
         json.dumps(
@@ -233,6 +237,7 @@ def test_sections_transitions_and_html(tmp_path):
     assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
     # each map has its own transitions: mlp_exp is exact with 4 heads where table is not
     assert s["loopholes"]["heads"]["per_map"]["mlp_exp"]["4"]["transition_total"] == 16
+    assert s["loopholes"]["two_heads"] == {k: built[k] for k in ("heads", "total", "exact", "max_error", "sequences")}
     zoo = {r["feature_map"]: r for r in s["zoo"]["table"]}
     assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
     # taylor's features are 1 + d + d(d + 1)/2 ≤ r: r = 16 → 15, r = 32 → 28
@@ -249,6 +254,7 @@ def test_sections_transitions_and_html(tmp_path):
     drawn = draw_all(summary, tmp_path / "figures")
     page = "".join(region(summary, drawn, tmp_path / "figures", "beyond"))
     assert "Beyond the paper" in page and "not reached up to 32" in page
+    assert "One head: certified r ≥ 11; two heads: constructed total 7 (ranks 1 + 6, exact on all 736" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
     # sign use, from the runs that recorded it (exact models only where there are some)

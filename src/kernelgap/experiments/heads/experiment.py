@@ -34,7 +34,19 @@ def section(results) -> dict | None:
     return {
         "certified_rank": results.witness_certified_rank(),
         "heads": {"per_map": per_map, "runs": sorted_by(heads, "feature_map", "heads", "rank", "seed")},
+        "two_heads": _constructed(results),
     }
+
+
+def _constructed(results) -> dict | None:
+    """The two-head construction on the witness family, as the step checked it (its entry of
+    ``certificates.json``), where it applies."""
+    certs = results.read("heads", "certificates.json")
+    for entry in certs.values() if isinstance(certs, dict) else ():
+        built = entry.get("two_heads") if isinstance(entry, dict) and entry.get("family") == "witness" else None
+        if isinstance(built, dict) and built.get("applies"):
+            return {k: built[k] for k in ("heads", "total", "exact", "max_error", "sequences")}
+    return None
 
 
 class HeadsCell(Record):
@@ -51,11 +63,22 @@ class HeadsTable(Record):
     runs: list[RunRow]
 
 
+class TwoHeadsBuilt(Record):
+    """The two-head construction on the witness family: head ranks, total, exact (in fractions)."""
+
+    heads: list[JsonInt]
+    total: JsonInt
+    exact: bool
+    max_error: str
+    sequences: JsonInt
+
+
 class HeadsSection(Record):
     """The heads experiment's part of ``summary.json``'s ``loopholes`` (shared with signed)."""
 
     certified_rank: JsonInt | None = None
     heads: HeadsTable | None = None
+    two_heads: TwoHeadsBuilt | None = None
 
 
 def exact_totals(per_map: dict) -> tuple[list[int], list[int]]:
@@ -85,6 +108,9 @@ def conclusions(summary: dict) -> dict[str, str]:
         for h, v in ph.items()
     }
     out["splitting the budget across heads lowers the total needed"] = yes_no(splitting_lowers(per_map))
+    built = lo.get("two_heads")
+    if built:
+        out["two heads: constructed total (exact on every sequence)"] = f"{built['total']} ({yes_no(built['exact'])})"
     return out
 
 
@@ -108,6 +134,13 @@ def sentence(summary: dict) -> str | None:
         )
     elif one:
         verdict = " Splitting the budget across heads does not lower the total needed."
+    built = lo.get("two_heads")
+    if built and built["exact"] and cert:
+        verdict += (
+            f" One head: certified r ≥ {cert}; two heads: constructed total {built['total']} (ranks "
+            f"{built['heads'][0]} + {built['heads'][1]}, exact on all {built['sequences']:,} sequences, "
+            f"max error {built['max_error']} in exact arithmetic)."
+        )
     return f"Several heads at a fixed total on the witness family: {parts}.{verdict}"
 
 
