@@ -43,6 +43,7 @@ NUMERICS = {
     "test_softmax_recipe",
     "test_train_product",
     "test_trainer",
+    "test_two_heads",
     "test_verify_length",
     "test_witness",
     "test_worst_case",
