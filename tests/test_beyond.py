@@ -205,13 +205,18 @@ def test_sections_transitions_and_html(tmp_path):
                 "transcript": {"answers": 16, "values": 2, "bits_needed": 16.0, "bits_needed_ceil": 16},
                 "models": [
                     {
+                        "id": "r16",
                         "feature_map": "table",
                         "rank": 16,
                         "heads": 1,
                         "seed": 0,
                         "sketch_numbers": 528,
+                        "steps": 100,
                         "exact": True,
                         "max_error": 0.1,
+                        "exact_seq_acc": 1.0,
+                        "record_max_error": 0.1,
+                        "matches_record": True,
                         "collapse_bits": {"uniform": 4},
                         "quantized": [
                             {"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5, "exact_seq_acc": 1.0}
@@ -337,3 +342,23 @@ def test_profiles_list_every_beyond_experiment(profile):
 def test_paper_zoo_reaches_64():
     runs = load_sweep(load_profile("paper").sweep_file("zoo")).runs()
     assert max(r.model.rank for r in runs) == 64
+
+
+def test_a_section_is_built_as_its_model_and_refuses_what_it_does_not_name(tmp_path):
+    """A step file that breaks its section's model is one line naming the key; a section
+    written from its model keeps each value as given (an int in a number field stays one)."""
+    from kernelgap.errors import KernelgapError
+
+    transcript = {"answers": 16, "values": 2, "bits_needed": 16, "bits_needed_ceil": 16}
+    data = {"bits": [2], "quantizers": ["uniform"], "transcript": transcript, "models": []}
+    (tmp_path / "precision").mkdir()
+    (tmp_path / "precision" / "quantized.json").write_text(json.dumps(data))
+    assert sections(tmp_path)["precision"]["transcript"]["bits_needed"] == 16
+    assert type(sections(tmp_path)["precision"]["transcript"]["bits_needed"]) is int
+    data["transcript"] = {**transcript, "bits": 3}
+    (tmp_path / "precision" / "quantized.json").write_text(json.dumps(data))
+    with pytest.raises(KernelgapError) as caught:
+        build_sections(tmp_path)
+    assert str(caught.value) == (
+        "summary.json cannot be built: PrecisionSection.transcript.bits: extra inputs are not permitted, got 3"
+    )

@@ -131,16 +131,29 @@ def test_bad_input_is_one_line_and_exit_2(tiny, tmp_path, cli, case, message):
 
 
 def run(fm, rank, seed, max_error, **extra):
+    """A run row as :func:`kernelgap.report.criteria.run_row` reads it (every key)."""
     return {
+        "id": f"{fm}-{rank}-{seed}",
         "feature_map": fm,
+        "kind": "module" if fm == "module" else "kernel",
         "rank": rank,
+        "heads": 1,
         "features": rank,
-        "seed": seed,
-        "max_error": max_error,
-        "exact": max_error < 0.5,
-        "exact_seq_acc": 1.0 if max_error < 0.5 else 0.5,
         "signed": False,
+        "seed": seed,
         "status": "ok",
+        "steps": 100,
+        "wall_time_s": 1.0,
+        "family": "witness",
+        "params": {},
+        "family_sha256": None,
+        "max_error": max_error,
+        "exact_seq_acc": 1.0 if max_error < 0.5 else 0.5,
+        "mean_abs_error": max_error / 2,
+        "tries": 1,
+        "distilled": False,
+        "pruned_from": None,
+        "exact": max_error < 0.5,
         **extra,
     }
 
@@ -327,7 +340,7 @@ def full_summary() -> dict:
         },
         "exact_wall": {"rlimit": 1000, "entries": [wall_entry(3, "2/5", 3, 3), wall_entry(3, "1/2", 1, 2)]},
         "context": {
-            "delta": "1/2",
+            "deltas": ["1/2"],
             "length_curves": [
                 {
                     "m": 12,
@@ -404,8 +417,14 @@ def full_summary() -> dict:
                     "ood_transition_solved": 16,
                     "ood_max_features": 32,
                     "ood_best_test_acc": 0.97,
+                    "witness_verdict": "not exact within 32 features",
                 },
-                {"feature_map": "table", "witness_transition": 16, "witness_max_features": 32},
+                {
+                    "feature_map": "table",
+                    "witness_transition": 16,
+                    "witness_max_features": 32,
+                    "witness_verdict": "at the certificate",
+                },
             ],
             "witness_runs": [],
             "ood_runs": [],
@@ -413,7 +432,7 @@ def full_summary() -> dict:
         "precision": {
             "bits": [2, 4, 8],
             "quantizers": ["uniform"],
-            "transcript": {"bits_needed": 40.5, "answers": 16, "values": 5},
+            "transcript": {"bits_needed": 40.5, "bits_needed_ceil": 41, "answers": 16, "values": 5},
             "collapse": [
                 {
                     "feature_map": "table",
@@ -425,7 +444,26 @@ def full_summary() -> dict:
                 }
             ],
             "models": [
-                {"feature_map": "table", "rank": 16, "seed": s, "exact": True, "max_error": 0.1} for s in (0, 1)
+                {
+                    "id": f"table-16-{s}",
+                    "feature_map": "table",
+                    "rank": 16,
+                    "heads": 1,
+                    "seed": s,
+                    "sketch_numbers": 64,
+                    "steps": 100,
+                    "max_error": 0.1,
+                    "exact": True,
+                    "exact_seq_acc": 1.0,
+                    "record_max_error": 0.1,
+                    "matches_record": True,
+                    "quantized": [
+                        {"quantizer": "uniform", "bits": b, "max_error": e, "exact": e < 0.5, "exact_seq_acc": 1.0}
+                        for b, e in ((2, 0.9), (4, 0.1), (8, 0.1))
+                    ],
+                    "collapse_bits": {"uniform": 4},
+                }
+                for s in (0, 1)
             ],
             "record_mismatches": [],
             "not_exact_at_full_precision": [],

@@ -54,11 +54,9 @@ def count(profile, out, sweep_options):
 ''',
     "toy/experiment.py": '''"""A toy experiment: mlp_exp at ranks 1 and 2 on every sequence of length 2 over {0,1}^2."""
 
-from typing import Any
-
 from kernelgap.experiments import Experiment, Figure
 from kernelgap.report.criteria import exact, first_rank
-from kernelgap.validation import JsonInt, Record
+from kernelgap.validation import JsonInt, JsonNumber, Section
 from kernelgap.report.figures import band, exact_line, legend, plt, save
 
 
@@ -67,18 +65,20 @@ def section(results):
     if not rows:
         return None
     family = results.read("toy", "family.json") or {}
-    return {"label": family.get("label"), "sequences": family.get("sequences"),
-            "runs": [{k: r[k] for k in ("rank", "seed", "max_error", "exact")} for r in rows],
-            "exact_from": first_rank(rows, exact)}
+    return ToySection(label=family.get("label"), sequences=family.get("sequences"),
+                      runs=[{k: r[k] for k in ToyRun.model_fields} for r in rows],
+                      exact_from=first_rank(rows, exact)).dump()
 
 
-class ToyRun(Record):
-    rank: Any
-    max_error: Any
-    exact: Any
+class ToyRun(Section):
+    rank: JsonInt
+    seed: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
 
 
-class ToySection(Record):
+class ToySection(Section):
+    label: str | None
     sequences: JsonInt | None
     runs: list[ToyRun]
     exact_from: JsonInt | None
@@ -149,14 +149,16 @@ def test_the_toy_section_is_in_the_summary_and_valid(toy):
     assert sorted(r["rank"] for r in toy_section["runs"]) == [1, 2]
     assert summary["witness"] is None and summary["length"] == []  # the built-ins, not run
     schema = json.loads((out / "summary.schema.json").read_text())
-    assert schema["$defs"]["ToySection"]["required"] == ["sequences", "runs", "exact_from"]
+    assert schema["$defs"]["ToySection"]["required"] == ["label", "sequences", "runs", "exact_from"]
     assert "toy" in schema["required"] and "toy" not in summary_schema()["properties"]
     jsonschema.validate(summary, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**summary, "toy": {"runs": []}}, schema)
     experiments = reproduction_experiments(read_meta(out))  # the models the schema came from agree
     assert summary_problem(summary, experiments) is None
-    assert summary_problem({**summary, "toy": {"runs": []}}, experiments) == "toy.sequences: field required"
+    assert summary_problem({**summary, "toy": {"runs": []}}, experiments) == "toy.label: field required"
+    unknown = {**summary, "toy": {**toy_section, "seeds": 2}}  # a key the model does not name
+    assert summary_problem(unknown, experiments) == "toy.seeds: extra inputs are not permitted, got 2"
 
 
 def test_a_section_schema_is_a_model_not_a_json_schema_dict():

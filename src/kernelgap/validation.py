@@ -35,17 +35,17 @@ from typing import Annotated, ClassVar
 from pydantic import (
     AllowInfNan,
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     Strict,
     TypeAdapter,
     ValidationError,
+    WrapValidator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError, core_schema
 
-from .errors import ConfigError
+from .errors import ConfigError, KernelgapError
 
 #: The pydantic error type of the project's own messages (:func:`invalid`).
 ERROR_TYPE = "kernelgap"
@@ -57,16 +57,25 @@ Int = Annotated[int, Strict()]
 Number = Annotated[float, Strict(), AllowInfNan(False)]
 
 
-def _whole(value):
-    """An integral float as the int JSON Schema takes it for (``2.0`` is an ``integer``)."""
-    return int(value) if type(value) is float and value.is_integer() else value
+def _whole(value, inner):
+    """An integral float checked as the int JSON Schema takes it for (``2.0`` is an
+    ``integer``), and kept as given (:func:`_as_given`)."""
+    inner(int(value) if type(value) is float and value.is_integer() else value)
+    return value
+
+
+def _as_given(value, inner):
+    """``value`` checked by its type and kept as given: an int stays an int in a float field,
+    so a record written from its model reads as the value it was built from (``3``, not ``3.0``)."""
+    inner(value)
+    return value
 
 
 #: A JSON integer, as JSON Schema's ``integer`` reads one: an int or an integral float, never
 #: a bool (the files kernelgap writes and reads back: summaries, records).
-JsonInt = Annotated[int, Strict(), BeforeValidator(_whole)]
+JsonInt = Annotated[int, Strict(), WrapValidator(_whole)]
 #: A JSON number: an int or a float (NaN and infinities as Python's JSON writes them), never a bool.
-JsonNumber = Annotated[float, Strict()]
+JsonNumber = Annotated[float, Strict(), WrapValidator(_as_given)]
 
 
 def json_at_least(low: int):
@@ -164,12 +173,48 @@ class Config(BaseModel):
 
 
 class Record(BaseModel):
-    """A JSON file kernelgap writes and reads back (``summary.json`` and its sections,
-    ``reproduce.json``, ``probe.json``): the keys it names are checked, strictly as JSON
-    Schema types them (:data:`JsonInt`, :data:`JsonNumber`), others are let through.  The
-    models only check: a file is written from plain values, never re-serialised from them."""
+    """A JSON file kernelgap writes and reads back (``summary.json``, ``reproduce.json``,
+    ``probe.json``): the keys it names are checked, strictly as JSON Schema types them
+    (:data:`JsonInt`, :data:`JsonNumber`), others are let through.  Every value is kept as
+    given, so :meth:`dump` gives back the JSON it was built from."""
 
     model_config = ConfigDict(extra="allow", strict=True)
+
+    def dump(self) -> dict:
+        """The record as plain JSON values: the keys it was given, in the order of its fields
+        (then any others), each value as given; a field left at its default is left out, as
+        it was."""
+        keys = [*type(self).model_fields, *(self.model_extra or {})]
+        return {key: _plain(getattr(self, key)) for key in keys if key in self.model_fields_set}
+
+
+def _plain(value):
+    """A value of a :class:`Record` as plain JSON values (records in it dumped)."""
+    if isinstance(value, Record):
+        return value.dump()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+class Section(Record):
+    """A part of ``summary.json`` an experiment builds (its section and the rows in it): only
+    the keys it names (an unknown key is refused, on building as on reading back), each of
+    its type.  The section is built as a model and written from it (:meth:`Record.dump`); a
+    result file that does not fit it is one line (:class:`~kernelgap.errors.KernelgapError`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def __init__(self, /, **data) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise KernelgapError(f"summary.json cannot be built: {error_line(exc, type(self).__name__)}") from None
+
+    # Nested sections are validated by pydantic itself, not through this constructor.
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
 
 @functools.cache

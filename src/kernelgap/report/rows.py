@@ -1,37 +1,76 @@
 """The rows several experiments' parts of ``summary.json`` share, as models: a trained run
-of a kernel map and a softmax run, as :mod:`kernelgap.report.criteria` reads them from the
-run records.
+(:func:`kernelgap.report.criteria.run_row`, every key of it), a softmax run, and one map's
+transition.
 
-Each experiment's section is a model of these (:class:`~kernelgap.validation.Record`:
-the keys named are checked, others let through); the summary's JSON schema is generated
-from them (:mod:`kernelgap.reproduction.schema`, docs/formats.md)."""
+Each experiment's section is a :class:`~kernelgap.validation.Section` of these (every key
+named and typed, no other); the summary's JSON schema is generated from them
+(:mod:`kernelgap.reproduction.schema`, docs/formats.md)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..validation import JsonInt, JsonNumber, Record, json_at_least
+from ..validation import JsonInt, JsonNumber, Section, json_at_least
+
+#: A share: a number in [0, 1].
+Share = Annotated[JsonNumber, Field(ge=0, le=1)]
 
 
-class RunRow(Record):
-    """One trained run of a kernel map: its rank, seed, train max error and verdict."""
+class RunRow(Section):
+    """One trained run as :func:`~kernelgap.report.criteria.run_row` reads its record: the
+    test keys only where it was tested on a pool, the sign use only of a signed kernel."""
 
+    id: str
     feature_map: str
+    kind: Literal["kernel", "softmax", "module"]
     rank: json_at_least(1)
+    heads: JsonInt | None
+    features: JsonInt | None
+    signed: bool
     seed: JsonInt
+    status: Literal["ok", "diverged"]
+    steps: JsonInt
+    wall_time_s: JsonNumber
+    family: str
+    params: dict[str, Any]
+    family_sha256: str | None
     max_error: JsonNumber | None
+    exact_seq_acc: Share | None
+    mean_abs_error: JsonNumber | None
+    tries: json_at_least(1)
+    distilled: bool
+    pruned_from: JsonInt | None
     exact: bool
-    exact_seq_acc: Annotated[JsonNumber, Field(ge=0, le=1)] | None
-    features: JsonInt | None = None
-    signed: bool | None = None
-    status: Literal["ok", "diverged"] | None = None
+    test_max_error: JsonNumber | None = None
+    test_exact_seq_acc: Share | None = None
+    test_exact: bool | None = None
+    negative_weight_share: Share | None = None
+    negative_denominator_share: Share | None = None
+    guarded_share: Share | None = None
+    min_abs_denominator: JsonNumber | None = None
 
 
-class SoftmaxRow(Record):
+class SoftmaxRow(Section):
     """One trained softmax run: its seed, train max error and verdict."""
 
     seed: JsonInt
-    max_error: JsonNumber
+    max_error: JsonNumber | None
     exact: bool
+
+
+class Transition(Section):
+    """One map: the smallest features (or rank) at which most seeds pass, and the largest tried."""
+
+    transition: JsonInt | None
+    max_tried: JsonInt
+
+
+class Growth(Section):
+    """A least-squares fit of log2(rank) against m over ``points`` points:
+    ``log2_per_m·m + intercept``."""
+
+    log2_per_m: JsonNumber
+    intercept: JsonNumber
+    points: JsonInt

@@ -7,9 +7,69 @@ family (product families train on their two-candidate sequences and are scored w
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
+from ..validation import JsonInt, JsonNumber, Section, json_at_least
 from .criteria import exact, first_rank, sandwich
 from .text import fmt, of, reached
+
+
+class TrainedRun(Section):
+    """One run on a trained family: its verdict, and whether it was scored on the whole family."""
+
+    feature_map: str
+    rank: json_at_least(1)
+    seed: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
+    tries: json_at_least(1) = 1  # the first try and its fresh starts (train.restarts)
+    pruned_from: JsonInt | None = None  # the rank of the wider table it was cut from (train.prune_from)
+    whole_family: bool
+
+
+class TrainedRank(Section):
+    """The runs at one rank: how many seeds, how many exact models, the best max error."""
+
+    rank: JsonInt
+    seeds: json_at_least(1)
+    exact: json_at_least(0)
+    best_max_error: JsonNumber | None
+
+
+class ExactBelow(Section):
+    """A run that is an exact model of its family below the family's certificate."""
+
+    feature_map: str
+    rank: JsonInt
+    seed: JsonInt
+    max_error: JsonNumber | None
+
+
+class TrainedFamily(Section):
+    """One trained family (as its step certified it, or as its runs name it: :func:`family_of_rows`),
+    its runs by rank, and the sandwich of its minimal rank."""
+
+    family: str
+    kind: str | None = None  # (a family of older steps names no kind, no SHA-256: :func:`same_family`)
+    params: dict[str, Any]
+    sha256: str | None = None
+    m: JsonInt | None = None
+    length: JsonInt | None = None
+    n: JsonInt | None = None
+    sequences: JsonInt | None
+    certified_rank: JsonInt | None
+    method: str | None = None
+    constructed_rank: JsonInt | None
+    runs: list[TrainedRun]
+    ranks: list[TrainedRank]
+    exact_from: JsonInt | None
+    exact_not_on_whole_family: json_at_least(0)
+    exact_below_certificate: list[ExactBelow]
+    certified: JsonInt | None
+    constructed: JsonInt | None
+    trained_any: JsonInt | None
+    trained_most: JsonInt | None
+    determined: bool
 
 
 def family_of_rows(row: dict) -> dict:
@@ -52,16 +112,16 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
     A run bounds the minimal rank only when it is exact on every sequence of the family."""
     mine = [r for r in rows if same_family(r, fam)]
     runs = [
-        {
-            "feature_map": r["feature_map"],
-            "rank": r["rank"],
-            "seed": r["seed"],
-            "max_error": r["max_error"],
-            "exact": r["exact"],
-            "tries": r.get("tries", 1),
-            "pruned_from": r.get("pruned_from"),
-            "whole_family": whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
-        }
+        TrainedRun(
+            feature_map=r["feature_map"],
+            rank=r["rank"],
+            seed=r["seed"],
+            max_error=r["max_error"],
+            exact=r["exact"],
+            tries=r.get("tries", 1),
+            pruned_from=r.get("pruned_from"),
+            whole_family=whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
+        ).dump()
         for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
     ]
     models = [{**r, "exact": r["exact"] and r["whole_family"]} for r in runs]
@@ -69,27 +129,27 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
     for r in models:
         by_rank[r["rank"]].append(r)
     cert = fam["certified_rank"]
-    return {
+    return TrainedFamily(
         **fam,
-        "runs": runs,
-        "ranks": [
-            {
-                "rank": rank,
-                "seeds": len(rs),
-                "exact": sum(r["exact"] for r in rs),
-                "best_max_error": min((r["max_error"] for r in rs if r["max_error"] is not None), default=None),
-            }
+        runs=runs,
+        ranks=[
+            TrainedRank(
+                rank=rank,
+                seeds=len(rs),
+                exact=sum(r["exact"] for r in rs),
+                best_max_error=min((r["max_error"] for r in rs if r["max_error"] is not None), default=None),
+            )
             for rank, rs in sorted(by_rank.items())
         ],
-        "exact_from": first_rank(models, exact_model),  # most seeds
-        "exact_not_on_whole_family": sum(1 for r in runs if r["exact"] and not r["whole_family"]),
-        "exact_below_certificate": [
-            {k: r[k] for k in ("feature_map", "rank", "seed", "max_error")}
+        exact_from=first_rank(models, exact_model),  # most seeds
+        exact_not_on_whole_family=sum(1 for r in runs if r["exact"] and not r["whole_family"]),
+        exact_below_certificate=[
+            {k: r[k] for k in ExactBelow.model_fields}
             for r in models
             if r["exact"] and cert is not None and r["rank"] < cert
         ],
         **sandwich(cert, fam["constructed_rank"], models),
-    }
+    ).dump()
 
 
 def exact_model(row: dict) -> bool:

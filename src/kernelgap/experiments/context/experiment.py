@@ -16,13 +16,14 @@ computed from those files; the paper's claim is kept beside ours.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from ...report.figures import band, error_axes, plt, save
 from ...report.html import table, titled
 from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wall_curve
-from ...report.trained import trained_section
-from ...validation import JsonInt, JsonNumber, Record, json_at_least
+from ...report.rows import Growth
+from ...report.trained import TrainedFamily, trained_section
+from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
 from .text import PAPER, conclusions, paper_rows, sentence, stays_at_n, trained_text, wall_text
 
@@ -55,30 +56,14 @@ WALL_COLUMNS = [
 # -- the summary section ------------------------------------------------------------------
 
 
-def section(results) -> dict | None:
-    """The curves of ``curves.json`` and, per trained family, its runs and sandwich."""
-    data = results.read("context", "curves.json") or {}
-    rows = results.rows("context")
-    if not data and not rows:
-        return None
-    return {
-        "deltas": data.get("deltas") or ([data["delta"]] if data.get("delta") else []),
-        "length_curves": data.get("length_curves") or [],
-        "wall": data.get("wall") or [],
-        "growth": data.get("growth"),
-        "skipped": data.get("skipped") or [],
-        "trained": trained_section(results, "context", data.get("trained_families")),
-    }
-
-
-class LastShort(Record):
-    """The last length a curve's certificate fell short of the full set at."""
+class AtLength(Section):
+    """The rank certified at one context length."""
 
     length: JsonInt
     certified: JsonInt
 
 
-class CurvePoint(Record):
+class CurvePoint(Section):
     """One length of a curve: its certified rank and the method that gave it."""
 
     length: json_at_least(3)
@@ -87,10 +72,12 @@ class CurvePoint(Record):
     radon: JsonInt
     method: Literal["radon", "trace"]
     whole_set: bool | None = None
+    seconds: JsonNumber | None = None
 
 
-class LengthCurve(Record):
-    """One ``(δ, m)``: the certified rank as the context grows."""
+class LengthCurve(Section):
+    """One ``(δ, m)``: the certified rank as the context grows, and the last length short of
+    the whole code (``last_short``)."""
 
     delta: str = "1/2"
     distance: JsonInt = 4
@@ -101,11 +88,11 @@ class LengthCurve(Record):
     positive_construction: JsonInt
     wall_guess: JsonInt | None = None
     full_from: JsonInt | None
-    last_short: LastShort | None
+    last_short: AtLength | None
     points: list[CurvePoint]
 
 
-class WallRow(Record):
+class WallRow(Section):
     """One ``(δ, m)`` at its wall length: whether the formula holds, how close to ``2^m`` the
     rank gets, and the ceiling of every pair certificate (absent in rows written before)."""
 
@@ -117,6 +104,8 @@ class WallRow(Record):
     predicted_length: json_at_least(3)
     length: JsonInt | None
     certified: json_at_least(0)
+    method: str | None = None
+    tried: list[AtLength] | None = None
     below_length: JsonInt | None
     certified_below: JsonInt | None
     formula_holds: bool
@@ -137,66 +126,41 @@ class WallRow(Record):
     at_ceiling: bool | None = None
 
 
-class SkippedM(Record):
-    """An ``(m, δ)`` left out, and why."""
+class SkippedM(Section):
+    """An ``(m, δ)`` left out of a curve (against the length, or against m), and why."""
 
     m: JsonInt
     delta: str | None = None
+    curve: Literal["length", "m"] | None = None
     why: str
 
 
-class TrainedRun(Record):
-    """One trained run on a family of the context experiment."""
-
-    feature_map: Any
-    rank: json_at_least(1)
-    seed: JsonInt
-    max_error: JsonNumber | None
-    exact: bool
-    whole_family: bool
-    tries: json_at_least(1) = 1  # the first try and its fresh starts (train.restarts)
-    pruned_from: JsonInt | None = None  # the rank of the wider table it was cut from (train.prune_from)
-
-
-class TrainedRank(Record):
-    """The runs at one rank: how many seeds, how many exact, the best max error."""
-
-    rank: JsonInt
-    seeds: json_at_least(1)
-    exact: json_at_least(0)
-    best_max_error: JsonNumber | None
-
-
-class TrainedFamily(Record):
-    """One family trained: its certified and constructed ranks beside the trained ones."""
-
-    family: str
-    params: dict[str, Any]
-    m: JsonInt | None = None
-    length: JsonInt | None = None
-    n: JsonInt | None = None
-    certified_rank: JsonInt | None
-    constructed_rank: JsonInt | None
-    runs: list[TrainedRun]
-    ranks: list[TrainedRank]
-    exact_from: JsonInt | None
-    exact_not_on_whole_family: json_at_least(0)
-    exact_below_certificate: list[Any]
-    trained_any: JsonInt | None
-    trained_most: JsonInt | None
-    determined: bool
-
-
-class ContextSection(Record):
+class ContextSection(Section):
     """The context experiment's part of ``summary.json``: the tolerances, length curves, the
-    wall (one row per δ and m), the trained families."""
+    wall (one row per δ and m) and its growth per δ, the trained families."""
 
-    deltas: list[str] = []
+    deltas: list[str]
     length_curves: list[LengthCurve]
     wall: list[WallRow]
-    growth: dict[str, Any] | None = None
+    growth: dict[str, Growth | None] | None
     skipped: list[SkippedM]
     trained: list[TrainedFamily]
+
+
+def section(results) -> dict | None:
+    """The curves of ``curves.json`` and, per trained family, its runs and sandwich."""
+    data = results.read("context", "curves.json") or {}
+    rows = results.rows("context")
+    if not data and not rows:
+        return None
+    return ContextSection(
+        deltas=data.get("deltas") or ([data["delta"]] if data.get("delta") else []),
+        length_curves=data.get("length_curves") or [],
+        wall=data.get("wall") or [],
+        growth=data.get("growth"),
+        skipped=data.get("skipped") or [],
+        trained=trained_section(results, "context", data.get("trained_families")),
+    ).dump()
 
 
 # -- figures and HTML -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ the same on every machine.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import AfterValidator
 
@@ -26,7 +26,7 @@ from ...rationals import parse_delta
 from ...report.figures import legend, plt, save
 from ...report.html import table, titled
 from ...report.text import of
-from ...validation import JsonInt, JsonNumber, Record, between, invalid, json_at_least
+from ...validation import JsonInt, JsonNumber, Section, between, invalid, json_at_least
 from ..base import Experiment, Figure
 
 TITLE = "The exact wall on the cube"
@@ -67,11 +67,7 @@ def planned(spec: dict) -> tuple[list[int], list[Fraction], int]:
 # -- the summary section ------------------------------------------------------------------
 
 
-def section(results) -> dict | None:
-    return results.read("exact_wall", "wall.json")
-
-
-class Score(Record):
+class Score(Section):
     """The head of a table on every sequence of one length."""
 
     length: json_at_least(3)
@@ -80,24 +76,56 @@ class Score(Record):
     max_error: JsonNumber
     error_bound: str
     exact: bool
+    bias: str | None = None
+    log_t: JsonNumber | None = None
+    within_bound: bool | None = None
 
 
-class Order(Record):
+class Call(Section):
+    """One solver call: the rank asked, the solver's answer and its work."""
+
+    solver: str
+    rank: JsonInt
+    status: str
+    work: JsonInt
+    seconds: JsonNumber
+
+
+class Refuted(Section):
+    """A rank refuted: z3's answer, and cvc5's on its own encoding (``None``: not asked)."""
+
+    rank: JsonInt
+    z3: str
+    cvc5: str | None
+
+
+class ViaStrict(Section):
+    """At δ = 1/2, where the upper search found no table: the strict table standing in."""
+
+    solver: str
+    rank: JsonInt
+    calls: list[Call]
+    scores: list[Score]
+
+
+class Order(Section):
     """One order's least rank: the table found (``rank``, ``None`` when none was) and the
     least rank its evidence proves (``lower``)."""
 
     mode: str
     rank: JsonInt | None
     lower: json_at_least(1)
-    calls: list[dict[str, Any]]
-    below: dict[str, Any] | None = None
-    refuted: dict[str, Any] | None = None
+    calls: list[Call]
+    solver: str | None = None
+    rechecked: bool | None = None
+    z3_lower: JsonInt | None = None
+    below: Refuted | None = None
+    refuted: Refuted | None = None
     scores: list[Score] = []
-    #: At δ = 1/2, where the upper search found no table: the strict table standing in.
-    via_strict: dict[str, Any] | None = None
+    via_strict: ViaStrict | None = None
 
 
-class Entry(Record):
+class Entry(Section):
     """One ``(m, δ)``: the least exact rank at long context lies in ``[lower, upper]`` from
     length ``from_length`` on."""
 
@@ -115,9 +143,16 @@ class Entry(Record):
     work: JsonInt
 
 
-class WallSection(Record):
+class WallSection(Section):
+    """The exact wall's part of ``summary.json``: its step's ``wall.json``, one entry per (m, δ)."""
+
     rlimit: json_at_least(1)
     entries: list[Entry]
+
+
+def section(results) -> dict | None:
+    data = results.read("exact_wall", "wall.json")
+    return WallSection(**data).dump() if data else None
 
 
 # -- what the entries say ------------------------------------------------------------------

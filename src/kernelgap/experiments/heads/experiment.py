@@ -6,64 +6,30 @@ count, the smallest exact total.  The step certifies each training family.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import band, error_axes, plt, points, save, tone
 from ...report.html import table, titled
 from ...report.rows import RunRow
 from ...report.text import exact_from, reached, yes_no
-from ...validation import JsonInt, Record
+from ...validation import JsonInt, Section
 from ..base import Experiment, Figure
 
 
-def section(results) -> dict | None:
-    heads = results.rows("heads")
-    if not heads:
-        return None
-    per_map = {}
-    for fm in sorted({r["feature_map"] for r in heads}):
-        per_map[fm] = {
-            str(h): {
-                "transition_total": first_rank(sub, exact, "features"),
-                "max_total": max(r["features"] for r in sub),
-            }
-            for h in sorted({r["heads"] for r in heads if r["feature_map"] == fm})
-            for sub in [[r for r in heads if r["feature_map"] == fm and r["heads"] == h]]
-        }
-    return {
-        "certified_rank": results.witness_certified_rank(),
-        "heads": {"per_map": per_map, "runs": sorted_by(heads, "feature_map", "heads", "rank", "seed")},
-        "two_heads": _constructed(results),
-    }
+class HeadsCell(Section):
+    """One map at one head count: the total H·r where it turned exact and the largest tried."""
+
+    transition_total: JsonInt | None
+    max_total: JsonInt
 
 
-def _constructed(results) -> dict | None:
-    """The two-head construction on the witness family, as the step checked it (its entry of
-    ``certificates.json``), where it applies."""
-    certs = results.read("heads", "certificates.json")
-    for entry in certs.values() if isinstance(certs, dict) else ():
-        built = entry.get("two_heads") if isinstance(entry, dict) and entry.get("family") == "witness" else None
-        if isinstance(built, dict) and built.get("applies"):
-            return {k: built[k] for k in ("heads", "total", "exact", "max_error", "sequences")}
-    return None
-
-
-class HeadsCell(Record):
-    """One map at one head count: the total rank where it turned exact and the largest tried."""
-
-    transition_total: Any
-    max_total: Any
-
-
-class HeadsTable(Record):
-    """Every map's cells by head count, and the runs."""
+class HeadsTable(Section):
+    """Every map's cells by head count (``"1"``, ``"2"``, …), and the runs."""
 
     per_map: dict[str, dict[str, HeadsCell]]
     runs: list[RunRow]
 
 
-class TwoHeadsBuilt(Record):
+class TwoHeadsBuilt(Section):
     """The two-head construction on the witness family: head ranks, total, exact (in fractions)."""
 
     heads: list[JsonInt]
@@ -73,12 +39,45 @@ class TwoHeadsBuilt(Record):
     sequences: JsonInt
 
 
-class HeadsSection(Record):
+class HeadsSection(Section):
     """The heads experiment's part of ``summary.json``'s ``loopholes`` (shared with signed)."""
 
     certified_rank: JsonInt | None = None
     heads: HeadsTable | None = None
     two_heads: TwoHeadsBuilt | None = None
+
+
+def section(results) -> dict | None:
+    heads = results.rows("heads")
+    if not heads:
+        return None
+    per_map = {
+        fm: {
+            str(h): HeadsCell(
+                transition_total=first_rank(sub, exact, "features"), max_total=max(r["features"] for r in sub)
+            )
+            for h in sorted({r["heads"] for r in mine})
+            for sub in [[r for r in mine if r["heads"] == h]]
+        }
+        for fm in sorted({r["feature_map"] for r in heads})
+        for mine in [[r for r in heads if r["feature_map"] == fm]]
+    }
+    return HeadsSection(
+        certified_rank=results.witness_certified_rank(),
+        heads=HeadsTable(per_map=per_map, runs=sorted_by(heads, "feature_map", "heads", "rank", "seed")),
+        two_heads=_constructed(results),
+    ).dump()
+
+
+def _constructed(results) -> dict | None:
+    """The two-head construction on the witness family, as the step checked it (its entry of
+    ``certificates.json``), where it applies."""
+    certs = results.read("heads", "certificates.json")
+    for entry in certs.values() if isinstance(certs, dict) else ():
+        built = entry.get("two_heads") if isinstance(entry, dict) and entry.get("family") == "witness" else None
+        if isinstance(built, dict) and built.get("applies"):
+            return {k: built[k] for k in TwoHeadsBuilt.model_fields}
+    return None
 
 
 def exact_totals(per_map: dict) -> tuple[list[int], list[int]]:

@@ -14,7 +14,7 @@ from ...errors import KernelgapError
 from ...limits import MAX_VERIFY_M, check_verify
 from ...report.figures import exact_line, legend, plt, save
 from ...report.text import of, yes_no
-from ...validation import Int, JsonNumber, Record, Says, json_at_least
+from ...validation import Int, JsonInt, JsonNumber, Says, Section, json_at_least
 from ..base import Experiment, Figure
 
 
@@ -40,30 +40,34 @@ LengthM = Annotated[
 PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}
 
 
-def section(results) -> list[dict]:
-    rows = [dict(r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
-    for row in results.rows("length"):
-        rows.append(
-            {
-                "N": row["params"]["length"],
-                "rank": row["rank"],
-                "seed": row["seed"],
-                "source": "trained",
-                "max_error": row["max_error"],
-                "exact": row["exact"],
-            }
-        )
-    return sorted(rows, key=lambda r: (r["source"], r["N"], r.get("seed", 0)))
-
-
-class LengthRow(Record):
-    """One sequence length: the rank that fits it, constructed or trained."""
+class LengthRow(Section):
+    """One sequence length at rank 1, constructed (checked on all ``sequences`` over
+    {0,1}^m: ``constructed.json``) or trained (one seed)."""
 
     N: json_at_least(1)
     rank: json_at_least(1)
+    m: JsonInt | None = None
+    sequences: JsonInt | None = None
+    seed: JsonInt | None = None
     source: Literal["constructed", "trained"]
-    max_error: JsonNumber
+    max_error: JsonNumber | None
     exact: bool
+
+
+def section(results) -> list[dict]:
+    rows = [LengthRow(**r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
+    rows += [
+        LengthRow(
+            N=r["params"]["length"],
+            rank=r["rank"],
+            seed=r["seed"],
+            source="trained",
+            max_error=r["max_error"],
+            exact=r["exact"],
+        )
+        for r in results.rows("length")
+    ]
+    return [r.dump() for r in sorted(rows, key=lambda r: (r.source, r.N, r.seed or 0))]
 
 
 def exact_at(rows: list[dict], n: int, source: str) -> bool | None:

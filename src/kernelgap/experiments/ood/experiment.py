@@ -8,24 +8,68 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
 
 from ...report.criteria import (
     OOD_SOLVED_ACC,
     first_rank,
     run_row,
     solves_test_pool,
+    sorted_by,
     test_exact,
 )
 from ...report.figures import band, legend, log2_axis, plt, save, tone
 from ...report.html import table
-from ...report.rows import RunRow, SoftmaxRow
+from ...report.rows import RunRow
 from ...report.text import fmt, of, reached, yes_no
-from ...validation import JsonInt, JsonNumber, Record
+from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
 PAPER = {"ood": {"transition_ranks": [8, 16, 64]}, "softmax_exact_all_seeds": True}
+
+
+class OodSoftmax(Section):
+    """One softmax run on a scale: train and test verdicts (exact: on the training family and
+    the unseen test pool; solved: test accuracy ≥ :data:`OOD_SOLVED_ACC`)."""
+
+    seed: JsonInt
+    max_error: JsonNumber | None
+    test_max_error: JsonNumber | None
+    test_exact_seq_acc: JsonNumber | None
+    exact: bool
+    train_exact: bool
+    solved: bool
+
+
+class Unfitted(Section):
+    """A kernel run that does not fit its training family (train max error ≥ 1/2)."""
+
+    rank: JsonInt
+    seed: JsonInt
+    train_max_error: JsonNumber | None
+
+
+class OodScale(Section):
+    """One scale of the out-of-distribution experiment: its pools, transitions and runs."""
+
+    label: str
+    n: JsonInt | None
+    m: JsonInt | None
+    train_sequences: JsonInt | None
+    test_sequences: JsonInt | None
+    test_gap_share: JsonNumber | None
+    transition_rank: JsonInt | None
+    transition_rank_max_error: JsonInt | None
+    transition_rank_fitted: JsonInt | None
+    unfitted_runs: list[Unfitted]
+    runs: list[RunRow]
+    softmax: list[OodSoftmax]
+
+
+class OodSection(Section):
+    """The out-of-distribution experiment's part of ``summary.json``: one entry per scale."""
+
+    scales: list[OodScale]
 
 
 def section(results) -> dict | None:
@@ -36,68 +80,40 @@ def section(results) -> dict | None:
     by_size = defaultdict(list)
     for rec in records:
         by_size[json.dumps(rec["config"]["family"]["params"], sort_keys=True)].append(run_row(rec))
-    scales = []
-    for key, rows in by_size.items():
-        info = sizes.get(key, {})
-        kernel = sorted((r for r in rows if r["kind"] == "kernel"), key=lambda r: (r["rank"], r["seed"]))
-        softmax = sorted((r for r in rows if r["kind"] == "softmax"), key=lambda r: r["seed"])
-        params = json.loads(key)
-        fitted = [r for r in kernel if r["exact"]]
-        scales.append(
-            {
-                "label": info.get("label", f"n={params.get('n')}"),
-                "n": params.get("n"),
-                "m": info.get("m"),
-                "train_sequences": info.get("train_sequences"),
-                "test_sequences": info.get("test_sequences"),
-                "test_gap_share": info.get("test_gap_share"),
-                "transition_rank": first_rank(kernel, solves_test_pool),
-                "transition_rank_max_error": first_rank(kernel, test_exact),
-                "transition_rank_fitted": first_rank(fitted, solves_test_pool),
-                "unfitted_runs": [
-                    {"rank": r["rank"], "seed": r["seed"], "train_max_error": r["max_error"]}
-                    for r in kernel
-                    if not r["exact"]
-                ],
-                "runs": kernel,
-                "softmax": [
-                    {
-                        "seed": r["seed"],
-                        "max_error": r["max_error"],
-                        "test_max_error": r.get("test_max_error"),
-                        "test_exact_seq_acc": r.get("test_exact_seq_acc"),
-                        "exact": bool(r["exact"] and r.get("test_exact", True)),
-                        "train_exact": r["exact"],
-                        "solved": solves_test_pool(r),
-                    }
-                    for r in softmax
-                ],
-            }
-        )
-    scales.sort(key=lambda s: s["n"] or 0)
-    return {"scales": scales}
+    scales = [_scale(json.loads(key), sizes.get(key, {}), rows) for key, rows in by_size.items()]
+    return OodSection(scales=sorted(scales, key=lambda s: s.n or 0)).dump()
 
 
-class OodScale(Record):
-    """One scale of the out-of-distribution experiment: its pools and runs."""
-
-    label: str
-    n: JsonInt | None = None
-    m: JsonInt | None
-    train_sequences: JsonInt | None
-    test_sequences: JsonInt | None
-    test_gap_share: JsonNumber | None = None
-    transition_rank: JsonInt | None
-    transition_rank_fitted: JsonInt | None = None
-    unfitted_runs: list[Any] | None = None
-    runs: list[RunRow]
-    softmax: list[SoftmaxRow]
-
-
-class OodSection(Record):
-    """The out-of-distribution experiment's part of ``summary.json``: one entry per scale."""
-
-    scales: list[OodScale]
+def _scale(params: dict, info: dict, rows: list[dict]) -> OodScale:
+    """One pool size: what its step measured (``info``), its transitions and runs."""
+    kernel = sorted_by([r for r in rows if r["kind"] == "kernel"], "rank", "seed")
+    return OodScale(
+        label=info.get("label", f"n={params.get('n')}"),
+        n=params.get("n"),
+        m=info.get("m"),
+        train_sequences=info.get("train_sequences"),
+        test_sequences=info.get("test_sequences"),
+        test_gap_share=info.get("test_gap_share"),
+        transition_rank=first_rank(kernel, solves_test_pool),
+        transition_rank_max_error=first_rank(kernel, test_exact),
+        transition_rank_fitted=first_rank([r for r in kernel if r["exact"]], solves_test_pool),
+        unfitted_runs=[
+            Unfitted(rank=r["rank"], seed=r["seed"], train_max_error=r["max_error"]) for r in kernel if not r["exact"]
+        ],
+        runs=kernel,
+        softmax=[
+            OodSoftmax(
+                seed=r["seed"],
+                max_error=r["max_error"],
+                test_max_error=r.get("test_max_error"),
+                test_exact_seq_acc=r.get("test_exact_seq_acc"),
+                exact=bool(r["exact"] and r.get("test_exact", True)),
+                train_exact=r["exact"],
+                solved=solves_test_pool(r),
+            )
+            for r in sorted_by([r for r in rows if r["kind"] == "softmax"], "seed")
+        ],
+    )
 
 
 def _transition(scale: dict) -> str:

@@ -9,13 +9,83 @@ through sketches rounded to each b of ``[precision] bits`` with each quantizer
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
 from ...report.html import table, titled
 from ...report.text import of
-from ...validation import Record
+from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
+
+
+class Quantized(Section):
+    """One model read through one quantizer at b bits per sketch number."""
+
+    quantizer: str
+    bits: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
+    exact_seq_acc: JsonNumber
+
+
+class PrecisionModel(Section):
+    """One trained model the step loaded and quantized (``quantized.json``): at full
+    precision, against its record, and at every b; the smallest b keeping it exact."""
+
+    id: str
+    feature_map: str
+    rank: JsonInt
+    heads: JsonInt | None
+    seed: JsonInt
+    sketch_numbers: JsonInt
+    steps: JsonInt
+    max_error: JsonNumber
+    exact: bool
+    exact_seq_acc: JsonNumber
+    record_max_error: JsonNumber | None
+    matches_record: bool
+    quantized: list[Quantized]
+    collapse_bits: dict[str, JsonInt | None]
+
+
+class CollapseRow(Section):
+    """Where one map's exact models collapse under one quantizer, seed by seed."""
+
+    feature_map: str
+    rank: JsonInt
+    quantizer: str
+    collapse_bits: list[JsonInt | None]
+    sketch_bits_at_collapse: list[JsonInt | None]
+    sketch_numbers: JsonInt
+
+
+class ModelAt(Section):
+    """A model named by map, rank and seed (its max error where it was not exact)."""
+
+    feature_map: str
+    rank: JsonInt
+    seed: JsonInt
+    max_error: JsonNumber | None = None
+
+
+class Transcript(Section):
+    """The transcript bound q·log2(s + 1) of the training family: q answers of s + 1 values."""
+
+    answers: JsonInt
+    values: JsonInt
+    bits_needed: JsonNumber
+    bits_needed_ceil: JsonInt
+
+
+class PrecisionSection(Section):
+    """The precision experiment's part of ``summary.json``."""
+
+    bits: list[JsonInt]
+    quantizers: list[str]
+    transcript: Transcript | None
+    collapse: list[CollapseRow]
+    models: list[PrecisionModel]
+    record_mismatches: list[ModelAt]
+    not_exact_at_full_precision: list[ModelAt]
 
 
 def section(results) -> dict | None:
@@ -24,73 +94,32 @@ def section(results) -> dict | None:
         return None
     models = data.get("models", [])
     collapse = defaultdict(list)
-    for mdl in models:
-        if not mdl["exact"]:
-            continue
+    for mdl in (m for m in models if m["exact"]):
         for mode, b in mdl["collapse_bits"].items():
-            collapse[(mdl["feature_map"], mdl["rank"], mode)].append(
-                {
-                    "seed": mdl["seed"],
-                    "bits": b,
-                    "sketch_numbers": mdl["sketch_numbers"],
-                    "sketch_bits": b * mdl["sketch_numbers"] if b else None,
-                }
+            collapse[(mdl["feature_map"], mdl["rank"], mode)].append((b, mdl["sketch_numbers"]))
+    return PrecisionSection(
+        bits=data.get("bits"),
+        quantizers=data.get("quantizers"),
+        transcript=data.get("transcript"),
+        collapse=[
+            CollapseRow(
+                feature_map=fm,
+                rank=r,
+                quantizer=mode,
+                collapse_bits=[b for b, _ in cs],
+                sketch_bits_at_collapse=[b * numbers if b else None for b, numbers in cs],
+                sketch_numbers=cs[0][1],
             )
-    rows = [
-        {
-            "feature_map": fm,
-            "rank": r,
-            "quantizer": mode,
-            "collapse_bits": [c["bits"] for c in cs],
-            "sketch_bits_at_collapse": [c["sketch_bits"] for c in cs],
-            "sketch_numbers": cs[0]["sketch_numbers"],
-        }
-        for (fm, r, mode), cs in sorted(collapse.items())
-    ]
-    return {
-        "bits": data.get("bits"),
-        "quantizers": data.get("quantizers"),
-        "transcript": data.get("transcript"),
-        "collapse": rows,
-        "models": models,
-        "record_mismatches": [
-            {"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"]}
-            for m in models
-            if m.get("matches_record") is False
+            for (fm, r, mode), cs in sorted(collapse.items())
         ],
-        "not_exact_at_full_precision": [
-            {"feature_map": m["feature_map"], "rank": m["rank"], "seed": m["seed"], "max_error": m["max_error"]}
-            for m in models
-            if not m["exact"]
-        ],
-    }
+        models=models,
+        record_mismatches=[_at(m) for m in models if m.get("matches_record") is False],
+        not_exact_at_full_precision=[_at(m, max_error=m["max_error"]) for m in models if not m["exact"]],
+    ).dump()
 
 
-class CollapseRow(Record):
-    """Where one map's exactness collapses under one quantizer."""
-
-    feature_map: Any
-    rank: Any
-    quantizer: Any
-    collapse_bits: Any
-
-
-class PrecisionModel(Record):
-    """One trained model the precision experiment quantizes."""
-
-    feature_map: Any
-    rank: Any
-    seed: Any
-    exact: Any
-
-
-class PrecisionSection(Record):
-    """The precision experiment's part of ``summary.json``."""
-
-    bits: Any
-    quantizers: Any
-    collapse: list[CollapseRow]
-    models: list[PrecisionModel]
+def _at(model: dict, **max_error) -> ModelAt:
+    return ModelAt(feature_map=model["feature_map"], rank=model["rank"], seed=model["seed"], **max_error)
 
 
 def _bits_by_map(collapse: list[dict]) -> dict[tuple[str, str], list[int]]:

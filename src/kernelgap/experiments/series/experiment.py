@@ -11,14 +11,13 @@ the certificate and the smallest exact construction or trained model
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
 from ...report.html import paragraph, table
 from ...report.text import of, reached
 from ...report.trained import same_family
-from ...validation import JsonInt, Record, json_at_least
+from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
 
 #: The family type of the witness series proper (Hadamard codes, certificate = n); a
@@ -45,6 +44,57 @@ def map_of(name: str) -> str:
     return name.removesuffix(DISTILLED)
 
 
+class SeriesRun(Section):
+    """One trained run on a family of the series."""
+
+    rank: JsonInt
+    seed: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
+    steps: JsonInt
+
+
+class SeriesTrained(Section):
+    """One map on one family of the series: where it turned exact, over how many seeds."""
+
+    exact_from: JsonInt | None
+    seeds: JsonInt
+    ranks: list[JsonInt]
+    runs: list[SeriesRun]
+
+
+class ExactBelow(Section):
+    """A trained run exact below its family's certificate (which the theorem forbids)."""
+
+    feature_map: str
+    rank: JsonInt
+    seed: JsonInt
+
+
+class SeriesRow(Section):
+    """One family of the series: its certified, constructed and trained ranks, and the
+    sandwich of its minimal rank (:func:`~kernelgap.report.criteria.sandwich`)."""
+
+    family: str
+    kind: str
+    n: JsonInt
+    m: JsonInt
+    sequences: JsonInt
+    certified_rank: JsonInt
+    trace_rank: JsonInt
+    constructed_rank: JsonInt | None
+    constructed_exact: bool
+    constructed_max_error: JsonNumber | None
+    trained: dict[str, SeriesTrained]
+    exact_below_certificate: list[ExactBelow]
+    exact_not_on_every_sequence: json_at_least(0)
+    certified: JsonInt
+    constructed: JsonInt | None
+    trained_any: JsonInt | None
+    trained_most: JsonInt | None
+    determined: bool
+
+
 def section(results) -> list[dict] | None:
     """Per family of the series: certified, constructed and trained smallest exact rank, and
     the sandwich of the minimal rank (``certified`` … ``determined``)."""
@@ -53,73 +103,45 @@ def section(results) -> list[dict] | None:
         return None
     rows = results.rows("series")
     scored = {rec["id"]: (rec.get("train") or {}).get("sequences") for rec in results.records("series")}
-    out = []
-    for fam in families:
-        runs = [r for r in rows if same_family(r, fam)]
-        trained = {}
-        for fm in sorted({trained_as(r) for r in runs}):
-            mine = [r for r in runs if trained_as(r) == fm]
-            trained[fm] = {
-                "exact_from": first_rank(mine, exact),
-                "seeds": len({r["seed"] for r in mine}),
-                "ranks": sorted({r["rank"] for r in mine}),
-                "runs": sorted_by(
-                    [{k: r[k] for k in ("rank", "seed", "max_error", "exact", "steps")} for r in mine], "rank", "seed"
-                ),
-            }
-        built = fam["constructed"]
-        # A run is an exact model of the family only when its max error < 1/2 was measured
-        # on every sequence of it (train metrics are scored on the whole training family).
-        whole = [{**r, "exact": r["exact"] and scored.get(r["id"]) == fam["sequences"]} for r in runs]
-        out.append(
-            {
-                "family": fam["family"],
-                "kind": _kind(fam),
-                "n": fam["n"],
-                "m": fam["m"],
-                "sequences": fam["sequences"],
-                "certified_rank": fam["certified_rank"],
-                "trace_rank": fam["trace_rank"],
-                "constructed_rank": built["rank"],
-                "constructed_exact": built["exact"],
-                "constructed_max_error": built["max_error"],
-                "trained": trained,
-                "exact_below_certificate": [
-                    {"feature_map": trained_as(r), "rank": r["rank"], "seed": r["seed"]}
-                    for r in runs
-                    if r["exact"] and r["rank"] < fam["certified_rank"]
-                ],
-                "exact_not_on_every_sequence": sum(1 for r, w in zip(runs, whole) if r["exact"] and not w["exact"]),
-                **sandwich(fam["certified_rank"], built["rank"] if built["exact"] else None, whole),
-            }
+    return [_family(fam, [r for r in rows if same_family(r, fam)], scored).dump() for fam in families]
+
+
+def _family(fam: dict, runs: list[dict], scored: dict) -> SeriesRow:
+    """One family of ``series.json`` with its runs (``scored``: the sequences each run's train
+    metrics were scored on)."""
+    trained = {}
+    for fm in sorted({trained_as(r) for r in runs}):
+        mine = [r for r in runs if trained_as(r) == fm]
+        trained[fm] = SeriesTrained(
+            exact_from=first_rank(mine, exact),
+            seeds=len({r["seed"] for r in mine}),
+            ranks=sorted({r["rank"] for r in mine}),
+            runs=sorted_by([{k: r[k] for k in SeriesRun.model_fields} for r in mine], "rank", "seed"),
         )
-    return out
-
-
-class SeriesTrained(Record):
-    """One map on one family of the series: where it turned exact, over how many seeds."""
-
-    exact_from: JsonInt | None
-    seeds: JsonInt
-
-
-class SeriesRow(Record):
-    """One family of the series: its certified, constructed and trained ranks."""
-
-    family: Any
-    kind: str | None = None
-    n: JsonInt
-    certified_rank: JsonInt
-    trace_rank: JsonInt
-    constructed_rank: JsonInt | None
-    constructed_exact: bool
-    trained: dict[str, SeriesTrained]
-    exact_not_on_every_sequence: json_at_least(0) | None = None
-    certified: JsonInt
-    constructed: JsonInt | None
-    trained_any: JsonInt | None
-    trained_most: JsonInt | None
-    determined: bool
+    built = fam["constructed"]
+    # A run is an exact model of the family only when its max error < 1/2 was measured
+    # on every sequence of it (train metrics are scored on the whole training family).
+    whole = [{**r, "exact": r["exact"] and scored.get(r["id"]) == fam["sequences"]} for r in runs]
+    return SeriesRow(
+        family=fam["family"],
+        kind=_kind(fam),
+        n=fam["n"],
+        m=fam["m"],
+        sequences=fam["sequences"],
+        certified_rank=fam["certified_rank"],
+        trace_rank=fam["trace_rank"],
+        constructed_rank=built["rank"],
+        constructed_exact=built["exact"],
+        constructed_max_error=built["max_error"],
+        trained=trained,
+        exact_below_certificate=[
+            ExactBelow(feature_map=trained_as(r), rank=r["rank"], seed=r["seed"])
+            for r in runs
+            if r["exact"] and r["rank"] < fam["certified_rank"]
+        ],
+        exact_not_on_every_sequence=sum(1 for r, w in zip(runs, whole) if r["exact"] and not w["exact"]),
+        **sandwich(fam["certified_rank"], built["rank"] if built["exact"] else None, whole),
+    )
 
 
 def upper(fam: dict) -> int | None:

@@ -7,8 +7,6 @@ against the nonnegative maps trained there.  The step certifies each training fa
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...report.criteria import (
     OOD_SOLVED_ACC,
     exact,
@@ -27,9 +25,9 @@ from ...report.figures import (
     tone,
 )
 from ...report.html import table, titled
-from ...report.rows import RunRow
+from ...report.rows import RunRow, Transition
 from ...report.text import exact_from, reached, share
-from ...validation import JsonInt, Record
+from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
 #: The sweeps whose runs make this item: the loopholes section exists once any of them ran.
@@ -40,69 +38,80 @@ def _size(row: dict) -> int:
     return int(row["params"].get("n") or 0)
 
 
-def per_map(rows: list[dict], ok, key: str = "features") -> dict:
+def per_map(rows: list[dict], ok, key: str = "features") -> dict[str, Transition]:
     """Per feature map: the smallest ``key`` at which most seeds satisfy ``ok``, and the largest tried."""
     return {
-        fm: {
-            "transition": first_rank([r for r in rows if r["feature_map"] == fm], ok, key),
-            "max_tried": max((r[key] or 0) for r in rows if r["feature_map"] == fm),
-        }
+        fm: Transition(transition=first_rank(mine, ok, key), max_tried=max((r[key] or 0) for r in mine))
         for fm in sorted({r["feature_map"] for r in rows})
+        for mine in [[r for r in rows if r["feature_map"] == fm]]
     }
+
+
+class NonnegativeRun(Section):
+    """A nonnegative map's run on the witness family, drawn beside the signed ones."""
+
+    feature_map: str
+    rank: JsonInt
+    features: JsonInt | None
+    seed: JsonInt
+    max_error: JsonNumber | None
+
+
+class SignedWitness(Section):
+    """Every map on the witness family (its transition), the signed runs, the nonnegative ones."""
+
+    transition: dict[str, Transition]
+    runs: list[RunRow]
+    nonnegative_runs: list[NonnegativeRun]
+
+
+class SignedOod(Section):
+    """One OOD pool size: every map's transition to solving it, and the signed runs."""
+
+    n: JsonInt
+    transition_solved: dict[str, Transition]
+    runs: list[RunRow]
+
+
+class SignedPart(Section):
+    """Signed maps on the witness family and out of distribution."""
+
+    witness: SignedWitness
+    ood: list[SignedOod]
+
+
+class SignedSection(Section):
+    """The signed experiment's part of ``summary.json``'s ``loopholes`` (shared with heads)."""
+
+    certified_rank: JsonInt | None = None
+    signed: SignedPart | None = None
 
 
 def section(results) -> dict | None:
     if not any(results.rows(name) for name in LOOPHOLE_SWEEPS):
         return None
-    out: dict = {"certified_rank": results.witness_certified_rank()}
     pooled, pooled_ood = results.pooled("witness"), results.pooled("ood")
     signed = [r for r in pooled if r["signed"]]
     signed_ood = [r for r in pooled_ood if r["signed"]]
-    if signed or signed_ood:
-        nonneg_ood = [r for r in pooled_ood if not r["signed"]]
-        out["signed"] = {
-            "witness": {
-                "transition": per_map(pooled, exact),
-                "runs": sorted_by(signed, "feature_map", "rank", "seed"),
-                "nonnegative_runs": [
-                    {k: r[k] for k in ("feature_map", "rank", "features", "seed", "max_error")}
-                    for r in pooled
-                    if not r["signed"]
-                ],
-            },
-            "ood": [
-                {
-                    "n": n,
-                    "transition_solved": per_map(
-                        [r for r in signed_ood + nonneg_ood if _size(r) == n], solves_test_pool
-                    ),
-                    "runs": sorted_by([r for r in signed_ood if _size(r) == n], "feature_map", "rank", "seed"),
-                }
-                for n in sorted({_size(r) for r in signed_ood})
-            ],
-        }
-    return out
-
-
-class SignedWitness(Record):
-    """Signed maps on the witness family: their transition and runs."""
-
-    transition: Any
-    runs: list[RunRow]
-
-
-class SignedPart(Record):
-    """Signed maps on the witness family and out of distribution."""
-
-    witness: SignedWitness
-    ood: list[Any]
-
-
-class SignedSection(Record):
-    """The signed experiment's part of ``summary.json``'s ``loopholes`` (shared with heads)."""
-
-    certified_rank: JsonInt | None = None
-    signed: SignedPart | None = None
+    if not (signed or signed_ood):
+        return SignedSection(certified_rank=results.witness_certified_rank()).dump()
+    nonneg_ood = [r for r in pooled_ood if not r["signed"]]
+    witness = SignedWitness(
+        transition=per_map(pooled, exact),
+        runs=sorted_by(signed, "feature_map", "rank", "seed"),
+        nonnegative_runs=[{k: r[k] for k in NonnegativeRun.model_fields} for r in pooled if not r["signed"]],
+    )
+    ood = [
+        SignedOod(
+            n=n,
+            transition_solved=per_map([r for r in signed_ood + nonneg_ood if _size(r) == n], solves_test_pool),
+            runs=sorted_by([r for r in signed_ood if _size(r) == n], "feature_map", "rank", "seed"),
+        )
+        for n in sorted({_size(r) for r in signed_ood})
+    ]
+    return SignedSection(
+        certified_rank=results.witness_certified_rank(), signed=SignedPart(witness=witness, ood=ood)
+    ).dump()
 
 
 def _sign_use(runs: list[dict]) -> str:

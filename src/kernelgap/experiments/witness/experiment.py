@@ -7,16 +7,34 @@ sequence); the section pools every single-head kernel run on the witness family.
 
 from __future__ import annotations
 
-from ...report.criteria import every, exact, first_rank
+from typing import Any
+
+from ...report.criteria import every, exact, first_rank, majority, sorted_by
 from ...report.figures import band, error_axes, map_color, plt, save
 from ...report.html import table
 from ...report.rows import RunRow, SoftmaxRow
 from ...report.text import fmt, of, reached, yes_no
-from ...validation import JsonInt, Record
+from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
 #: What the paper reports (kept verbatim in summary.json).
 PAPER = {"inputs": 1272, "m": 24, "certified_rank": 8, "error_below_bound": "> 0.80 for r < 8", "exact_rank": 32}
+
+
+class WitnessSection(Section):
+    """The witness experiment's part of ``summary.json``: the certificate as the step wrote
+    it, every trained run, and each map's transition rank (pooled over the witness pool)."""
+
+    m: JsonInt | None
+    sequences: JsonInt | None
+    certified_rank: JsonInt | None
+    certificate: dict[str, Any]
+    constructed: dict[str, Any] | None
+    runs: list[RunRow]
+    softmax: list[SoftmaxRow]
+    transition_rank: dict[str, JsonInt | None]
+    exact_all_seeds_rank: dict[str, JsonInt | None]
+    below_certificate_min_error: JsonNumber | None
 
 
 def section(results) -> dict | None:
@@ -25,44 +43,32 @@ def section(results) -> dict | None:
         return None
     pooled = results.pooled("witness")
     cert = results.read("witness", "certificate.json") or {}
-    kernel = sorted((r for r in rows if r["kind"] == "kernel"), key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
-    softmax = sorted((r for r in rows if r["kind"] == "softmax"), key=lambda r: r["seed"])
-    maps = sorted({r["feature_map"] for r in kernel})
+    maps = sorted({r["feature_map"] for r in rows if r["kind"] == "kernel"})
     certified = cert.get("certified_rank")
     below = [
         r["max_error"]
         for r in pooled
         if certified and (r["features"] or 0) < certified and not r["signed"] and r["max_error"] is not None
     ]
-    return {
-        "m": cert.get("m"),
-        "sequences": cert.get("sequences"),
-        "certified_rank": certified,
-        "certificate": cert,
-        "constructed": cert.get("constructed"),
-        "runs": kernel,
-        "softmax": [{"seed": r["seed"], "max_error": r["max_error"], "exact": r["exact"]} for r in softmax],
-        "transition_rank": {
-            fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features") for fm in maps
-        },
-        "exact_all_seeds_rank": {
-            fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features", every) for fm in maps
-        },
-        "below_certificate_min_error": min(below, default=None),
-    }
 
+    def first(rule) -> dict[str, int | None]:
+        return {fm: first_rank([r for r in pooled if r["feature_map"] == fm], exact, "features", rule) for fm in maps}
 
-class WitnessSection(Record):
-    """The witness experiment's part of ``summary.json``: every trained run and each map's
-    transition rank."""
-
-    m: JsonInt | None
-    sequences: JsonInt | None
-    certified_rank: JsonInt | None
-    runs: list[RunRow]
-    softmax: list[SoftmaxRow]
-    transition_rank: dict[str, JsonInt | None]
-    exact_all_seeds_rank: dict[str, JsonInt | None] | None = None
+    return WitnessSection(
+        m=cert.get("m"),
+        sequences=cert.get("sequences"),
+        certified_rank=certified,
+        certificate=cert,
+        constructed=cert.get("constructed"),
+        runs=sorted_by([r for r in rows if r["kind"] == "kernel"], "feature_map", "rank", "seed"),
+        softmax=[
+            SoftmaxRow(seed=r["seed"], max_error=r["max_error"], exact=r["exact"])
+            for r in sorted_by([r for r in rows if r["kind"] == "softmax"], "seed")
+        ],
+        transition_rank=first(majority),
+        exact_all_seeds_rank=first(every),
+        below_certificate_min_error=min(below, default=None),
+    ).dump()
 
 
 def agreement(cert, built: dict, trained: list[int]) -> str:

@@ -7,14 +7,12 @@ maps other experiments train.  The step certifies each training family.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
 from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
 from ...report.html import table, titled
 from ...report.rows import RunRow
 from ...report.text import of, reached
-from ...validation import Record
+from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
 #: The zoo's sweep on an OOD pool (its own experiment: the quick profile leaves it out).
@@ -49,61 +47,64 @@ def wall_verdict(transition: int | None, certified: int | None, tried: list[int]
     )
 
 
+class ZooRow(Section):
+    """One map of the zoo table: where it turns exact on the witness family, against the
+    certificate, and (with an OOD sweep) from which features it solves the OOD pool."""
+
+    feature_map: str
+    witness_transition: JsonInt | None
+    witness_max_features: JsonInt | None
+    witness_verdict: str
+    ood_transition_solved: JsonInt | None = None
+    ood_max_features: JsonInt | None = None
+    ood_best_test_acc: JsonNumber | None = None
+
+
+class ZooSection(Section):
+    """The zoo experiment's part of ``summary.json``: its table and runs."""
+
+    certified_rank: JsonInt | None
+    ood_label: str | None
+    table: list[ZooRow]
+    witness_runs: list[RunRow]
+    ood_runs: list[RunRow]
+
+
 def section(results) -> dict | None:
     zoo_w, zoo_o = results.rows("zoo"), results.rows(OOD_SWEEP)
     if not (zoo_w or zoo_o):
         return None
-    pooled, pooled_ood = results.pooled("witness"), results.pooled("ood")
+    pooled = results.pooled("witness")
     maps = sorted({r["feature_map"] for r in zoo_w + zoo_o + pooled})
     size = _size(zoo_o[0]) if zoo_o else None
-    ood = [r for r in pooled_ood if _size(r) == size] if size else []
-    rows = []
-    for fm in maps:
-        w = [r for r in pooled if r["feature_map"] == fm]
-        o = [r for r in ood if r["feature_map"] == fm]
-        row = {
-            "feature_map": fm,
-            "witness_transition": first_rank(w, exact, "features"),
-            "witness_max_features": max((r["features"] for r in w), default=None),
-        }
-        row["witness_verdict"] = wall_verdict(
-            row["witness_transition"],
-            results.witness_certified_rank(),
-            sorted({r["features"] for r in w if r.get("features") is not None}),
-            any(r.get("signed") for r in w),
-        )
-        if ood:
-            row.update(
-                ood_transition_solved=first_rank(o, solves_test_pool, "features"),
-                ood_max_features=max((r["features"] for r in o), default=None),
-                ood_best_test_acc=max((r.get("test_exact_seq_acc") or 0.0 for r in o), default=None),
-            )
-        rows.append(row)
-    return {
-        "certified_rank": results.witness_certified_rank(),
-        "ood_label": f"n={size}" if size else None,
-        "table": rows,
-        "witness_runs": [r for r in pooled if r["feature_map"] in maps],
-        "ood_runs": [r for r in ood if r["feature_map"] in maps],
+    ood = [r for r in results.pooled("ood") if _size(r) == size] if size else []
+    certified = results.witness_certified_rank()
+    return ZooSection(
+        certified_rank=certified,
+        ood_label=f"n={size}" if size else None,
+        table=[_row(fm, [r for r in pooled if r["feature_map"] == fm], ood, certified) for fm in maps],
+        witness_runs=[r for r in pooled if r["feature_map"] in maps],
+        ood_runs=[r for r in ood if r["feature_map"] in maps],
+    ).dump()
+
+
+def _row(fm: str, witness: list[dict], ood: list[dict], certified: int | None) -> ZooRow:
+    """One map's row: its witness runs ``witness``; the OOD columns where the zoo has an OOD pool."""
+    transition = first_rank(witness, exact, "features")
+    tried = sorted({r["features"] for r in witness if r.get("features") is not None})
+    mine = [r for r in ood if r["feature_map"] == fm]
+    ood_columns = {
+        "ood_transition_solved": first_rank(mine, solves_test_pool, "features"),
+        "ood_max_features": max((r["features"] for r in mine), default=None),
+        "ood_best_test_acc": max((r.get("test_exact_seq_acc") or 0.0 for r in mine), default=None),
     }
-
-
-class ZooRow(Record):
-    """One map of the zoo table."""
-
-    feature_map: Any
-    witness_transition: Any
-    witness_verdict: Any = None
-
-
-class ZooSection(Record):
-    """The zoo experiment's part of ``summary.json``: its table and runs."""
-
-    certified_rank: Any
-    ood_label: Any
-    table: list[ZooRow]
-    witness_runs: list[RunRow]
-    ood_runs: list[RunRow]
+    return ZooRow(
+        feature_map=fm,
+        witness_transition=transition,
+        witness_max_features=max((r["features"] for r in witness), default=None),
+        witness_verdict=wall_verdict(transition, certified, tried, any(r.get("signed") for r in witness)),
+        **(ood_columns if ood else {}),
+    )
 
 
 def sentence(summary: dict) -> str | None:
