@@ -22,11 +22,16 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..io import plain_name
+from ..report.html import titled
 
 #: Where a block of an experiment's HTML goes in ``report.html``, in page order:
 #: ``lead`` (after the paper-beside-ours table), ``figures`` (the paper's figures),
 #: ``details`` (tables), ``beyond`` (under "Beyond the paper"), ``probes``.
 REGIONS = ("lead", "figures", "details", "beyond", "probes")
+
+#: The step of an experiment that certifies each family its sweep trains (``Experiment(…,
+#: **FAMILY_CERTIFICATES)``: :func:`kernelgap.experiments.steps.family_certificates`).
+FAMILY_CERTIFICATES = {"step": "..steps:family_certificates", "step_reads_sweep": True, "writes": "certificates.json"}
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,10 @@ class Experiment:
     @property
     def summary_key(self) -> str:
         return self.key or self.name
+
+    def block(self, summary: dict, *parts: str) -> dict[str, list[str]]:
+        """Its HTML in its region: its title, its sentence (where it gives one), then ``parts``."""
+        return {self.region: titled(self.title, self.sentence(summary) if self.sentence else None, *parts)}
 
     def load_step(self) -> Callable[[Any, Path, dict], Any] | None:
         """The after-sweep step, imported now (it may import torch)."""

@@ -74,6 +74,16 @@ def band(ax, rows: list[dict], xkey: str, ykey: str, label: str, color, ls: str 
     return xs
 
 
+def map_bands(ax, summary: dict, rows: list[dict], xkey: str, ykey: str, label=str) -> list:
+    """:func:`band` of each feature map's rows in its colour (:func:`map_color`), labelled
+    ``label(map)``; returns the x values."""
+    xs = []
+    for fm in sorted({r["feature_map"] for r in rows}):
+        mine = [r for r in rows if r["feature_map"] == fm]
+        xs += band(ax, mine, xkey, ykey, label(fm), map_color(summary, fm))
+    return xs
+
+
 def tone(cmap, k: int, n: int):
     """The k-th of n colours spread over a colour map (its light end left out)."""
     return cmap(k / max(1, n - 1) * 0.85)
@@ -105,6 +115,14 @@ def error_axes(
     certificate_line(ax, certified, certificate_label)
     log2_axis(ax, xs)
     ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    legend(ax, **legend_kw)
+
+
+def accuracy_axes(ax, xs, xlabel: str, title: str, ylabel: str = "test exact-sequence accuracy", **legend_kw) -> None:
+    """Finish an accuracy-against-features panel: a log2 x axis, accuracy from 0 to 1."""
+    log2_axis(ax, xs)
+    ax.set_ylim(-0.02, 1.02)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     legend(ax, **legend_kw)
 

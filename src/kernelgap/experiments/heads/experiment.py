@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import band, error_axes, plt, points, save, tone
-from ...report.html import table, titled
+from ...report.html import table
 from ...report.rows import RunRow
 from ...report.text import exact_from, reached, yes_no
 from ...validation import JsonInt, Section
-from ..base import Experiment, Figure
+from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
 
 class HeadsCell(Section):
@@ -195,14 +195,11 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         }
         for h in hs
     ]
-    return {
-        "beyond": titled(
-            EXPERIMENT.title,
-            sentence(summary),
-            table(rows),
-            page.figures("heads"),
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        table(rows),
+        page.figures("heads"),
+    )
 
 
 EXPERIMENT = Experiment(
@@ -217,7 +214,5 @@ EXPERIMENT = Experiment(
     html=section_html,
     figures=(Figure("heads", draw),),
     pools=("witness",),
-    step="..steps:family_certificates",
-    step_reads_sweep=True,
-    writes="certificates.json",
+    **FAMILY_CERTIFICATES,
 )

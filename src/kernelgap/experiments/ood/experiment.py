@@ -17,7 +17,7 @@ from ...report.criteria import (
     sorted_by,
     test_exact,
 )
-from ...report.figures import band, legend, log2_axis, plt, save, tone
+from ...report.figures import accuracy_axes, band, plt, save, tone
 from ...report.html import table
 from ...report.rows import RunRow
 from ...report.text import fmt, of, reached, yes_no
@@ -228,17 +228,17 @@ def draw(summary: dict, out_dir) -> list[str]:
                 label=f"{sc['label']} softmax",
             )
     ax.axhline(OOD_SOLVED_ACC, color="black", ls="--", lw=1, label=f"solved: accuracy ≥ {OOD_SOLVED_ACC}")
-    log2_axis(ax, xs + [top])
+    accuracy_axes(
+        ax,
+        xs + [top],
+        "feature rank r (log2)",
+        "OOD scaling: disjoint train/test token pools",
+        "exact-sequence accuracy on unseen test tokens",
+        loc="lower right",
+    )
     labels = [t.get_text() for t in ax.get_xticklabels()]
     labels[-1] = "softmax"
     ax.set_xticklabels(labels)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set(
-        xlabel="feature rank r (log2)",
-        ylabel="exact-sequence accuracy on unseen test tokens",
-        title="OOD scaling: disjoint train/test token pools",
-    )
-    legend(ax, loc="lower right")
     return save(fig, out_dir, "ood_accuracy_vs_rank")
 
 

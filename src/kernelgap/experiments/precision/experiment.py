@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
-from ...report.html import table, titled
+from ...report.html import table
 from ...report.text import of
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
@@ -200,19 +200,16 @@ def draw(summary: dict, out_dir) -> list[str]:
 
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     p = summary["precision"]
-    return {
-        "beyond": titled(
-            EXPERIMENT.title,
-            sentence(summary),
-            "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
-            "or a float with a b-bit significand.</p>",
-            table(
-                p["collapse"],
-                ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers", "sketch_bits_at_collapse"],
-            ),
-            page.figures("precision"),
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        "<p>Quantizer: symmetric uniform with one scale per sketch tensor (b bits incl. sign), "
+        "or a float with a b-bit significand.</p>",
+        table(
+            p["collapse"],
+            ["feature_map", "rank", "quantizer", "collapse_bits", "sketch_numbers", "sketch_bits_at_collapse"],
+        ),
+        page.figures("precision"),
+    )
 
 
 EXPERIMENT = Experiment(

@@ -14,21 +14,12 @@ from ...report.criteria import (
     solves_test_pool,
     sorted_by,
 )
-from ...report.figures import (
-    band,
-    error_axes,
-    legend,
-    log2_axis,
-    map_color,
-    plt,
-    save,
-    tone,
-)
-from ...report.html import table, titled
+from ...report.figures import accuracy_axes, band, error_axes, map_bands, plt, save, tone
+from ...report.html import table
 from ...report.rows import RunRow, Transition
 from ...report.text import exact_from, reached, share
 from ...validation import JsonInt, JsonNumber, Section
-from ..base import Experiment, Figure
+from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
 #: The sweeps whose runs make this item: the loopholes section exists once any of them ran.
 LOOPHOLE_SWEEPS = ("signed", "signed_ood", "heads")
@@ -178,18 +169,9 @@ def draw(summary: dict, out_dir) -> list[str]:
     if not sec.get("signed"):
         return []
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    xs = []
     runs = sec["signed"]["witness"]["runs"] + sec["signed"]["witness"].get("nonnegative_runs", [])
     signed = {r["feature_map"] for r in sec["signed"]["witness"]["runs"]}
-    for fm in sorted({r["feature_map"] for r in runs}):
-        xs += band(
-            ax1,
-            [r for r in runs if r["feature_map"] == fm],
-            "features",
-            "max_error",
-            f"{fm} (signed)" if fm in signed else fm,
-            map_color(summary, fm),
-        )
+    xs = map_bands(ax1, summary, runs, "features", "max_error", lambda fm: f"{fm} (signed)" if fm in signed else fm)
     error_axes(
         ax1,
         xs,
@@ -216,14 +198,7 @@ def draw(summary: dict, out_dir) -> list[str]:
         xs += band(
             ax2, ood_runs.get(size["n"], []), "rank", "test_exact_seq_acc", f"mlp_exp n={size['n']}", color, ls="--"
         )
-    log2_axis(ax2, xs)
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.set(
-        xlabel="feature rank r (log2)",
-        ylabel="test exact-sequence accuracy",
-        title="OOD: signed (solid) vs mlp_exp (dashed)",
-    )
-    legend(ax2)
+    accuracy_axes(ax2, xs, "feature rank r (log2)", "OOD: signed (solid) vs mlp_exp (dashed)")
     return save(fig, out_dir, "beyond_signed")
 
 
@@ -239,15 +214,12 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
         for s in lo["signed"]["ood"]
         for fm, v in s["transition_solved"].items()
     ]
-    return {
-        "beyond": titled(
-            EXPERIMENT.title,
-            sentence(summary),
-            table(rows),
-            table(ood) if ood else "",
-            page.figures("signed"),
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        table(rows),
+        table(ood) if ood else "",
+        page.figures("signed"),
+    )
 
 
 EXPERIMENT = Experiment(
@@ -262,7 +234,5 @@ EXPERIMENT = Experiment(
     html=section_html,
     figures=(Figure("signed", draw),),
     pools=("witness",),
-    step="..steps:family_certificates",
-    step_reads_sweep=True,
-    writes="certificates.json",
+    **FAMILY_CERTIFICATES,
 )

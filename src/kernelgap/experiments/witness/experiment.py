@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...report.criteria import every, exact, first_rank, majority, sorted_by
-from ...report.figures import band, error_axes, map_color, plt, save
+from ...report.figures import error_axes, map_bands, plt, save
 from ...report.html import table
 from ...report.rows import RunRow, SoftmaxRow
 from ...report.text import fmt, of, reached, yes_no
@@ -187,11 +187,7 @@ def draw(summary: dict, out_dir) -> list[str]:
     """Train max error against rank, the certificate, the 1/2 line, softmax."""
     w = summary["witness"]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    xs = []
-    for fm in sorted({r["feature_map"] for r in w["runs"]}):
-        xs += band(
-            ax, [r for r in w["runs"] if r["feature_map"] == fm], "rank", "max_error", fm, map_color(summary, fm)
-        )
+    xs = map_bands(ax, summary, w["runs"], "rank", "max_error")
     if w.get("softmax"):
         worst = max(s["max_error"] for s in w["softmax"])
         ax.axhline(worst, color="#17becf", ls="-.", lw=1, label=f"dense softmax (worst seed {worst:.2f})")

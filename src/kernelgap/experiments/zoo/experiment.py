@@ -8,12 +8,12 @@ maps other experiments train.  The step certifies each training family.
 from __future__ import annotations
 
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
-from ...report.figures import band, error_axes, legend, log2_axis, map_color, plt, save
-from ...report.html import table, titled
+from ...report.figures import accuracy_axes, error_axes, map_bands, plt, save
+from ...report.html import table
 from ...report.rows import RunRow
 from ...report.text import of, reached
 from ...validation import JsonInt, JsonNumber, Section
-from ..base import Experiment, Figure
+from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
 #: The zoo's sweep on an OOD pool (its own experiment: the quick profile leaves it out).
 OOD_SWEEP = "zoo_ood"
@@ -144,31 +144,13 @@ def draw(summary: dict, out_dir) -> list[str]:
     z = summary["zoo"]
     has_ood = bool(z["ood_runs"])
     fig, axes = plt.subplots(1, 1 + has_ood, figsize=(5 * (1 + has_ood), 4), squeeze=False)
-    ax1 = axes[0][0]
-    xs1, xs2 = [], []
-    for fm in sorted({r["feature_map"] for r in z["witness_runs"] + z["ood_runs"]}):
-        color = map_color(summary, fm)
-        xs1 += band(ax1, [r for r in z["witness_runs"] if r["feature_map"] == fm], "features", "max_error", fm, color)
-        if has_ood:
-            xs2 += band(
-                axes[0][1],
-                [r for r in z["ood_runs"] if r["feature_map"] == fm],
-                "features",
-                "test_exact_seq_acc",
-                fm,
-                color,
-            )
+    xs = map_bands(axes[0][0], summary, z["witness_runs"], "features", "max_error")
     error_axes(
-        ax1, xs1, z.get("certified_rank"), "features (log2)", "train max |error|", "The zoo on the witness family"
+        axes[0][0], xs, z.get("certified_rank"), "features (log2)", "train max |error|", "The zoo on the witness family"
     )
     if has_ood:
-        ax2 = axes[0][1]
-        log2_axis(ax2, xs2)
-        ax2.set_ylim(-0.02, 1.02)
-        ax2.set(
-            xlabel="features (log2)", ylabel="test exact-sequence accuracy", title=f"The zoo on OOD {z['ood_label']}"
-        )
-        legend(ax2)
+        xs = map_bands(axes[0][1], summary, z["ood_runs"], "features", "test_exact_seq_acc")
+        accuracy_axes(axes[0][1], xs, "features (log2)", f"The zoo on OOD {z['ood_label']}")
     return save(fig, out_dir, "beyond_zoo")
 
 
@@ -187,14 +169,11 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
             )
             row["OOD best test acc"] = r["ood_best_test_acc"]
         rows.append(row)
-    return {
-        "beyond": titled(
-            EXPERIMENT.title,
-            sentence(summary),
-            table(rows),
-            page.figures("zoo"),
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        table(rows),
+        page.figures("zoo"),
+    )
 
 
 EXPERIMENT = Experiment(
@@ -208,7 +187,5 @@ EXPERIMENT = Experiment(
     html=section_html,
     figures=(Figure("zoo", draw),),
     pools=("witness",),
-    step="..steps:family_certificates",
-    step_reads_sweep=True,
-    writes="certificates.json",
+    **FAMILY_CERTIFICATES,
 )
