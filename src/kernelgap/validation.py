@@ -37,6 +37,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     Strict,
     TypeAdapter,
     ValidationError,
@@ -180,12 +181,21 @@ class Record(BaseModel):
 
     model_config = ConfigDict(extra="allow", strict=True)
 
+    #: The keys as given, in their order (:meth:`dump` gives them back in it).
+    _given: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_order(cls, data, handler):
+        record = handler(data)
+        if isinstance(data, dict):
+            record._given = tuple(data)
+        return record
+
     def dump(self) -> dict:
-        """The record as plain JSON values: the keys it was given, in the order of its fields
-        (then any others), each value as given; a field left at its default is left out, as
-        it was."""
-        keys = [*type(self).model_fields, *(self.model_extra or {})]
-        return {key: _plain(getattr(self, key)) for key in keys if key in self.model_fields_set}
+        """The record as plain JSON values: the keys it was given, in the order given, each
+        value as given (a field left at its default is left out, as it was)."""
+        return {key: _plain(getattr(self, key)) for key in self._given}
 
 
 def _plain(value):

@@ -46,10 +46,10 @@ class RunRow(Section):
     test_max_error: JsonNumber | None = None
     test_exact_seq_acc: Share | None = None
     test_exact: bool | None = None
-    negative_weight_share: Share | None = None
-    negative_denominator_share: Share | None = None
     guarded_share: Share | None = None
     min_abs_denominator: JsonNumber | None = None
+    negative_denominator_share: Share | None = None
+    negative_weight_share: Share | None = None
 
 
 class SoftmaxRow(Section):

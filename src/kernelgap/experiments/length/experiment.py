@@ -40,24 +40,38 @@ LengthM = Annotated[
 PAPER = {"rank1_exact_up_to_N": 2, "rank1_exact_at_N3": False}
 
 
-class LengthRow(Section):
-    """One sequence length at rank 1, constructed (checked on all ``sequences`` over
-    {0,1}^m: ``constructed.json``) or trained (one seed)."""
+class Constructed(Section):
+    """The rank-1 construction at one sequence length, checked on all ``sequences`` over
+    {0,1}^m (``constructed.json``)."""
 
     N: json_at_least(1)
     rank: json_at_least(1)
     m: JsonInt | None = None
     sequences: JsonInt | None = None
-    seed: JsonInt | None = None
-    source: Literal["constructed", "trained"]
+    max_error: JsonNumber | None
+    exact: bool
+    source: Literal["constructed"]
+
+
+class Trained(Section):
+    """One seed trained at rank 1 at one sequence length."""
+
+    N: json_at_least(1)
+    rank: json_at_least(1)
+    seed: JsonInt
+    source: Literal["trained"]
     max_error: JsonNumber | None
     exact: bool
 
 
+#: One row of the length section: constructed or trained (``source``).
+LengthRow = Annotated[Constructed | Trained, Field(discriminator="source")]
+
+
 def section(results) -> list[dict]:
-    rows = [LengthRow(**r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
+    rows = [Constructed(**r, source="constructed") for r in (results.read("length", "constructed.json") or [])]
     rows += [
-        LengthRow(
+        Trained(
             N=r["params"]["length"],
             rank=r["rank"],
             seed=r["seed"],
@@ -67,7 +81,7 @@ def section(results) -> list[dict]:
         )
         for r in results.rows("length")
     ]
-    return [r.dump() for r in sorted(rows, key=lambda r: (r.source, r.N, r.seed or 0))]
+    return [r.dump() for r in sorted(rows, key=lambda r: (r.source, r.N, getattr(r, "seed", 0)))]
 
 
 def exact_at(rows: list[dict], n: int, source: str) -> bool | None:
