@@ -272,7 +272,9 @@ def test_a_record_naming_a_checkpoint_outside_its_folder_is_set_aside_alone(rep,
     record["record_sha256"] = record_digest(record)
     path.write_text(json.dumps(record))
     status = json.loads(cli("sweep", str(rep / "witness"), "--status", "--json")[1])
-    assert status["damage"] == {path.stem: f"runs/{path.name} names no valid checkpoint file"}
+    (why,) = status["damage"].values()
+    assert list(status["damage"]) == [path.stem] and why.startswith(f"runs/{path.name} names no valid checkpoint file")
+    assert "checkpoint" in why.split("(", 1)[1] and repr(file) in why  # the key and the value
     code, out, err = cli("sweep", str(rep / "witness"), "--executor", "inline", "--json")
     assert code == 0 and json.loads(out)["set_aside"] == [path.stem], err
     assert outside.read_bytes() == b"not ours"

@@ -41,17 +41,16 @@ from ..folders import open_in_place, refuse_links
 from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import (
     DIGEST_KEY,
-    RECORD_KEYS,
     TOML_KEY,
     checkpoint_path,
     checkpoint_problem,
     digest,
-    digest_problem,
+    family_problems,
     fingerprint,
-    missing_what,
+    read_sweep_meta,
     record_digest,
-    record_problem,
-    sweep_meta_problem,
+    record_fault,
+    run_problem,
     toml_problem,
 )
 from ..training import FamilySpec, RunConfig, config_hash, run_identity
@@ -119,26 +118,25 @@ class ResultsDir:
             self.root.mkdir(parents=True, exist_ok=True)
             _create_exclusive_json(meta_path, meta)  # of sweeps opening one new folder, one wins
         stored = self.meta()
-        if stored.get("fingerprint") != meta["fingerprint"]:
+        if stored["fingerprint"] != meta["fingerprint"]:
             raise ConfigError(
                 f"{self.root} holds a different sweep ({stored.get('name')!r}, "
-                f"{len(stored.get('runs', []))} runs); use a new --out folder"
+                f"{len(stored['runs'])} runs); use a new --out folder"
             )
-        self._restore_toml(stored, config_text)
+        self._restore_toml(stored, config_text, meta[TOML_KEY])
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
 
-    def _restore_toml(self, stored: dict, config_text: str) -> None:
+    def _restore_toml(self, stored: dict, config_text: str, sha: str) -> None:
         """Write ``sweep.toml`` where it is missing or damaged
         (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
-        ``config_text``, the sweep file this sweep was opened with, when that is the file
+        ``config_text``, the sweep file this sweep was opened with (its sha256 ``sha``), when that is the file
         the folder was made with (its sha256 the recorded one; a folder that records none:
         any file of the same runs); else refused."""
         path = self.root / "sweep.toml"
         why = toml_problem(self.root, stored)
         if why is None:
             return
-        sha = hashlib.sha256(config_text.encode()).hexdigest()
         if stored.get(TOML_KEY, sha) != sha:
             raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
         if path.exists():
@@ -169,19 +167,14 @@ class ResultsDir:
             atomic_write_bytes(copy, raw, self.root)
 
     def family_copies(self) -> dict[str, str]:
-        """Name as written in the sweep file → the folder's copy of that family file."""
-        copies = {}
-        for written, sha in self.meta().get("family_files", {}).items():
-            copy = self.families_dir / f"{sha}.json"
-            held = digest(copy)
-            if held is None or held[0] != sha:
-                why = missing_what(copy) if held is None else "was altered (its sha256 is not its name)"
-                raise ConfigError(
-                    f"{copy} {why}: the family file {written!r} of this sweep cannot "
-                    "be read back; restore it or use a new --out folder"
-                )
-            copies[written] = str(copy)
-        return copies
+        """Name as written in the sweep file → the folder's copy of that family file
+        (refused where a copy is missing or altered: :func:`~kernelgap.report.integrity.family_problems`)."""
+        meta = self.meta()
+        if damaged := family_problems(self.root, meta):
+            raise ConfigError(f"{self.root}/{damaged[0]}; restore it or use a new --out folder")
+        return {
+            written: str(self.families_dir / f"{sha}.json") for written, sha in meta.get("family_files", {}).items()
+        }
 
     def remove_if_unused(self) -> None:
         """Remove the folder when it holds no result and no claim (a sweep that made it and
@@ -197,8 +190,7 @@ class ResultsDir:
         path = self.root / "sweep.json"
         if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
-        meta = read_json(path) if path.is_file() else None
-        why = sweep_meta_problem(meta) if path.is_file() else missing_what(path)
+        meta, why = read_sweep_meta(self.root)
         if why:
             raise ConfigError(f"{path} {why}; restore it or use a new --out folder")
         return meta
@@ -214,18 +206,12 @@ class ResultsDir:
         return record if is_valid_record(record, run_id) else None
 
     def problem(self, run_id: str, cache: dict | None = None) -> str | None:
-        """Why a run's result is damaged: its record present but not valid (not JSON, not a
-        record, a folder, its config not hashing to its id) or the checkpoint it names
-        missing or altered (:func:`~kernelgap.report.integrity.checkpoint_problem`).
-        ``None`` when it is sound or simply not there yet."""
-        path = self.result_path(run_id)
-        if not path.exists():
+        """Why a run's result is damaged (:func:`~kernelgap.report.integrity.run_problem`: its
+        record not valid, its config not hashing to its id, the checkpoint it names missing
+        or altered); ``None`` when it is sound or simply not there yet."""
+        if not self.result_path(run_id).exists():
             return None
-        record = self.read(run_id)
-        if record is None:
-            why = record_problem(path, run_id)
-            return why or "is corrupted (its config does not hash to its id)"
-        return checkpoint_problem(self.root, record, cache)
+        return run_problem(self.root, run_id, is_valid_record, cache)
 
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
         """``{run id: why}`` of every damaged result (:meth:`problem`), each checkpoint hashed once."""
@@ -341,17 +327,9 @@ class ResultsDir:
 
 
 def is_valid_record(record, run_id: str) -> bool:
-    """A result file is valid when complete and its config hashes to its id."""
-    return (
-        isinstance(record, dict)
-        and all(k in record for k in RECORD_KEYS)
-        and record["id"] == run_id
-        and isinstance(record["config"], dict)
-        and isinstance(record["train"], dict)
-        and "max_error" in record["train"]
-        and _config_hash(record["config"]) == run_id
-        and digest_problem(record) is None
-    )
+    """A result file is valid when a complete, unaltered record
+    (:func:`~kernelgap.report.integrity.record_fault`) whose config hashes to its id."""
+    return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
 
 
 def _config_hash(config: dict) -> str | None:

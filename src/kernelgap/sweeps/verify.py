@@ -48,19 +48,16 @@ def check_folder(
             continue
         seen["family_copies"] += len(meta.get("family_files", {}))
         prefix = "" if folder == root else f"{folder.relative_to(root).as_posix()}/"
-        for run_id in meta["runs"]:
-            if f"{prefix}runs/{run_id}.json" in damaged:
-                continue
-            record = read_json(folder / "runs" / f"{run_id}.json")
-            ids.add(run_id)
-            seen["runs"] += 1
-            where = record.get("checkpoint")
-            if isinstance(where, dict):
-                kind = "checkpoints" if "sha256" in where else "unverified_checkpoints"
-                seen[kind].add(folder / where["file"])
-        top = folder.relative_to(root).parts[0] if folder != root else None
-        if top is not None:
-            counts[top] = counts.get(top, 0) + sum(1 for i in meta["runs"] if i in ids)
+        verified = [i for i in meta["runs"] if f"{prefix}runs/{i}.json" not in damaged]
+        for run_id in verified:
+            where = read_json(folder / "runs" / f"{run_id}.json").get("checkpoint")  # a verified CheckpointRef
+            if where is not None:
+                seen["checkpoints" if "sha256" in where else "unverified_checkpoints"].add(folder / where["file"])
+        ids.update(verified)
+        seen["runs"] += len(verified)
+        if folder != root:
+            top = folder.relative_to(root).parts[0]
+            counts[top] = counts.get(top, 0) + len(verified)
     problems += summary_problems(root, ids, counts)
     if summary_check is not None:
         problems += summary_check(root)
