@@ -47,7 +47,7 @@ RunName = Annotated[str, Field(pattern=r"^[0-9A-Za-z_-]{1,64}$"), Says("{value} 
 
 class SweepMeta(Record):
     """``sweep.json`` (:mod:`kernelgap.sweeps.store`): no key besides these.  Its fingerprint
-    and checksum are checked against its content (:func:`sweep_meta_problem`)."""
+    and checksum are checked against its content (:func:`read_sweep_meta`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -122,16 +122,21 @@ def missing_what(path: Path) -> str:
     return "is a folder, not a file" if path.is_dir() else "is missing"
 
 
+def _fault(data, model: type[Record]) -> str | None:
+    """Why parsed JSON (``None``: not JSON) is not a ``model``, naming the key that breaks it."""
+    if data is None:
+        return "is corrupted (not valid JSON)"
+    why = problem(model, data)
+    return f"is corrupted ({why})" if why else None
+
+
 def record_fault(record, run_id: str) -> str | None:
     """Why a parsed file is not a complete, unaltered run record of ``run_id`` (``None``:
     it is).  The config's hash is checked by the runner (:func:`kernelgap.sweeps.store.is_valid_record`)."""
-    if record is None:
-        return "is corrupted (not valid JSON)"
-    if why := problem(RunRecord, record):
-        return f"is corrupted ({why})"
-    if record["id"] != run_id:
-        return f"is corrupted (its id is {record['id'][:20]!r})"
-    return digest_problem(record)
+    why = _fault(record, RunRecord)
+    if why is None and record["id"] != run_id:
+        why = f"is corrupted (its id is {record['id'][:20]!r})"
+    return why or digest_problem(record)
 
 
 def checkpoint_path(folder: Path, record: dict) -> Path | None:
@@ -169,25 +174,17 @@ def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) ->
     return None
 
 
-def sweep_meta_problem(meta) -> str | None:
-    """Why a parsed ``sweep.json`` is not a sweep description (``None``: it is): not a
-    :class:`SweepMeta`, its fingerprint not its runs' or its content not its checksum's."""
-    if meta is None:
-        return "is corrupted (not valid JSON)"
-    if why := problem(SweepMeta, meta):
-        return f"is corrupted ({why})"
-    if meta["fingerprint"] != fingerprint(meta["runs"]):
-        return "was altered (its fingerprint is not the hash of its run ids)"
-    return digest_problem(meta)
-
-
 def read_sweep_meta(folder: Path) -> tuple[dict | None, str | None]:
-    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``."""
+    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``: missing, not
+    a :class:`SweepMeta`, its fingerprint not its runs' or its content not its checksum's."""
     path = folder / "sweep.json"
     if not path.is_file():
         return None, missing_what(path)
     meta = read_json(path)
-    why = sweep_meta_problem(meta)
+    why = _fault(meta, SweepMeta)
+    if why is None and meta["fingerprint"] != fingerprint(meta["runs"]):
+        why = "was altered (its fingerprint is not the hash of its run ids)"
+    why = why or digest_problem(meta)
     return (None, why) if why else (meta, None)
 
 

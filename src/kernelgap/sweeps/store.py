@@ -186,7 +186,7 @@ class ResultsDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def meta(self) -> dict:
-        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.sweep_meta_problem`)."""
+        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
         path = self.root / "sweep.json"
         if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
@@ -223,19 +223,11 @@ class ResultsDir:
         """Rename a damaged result out of the way so the run is redone; the checkpoint it
         names goes aside too when it is there but not the recorded one (a missing one needs
         nothing).  Nothing is deleted."""
-        path = self.result_path(run_id)
-        record = self.read(run_id)
-        stamp = time.time_ns()
-        try:
-            weights = checkpoint_path(self.root, record) if record is not None else None
-            if weights is not None and checkpoint_problem(self.root, record):
-                if weights.exists():
-                    os.replace(weights, weights.with_name(f"{weights.name}.corrupt-{stamp}"))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot set aside the damaged result {path}: {exc.strerror or exc}; move it away by hand"
-            ) from None
-        return self.set_aside_file(path, stamp)
+        record, stamp = self.read(run_id), time.time_ns()
+        weights = checkpoint_path(self.root, record) if record is not None else None
+        if weights is not None and weights.exists() and checkpoint_problem(self.root, record):
+            self.set_aside_file(weights, stamp)
+        return self.set_aside_file(self.result_path(run_id), stamp)
 
     def set_aside_file(self, path: Path, stamp: int | None = None) -> Path:
         """Rename one file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
