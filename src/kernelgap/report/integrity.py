@@ -174,25 +174,25 @@ def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) ->
     return None
 
 
-def read_sweep_meta(folder: Path) -> tuple[dict | None, str | None]:
+def read_sweep_meta(folder: Path) -> tuple[SweepMeta | None, str | None]:
     """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``: missing, not
     a :class:`SweepMeta`, its fingerprint not its runs' or its content not its checksum's."""
     path = folder / "sweep.json"
     if not path.is_file():
         return None, missing_what(path)
-    meta = read_json(path)
-    why = _fault(meta, SweepMeta)
-    if why is None and meta["fingerprint"] != fingerprint(meta["runs"]):
+    data = read_json(path)
+    why = _fault(data, SweepMeta)
+    if why is None and data["fingerprint"] != fingerprint(data["runs"]):
         why = "was altered (its fingerprint is not the hash of its run ids)"
-    why = why or digest_problem(meta)
-    return (None, why) if why else (meta, None)
+    why = why or digest_problem(data)
+    return (None, why) if why else (SweepMeta.model_validate(data), None)
 
 
-def family_problems(folder: Path, meta: dict) -> list[str]:
+def family_problems(folder: Path, meta: SweepMeta) -> list[str]:
     """Every family copy ``families/<sha256>.json`` the sweep names that is missing or whose
     bytes do not hash to its name."""
     out = []
-    for written, sha in sorted(meta.get("family_files", {}).items()):
+    for written, sha in sorted(meta.family_files.items()):
         copy = f"families/{sha}.json"
         got = digest(folder / copy)
         why = missing_what(folder / copy) if got is None else f"was altered (sha256 {got[0][:12]}…)"
@@ -200,7 +200,7 @@ def family_problems(folder: Path, meta: dict) -> list[str]:
     return out
 
 
-def toml_problem(folder: Path, meta: dict) -> str | None:
+def toml_problem(folder: Path, meta: SweepMeta) -> str | None:
     """Why ``sweep.toml`` is not the sweep file the folder was made with: missing, a folder,
     or (where ``sweep.json`` records its sha256) other bytes; one written before that was
     recorded need only be readable TOML."""
@@ -208,8 +208,8 @@ def toml_problem(folder: Path, meta: dict) -> str | None:
     got = digest(path)
     if got is None:
         return missing_what(path)
-    if TOML_KEY in meta:
-        return None if got[0] == meta[TOML_KEY] else f"was altered (its sha256 is not the {TOML_KEY} of sweep.json)"
+    if meta.toml_sha256 is not None:
+        return None if got[0] == meta.toml_sha256 else f"was altered (its sha256 is not the {TOML_KEY} of sweep.json)"
     try:
         tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
@@ -217,15 +217,15 @@ def toml_problem(folder: Path, meta: dict) -> str | None:
     return None
 
 
-def foreign_records(folder: Path, meta: dict) -> list[str]:
+def foreign_records(folder: Path, meta: SweepMeta) -> list[str]:
     """The names in ``runs/`` that look like records (``*.json``) but are no run ``sweep.json``
     plans: copied in from another folder, or a run of another sweep.  Never counted."""
-    planned = set(meta["runs"])
+    planned = set(meta.runs)
     runs = folder / "runs"
     return sorted(p.name for p in runs.glob("*.json") if p.stem not in planned) if runs.is_dir() else []
 
 
-def sweep_file_problems(folder: Path, meta: dict) -> list[str]:
+def sweep_file_problems(folder: Path, meta: SweepMeta) -> list[str]:
     """The problems of a sweep folder that are neither a planned run's nor a family copy's:
     its ``sweep.toml``, and every record it holds that its sweep does not plan."""
     why = toml_problem(folder, meta)
@@ -285,7 +285,7 @@ def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = Non
     if meta is None:
         return [f"sweep.json: {why}"]
     cache: dict = {}
-    found = {i: run_problem(folder, i, valid, cache) for i in meta["runs"]}
+    found = {i: run_problem(folder, i, valid, cache) for i in meta.runs}
     lines = [f"runs/{i}.json: {why}" for i, why in found.items() if why]
     return sweep_file_problems(folder, meta) + family_problems(folder, meta) + lines
 

@@ -69,7 +69,7 @@ def _ref(name: str):
 #: A section of a sweep file: a table of its config model's fields, all optional here (the
 #: base, a grid point and a variant make a run together; :func:`build_run` checks each run).
 FamilyTable, ModelTable, TrainTable = _ref("FamilySection"), _ref("ModelSpec"), _ref("TrainConfig")
-#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`_flatten`).
+#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`flatten`).
 GridTable = _ref("Grid")
 
 
@@ -247,7 +247,7 @@ def _merged_params(variant: dict) -> set[str]:
 
 def _variant(table: dict, where: str) -> dict:
     """A variant's overrides, flat; its ``grid`` table (axes of its own) as ``grid.*`` keys."""
-    out = _flatten({k: v for k, v in table.items() if k != "grid"}, "")
+    out = flatten({k: v for k, v in table.items() if k != "grid"}, whole_params=True)
     out.update({f"grid.{k}": v for k, v in _grid_axes(table.get("grid", {}), f"{where}.grid").items()})
     return out
 
@@ -255,7 +255,7 @@ def _variant(table: dict, where: str) -> dict:
 def _grid_axes(grid: dict, where: str) -> dict[str, list]:
     """A grid table walked down to its axes, each a non-empty list (registry entries expanded)."""
     out = {}
-    for key, values in _flatten(grid, "", whole_params=False).items():
+    for key, values in flatten(grid).items():
         if not isinstance(values, list):
             raise ConfigError(f"{where}.{key}: expected a list of values, got {values!r}")
         out[key] = values = _expand_registered(key, values, f"{where}.{key}")
@@ -337,14 +337,15 @@ def _table(value, where: str) -> dict:
     return value
 
 
-def _flatten(table: dict, prefix: str, whole_params: bool = True) -> dict:
-    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``.  In variants a ``params``
-    table given whole stays whole; in the grid every table is walked down to its lists."""
+def flatten(table: dict, prefix: str = "", whole_params: bool = False) -> dict:
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``, every table walked down to its
+    values (a grid, a run record's columns); ``whole_params``: a ``params`` table stays whole
+    (in variants, where it is given whole)."""
     out = {}
     for key, value in table.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and not (whole_params and path.endswith(".params")):
-            out.update(_flatten(value, path + ".", whole_params))
+            out.update(flatten(value, path + ".", whole_params))
         else:
             out[path] = value
     return out

@@ -412,12 +412,12 @@ def sweep_status(target: str | Path) -> dict:
     ``report`` find them (:func:`~kernelgap.report.integrity.sweep_problems` and its parts)."""
     store = ResultsDir(target)
     meta = store.meta()
-    ids = meta["runs"]
+    ids = meta.runs
     damaged = store.damaged(ids)
     done = [r for r in store.records(ids) if r["id"] not in damaged]
     return {
         "out": str(target),
-        "name": meta.get("name"),
+        "name": meta.name,
         "total": len(ids),
         "done": len(done),
         "left": len(ids) - len(done),
@@ -427,5 +427,5 @@ def sweep_status(target: str | Path) -> dict:
         "file_damage": sweep_file_problems(store.root, meta),
         "exact": sum(1 for r in done if r["train"].get("exact")),
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
-        "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,
+        "lock_files": len(list(store.locks_dir.glob("*.lock"))),  # held, or left by a killed sweep: free to take
     }

@@ -42,6 +42,7 @@ from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_
 from ..report.integrity import (
     DIGEST_KEY,
     TOML_KEY,
+    SweepMeta,
     checkpoint_path,
     checkpoint_problem,
     digest,
@@ -54,6 +55,7 @@ from ..report.integrity import (
     toml_problem,
 )
 from ..training import FamilySpec, RunConfig, config_hash, run_identity
+from .config import flatten
 
 
 @dataclass
@@ -118,16 +120,15 @@ class ResultsDir:
             self.root.mkdir(parents=True, exist_ok=True)
             _create_exclusive_json(meta_path, meta)  # of sweeps opening one new folder, one wins
         stored = self.meta()
-        if stored["fingerprint"] != meta["fingerprint"]:
+        if stored.fingerprint != meta["fingerprint"]:
             raise ConfigError(
-                f"{self.root} holds a different sweep ({stored.get('name')!r}, "
-                f"{len(stored['runs'])} runs); use a new --out folder"
+                f"{self.root} holds a different sweep ({stored.name!r}, {len(stored.runs)} runs); use a new --out folder"
             )
         self._restore_toml(stored, config_text, meta[TOML_KEY])
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
 
-    def _restore_toml(self, stored: dict, config_text: str, sha: str) -> None:
+    def _restore_toml(self, stored: SweepMeta, config_text: str, sha: str) -> None:
         """Write ``sweep.toml`` where it is missing or damaged
         (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
         ``config_text``, the sweep file this sweep was opened with (its sha256 ``sha``), when that is the file
@@ -137,17 +138,17 @@ class ResultsDir:
         why = toml_problem(self.root, stored)
         if why is None:
             return
-        if stored.get(TOML_KEY, sha) != sha:
+        if stored.toml_sha256 not in (None, sha):
             raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
         if path.exists():
             self.set_aside_file(path)
         atomic_write_text(path, config_text)
 
-    def _check_family_files(self, stored: dict, family_files: dict[str, FamilySpec]) -> None:
+    def _check_family_files(self, stored: SweepMeta, family_files: dict[str, FamilySpec]) -> None:
         """A family file whose content differs from the copy the sweep began with is refused
         by name (rather than as "a different sweep")."""
         for written, spec in family_files.items():
-            before = stored.get("family_files", {}).get(written)
+            before = stored.family_files.get(written)
             if before is not None and before != spec.sha256:
                 raise ConfigError(
                     f"family file {spec.file} changed since the sweep in {self.root} began: "
@@ -172,9 +173,7 @@ class ResultsDir:
         meta = self.meta()
         if damaged := family_problems(self.root, meta):
             raise ConfigError(f"{self.root}/{damaged[0]}; restore it or use a new --out folder")
-        return {
-            written: str(self.families_dir / f"{sha}.json") for written, sha in meta.get("family_files", {}).items()
-        }
+        return {written: str(self.families_dir / f"{sha}.json") for written, sha in meta.family_files.items()}
 
     def remove_if_unused(self) -> None:
         """Remove the folder when it holds no result and no claim (a sweep that made it and
@@ -185,7 +184,7 @@ class ResultsDir:
             return
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def meta(self) -> dict:
+    def meta(self) -> SweepMeta:
         """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
         path = self.root / "sweep.json"
         if not path.exists():
@@ -298,18 +297,10 @@ class ResultsDir:
         fcntl.flock(claim.fd, fcntl.LOCK_UN)
         os.close(claim.fd)
 
-    def lock_holders(self) -> list[dict]:
-        """Lock files present (held, or left by a killed sweep and free to take)."""
-        out = []
-        for path in sorted(self.locks_dir.glob("*.lock")):
-            held = read_json(path)  # an empty or damaged lock file names no holder
-            out.append((held if isinstance(held, dict) else {}) | {"id": path.stem})
-        return out
-
     # -- aggregate ------------------------------------------------------------
     def write_csv(self, run_ids: list[str]) -> Path:
         """``results.csv``: one row per finished run, flattened config and metrics."""
-        rows = [flatten(r) for r in self.records(run_ids)]
+        rows = [flatten(r) for r in self.records(run_ids)]  # {"config.model.rank": 16, "train.max_error": 0.07, …}
         columns = sorted({k for row in rows for k in row}, key=_column_order)
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=columns)
@@ -330,17 +321,6 @@ def _config_hash(config: dict) -> str | None:
         return config_hash(run_identity(config))
     except (TypeError, ValueError, AttributeError, RecursionError):
         return None
-
-
-def flatten(record: dict, prefix: str = "") -> dict:
-    """Nested record → ``{"config.model.rank": 16, "train.max_error": 0.07, …}``."""
-    out = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _column_order(column: str) -> tuple:

@@ -46,9 +46,9 @@ def check_folder(
         meta, _ = read_sweep_meta(folder)
         if meta is None:
             continue
-        seen["family_copies"] += len(meta.get("family_files", {}))
+        seen["family_copies"] += len(meta.family_files)
         prefix = "" if folder == root else f"{folder.relative_to(root).as_posix()}/"
-        verified = [i for i in meta["runs"] if f"{prefix}runs/{i}.json" not in damaged]
+        verified = [i for i in meta.runs if f"{prefix}runs/{i}.json" not in damaged]
         for run_id in verified:
             where = read_json(folder / "runs" / f"{run_id}.json").get("checkpoint")  # a verified CheckpointRef
             if where is not None:
