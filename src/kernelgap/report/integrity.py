@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +36,6 @@ MARKS = ("sweep.json", "sweep.toml")
 TOML_KEY = "toml_sha256"
 #: The key a sealed list payload is kept under (:func:`sealed`).
 ROWS_KEY = "rows"
-_CHUNK = 1 << 20
 
 #: A sha256 as ``sweep.json`` and records write it.
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$"), Says("{value} is not a sha256")]
@@ -101,14 +99,10 @@ def digest(path: Path) -> tuple[str, int] | None:
     try:
         if not path.is_file():
             return None
-        sha, size = hashlib.sha256(), 0
         with path.open("rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                sha.update(chunk)
-                size += len(chunk)
+            return hashlib.file_digest(fh, "sha256").hexdigest(), os.fstat(fh.fileno()).st_size
     except OSError:
         return None
-    return sha.hexdigest(), size
 
 
 def fingerprint(run_ids: list[str]) -> str:
@@ -306,37 +300,6 @@ def folder_problems(root: Path, valid: Callable[[dict, str], bool] | None = None
         prefix = "" if folder == root else f"{folder.relative_to(root)}/"
         out += [prefix + line for line in sweep_problems(folder, valid)]
     return out
-
-
-def summary_problems(root: Path, record_ids: set[str], counts: dict[str, int]) -> list[str]:
-    """``summary.json`` against the runs: every run id it names is a verified record of the
-    folder (``record_ids``), and each experiment's run count is the number of records in its
-    folder (``counts``: experiment → verified records)."""
-    path = root / "summary.json"
-    if not path.exists():
-        return []
-    summary = read_json(path)
-    if not isinstance(summary, dict):
-        return [f"summary.json: {missing_what(path) if not path.is_file() else 'is corrupted (not a JSON object)'}"]
-    named = sorted(_ids(summary) - record_ids)
-    out = [f"summary.json: names run {i}, which has no verified record" for i in named]
-    timing = summary.get("timing")
-    per = timing.get("experiments") if isinstance(timing, dict) else None
-    for name, entry in sorted(per.items()) if isinstance(per, dict) else ():
-        said = entry.get("runs") if isinstance(entry, dict) else None
-        if name in counts and said != counts[name]:
-            out.append(f"summary.json: counts {said} runs of {name}; its folder holds {counts[name]} verified")
-    return out
-
-
-def _ids(obj) -> set[str]:
-    """Every run id (``"id"``: 16 hex digits) a summary names, at any depth."""
-    if isinstance(obj, dict):
-        own = {obj["id"]} if isinstance(obj.get("id"), str) and re.fullmatch(r"[0-9a-f]{16}", obj["id"]) else set()
-        return own.union(*(_ids(v) for v in obj.values()))
-    if isinstance(obj, list):
-        return set().union(*(_ids(v) for v in obj))
-    return set()
 
 
 def one_line(problems: list[str], shown: int = 3) -> str:

@@ -270,7 +270,7 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
         while found := store.damaged(ids):  # a record, or the checkpoint it names, not as written
             for run_id in found:  # (again: a checkpoint set aside takes its stack's records with it)
                 store.set_aside(run_id)
-            damaged |= {i: f"runs/{i}.json {why}" for i, why in found.items()}
+            damaged |= found
         for name in foreign_records(store.root, store.meta()):  # never counted: set aside
             store.set_aside_file(store.runs_dir / name)
     except BaseException:
@@ -422,7 +422,7 @@ def sweep_status(target: str | Path) -> dict:
         "done": len(done),
         "left": len(ids) - len(done),
         "corrupt": len(damaged),
-        "damage": {i: f"runs/{i}.json {why}" for i, why in damaged.items()},
+        "damage": damaged,
         "family_damage": family_problems(store.root, meta),
         "file_damage": sweep_file_problems(store.root, meta),
         "exact": sum(1 for r in done if r["train"].get("exact")),

@@ -200,23 +200,19 @@ class ResultsDir:
 
     def read(self, run_id: str) -> dict | None:
         """The valid record of a run, else ``None`` (missing or corrupted; its checkpoint is
-        checked by :meth:`problem`)."""
+        checked by :meth:`damaged`)."""
         record = read_json(self.result_path(run_id))  # None: gone, a folder, not JSON …
         return record if is_valid_record(record, run_id) else None
 
-    def problem(self, run_id: str, cache: dict | None = None) -> str | None:
-        """Why a run's result is damaged (:func:`~kernelgap.report.integrity.run_problem`: its
-        record not valid, its config not hashing to its id, the checkpoint it names missing
-        or altered); ``None`` when it is sound or simply not there yet."""
-        if not self.result_path(run_id).exists():
-            return None
-        return run_problem(self.root, run_id, is_valid_record, cache)
-
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
-        """``{run id: why}`` of every damaged result (:meth:`problem`), each checkpoint hashed once."""
+        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged
+        (:func:`~kernelgap.report.integrity.run_problem`: its record not valid, its config
+        not hashing to its id, the checkpoint it names missing or altered), each checkpoint
+        hashed once.  A result simply not there yet is not damaged."""
         cache: dict = {}
-        found = {i: self.problem(i, cache) for i in run_ids}
-        return {i: why for i, why in found.items() if why}
+        present = [i for i in run_ids if self.result_path(i).exists()]
+        found = {i: run_problem(self.root, i, is_valid_record, cache) for i in present}
+        return {i: f"runs/{i}.json {why}" for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
         """Rename a damaged result out of the way so the run is redone; the checkpoint it
