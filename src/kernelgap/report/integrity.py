@@ -44,8 +44,11 @@ RunName = Annotated[str, Field(pattern=r"^[0-9A-Za-z_-]{1,64}$"), Says("{value} 
 
 
 class SweepMeta(Record):
-    """``sweep.json`` (:mod:`kernelgap.sweeps.store`): no key besides these.  Its fingerprint
-    and checksum are checked against its content (:func:`read_sweep_meta`)."""
+    """``sweep.json``, a sweep folder's plan (:mod:`kernelgap.sweeps.store`): its label, its
+    fingerprint (:func:`fingerprint` of its runs), the run ids, the family files the sweep
+    names (as written → sha256 of the content), the sha256 of the ``sweep.toml`` beside it
+    and its own checksum (these two absent in a folder made before they were recorded, never
+    null); no other key.  Fingerprint and checksum are checked by :func:`read_sweep_meta`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,8 +56,8 @@ class SweepMeta(Record):
     fingerprint: str
     runs: list[RunName]
     family_files: dict[str, Sha256] = {}
-    toml_sha256: Sha256 = Field(None, description="absent in a folder made before it was recorded; never null")
-    record_sha256: str = Field(None, description="absent in a folder made before it was recorded; never null")
+    toml_sha256: Sha256 = None
+    record_sha256: str = None
 
 
 class _Trained(Record):

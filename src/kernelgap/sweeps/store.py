@@ -1,9 +1,8 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, the
-                          sha256 of sweep.toml, and the family files the sweep names (as written →
-                          sha256 of the content)
+    DIR/sweep.json        the sweep's plan: its run ids, the sha256 of sweep.toml and of each family
+                          file it names, its own checksum (:class:`~kernelgap.report.integrity.SweepMeta`)
     DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
                           run trains and resumes from it, never from the original
     DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
