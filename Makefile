@@ -55,7 +55,7 @@ bench: install
 
 # the JSON schema of sweep files, from the config models (tests/test_sweep_schema.py checks it)
 schema: install
-	$(BIN)/python -c "from kernelgap.sweeps.config import write_sweep_schema; print(write_sweep_schema())"
+	$(BIN)/python -c "from kernelgap.sweeps.schema import write_sweep_schema; print(write_sweep_schema())"
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -241,7 +241,7 @@ CASES = [
     (
         "results-meta-not-a-sweep",
         ["sweep", "{w}/ok.toml", "--out", "{w}/list-meta"],
-        "sweep.json is corrupted (not a sweep description)",
+        "sweep.json is corrupted (expected a JSON object, got list)",
         False,
     ),
     ("results-status-corrupt", ["sweep", "{w}/corrupt-meta", "--status"], "is corrupted", False),

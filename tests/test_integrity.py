@@ -272,7 +272,9 @@ def test_a_record_naming_a_checkpoint_outside_its_folder_is_set_aside_alone(rep,
     record["record_sha256"] = record_digest(record)
     path.write_text(json.dumps(record))
     status = json.loads(cli("sweep", str(rep / "witness"), "--status", "--json")[1])
-    assert status["damage"] == {path.stem: f"runs/{path.name} names no valid checkpoint file"}
+    (why,) = status["damage"].values()
+    assert list(status["damage"]) == [path.stem] and why.startswith(f"runs/{path.name} names no valid checkpoint file")
+    assert "checkpoint" in why.split("(", 1)[1] and repr(file) in why  # the key and the value
     code, out, err = cli("sweep", str(rep / "witness"), "--executor", "inline", "--json")
     assert code == 0 and json.loads(out)["set_aside"] == [path.stem], err
     assert outside.read_bytes() == b"not ours"
@@ -310,3 +312,41 @@ def test_a_record_with_a_renamed_key_is_named_not_read(rep, cli, key):
     path.write_text(path.read_text().replace(key, key[:-2] + 'Q"', 1))
     code, out, err = cli("check", str(rep))
     assert code == 2 and f"runs/{path.name}: was altered" in out and "Traceback" not in out + err
+
+
+@pytest.mark.parametrize(
+    "edit, line",
+    [
+        ({"runs": ["../x"]}, "is corrupted (runs.0: '../x' is not a run id)"),
+        ({"family_files": {"fam.json": "abc"}}, "is corrupted (family_files.fam.json: 'abc' is not a sha256)"),
+        ({"toml_sha256": None}, "is corrupted (toml_sha256: None is not a sha256)"),
+        ({"colour": 1}, "is corrupted (colour: extra inputs are not permitted, got 1)"),
+        ({"fingerprint": "0" * 16}, "was altered (its fingerprint is not the hash of its run ids)"),
+        ({"name": "other"}, "was altered (its content does not match its record_sha256)"),
+    ],
+)
+def test_a_damaged_sweep_json_is_one_line_naming_the_key(pristine, tmp_path, edit, line):
+    from kernelgap.report.integrity import read_sweep_meta
+
+    meta = json.loads((pristine / "witness" / "sweep.json").read_text())
+    (tmp_path / "sweep.json").write_text(json.dumps({**meta, **edit}))
+    assert read_sweep_meta(tmp_path) == (None, line)
+    assert read_sweep_meta(pristine / "witness")[0].runs == meta["runs"]
+
+
+@pytest.mark.parametrize(
+    "edit, line",
+    [
+        ({"steps": "3"}, "is corrupted (steps: input should be a valid integer, got '3')"),
+        ({"train": {}}, "is corrupted (train.max_error: field required)"),
+        ({"id": "0" * 16}, "is corrupted (its id is '0000000000000000')"),
+        ({"curve": None}, "was altered (its content does not match its record_sha256)"),
+    ],
+)
+def test_a_damaged_record_is_one_line_naming_the_key(pristine, edit, line):
+    from kernelgap.report.integrity import record_fault
+
+    path = target(pristine, "record")
+    record = json.loads(path.read_text())
+    assert record_fault(record, path.stem) is None
+    assert record_fault({**record, **edit}, path.stem) == line

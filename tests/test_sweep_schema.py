@@ -15,7 +15,8 @@ import pytest
 
 from kernelgap.errors import ConfigError
 from kernelgap.models import KernelSpec, model_spec
-from kernelgap.sweeps.config import SCHEMA_FILE, load_sweep, sweep_schema
+from kernelgap.sweeps.config import load_sweep
+from kernelgap.sweeps.schema import SCHEMA_FILE, sweep_schema
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model
 from sweep_helpers import TINY
 from sweep_helpers import write_sweep as write

@@ -156,8 +156,8 @@ def test_sweeps_on_one_pool_train_what_each_would_alone(tmp_path):
     assert [(s.total, s.ran) for s in together] == [(s.total, s.ran) for s in alone] == [(4, 4), (4, 4)]
     for i in range(2):
         a, b = ResultsDir(tmp_path / f"alone-{i}"), ResultsDir(tmp_path / f"together-{i}")
-        ids = a.meta()["runs"]
-        assert ids == b.meta()["runs"]
+        ids = a.meta().runs
+        assert ids == b.meta().runs
         strip = lambda r: {k: v for k, v in r.items() if k not in ("wall_time_s", "record_sha256")}  # noqa: E731  (the checksum covers the wall time)
         assert [strip(r) for r in a.records(ids)] == [strip(r) for r in b.records(ids)]
         assert (tmp_path / f"together-{i}" / "results.csv").is_file()

@@ -10,7 +10,9 @@ sets aside what these name and redoes it; ``report`` refuses a folder with any;
 
 A file a step writes (``certificate.json`` …) and ``probe.json`` carry their own checksum
 as a record does (:func:`sealed`, :func:`sealed_problem`); ``sweep.json`` records the
-sha256 of the ``sweep.toml`` beside it (:func:`toml_problem`).
+sha256 of the ``sweep.toml`` beside it (:func:`toml_problem`).  What ``sweep.json``, a run
+record and the checkpoint it names must hold is said once, as models (:class:`SweepMeta`,
+:class:`RunRecord`, :class:`CheckpointRef`): a file that breaks one is a line naming the key.
 """
 
 from __future__ import annotations
@@ -18,26 +20,80 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, ConfigDict, Field
 
 from ..io import DIGEST_KEY, digest_problem, read_json, record_digest  # noqa: F401  (re-exported)
+from ..validation import JsonInt, JsonNumber, Record, Says, invalid, problem
 
-#: Keys every run record has.
-RECORD_KEYS = ("id", "config", "status", "steps", "train")
 #: The files that make a folder a sweep folder.
 MARKS = ("sweep.json", "sweep.toml")
 #: The key of ``sweep.json`` that holds the sha256 of the ``sweep.toml`` beside it.
 TOML_KEY = "toml_sha256"
 #: The key a sealed list payload is kept under (:func:`sealed`).
 ROWS_KEY = "rows"
+
 #: A sha256 as ``sweep.json`` and records write it.
-SHA256 = re.compile(r"[0-9a-f]{64}")
-#: What a run id of ``sweep.json`` may be: a file name in ``runs/`` (no path, no dot first).
-RUN_NAME = re.compile(r"[0-9A-Za-z_-]{1,64}")
-_CHUNK = 1 << 20
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$"), Says("{value} is not a sha256")]
+#: A run id of ``sweep.json``: a file name in ``runs/`` (no path, no dot first).
+RunName = Annotated[str, Field(pattern=r"^[0-9A-Za-z_-]{1,64}$"), Says("{value} is not a run id")]
+
+
+class SweepMeta(Record):
+    """``sweep.json``, a sweep folder's plan (:mod:`kernelgap.sweeps.store`): its label, its
+    fingerprint (:func:`fingerprint` of its runs), the run ids, the family files the sweep
+    names (as written → sha256 of the content), the sha256 of the ``sweep.toml`` beside it
+    and its own checksum (these two absent in a folder made before they were recorded, never
+    null); no other key.  Fingerprint and checksum are checked by :func:`read_sweep_meta`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    fingerprint: str
+    runs: list[RunName]
+    family_files: dict[str, Sha256] = {}
+    toml_sha256: Sha256 = None
+    record_sha256: str = None
+
+
+class _Trained(Record):
+    max_error: JsonNumber | None
+
+
+class RunRecord(Record):
+    """A run record ``runs/<id>.json``: the keys every record has (docs/formats.md); the
+    others are let through, and its checkpoint is checked on its own (:class:`CheckpointRef`)."""
+
+    id: str
+    config: dict[str, Any]
+    status: str
+    steps: JsonInt
+    train: _Trained
+
+
+def _inside(file: str) -> str:
+    if not file or os.path.isabs(file) or ".." in Path(file).parts:
+        raise invalid(f"{file!r} is not a path inside the folder")
+    return file
+
+
+class CheckpointRef(Record):
+    """A record's ``checkpoint``: its file (relative, inside the folder), the run's member
+    index, and the file's sha256 and size (absent in records written before checkpoints
+    carried them: the file need only exist)."""
+
+    file: Annotated[str, AfterValidator(_inside)]
+    member: JsonInt | None = None
+    sha256: Sha256 | None = None
+    bytes: JsonInt | None = None
+
+
+class _Checkpointed(Record):
+    checkpoint: CheckpointRef
 
 
 def digest(path: Path) -> tuple[str, int] | None:
@@ -46,14 +102,10 @@ def digest(path: Path) -> tuple[str, int] | None:
     try:
         if not path.is_file():
             return None
-        sha, size = hashlib.sha256(), 0
         with path.open("rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                sha.update(chunk)
-                size += len(chunk)
+            return hashlib.file_digest(fh, "sha256").hexdigest(), os.fstat(fh.fileno()).st_size
     except OSError:
         return None
-    return sha.hexdigest(), size
 
 
 def fingerprint(run_ids: list[str]) -> str:
@@ -67,55 +119,49 @@ def missing_what(path: Path) -> str:
     return "is a folder, not a file" if path.is_dir() else "is missing"
 
 
-def record_problem(path: Path, run_id: str) -> str | None:
-    """Why the file at ``path`` is not a complete run record of ``run_id`` (``None``: it is).
-    The config's hash is checked by the runner (:func:`kernelgap.sweeps.store.is_valid_record`)."""
-    if not path.is_file():
-        return missing_what(path)
-    record = read_json(path)
-    if record is None:
+def _fault(data, model: type[Record]) -> str | None:
+    """Why parsed JSON (``None``: not JSON) is not a ``model``, naming the key that breaks it."""
+    if data is None:
         return "is corrupted (not valid JSON)"
-    if not (isinstance(record, dict) and all(k in record for k in RECORD_KEYS)):
-        return "is corrupted (not a run record)"
-    if record["id"] != run_id:
-        return f"is corrupted (its id is {str(record['id'])[:20]!r})"
-    if not (
-        isinstance(record["config"], dict) and isinstance(record["train"], dict) and "max_error" in record["train"]
-    ):
-        return "is corrupted (not a run record)"
-    return digest_problem(record)
+    why = problem(model, data)
+    return f"is corrupted ({why})" if why else None
+
+
+def record_fault(record, run_id: str) -> str | None:
+    """Why a parsed file is not a complete, unaltered run record of ``run_id`` (``None``:
+    it is).  The config's hash is checked by the runner (:func:`kernelgap.sweeps.store.is_valid_record`)."""
+    why = _fault(record, RunRecord)
+    if why is None and record["id"] != run_id:
+        why = f"is corrupted (its id is {record['id'][:20]!r})"
+    return why or digest_problem(record)
 
 
 def checkpoint_path(folder: Path, record: dict) -> Path | None:
     """The checkpoint file a record names (``folder/<file>``), when it names one as a relative
-    path that stays inside ``folder``; else ``None``."""
+    path that stays inside ``folder`` (:class:`CheckpointRef`); else ``None``."""
     where = record.get("checkpoint")
-    file = where.get("file") if isinstance(where, dict) else None
-    if not isinstance(file, str) or not file or os.path.isabs(file) or ".." in Path(file).parts:
-        return None
-    return folder / file
+    return None if where is None or problem(_Checkpointed, record) else folder / where["file"]
 
 
 def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) -> str | None:
-    """Why the checkpoint a valid record names is not the one it was written with: missing,
-    a folder, truncated or altered (size or sha256 not the recorded ones).  A record written
-    before checkpoints carried their sha256 only needs its file to exist; a record without a
-    ``checkpoint`` (trained elsewhere) has none to check.  ``cache``: digests by path, so
-    the members of one stack hash their file once."""
+    """Why the checkpoint a valid record names is not the one it was written with: not a
+    :class:`CheckpointRef`, missing, a folder, truncated or altered (size or sha256 not the
+    recorded ones).  A record written before checkpoints carried their sha256 only needs its
+    file to exist; a record without a ``checkpoint`` (trained elsewhere) has none to check.
+    ``cache``: digests by path, so the members of one stack hash their file once."""
     where = record.get("checkpoint")
     if where is None:
         return None
-    path = checkpoint_path(folder, record)
-    if path is None:
-        return "names no valid checkpoint file"
-    file = where["file"]
+    if why := problem(_Checkpointed, record):
+        return f"names no valid checkpoint file ({why})"
+    file, sha, size = where["file"], where.get("sha256"), where.get("bytes")
+    path = folder / file
     cache = {} if cache is None else cache
     if path not in cache:
         cache[path] = digest(path)
     got = cache[path]
     if got is None:
         return f"names checkpoint {file}, which {missing_what(path)}"
-    sha, size = where.get("sha256"), where.get("bytes")
     if sha is None and size is None:
         return None
     if size != got[1]:
@@ -125,58 +171,33 @@ def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) ->
     return None
 
 
-def sweep_meta_problem(meta) -> str | None:
-    """Why a parsed ``sweep.json`` is not a sweep description (``None``: it is)."""
-    if meta is None:
-        return "is corrupted (not valid JSON)"
-    if not (isinstance(meta, dict) and isinstance(meta.get("fingerprint"), str)):
-        return "is corrupted (not a sweep description)"
-    runs = meta.get("runs")
-    if not (isinstance(runs, list) and all(isinstance(r, str) and RUN_NAME.fullmatch(r) for r in runs)):
-        return "is corrupted (runs is not a list of run ids)"
-    families = meta.get("family_files", {})
-    if not (
-        isinstance(families, dict)
-        and all(isinstance(k, str) and isinstance(v, str) and SHA256.fullmatch(v) for k, v in families.items())
-    ):
-        return "is corrupted (family_files is not a table of file → sha256)"
-    if meta["fingerprint"] != fingerprint(runs):
-        return "was altered (its fingerprint is not the hash of its run ids)"
-    if TOML_KEY in meta and not (isinstance(meta[TOML_KEY], str) and SHA256.fullmatch(meta[TOML_KEY])):
-        return f"is corrupted ({TOML_KEY} is not a sha256)"
-    unknown = sorted(set(meta) - {"name", "fingerprint", "runs", "family_files", TOML_KEY, DIGEST_KEY})
-    if unknown:
-        return f"is corrupted (unknown key {unknown[0][:40]!r})"
-    if DIGEST_KEY in meta and meta[DIGEST_KEY] != record_digest(meta):
-        return f"was altered (its content does not match its {DIGEST_KEY})"
-    return None
-
-
-def read_sweep_meta(folder: Path) -> tuple[dict | None, str | None]:
-    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``."""
+def read_sweep_meta(folder: Path) -> tuple[SweepMeta | None, str | None]:
+    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``: missing, not
+    a :class:`SweepMeta`, its fingerprint not its runs' or its content not its checksum's."""
     path = folder / "sweep.json"
     if not path.is_file():
         return None, missing_what(path)
-    meta = read_json(path)
-    why = sweep_meta_problem(meta)
-    return (None, why) if why else (meta, None)
+    data = read_json(path)
+    why = _fault(data, SweepMeta)
+    if why is None and data["fingerprint"] != fingerprint(data["runs"]):
+        why = "was altered (its fingerprint is not the hash of its run ids)"
+    why = why or digest_problem(data)
+    return (None, why) if why else (SweepMeta.model_validate(data), None)
 
 
-def family_problems(folder: Path, meta: dict) -> list[str]:
+def family_problems(folder: Path, meta: SweepMeta) -> list[str]:
     """Every family copy ``families/<sha256>.json`` the sweep names that is missing or whose
     bytes do not hash to its name."""
     out = []
-    for written, sha in sorted(meta.get("family_files", {}).items()):
+    for written, sha in sorted(meta.family_files.items()):
         copy = f"families/{sha}.json"
         got = digest(folder / copy)
-        if got is None:
-            out.append(f"{copy}: the copy of family file {written!r} {missing_what(folder / copy)}")
-        elif got[0] != sha:
-            out.append(f"{copy}: the copy of family file {written!r} was altered (sha256 {got[0][:12]}…)")
+        why = missing_what(folder / copy) if got is None else f"was altered (sha256 {got[0][:12]}…)"
+        out += [f"{copy}: the copy of family file {written!r} {why}"] if got is None or got[0] != sha else []
     return out
 
 
-def toml_problem(folder: Path, meta: dict) -> str | None:
+def toml_problem(folder: Path, meta: SweepMeta) -> str | None:
     """Why ``sweep.toml`` is not the sweep file the folder was made with: missing, a folder,
     or (where ``sweep.json`` records its sha256) other bytes; one written before that was
     recorded need only be readable TOML."""
@@ -184,8 +205,8 @@ def toml_problem(folder: Path, meta: dict) -> str | None:
     got = digest(path)
     if got is None:
         return missing_what(path)
-    if TOML_KEY in meta:
-        return None if got[0] == meta[TOML_KEY] else f"was altered (its sha256 is not the {TOML_KEY} of sweep.json)"
+    if meta.toml_sha256 is not None:
+        return None if got[0] == meta.toml_sha256 else f"was altered (its sha256 is not the {TOML_KEY} of sweep.json)"
     try:
         tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
@@ -193,15 +214,15 @@ def toml_problem(folder: Path, meta: dict) -> str | None:
     return None
 
 
-def foreign_records(folder: Path, meta: dict) -> list[str]:
+def foreign_records(folder: Path, meta: SweepMeta) -> list[str]:
     """The names in ``runs/`` that look like records (``*.json``) but are no run ``sweep.json``
     plans: copied in from another folder, or a run of another sweep.  Never counted."""
-    planned = set(meta["runs"])
+    planned = set(meta.runs)
     runs = folder / "runs"
     return sorted(p.name for p in runs.glob("*.json") if p.stem not in planned) if runs.is_dir() else []
 
 
-def sweep_file_problems(folder: Path, meta: dict) -> list[str]:
+def sweep_file_problems(folder: Path, meta: SweepMeta) -> list[str]:
     """The problems of a sweep folder that are neither a planned run's nor a family copy's:
     its ``sweep.toml``, and every record it holds that its sweep does not plan."""
     why = toml_problem(folder, meta)
@@ -239,24 +260,20 @@ def sealed_problem(path: Path, required: bool = True) -> str | None:
     return digest_problem(data)
 
 
-def run_problems(folder: Path, run_ids: list[str], valid: Callable[[dict, str], bool] | None = None) -> dict[str, str]:
-    """``{run id: why}`` for every planned run whose record is missing or damaged or whose
-    checkpoint is not the recorded one (``valid``: a further check of a record, e.g. its
-    config's hash)."""
-    cache: dict = {}
-    out = {}
-    for run_id in run_ids:
-        path = folder / "runs" / f"{run_id}.json"
-        why = record_problem(path, run_id)
-        if why is None:
-            record = read_json(path)
-            if valid is not None and not valid(record, run_id):
-                why = "is corrupted (its config does not hash to its id)"
-            else:
-                why = checkpoint_problem(folder, record, cache)
-        if why is not None:
-            out[run_id] = why
-    return out
+def run_problem(
+    folder: Path, run_id: str, valid: Callable[[dict, str], bool] | None = None, cache: dict | None = None
+) -> str | None:
+    """Why a planned run's record is missing or damaged (:func:`record_fault`; ``valid``: a
+    further check of a record, e.g. its config's hash) or its checkpoint is not the recorded
+    one (:func:`checkpoint_problem`, digests kept in ``cache``); ``None``: it is sound."""
+    path = folder / "runs" / f"{run_id}.json"
+    if not path.is_file():
+        return missing_what(path)
+    record = read_json(path)
+    why = record_fault(record, run_id)
+    if why is None and valid is not None and not valid(record, run_id):
+        why = "is corrupted (its config does not hash to its id)"
+    return why or checkpoint_problem(folder, record, cache)
 
 
 def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
@@ -264,7 +281,9 @@ def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = Non
     meta, why = read_sweep_meta(folder)
     if meta is None:
         return [f"sweep.json: {why}"]
-    lines = [f"runs/{i}.json: {w}" for i, w in run_problems(folder, meta["runs"], valid).items()]
+    cache: dict = {}
+    found = {i: run_problem(folder, i, valid, cache) for i in meta.runs}
+    lines = [f"runs/{i}.json: {why}" for i, why in found.items() if why]
     return sweep_file_problems(folder, meta) + family_problems(folder, meta) + lines
 
 
@@ -284,37 +303,6 @@ def folder_problems(root: Path, valid: Callable[[dict, str], bool] | None = None
         prefix = "" if folder == root else f"{folder.relative_to(root)}/"
         out += [prefix + line for line in sweep_problems(folder, valid)]
     return out
-
-
-def summary_problems(root: Path, record_ids: set[str], counts: dict[str, int]) -> list[str]:
-    """``summary.json`` against the runs: every run id it names is a verified record of the
-    folder (``record_ids``), and each experiment's run count is the number of records in its
-    folder (``counts``: experiment → verified records)."""
-    path = root / "summary.json"
-    if not path.exists():
-        return []
-    summary = read_json(path)
-    if not isinstance(summary, dict):
-        return [f"summary.json: {missing_what(path) if not path.is_file() else 'is corrupted (not a JSON object)'}"]
-    named = sorted(_ids(summary) - record_ids)
-    out = [f"summary.json: names run {i}, which has no verified record" for i in named]
-    timing = summary.get("timing")
-    per = timing.get("experiments") if isinstance(timing, dict) else None
-    for name, entry in sorted(per.items()) if isinstance(per, dict) else ():
-        said = entry.get("runs") if isinstance(entry, dict) else None
-        if name in counts and said != counts[name]:
-            out.append(f"summary.json: counts {said} runs of {name}; its folder holds {counts[name]} verified")
-    return out
-
-
-def _ids(obj) -> set[str]:
-    """Every run id (``"id"``: 16 hex digits) a summary names, at any depth."""
-    if isinstance(obj, dict):
-        own = {obj["id"]} if isinstance(obj.get("id"), str) and re.fullmatch(r"[0-9a-f]{16}", obj["id"]) else set()
-        return own.union(*(_ids(v) for v in obj.values()))
-    if isinstance(obj, list):
-        return set().union(*(_ids(v) for v in obj))
-    return set()
 
 
 def one_line(problems: list[str], shown: int = 3) -> str:

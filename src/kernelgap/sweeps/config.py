@@ -31,14 +31,13 @@ registry axes, and each run's sections are validated by the config models themse
 turns pydantic's errors into that line).  A model field the run's kind does not use may not be set, in the base
 ``[model]`` table of a run of that kind or in its variant, to a value other than its default (``kind = "softmax"``
 with ``feature_map = "elu1"``); grid axes span every kind and may (a softmax run ignores the rank axis).
-:func:`sweep_schema` is the JSON schema of a sweep file, built from the models (``sweep.schema.json`` beside this
-module).
+:func:`~.schema.sweep_schema` is the JSON schema of a sweep file, built from these models.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,18 +49,13 @@ from ..errors import ConfigError, KernelgapError
 from ..io import load_toml
 from ..limits import MAX_SWEEP_RUNS
 from ..models import ModelSpec
-from ..models.specs import FIELDS_ONLY, model_table_schema
-from ..task.registry import PARAMS, family_names
+from ..models.specs import FIELDS_ONLY
 from ..training import FamilySpec, RunConfig, TrainConfig
 from ..training.config import EXPLICIT_MODEL_KEYS, TYPES_ONLY
 from ..validation import Config, Int
 
 #: Top-level sections and the config model each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec, "model": ModelSpec, "train": TrainConfig}
-#: The JSON schema of sweep files (:func:`sweep_schema`), shipped with the package.
-SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")
-
-
 #: A schema node naming one of the sweep schema's definitions (``$ref`` once generated:
 #: pydantic resolves references only among its own models).
 DEF_KEY = "x-def"
@@ -75,7 +69,7 @@ def _ref(name: str):
 #: A section of a sweep file: a table of its config model's fields, all optional here (the
 #: base, a grid point and a variant make a run together; :func:`build_run` checks each run).
 FamilyTable, ModelTable, TrainTable = _ref("FamilySection"), _ref("ModelSpec"), _ref("TrainConfig")
-#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`_flatten`).
+#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`flatten`).
 GridTable = _ref("Grid")
 
 
@@ -164,7 +158,7 @@ class SweepConfig:
             explicit = self._explicit_model_keys(variant, grid)
             axes = list(grid)
             for values in itertools.product(*(grid[a] for a in axes)):
-                raw = _nested_copy(self.base)
+                raw = copy.deepcopy(self.base)
                 for key, value in [*zip(axes, values), *fixed]:
                     if key in merged:
                         value = {**_table(raw.get(key.split(".")[0], {}).get("params", {}), key), **value}
@@ -253,7 +247,7 @@ def _merged_params(variant: dict) -> set[str]:
 
 def _variant(table: dict, where: str) -> dict:
     """A variant's overrides, flat; its ``grid`` table (axes of its own) as ``grid.*`` keys."""
-    out = _flatten({k: v for k, v in table.items() if k != "grid"}, "")
+    out = flatten({k: v for k, v in table.items() if k != "grid"}, whole_params=True)
     out.update({f"grid.{k}": v for k, v in _grid_axes(table.get("grid", {}), f"{where}.grid").items()})
     return out
 
@@ -261,7 +255,7 @@ def _variant(table: dict, where: str) -> dict:
 def _grid_axes(grid: dict, where: str) -> dict[str, list]:
     """A grid table walked down to its axes, each a non-empty list (registry entries expanded)."""
     out = {}
-    for key, values in _flatten(grid, "", whole_params=False).items():
+    for key, values in flatten(grid).items():
         if not isinstance(values, list):
             raise ConfigError(f"{where}.{key}: expected a list of values, got {values!r}")
         out[key] = values = _expand_registered(key, values, f"{where}.{key}")
@@ -343,14 +337,15 @@ def _table(value, where: str) -> dict:
     return value
 
 
-def _flatten(table: dict, prefix: str, whole_params: bool = True) -> dict:
-    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``.  In variants a ``params``
-    table given whole stays whole; in the grid every table is walked down to its lists."""
+def flatten(table: dict, prefix: str = "", whole_params: bool = False) -> dict:
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``, every table walked down to its
+    values (a grid, a run record's columns); ``whole_params``: a ``params`` table stays whole
+    (in variants, where it is given whole)."""
     out = {}
     for key, value in table.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and not (whole_params and path.endswith(".params")):
-            out.update(_flatten(value, path + ".", whole_params))
+            out.update(flatten(value, path + ".", whole_params))
         else:
             out[path] = value
     return out
@@ -370,129 +365,3 @@ def _set(raw: dict, dotted: str, value) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"{dotted}: {part!r} is not a table")
     node[parts[-1]] = value
-
-
-def _nested_copy(d):
-    return {k: _nested_copy(v) for k, v in d.items()} if isinstance(d, dict) else d
-
-
-# -- the JSON schema of sweep files ----------------------------------------------------------
-
-
-def sweep_schema() -> dict:
-    """The JSON schema (draft 2020-12) of a sweep file as :func:`tomllib.loads` reads it,
-    built from the config models' ``model_json_schema()``: the sections and their types,
-    ranges and choices, the grid (every field an axis: a non-empty list of its values;
-    tables walked down to their lists) and the variants (the sections' fields, with a grid
-    of their own).  Section fields are all optional here (a run is the base, a grid point
-    and a variant together; :func:`load_sweep` checks each run and the cross-field rules)."""
-    defs: dict = {}
-    for name, schema in (
-        ("FamilySpec", FamilySpec.model_json_schema(ref_template="#/$defs/{model}")),
-        ("ModelSpec", model_table_schema("#/$defs/{model}")),  # the fields of every kind
-        ("TrainConfig", TrainConfig.model_json_schema(ref_template="#/$defs/{model}")),
-    ):
-        defs.update(schema.pop("$defs", {}))
-        defs[name] = schema
-    defs = _plain(defs)
-    family = defs.pop("FamilySpec")
-    del family["properties"]["sha256"]  # computed from the file, never given
-    defs["FamilySection"] = {**family, "allOf": _family_params(defs)}
-    defs["Grid"] = _axes(
-        {"seed": {"type": "integer"}, **{k: {"$ref": f"#/$defs/{_section_def(k)}"} for k in SECTIONS}},
-        defs,
-        "grid axes: each key a non-empty list of values (the runs are their product)",
-    )
-    top = SweepFile.model_json_schema(ref_template="#/$defs/{model}")
-    for name, schema in top.pop("$defs", {}).items():  # the models inside a sweep file: Variant
-        defs[name] = {**_plain(schema), "description": _first_line({"Variant": Variant}[name])}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "kernelgap sweep file",
-        "description": 'docs/formats.md, "Sweep files"; regenerate with `make schema`',
-        **_plain(top),
-        "required": [k for k, f in SweepFile.model_fields.items() if f.is_required()],
-        "$defs": dict(sorted(defs.items())),
-    }
-
-
-def _first_line(cls: type) -> str:
-    """A model's docstring as a schema description: its first sentence, lower case."""
-    text = " ".join((cls.__doc__ or "").split()).split(". ")[0].rstrip(".")
-    return text[:1].lower() + text[1:]
-
-
-def _family_params(defs: dict) -> list[dict]:
-    """For each registered family, its parameters' schema (its model, :data:`PARAMS`) where a
-    section names it; ``defs`` gains the models."""
-    out = []
-    for name in family_names():
-        model = PARAMS[name]
-        defs[model.__name__] = {**_plain(model.model_json_schema()), "description": f"parameters of the {name} family"}
-        out.append(
-            {
-                "if": {"properties": {"name": {"const": name}}, "required": ["name"]},
-                "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
-            }
-        )
-    return out
-
-
-def write_sweep_schema(path: str | Path = SCHEMA_FILE) -> Path:
-    """Write :func:`sweep_schema` as JSON (what ``make schema`` runs)."""
-    path = Path(path)
-    path.write_text(json.dumps(sweep_schema(), indent=2, ensure_ascii=False) + "\n")
-    return path
-
-
-def _section_def(section: str) -> str:
-    return {"family": "FamilySection", "test_family": "FamilySection", "model": "ModelSpec"}.get(section, "TrainConfig")
-
-
-def _plain(node):
-    """A schema as a sweep file meets it: no pydantic titles, no class docstrings, no
-    ``required`` lists (every section field is optional in a sweep file: the base, a grid
-    point and a variant make a run together) and no null (TOML has none)."""
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    options = node.get("anyOf")
-    if options and any(o == {"type": "null"} for o in options):
-        rest = [o for o in options if o != {"type": "null"}]
-        merged = {k: v for k, v in node.items() if k not in ("anyOf", "default") or (k == "default" and v is not None)}
-        node = {**(rest[0] if len(rest) == 1 else {"anyOf": rest}), **merged}
-    if DEF_KEY in node:
-        node = {"$ref": f"#/$defs/{node[DEF_KEY]}", **{k: v for k, v in node.items() if k != DEF_KEY}}
-    out = {k: _plain(v) for k, v in node.items() if k not in ("required", "title")}
-    if "properties" in out:
-        out.pop("description", None)
-    return out
-
-
-def _axes(properties: dict, defs: dict, description: str | None = None) -> dict:
-    """A table of grid axes over ``properties``: each one a non-empty list of its values, or,
-    for a table (a section, ``params``, a module), a table of axes below it."""
-    out = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {k: _axis(v, defs) for k, v in properties.items()},
-    }
-    if description:
-        out["description"] = description
-    return out
-
-
-def _axis(schema: dict, defs: dict) -> dict:
-    """One grid axis: a non-empty list of values of ``schema``; for a table, also a table of
-    axes below it (the grid walks tables down to their lists)."""
-    values = {"type": "array", "minItems": 1, "items": {k: v for k, v in schema.items() if k != "default"}}
-    options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
-    target = options[0] if len(options) == 1 else {}
-    if "$ref" in target:
-        target = defs[target["$ref"].rsplit("/", 1)[1]]
-    if "properties" in target:
-        return {"anyOf": [values, _axes(target["properties"], defs)]}
-    if target.get("type") == "object":
-        return {"anyOf": [values, {"type": "object", "additionalProperties": {"type": "array", "minItems": 1}}]}
-    return values

@@ -270,7 +270,7 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
         while found := store.damaged(ids):  # a record, or the checkpoint it names, not as written
             for run_id in found:  # (again: a checkpoint set aside takes its stack's records with it)
                 store.set_aside(run_id)
-            damaged |= {i: f"runs/{i}.json {why}" for i, why in found.items()}
+            damaged |= found
         for name in foreign_records(store.root, store.meta()):  # never counted: set aside
             store.set_aside_file(store.runs_dir / name)
     except BaseException:
@@ -412,20 +412,20 @@ def sweep_status(target: str | Path) -> dict:
     ``report`` find them (:func:`~kernelgap.report.integrity.sweep_problems` and its parts)."""
     store = ResultsDir(target)
     meta = store.meta()
-    ids = meta["runs"]
+    ids = meta.runs
     damaged = store.damaged(ids)
     done = [r for r in store.records(ids) if r["id"] not in damaged]
     return {
         "out": str(target),
-        "name": meta.get("name"),
+        "name": meta.name,
         "total": len(ids),
         "done": len(done),
         "left": len(ids) - len(done),
         "corrupt": len(damaged),
-        "damage": {i: f"runs/{i}.json {why}" for i, why in damaged.items()},
+        "damage": damaged,
         "family_damage": family_problems(store.root, meta),
         "file_damage": sweep_file_problems(store.root, meta),
         "exact": sum(1 for r in done if r["train"].get("exact")),
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
-        "lock_files": len(store.lock_holders()) if store.locks_dir.exists() else 0,
+        "lock_files": len(list(store.locks_dir.glob("*.lock"))),  # held, or left by a killed sweep: free to take
     }

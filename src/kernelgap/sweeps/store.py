@@ -1,9 +1,8 @@
 """A sweep's results folder: never overwritten, resumable, shareable.
 
     DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        name, fingerprint (hash of the sorted run ids), run ids, its own checksum, the
-                          sha256 of sweep.toml, and the family files the sweep names (as written →
-                          sha256 of the content)
+    DIR/sweep.json        the sweep's plan: its run ids, the sha256 of sweep.toml and of each family
+                          file it names, its own checksum (:class:`~kernelgap.report.integrity.SweepMeta`)
     DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
                           run trains and resumes from it, never from the original
     DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
@@ -41,20 +40,21 @@ from ..folders import open_in_place, refuse_links
 from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import (
     DIGEST_KEY,
-    RECORD_KEYS,
     TOML_KEY,
+    SweepMeta,
     checkpoint_path,
     checkpoint_problem,
     digest,
-    digest_problem,
+    family_problems,
     fingerprint,
-    missing_what,
+    read_sweep_meta,
     record_digest,
-    record_problem,
-    sweep_meta_problem,
+    record_fault,
+    run_problem,
     toml_problem,
 )
 from ..training import FamilySpec, RunConfig, config_hash, run_identity
+from .config import flatten
 
 
 @dataclass
@@ -119,37 +119,35 @@ class ResultsDir:
             self.root.mkdir(parents=True, exist_ok=True)
             _create_exclusive_json(meta_path, meta)  # of sweeps opening one new folder, one wins
         stored = self.meta()
-        if stored.get("fingerprint") != meta["fingerprint"]:
+        if stored.fingerprint != meta["fingerprint"]:
             raise ConfigError(
-                f"{self.root} holds a different sweep ({stored.get('name')!r}, "
-                f"{len(stored.get('runs', []))} runs); use a new --out folder"
+                f"{self.root} holds a different sweep ({stored.name!r}, {len(stored.runs)} runs); use a new --out folder"
             )
-        self._restore_toml(stored, config_text)
+        self._restore_toml(stored, config_text, meta[TOML_KEY])
         self.runs_dir.mkdir(exist_ok=True)
         self.locks_dir.mkdir(exist_ok=True)
 
-    def _restore_toml(self, stored: dict, config_text: str) -> None:
+    def _restore_toml(self, stored: SweepMeta, config_text: str, sha: str) -> None:
         """Write ``sweep.toml`` where it is missing or damaged
         (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
-        ``config_text``, the sweep file this sweep was opened with, when that is the file
+        ``config_text``, the sweep file this sweep was opened with (its sha256 ``sha``), when that is the file
         the folder was made with (its sha256 the recorded one; a folder that records none:
         any file of the same runs); else refused."""
         path = self.root / "sweep.toml"
         why = toml_problem(self.root, stored)
         if why is None:
             return
-        sha = hashlib.sha256(config_text.encode()).hexdigest()
-        if stored.get(TOML_KEY, sha) != sha:
+        if stored.toml_sha256 not in (None, sha):
             raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
         if path.exists():
             self.set_aside_file(path)
         atomic_write_text(path, config_text)
 
-    def _check_family_files(self, stored: dict, family_files: dict[str, FamilySpec]) -> None:
+    def _check_family_files(self, stored: SweepMeta, family_files: dict[str, FamilySpec]) -> None:
         """A family file whose content differs from the copy the sweep began with is refused
         by name (rather than as "a different sweep")."""
         for written, spec in family_files.items():
-            before = stored.get("family_files", {}).get(written)
+            before = stored.family_files.get(written)
             if before is not None and before != spec.sha256:
                 raise ConfigError(
                     f"family file {spec.file} changed since the sweep in {self.root} began: "
@@ -169,19 +167,12 @@ class ResultsDir:
             atomic_write_bytes(copy, raw, self.root)
 
     def family_copies(self) -> dict[str, str]:
-        """Name as written in the sweep file → the folder's copy of that family file."""
-        copies = {}
-        for written, sha in self.meta().get("family_files", {}).items():
-            copy = self.families_dir / f"{sha}.json"
-            held = digest(copy)
-            if held is None or held[0] != sha:
-                why = missing_what(copy) if held is None else "was altered (its sha256 is not its name)"
-                raise ConfigError(
-                    f"{copy} {why}: the family file {written!r} of this sweep cannot "
-                    "be read back; restore it or use a new --out folder"
-                )
-            copies[written] = str(copy)
-        return copies
+        """Name as written in the sweep file → the folder's copy of that family file
+        (refused where a copy is missing or altered: :func:`~kernelgap.report.integrity.family_problems`)."""
+        meta = self.meta()
+        if damaged := family_problems(self.root, meta):
+            raise ConfigError(f"{self.root}/{damaged[0]}; restore it or use a new --out folder")
+        return {written: str(self.families_dir / f"{sha}.json") for written, sha in meta.family_files.items()}
 
     def remove_if_unused(self) -> None:
         """Remove the folder when it holds no result and no claim (a sweep that made it and
@@ -192,13 +183,12 @@ class ResultsDir:
             return
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def meta(self) -> dict:
-        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.sweep_meta_problem`)."""
+    def meta(self) -> SweepMeta:
+        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
         path = self.root / "sweep.json"
         if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
-        meta = read_json(path) if path.is_file() else None
-        why = sweep_meta_problem(meta) if path.is_file() else missing_what(path)
+        meta, why = read_sweep_meta(self.root)
         if why:
             raise ConfigError(f"{path} {why}; restore it or use a new --out folder")
         return meta
@@ -209,47 +199,29 @@ class ResultsDir:
 
     def read(self, run_id: str) -> dict | None:
         """The valid record of a run, else ``None`` (missing or corrupted; its checkpoint is
-        checked by :meth:`problem`)."""
+        checked by :meth:`damaged`)."""
         record = read_json(self.result_path(run_id))  # None: gone, a folder, not JSON …
         return record if is_valid_record(record, run_id) else None
 
-    def problem(self, run_id: str, cache: dict | None = None) -> str | None:
-        """Why a run's result is damaged: its record present but not valid (not JSON, not a
-        record, a folder, its config not hashing to its id) or the checkpoint it names
-        missing or altered (:func:`~kernelgap.report.integrity.checkpoint_problem`).
-        ``None`` when it is sound or simply not there yet."""
-        path = self.result_path(run_id)
-        if not path.exists():
-            return None
-        record = self.read(run_id)
-        if record is None:
-            why = record_problem(path, run_id)
-            return why or "is corrupted (its config does not hash to its id)"
-        return checkpoint_problem(self.root, record, cache)
-
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
-        """``{run id: why}`` of every damaged result (:meth:`problem`), each checkpoint hashed once."""
+        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged
+        (:func:`~kernelgap.report.integrity.run_problem`: its record not valid, its config
+        not hashing to its id, the checkpoint it names missing or altered), each checkpoint
+        hashed once.  A result simply not there yet is not damaged."""
         cache: dict = {}
-        found = {i: self.problem(i, cache) for i in run_ids}
-        return {i: why for i, why in found.items() if why}
+        present = [i for i in run_ids if self.result_path(i).exists()]
+        found = {i: run_problem(self.root, i, is_valid_record, cache) for i in present}
+        return {i: f"runs/{i}.json {why}" for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
         """Rename a damaged result out of the way so the run is redone; the checkpoint it
         names goes aside too when it is there but not the recorded one (a missing one needs
         nothing).  Nothing is deleted."""
-        path = self.result_path(run_id)
-        record = self.read(run_id)
-        stamp = time.time_ns()
-        try:
-            weights = checkpoint_path(self.root, record) if record is not None else None
-            if weights is not None and checkpoint_problem(self.root, record):
-                if weights.exists():
-                    os.replace(weights, weights.with_name(f"{weights.name}.corrupt-{stamp}"))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot set aside the damaged result {path}: {exc.strerror or exc}; move it away by hand"
-            ) from None
-        return self.set_aside_file(path, stamp)
+        record, stamp = self.read(run_id), time.time_ns()
+        weights = checkpoint_path(self.root, record) if record is not None else None
+        if weights is not None and weights.exists() and checkpoint_problem(self.root, record):
+            self.set_aside_file(weights, stamp)
+        return self.set_aside_file(self.result_path(run_id), stamp)
 
     def set_aside_file(self, path: Path, stamp: int | None = None) -> Path:
         """Rename one file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
@@ -320,18 +292,10 @@ class ResultsDir:
         fcntl.flock(claim.fd, fcntl.LOCK_UN)
         os.close(claim.fd)
 
-    def lock_holders(self) -> list[dict]:
-        """Lock files present (held, or left by a killed sweep and free to take)."""
-        out = []
-        for path in sorted(self.locks_dir.glob("*.lock")):
-            held = read_json(path)  # an empty or damaged lock file names no holder
-            out.append((held if isinstance(held, dict) else {}) | {"id": path.stem})
-        return out
-
     # -- aggregate ------------------------------------------------------------
     def write_csv(self, run_ids: list[str]) -> Path:
         """``results.csv``: one row per finished run, flattened config and metrics."""
-        rows = [flatten(r) for r in self.records(run_ids)]
+        rows = [flatten(r) for r in self.records(run_ids)]  # {"config.model.rank": 16, "train.max_error": 0.07, …}
         columns = sorted({k for row in rows for k in row}, key=_column_order)
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=columns)
@@ -341,17 +305,9 @@ class ResultsDir:
 
 
 def is_valid_record(record, run_id: str) -> bool:
-    """A result file is valid when complete and its config hashes to its id."""
-    return (
-        isinstance(record, dict)
-        and all(k in record for k in RECORD_KEYS)
-        and record["id"] == run_id
-        and isinstance(record["config"], dict)
-        and isinstance(record["train"], dict)
-        and "max_error" in record["train"]
-        and _config_hash(record["config"]) == run_id
-        and digest_problem(record) is None
-    )
+    """A result file is valid when a complete, unaltered record
+    (:func:`~kernelgap.report.integrity.record_fault`) whose config hashes to its id."""
+    return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
 
 
 def _config_hash(config: dict) -> str | None:
@@ -360,17 +316,6 @@ def _config_hash(config: dict) -> str | None:
         return config_hash(run_identity(config))
     except (TypeError, ValueError, AttributeError, RecursionError):
         return None
-
-
-def flatten(record: dict, prefix: str = "") -> dict:
-    """Nested record → ``{"config.model.rank": 16, "train.max_error": 0.07, …}``."""
-    out = {}
-    for key, value in record.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def _column_order(column: str) -> tuple:

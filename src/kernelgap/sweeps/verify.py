@@ -9,12 +9,13 @@ names only verified runs and counts each experiment's runs as its folder holds t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import KernelgapError
 from ..io import read_json
-from ..report.integrity import folder_problems, read_sweep_meta, summary_problems, sweep_folders
+from ..report.integrity import folder_problems, missing_what, read_sweep_meta, sweep_folders
 from .store import is_valid_record
 
 
@@ -46,21 +47,18 @@ def check_folder(
         meta, _ = read_sweep_meta(folder)
         if meta is None:
             continue
-        seen["family_copies"] += len(meta.get("family_files", {}))
+        seen["family_copies"] += len(meta.family_files)
         prefix = "" if folder == root else f"{folder.relative_to(root).as_posix()}/"
-        for run_id in meta["runs"]:
-            if f"{prefix}runs/{run_id}.json" in damaged:
-                continue
-            record = read_json(folder / "runs" / f"{run_id}.json")
-            ids.add(run_id)
-            seen["runs"] += 1
-            where = record.get("checkpoint")
-            if isinstance(where, dict):
-                kind = "checkpoints" if "sha256" in where else "unverified_checkpoints"
-                seen[kind].add(folder / where["file"])
-        top = folder.relative_to(root).parts[0] if folder != root else None
-        if top is not None:
-            counts[top] = counts.get(top, 0) + sum(1 for i in meta["runs"] if i in ids)
+        verified = [i for i in meta.runs if f"{prefix}runs/{i}.json" not in damaged]
+        for run_id in verified:
+            where = read_json(folder / "runs" / f"{run_id}.json").get("checkpoint")  # a verified CheckpointRef
+            if where is not None:
+                seen["checkpoints" if "sha256" in where else "unverified_checkpoints"].add(folder / where["file"])
+        ids.update(verified)
+        seen["runs"] += len(verified)
+        if folder != root:
+            top = folder.relative_to(root).parts[0]
+            counts[top] = counts.get(top, 0) + len(verified)
     problems += summary_problems(root, ids, counts)
     if summary_check is not None:
         problems += summary_check(root)
@@ -86,3 +84,34 @@ def check_lines(result: dict) -> list[str]:
     lines = [f"{Path(result['folder']).as_posix()}/{p}" for p in result["problems"]]
     lines.append(f"{result['folder']}: {len(result['problems'])} problem(s) in {verified}")
     return lines
+
+
+def summary_problems(root: Path, record_ids: set[str], counts: dict[str, int]) -> list[str]:
+    """``summary.json`` against the runs: every run id it names is a verified record of the
+    folder (``record_ids``), and each experiment's run count is the number of records in its
+    folder (``counts``: experiment → verified records)."""
+    path = root / "summary.json"
+    if not path.exists():
+        return []
+    summary = read_json(path)
+    if not isinstance(summary, dict):
+        return [f"summary.json: {missing_what(path) if not path.is_file() else 'is corrupted (not a JSON object)'}"]
+    named = sorted(_ids(summary) - record_ids)
+    out = [f"summary.json: names run {i}, which has no verified record" for i in named]
+    timing = summary.get("timing")
+    per = timing.get("experiments") if isinstance(timing, dict) else None
+    for name, entry in sorted(per.items()) if isinstance(per, dict) else ():
+        said = entry.get("runs") if isinstance(entry, dict) else None
+        if name in counts and said != counts[name]:
+            out.append(f"summary.json: counts {said} runs of {name}; its folder holds {counts[name]} verified")
+    return out
+
+
+def _ids(obj) -> set[str]:
+    """Every run id (``"id"``: 16 hex digits) a summary names, at any depth."""
+    if isinstance(obj, dict):
+        own = {obj["id"]} if isinstance(obj.get("id"), str) and re.fullmatch(r"[0-9a-f]{16}", obj["id"]) else set()
+        return own.union(*(_ids(v) for v in obj.values()))
+    if isinstance(obj, list):
+        return set().union(*(_ids(v) for v in obj))
+    return set()
