@@ -238,10 +238,12 @@ def test_sections_transitions_and_html(tmp_path):
     # every single-head witness run of any sweep pools in: the zoo's maps and the heads sweep's H = 1
     assert {r["feature_map"] for r in witness["nonnegative_runs"]} == {"relu", "taylor", "table", "mlp_exp"}
     assert s["loopholes"]["certified_rank"] == 11
-    per_h = s["loopholes"]["heads"]["per_map"]["table"]
+    (witness_heads,) = s["loopholes"]["heads"]["families"]
+    assert (witness_heads["certified_rank"], witness_heads["constructed_total"]) == (11, 7)
+    per_h = witness_heads["per_map"]["table"]
     assert per_h["1"]["transition_total"] == 16 and per_h["4"]["transition_total"] is None
     # each map has its own transitions: mlp_exp is exact with 4 heads where table is not
-    assert s["loopholes"]["heads"]["per_map"]["mlp_exp"]["4"]["transition_total"] == 16
+    assert witness_heads["per_map"]["mlp_exp"]["4"]["transition_total"] == 16
     assert s["loopholes"]["two_heads"] == {k: built[k] for k in ("heads", "total", "exact", "max_error", "sequences")}
     zoo = {r["feature_map"]: r for r in s["zoo"]["table"]}
     assert zoo["relu"]["witness_transition"] is None and zoo["relu"]["witness_max_features"] == 32
@@ -259,7 +261,9 @@ def test_sections_transitions_and_html(tmp_path):
     drawn = draw_all(summary, tmp_path / "figures")
     page = "".join(region(summary, drawn, tmp_path / "figures", "beyond"))
     assert "Beyond the paper" in page and "not reached up to 32" in page
-    assert "One head: certified r ≥ 11; two heads: constructed total 7 (ranks 1 + 6, exact on all 736" in page
+    assert "one head certified r ≥ 11; two heads constructed at total 7)" in page
+    assert "H = 2: exact from H·r = 16, H = 4: exact from H·r = 16" in page  # the best map per head count
+    assert "The two-head construction on the witness family: ranks 1 + 6, exact on all 736 sequences" in page
     assert "signed: exact from r = 16, signed_table: exact from r = 32" in page
     assert "table, uniform: 4 bits" in page  # the smallest exact b per map and quantizer
     # sign use, from the runs that recorded it (exact models only where there are some)
@@ -268,9 +272,9 @@ def test_sections_transitions_and_html(tmp_path):
         "denominators, smallest |Σα| 8.5, guarded 0 %"
     ) in html.unescape(page)
     assert "<td>not run</td>" in page  # signed_table has witness runs but no OOD runs
-    # signed, zoo, precision; one total per head count is a table, not a figure of single points
-    assert page.count("<img") == 3 and "heads" not in drawn
-    for stem in ("beyond_signed", "beyond_zoo", "beyond_precision"):
+    # signed, zoo, precision, and the smallest exact total against H per family
+    assert page.count("<img") == 4 and "heads" in drawn
+    for stem in ("beyond_signed", "beyond_zoo", "beyond_precision", "beyond_heads"):
         assert (tmp_path / "figures" / f"{stem}.png").is_file()
 
 

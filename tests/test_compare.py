@@ -397,12 +397,22 @@ def full_summary() -> dict:
                 ],
             },
             "heads": {
-                "per_map": {
-                    "table": {
-                        "1": {"transition_total": 16, "max_total": 32},
-                        "4": {"transition_total": 32, "max_total": 32},
+                "families": [
+                    {
+                        "family": "witness",
+                        "params": {},
+                        "name": "witness",
+                        "levels": 2,
+                        "certified_rank": 16,
+                        "constructed_total": 7,
+                        "per_map": {
+                            "table": {
+                                "1": {"transition_total": 16, "max_total": 32},
+                                "4": {"transition_total": 32, "max_total": 32},
+                            }
+                        },
                     }
-                },
+                ],
                 "runs": [run("table", 16, 0, 0.2, heads=1)],
             },
         },
@@ -516,7 +526,7 @@ def test_every_experiment_with_a_section_states_its_conclusions_as_text():
     assert set(every) == {e.name for e in BUILTIN if e.conclusions}
     assert every["witness"]["table: exact from (every seed, features)"] == "not reached up to r = 16"
     assert every["series"]["cw-m16-n16: minimal rank"] == "7 … 16 (open)"
-    assert every["heads"]["splitting the budget across heads lowers the total needed"] == "no"
+    assert every["heads"]["witness: several heads exact below what one head needs"] == "no"
     assert every["probe"]["decayed, witness, rank 8: verdict"] == "at the wall"
     assert every["probe"]["skipped-lib"] == "skipped"
     # a paper row whose "ours" is a continuous number compares by its verdict instead
@@ -537,7 +547,7 @@ def test_each_experiment_reports_a_flipped_verdict(tmp_path):
     b["context"]["wall"][0]["formula_holds"] = False
     b["exact_wall"]["entries"][1]["lower"] = 2
     b["loopholes"]["signed"]["ood"][0]["transition_solved"]["signed"]["transition"] = 16
-    b["loopholes"]["heads"]["per_map"]["table"]["4"]["transition_total"] = 8
+    b["loopholes"]["heads"]["families"][0]["per_map"]["table"]["4"]["transition_total"] = 8
     b["zoo"]["table"][0]["witness_transition"] = 32
     b["precision"]["collapse"][0]["collapse_bits"] = [4, 4]  # a measurement: not a conclusion
     b["precision"]["models"][0]["exact"] = False

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernelgap.task import build_family
 from kernelgap.task.family import Family, ProductFamily
 from kernelgap.theory.construction import two_heads
-from kernelgap.theory.two_heads import NotTwoLevel, antichain_width, check_two_heads
+from kernelgap.theory.two_heads import NotTwoLevel, antichain_width, check_two_heads, most_levels
 
 
 @pytest.mark.parametrize(
@@ -132,3 +132,21 @@ def test_the_model_is_refused_in_one_line_where_the_construction_does_not_apply(
 
     with pytest.raises(KernelgapError, match="no two-head construction on .*overlap levels"):
         two_head_model(build_family("cw"))
+
+
+def test_the_levels_a_query_sees_are_counted():
+    """Two on the two-level families, more on a code with spread overlaps and on a ladder
+    (each query's overlaps counted by brute force), none beyond length 3."""
+    for name, params in [("witness", {}), ("hadamard", {"m": 24, "n": 23}), ("cw", {}), ("ladder", {"m": 16, "n": 8})]:
+        family = build_family(name, **params)
+        seqs = family.expand() if hasattr(family, "expand") else family
+        (q,) = seqs.scored_positions
+        seen = {}
+        for row in seqs.index:
+            x = seqs.tokens[row[q]]
+            for j in range(3):
+                if j != q:
+                    seen.setdefault(int(row[q]), set()).add(int((x & seqs.tokens[row[j]]).sum()))
+        assert most_levels(family) == max(len(v) for v in seen.values()), name
+    assert most_levels(build_family("witness")) == 2 and most_levels(build_family("cw")) > 2
+    assert most_levels(build_family("layer", m=6, length=4)) is None

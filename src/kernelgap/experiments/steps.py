@@ -19,6 +19,7 @@ from ..task.family import MAX_EXPANDED, as_sequences, count_json, sequence_count
 from ..task.minip import error_metrics
 from ..theory.certificate import certify
 from ..theory.construction import constructed_rank, two_heads
+from ..theory.two_heads import most_levels
 
 
 def sweep_runs(profile, experiment: str):
@@ -82,16 +83,19 @@ def constructed(family) -> dict:
 
 
 def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
-    """The certified rank of every distinct training family of the experiment's sweep, and the
-    two-head construction checked on it (``certificates.json``; the experiment is the folder's
-    name; :func:`kernelgap.theory.construction.two_heads`)."""
+    """The certified rank of every distinct training family of the experiment's sweep, the most
+    overlap levels a query of it sees, and the two-head construction checked on it
+    (``certificates.json``; the experiment is the folder's name;
+    :func:`kernelgap.theory.construction.two_heads`)."""
     certs = {}
     for run, family in distinct_families(sweep_runs(profile, out.name)):
         certs[family_key(run.family)] = {
             "family": run.family.name,
             "params": run.family.params,
+            "name": family.name,
             "m": family.m,
             "sequences": count_json(sequence_count(family)),  # a product's count may exceed len()
+            "levels": most_levels(family),
             "certified_rank": certify(family).certified_rank if family.matching else None,
             "two_heads": two_heads(family),
         }

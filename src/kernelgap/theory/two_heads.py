@@ -80,18 +80,33 @@ def sequences(family) -> Family:
     return family.expand() if product else family
 
 
-def two_levels(family: Family) -> TwoLevels:
-    """The two levels of every query of ``family`` (module docstring; a family of
-    :func:`sequences`), or :class:`NotTwoLevel`."""
-    index = family.index
+def _levels_of(family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate slots ``(x, z)``, their overlaps, and the distinct ``(x, level)`` rows
+    sorted by query token, of a family of :func:`sequences` scored at one position."""
     if len(family.scored_positions) != 1:
         raise NotTwoLevel("it scores every position; the construction keys the query position apart")
     (q,) = family.scored_positions
-    pairs = np.concatenate([index[:, [q, j]] for j in range(3) if j != q])  # (x, z) per candidate slot
+    pairs = np.concatenate([family.index[:, [q, j]] for j in range(3) if j != q])  # (x, z) per slot
     overlaps = overlaps_of(family.tokens, pairs[:, 0], pairs[:, 1])
     width = int(overlaps.max()) + 1
     seen = np.unique(pairs[:, 0] * width + overlaps)  # (x, s) as one key, sorted
-    seen = np.column_stack([seen // width, seen % width])
+    return pairs, overlaps, np.column_stack([seen // width, seen % width])
+
+
+def most_levels(family) -> int | None:
+    """The most overlap levels at which one query sees its candidates (2 on a two-level family);
+    None where :func:`sequences` refuses the family."""
+    try:
+        _, _, seen = _levels_of(sequences(family))
+    except NotTwoLevel:
+        return None
+    return int(np.unique(seen[:, 0], return_counts=True)[1].max())
+
+
+def two_levels(family: Family) -> TwoLevels:
+    """The two levels of every query of ``family`` (module docstring; a family of
+    :func:`sequences`), or :class:`NotTwoLevel`."""
+    pairs, overlaps, seen = _levels_of(family)
     queries, first, count = np.unique(seen[:, 0], return_index=True, return_counts=True)
     if (count != 2).any():
         x = int(queries[np.argmax(count != 2)])

@@ -1,13 +1,19 @@
-"""Several heads: H heads of rank r at a fixed total H·r on the witness family.
+"""Several heads: H heads of rank r at fixed totals H·r on two-level families (witness,
+Hadamard codes) and on families whose queries see more overlap levels (constant-weight
+codes, ladders); docs/theory.md, "Several heads".
 
-Its section is the ``heads`` item of ``loopholes`` (with ``signed``): per map and head
-count, the smallest exact total.  The step certifies each training family.
+Its section is the ``heads`` item of ``loopholes`` (with ``signed``): per family, map and head
+count, the smallest exact total, beside the family's one-head certificate and two-head
+construction, which the step computes for each training family (``certificates.json``).
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ...report.criteria import exact, first_rank, sorted_by
-from ...report.figures import band, error_axes, plt, points, save, tone
+from ...report.figures import legend, log2_axis, plt, save, tone
 from ...report.html import table
 from ...report.rows import RunRow
 from ...report.text import exact_from, reached, yes_no
@@ -22,10 +28,24 @@ class HeadsCell(Section):
     max_total: JsonInt
 
 
-class HeadsTable(Section):
-    """Every map's cells by head count (``"1"``, ``"2"``, …), and the runs."""
+class HeadsFamily(Section):
+    """One training family: the most overlap levels a query of it sees, its one-head
+    certificate, the two-head construction's total (None: not a two-level family), and per map
+    and head count the smallest exact total."""
 
+    family: str
+    params: dict[str, Any]
+    name: str
+    levels: JsonInt | None
+    certified_rank: JsonInt | None
+    constructed_total: JsonInt | None
     per_map: dict[str, dict[str, HeadsCell]]
+
+
+class HeadsTable(Section):
+    """Every training family's cells, and the runs."""
+
+    families: list[HeadsFamily]
     runs: list[RunRow]
 
 
@@ -51,7 +71,34 @@ def section(results) -> dict | None:
     heads = results.rows("heads")
     if not heads:
         return None
-    per_map = {
+    certs = _certificates(results)
+    families = []
+    for family, params in sorted({(r["family"], json.dumps(r["params"], sort_keys=True)) for r in heads}):
+        mine = [r for r in heads if r["family"] == family and json.dumps(r["params"], sort_keys=True) == params]
+        cert = certs.get((family, params), {})
+        built = cert.get("two_heads") or {}
+        families.append(
+            HeadsFamily(
+                family=family,
+                params=json.loads(params),
+                name=cert.get("name", family),
+                levels=cert.get("levels"),
+                certified_rank=cert.get("certified_rank"),
+                constructed_total=built["total"] if built.get("applies") and built.get("exact") else None,
+                per_map=_cells(mine),
+            )
+        )
+    families.sort(key=lambda f: (f.levels is None, f.levels or 0, f.name))  # two-level families first
+    return HeadsSection(
+        certified_rank=results.witness_certified_rank(),
+        heads=HeadsTable(families=families, runs=sorted_by(heads, "family", "feature_map", "heads", "rank", "seed")),
+        two_heads=_constructed(certs),
+    ).dump()
+
+
+def _cells(rows: list[dict]) -> dict[str, dict[str, HeadsCell]]:
+    """Per map and head count, the smallest total H·r at which most seeds are exact."""
+    return {
         fm: {
             str(h): HeadsCell(
                 transition_total=first_rank(sub, exact, "features"), max_total=max(r["features"] for r in sub)
@@ -59,147 +106,160 @@ def section(results) -> dict | None:
             for h in sorted({r["heads"] for r in mine})
             for sub in [[r for r in mine if r["heads"] == h]]
         }
-        for fm in sorted({r["feature_map"] for r in heads})
-        for mine in [[r for r in heads if r["feature_map"] == fm]]
+        for fm in sorted({r["feature_map"] for r in rows})
+        for mine in [[r for r in rows if r["feature_map"] == fm]]
     }
-    return HeadsSection(
-        certified_rank=results.witness_certified_rank(),
-        heads=HeadsTable(per_map=per_map, runs=sorted_by(heads, "feature_map", "heads", "rank", "seed")),
-        two_heads=_constructed(results),
-    ).dump()
 
 
-def _constructed(results) -> dict | None:
-    """The two-head construction on the witness family, as the step checked it (its entry of
-    ``certificates.json``), where it applies."""
+def _certificates(results) -> dict[tuple[str, str], dict]:
+    """The step's entry of each training family (``certificates.json``), by registered name
+    and parameters."""
     certs = results.read("heads", "certificates.json")
-    for entry in certs.values() if isinstance(certs, dict) else ():
-        built = entry.get("two_heads") if isinstance(entry, dict) and entry.get("family") == "witness" else None
-        if isinstance(built, dict) and built.get("applies"):
-            return {k: built[k] for k in TwoHeadsBuilt.model_fields}
+    entries = [e for e in (certs.values() if isinstance(certs, dict) else ()) if isinstance(e, dict)]
+    return {(e.get("family"), json.dumps(e.get("params"), sort_keys=True)): e for e in entries}
+
+
+def _constructed(certs: dict) -> dict | None:
+    """The two-head construction on the witness family, as the step checked it, where it applies."""
+    built = certs.get(("witness", "{}"), {}).get("two_heads")
+    if isinstance(built, dict) and built.get("applies"):
+        return {k: built[k] for k in TwoHeadsBuilt.model_fields}
     return None
 
 
-def exact_totals(per_map: dict) -> tuple[list[int], list[int]]:
-    """The smallest exact totals H·r of one head and of several heads, over every map."""
-    totals = [(h, v["transition_total"]) for ph in per_map.values() for h, v in ph.items()]
-    return [t for h, t in totals if h == "1" and t is not None], [t for h, t in totals if h != "1" and t is not None]
+def best_total(fam: dict, h: str) -> int | None:
+    """The smallest exact total at ``h`` heads over the family's maps (None: none exact)."""
+    totals = [ph[h]["transition_total"] for ph in fam["per_map"].values() if h in ph]
+    return min((t for t in totals if t is not None), default=None)
 
 
-def splitting_lowers(per_map: dict) -> bool | None:
-    """Whether several heads are exact at a smaller total than one head (``None``: no run
-    is exact at any head count, so nothing is decided)."""
-    one, multi = exact_totals(per_map)
-    if not one and not multi:
+def lowers(fam: dict) -> bool | None:
+    """Whether several heads are exact at a total below what one head needs: below both the
+    one-head certificate and every exact one-head total (None: no multi-head run is exact)."""
+    multi = [t for h in _head_counts(fam) if h != "1" for t in [best_total(fam, h)] if t is not None]
+    if not multi:
         return None
-    return bool(multi) and (not one or min(multi) < min(one))
+    floor = [t for t in (fam["certified_rank"], best_total(fam, "1")) if t is not None]
+    return bool(floor) and min(multi) < max(floor)
+
+
+def _head_counts(fam: dict) -> list[str]:
+    return sorted({h for ph in fam["per_map"].values() for h in ph}, key=int)
+
+
+def _families(summary: dict) -> list[dict]:
+    lo = summary.get("loopholes") or {}
+    return (lo.get("heads") or {}).get("families") or []
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """Per map and head count the smallest exact total H·r; whether splitting lowers it."""
-    lo = summary.get("loopholes") or {}
-    if not lo.get("heads"):
-        return {}
-    per_map = lo["heads"]["per_map"]
-    out = {
-        f"{fm}, H = {h}: exact from (total H·r)": reached(v["transition_total"], v["max_total"])
-        for fm, ph in per_map.items()
-        for h, v in ph.items()
-    }
-    out["splitting the budget across heads lowers the total needed"] = yes_no(splitting_lowers(per_map))
-    built = lo.get("two_heads")
+    """Per family, map and head count the smallest exact total H·r; per family whether
+    splitting lowers it below one head; the two-head construction."""
+    out = {}
+    for fam in _families(summary):
+        for fm, ph in fam["per_map"].items():
+            for h, v in ph.items():
+                out[f"{fam['name']}, {fm}, H = {h}: exact from (total H·r)"] = reached(
+                    v["transition_total"], v["max_total"]
+                )
+        out[f"{fam['name']}: several heads exact below what one head needs"] = yes_no(lowers(fam))
+    built = (summary.get("loopholes") or {}).get("two_heads")
     if built:
         out["two heads: constructed total (exact on every sequence)"] = f"{built['total']} ({yes_no(built['exact'])})"
     return out
 
 
-def sentence(summary: dict) -> str | None:
-    lo = summary.get("loopholes") or {}
-    if not lo.get("heads"):
-        return None
-    per_map, cert = lo["heads"]["per_map"], lo.get("certified_rank")
-    parts = "; ".join(
-        f"{fm} — "
-        + ", ".join(f"H = {h}: {exact_from(v['transition_total'], v['max_total'], 'H·r')}" for h, v in ph.items())
-        for fm, ph in per_map.items()
+def _family_sentence(fam: dict) -> str:
+    levels = f"{fam['levels']} levels per query" if fam["levels"] else "levels not counted"
+    cert = f"one head certified r ≥ {fam['certified_rank']}" if fam["certified_rank"] else "no certificate"
+    built = f"; two heads constructed at total {fam['constructed_total']}" if fam["constructed_total"] else ""
+    cells = ", ".join(
+        f"H = {h}: {exact_from(best_total(fam, h), max(ph[h]['max_total'] for ph in fam['per_map'].values() if h in ph), 'H·r')}"
+        for h in _head_counts(fam)
     )
-    one, multi = exact_totals(per_map)
-    verdict = ""
-    if splitting_lowers(per_map):
-        verdict = (
-            f" Splitting the budget across heads lowers the total needed (to {min(multi)}"
-            + (f", below the one-head certificate {cert}" if cert and min(multi) < cert else "")
-            + ")."
-        )
-    elif one:
-        verdict = " Splitting the budget across heads does not lower the total needed."
-    built = lo.get("two_heads")
-    if built and built["exact"] and cert:
+    return f"{fam['name']} ({levels}; {cert}{built}): {cells}"
+
+
+def sentence(summary: dict) -> str | None:
+    families = _families(summary)
+    if not families:
+        return None
+    below = [f["name"] for f in families if lowers(f)]
+    multi = [f["name"] for f in families if f["levels"] and f["levels"] > 2 and lowers(f)]
+    verdict = (
+        f" Several heads are exact below what one head needs on {len(below)} of {len(families)} families"
+        + (f" ({', '.join(below)})" if below else "")
+        + (f", {len(multi)} of them with more than two levels per query" if below else "")
+        + "."
+    )
+    built = (summary.get("loopholes") or {}).get("two_heads")
+    if built and built["exact"]:
         verdict += (
-            f" One head: certified r ≥ {cert}; two heads: constructed total {built['total']} (ranks "
-            f"{built['heads'][0]} + {built['heads'][1]}, exact on all {built['sequences']:,} sequences, "
-            f"max error {built['max_error']} in exact arithmetic)."
+            f" The two-head construction on the witness family: ranks {built['heads'][0]} + {built['heads'][1]}, "
+            f"exact on all {built['sequences']:,} sequences, max error {built['max_error']} in exact arithmetic."
         )
-    return f"Several heads at a fixed total on the witness family: {parts}.{verdict}"
+    parts = "; ".join(_family_sentence(f) for f in families)
+    return f"Several heads at a fixed total, smallest exact total H·r per head count: {parts}.{verdict}"
 
 
 def draw(summary: dict, out_dir) -> list[str]:
-    sec = summary["loopholes"]
-    heads = sec.get("heads")
-    if not heads:
+    """The smallest exact total against H per family (hollow: none exact up to the largest
+    tried), each family's one-head certificate dashed and its two-head construction a star."""
+    families = _families(summary)
+    if not families:
         return []
-    maps = list(heads["per_map"])
-    series = [
-        [r for r in heads["runs"] if r["feature_map"] == fm and r["heads"] == h]
-        for fm in maps
-        for h in {r["heads"] for r in heads["runs"]}
-    ]
-    if max(points(s, "features") for s in series) < 2:
-        return []  # one total per head count: the table says it all
-    fig, axes = plt.subplots(1, len(maps), figsize=(5.4 * len(maps), 4.2), squeeze=False)
-    cmap = plt.get_cmap("plasma")
-    for ax, fm in zip(axes[0], maps):
-        runs = [r for r in heads["runs"] if r["feature_map"] == fm]
-        hs = sorted({r["heads"] for r in runs})
-        xs = []
-        for k, h in enumerate(hs):
-            xs += band(
-                ax, [r for r in runs if r["heads"] == h], "features", "max_error", f"H = {h}", tone(cmap, k, len(hs))
-            )
-        error_axes(
-            ax,
-            xs,
-            sec.get("certified_rank"),
-            "total features H·r (log2)",
-            "train max |error|",
-            f"Several heads at fixed total ({fm}, witness)",
-            "1-head certificate",
-        )
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    cmap = plt.get_cmap("viridis")
+    hs = sorted({int(h) for f in families for h in _head_counts(f)})
+    for k, fam in enumerate(families):
+        color, shift = tone(cmap, k, len(families)), 2 ** (0.05 * (k - (len(families) - 1) / 2))  # side by side
+        counts = _head_counts(fam)
+        found = [(int(h) * shift, best_total(fam, h)) for h in counts if best_total(fam, h) is not None]
+        missed = [
+            (int(h) * shift, max(ph[h]["max_total"] for ph in fam["per_map"].values() if h in ph))
+            for h in counts
+            if best_total(fam, h) is None
+        ]
+        if found:
+            ax.plot(*zip(*found), "o-", color=color, label=fam["name"])
+        if missed:
+            ax.plot(*zip(*missed), "o", mfc="none", color=color, label=None if found else fam["name"])
+        if fam["certified_rank"]:
+            ax.axhline(fam["certified_rank"], color=color, ls="--", lw=1)
+        if fam["constructed_total"]:
+            ax.plot([2 * shift], [fam["constructed_total"]], "*", ms=12, color=color)
+    ax.plot([], [], "k--", lw=1, label="one-head certificate")
+    ax.plot([], [], "k*", ms=10, ls="none", label="two-head construction")
+    ax.plot([], [], "ko", mfc="none", ls="none", label="none exact up to this total")
+    log2_axis(ax, hs)
+    ax.set_yscale("log", base=2)
+    ax.set(xlabel="heads H", ylabel="smallest exact total H·r", title="Several heads: the total each needs")
+    legend(ax)
     return save(fig, out_dir, "beyond_heads")
 
 
 def section_html(summary: dict, page) -> dict[str, list[str]]:
-    lo = summary["loopholes"]
-    if not lo.get("heads"):
+    families = _families(summary)
+    if not families:
         return {}
-    per_map = lo["heads"]["per_map"]
-    hs = sorted({int(h) for ph in per_map.values() for h in ph})
+    hs = sorted({h for f in families for h in _head_counts(f)}, key=int)
     rows = [
         {
-            "heads H": h,
+            "family": fam["name"],
+            "levels per query": fam["levels"],
+            "1 head: certified r ≥": fam["certified_rank"],
+            "2 heads: constructed total": fam["constructed_total"],
             **{
-                f"{fm}: exact from total H·r": reached(ph[str(h)]["transition_total"], ph[str(h)]["max_total"])
-                for fm, ph in per_map.items()
-                if str(h) in ph
+                f"H = {h}: exact from H·r": reached(
+                    best_total(fam, h), max(ph[h]["max_total"] for ph in fam["per_map"].values() if h in ph)
+                )
+                for h in hs
+                if h in _head_counts(fam)
             },
         }
-        for h in hs
+        for fam in families
     ]
-    return EXPERIMENT.block(
-        summary,
-        table(rows),
-        page.figures("heads"),
-    )
+    return EXPERIMENT.block(summary, table(rows), page.figures("heads"))
 
 
 EXPERIMENT = Experiment(
