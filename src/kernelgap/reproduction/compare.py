@@ -16,6 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
@@ -208,10 +212,6 @@ def markdown(c: Comparison) -> str:
 def print_comparison(c: Comparison, console=None) -> None:
     """The differences as a table on the terminal, then the count (text taken literally, never
     as rich markup)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     console = console or Console(highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)

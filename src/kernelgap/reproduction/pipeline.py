@@ -22,6 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import torch
+
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.profile import load_profile
@@ -45,8 +47,6 @@ def cpu_capability() -> str:
     """The SIMD kernels PyTorch runs on this CPU (``default``, ``avx2``, ``avx512``; lowered by
     ``ATEN_CPU_CAPABILITY``): two reproductions agree bitwise only under the same ones
     (docs/formats.md, "What bitwise covers")."""
-    import torch
-
     return torch.backends.cpu.get_cpu_capability().lower()
 
 

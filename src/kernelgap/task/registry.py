@@ -39,6 +39,7 @@ from ..errors import FamilyError
 from ..limits import check_memory
 from ..validation import Int, Number, error_line
 from .family import AnyFamily
+from .family_file import load_family
 
 FamilyBuilder = Callable[..., AnyFamily]
 FAMILIES: dict[str, FamilyBuilder] = {}
@@ -256,8 +257,6 @@ def check_family_argument(family: str, params: dict[str, str], load: bool = True
         if not Path(family).is_file():
             raise FamilyError(f"family file {family} does not exist")
         if load:
-            from .family_file import load_family
-
             load_family(Path(family).resolve())
         return None
     values = parse_params(family, params)
