@@ -27,19 +27,16 @@ from pathlib import Path
 from kernelgap.experiments.profile import load_profile, profile_names
 from kernelgap.experiments.registry import BUILTIN
 from kernelgap.models.feature_maps import FEATURE_MAPS
+from kernelgap.reproduction.render import markdown_table
 from kernelgap.sweeps.config import load_sweep
 
 #: What each value of a map's ``projection`` feeds it.
 INPUTS = {"linear": "`Wx + c`", "mlp": "`MLP(x)`", None: "`θ[token]`, free"}
 
 
-def _row(cells) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
-
-
 def markdown(columns: list[str], rows: list[list]) -> str:
-    """A Markdown table, one row a line."""
-    return "\n".join([_row(columns), "|" + "---|" * len(columns), *map(_row, rows)])
+    """A Markdown table of rows given as lists, one cell a column."""
+    return "\n".join(markdown_table([dict(zip(columns, row)) for row in rows], columns))
 
 
 def _first_paragraph(doc: str | None) -> str:
