@@ -13,7 +13,7 @@ OUT    ?= results/reproduce-$(PROFILE)
 # runs serially
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: install reproduce test test-capabilities test-fast lint bench schema clean
+.PHONY: install reproduce test test-capabilities test-fast lint bench schema docs clean
 
 install: $(STAMP)
 
@@ -56,6 +56,11 @@ bench: install
 # the JSON schema of sweep files, from the config models (tests/test_sweep_schema.py checks it)
 schema: install
 	$(BIN)/python -c "from kernelgap.sweeps.schema import write_sweep_schema; print(write_sweep_schema())"
+
+# the docs' tables of the registries (experiments, conclusions, feature maps), rewritten from
+# them between their markers (tests/test_doc_tables.py fails while one is stale)
+docs: install
+	$(BIN)/python tools/doc_tables.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

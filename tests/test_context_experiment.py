@@ -169,9 +169,9 @@ def test_parse_length_range():
 def small_memory(monkeypatch, largest_m: int) -> None:
     """A memory limit that lets the layer family be built up to ``largest_m`` and no further."""
     import kernelgap.limits
-    from kernelgap.task.registry import MEMORY, check_values
+    from kernelgap.task.registry import check_values, memory_estimate
 
-    need = MEMORY["layer"](**check_values("layer", {"m": largest_m}))
+    need = memory_estimate("layer", check_values("layer", {"m": largest_m}))
     monkeypatch.setattr(kernelgap.limits, "memory_limit", lambda: need)
 
 

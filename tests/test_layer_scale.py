@@ -317,9 +317,9 @@ def test_the_layer_memory_estimate_covers_the_build(params):
     """The estimate is not below what the build allocates (numpy reports to tracemalloc)."""
     import tracemalloc
 
-    from kernelgap.task.registry import MEMORY, check_params
+    from kernelgap.task.registry import check_params, memory_estimate
 
-    estimate = MEMORY["layer"](**check_params("layer", params))
+    estimate = memory_estimate("layer", check_params("layer", params))
     tracemalloc.start()
     try:
         build_family("layer", **params)

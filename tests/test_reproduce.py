@@ -157,6 +157,26 @@ def test_report_rebuilds_from_results_alone(tiny):
     assert after.get("wall_time_s") == before["wall_time_s"]  # a rebuild keeps the recorded wall time
 
 
+def test_reproduce_json_is_read_once_by_a_report_and_by_a_rerun(tiny, tmp_path, monkeypatch):
+    """A report reads the folder's record once and passes it on; a rerun reads it once more,
+    where it claims the folder (its steps are told whether their files carry checksums)."""
+    import shutil
+
+    import kernelgap.reproduction.record as record
+
+    root, out, _ = tiny
+    copy = tmp_path / "rep"
+    shutil.copytree(out, copy)
+    reads = []
+    real = record.read_json
+    monkeypatch.setattr(record, "read_json", lambda path: reads.append(path) or real(path))
+    build_report(copy, log=lambda *_: None)
+    assert reads == [copy / "reproduce.json"]
+    reads.clear()
+    reproduce(root / "tiny", copy, executor="inline", log=lambda *_: None)
+    assert reads == [copy / "reproduce.json"] * 2
+
+
 def test_a_stopped_invocation_counts_its_time(tiny, tmp_path, monkeypatch):
     import shutil
 

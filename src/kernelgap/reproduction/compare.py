@@ -16,10 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .record import read_meta
+from .render import markdown_table, present
 from .schema import probe_summary_problem, summary_problem
 from .summary import reproduction_experiments
 
@@ -27,6 +32,8 @@ from .summary import reproduction_experiments
 PAPER_ROW = "paper beside ours: "
 #: How a conclusion one folder lacks is shown.
 ABSENT = "(absent)"
+#: The columns of a table of differences (:meth:`Difference.cells`).
+COLUMNS = ["experiment", "conclusion", "A", "B"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,11 @@ class Difference:
 
     def to_json(self) -> dict:
         return {"experiment": self.experiment, "conclusion": self.conclusion, "a": self.value_a, "b": self.value_b}
+
+    def cells(self) -> dict[str, str]:
+        """Its row of a table (:data:`ABSENT` where a folder lacks the conclusion)."""
+        a, b = (ABSENT if v is None else v for v in (self.value_a, self.value_b))
+        return {"experiment": self.experiment, "conclusion": self.conclusion, "A": a, "B": b}
 
 
 @dataclass(frozen=True)
@@ -104,10 +116,6 @@ def _experiments(folder: Path, kind: str) -> list:
         return list(registered())
 
 
-def _present(summary: dict, exp) -> bool:
-    return summary.get(exp.summary_key) not in (None, [], {})
-
-
 def conclusions(summary: dict, experiments, where: Path | str = "summary.json") -> dict[str, dict[str, str]]:
     """``{experiment: {conclusion: value}}`` of a summary: each present experiment's
     conclusions, then its rows of "The paper beside ours".  A section its experiment cannot
@@ -116,7 +124,7 @@ def conclusions(summary: dict, experiments, where: Path | str = "summary.json") 
     for exp in experiments:
         found: dict[str, str] = {}
         try:
-            if exp.conclusions is not None and _present(summary, exp):
+            if exp.conclusions is not None and present(summary, exp):
                 found.update({str(k): str(v) for k, v in exp.conclusions(summary).items()})
             for row in exp.paper_rows(summary) if exp.paper_rows else []:
                 value = row["conclusion"] if "conclusion" in row else row.get("ours")
@@ -179,16 +187,8 @@ def headline(c: Comparison) -> str:
     return f"{len(c.differences)} of {c.compared} conclusions differ"
 
 
-def _cell(value: str | None) -> str:
-    return ABSENT if value is None else value
-
-
 def markdown(c: Comparison) -> str:
     """The comparison as a Markdown page: the two folders, the count, a table of differences."""
-
-    def md(text) -> str:
-        return " ".join(str(text).split()).replace("|", "\\|")
-
     lines = [
         f"# kernelgap compare: {c.profile} ({c.kind})",
         "",
@@ -197,30 +197,22 @@ def markdown(c: Comparison) -> str:
         headline(c)[:1].upper() + headline(c)[1:] + ".",
     ]
     if c.differences:
-        lines += ["", "| experiment | conclusion | A | B |", "|---|---|---|---|"]
-        lines += [
-            f"| {md(d.experiment)} | {md(d.conclusion)} | {md(_cell(d.value_a))} | {md(_cell(d.value_b))} |"
-            for d in c.differences
-        ]
+        lines += ["", *markdown_table([d.cells() for d in c.differences], COLUMNS)]
     return "\n".join(lines) + "\n"
 
 
 def print_comparison(c: Comparison, console=None) -> None:
     """The differences as a table on the terminal, then the count (text taken literally, never
     as rich markup)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     console = console or Console(highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)
     console.print(Text(f"A: {c.folder_a} (kernelgap {c.versions[0]})\nB: {c.folder_b} (kernelgap {c.versions[1]})"))
     if c.differences:
         table = Table(title=Text(f"Conclusions that differ ({c.profile} {c.kind})"))
-        for col in ("experiment", "conclusion", "A", "B"):
+        for col in COLUMNS:
             table.add_column(col, overflow="fold")
         for d in c.differences:
-            table.add_row(*(Text(x) for x in (d.experiment, d.conclusion, _cell(d.value_a), _cell(d.value_b))))
+            table.add_row(*map(Text, d.cells().values()))
         console.print(table)
     console.print(Text(headline(c)[:1].upper() + headline(c)[1:] + "."))

@@ -24,26 +24,30 @@ from .record import META, SEALED, invocations, read_meta
 from .summary import reproduction_experiments
 
 
-def folder_damage(root: str | Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
+def folder_damage(
+    root: str | Path, valid: Callable[[dict, str], bool] | None = None, meta: dict | None = None
+) -> list[str]:
     """Every problem of ``root``'s sweep folders, step files and probe records, and every
-    link below it (:func:`~kernelgap.folders.link_problems`: no command writes through one)."""
+    link below it (:func:`~kernelgap.folders.link_problems`: no command writes through one);
+    ``meta``: its ``reproduce.json`` where the caller has read it already."""
     root = Path(root)
     links = [why.removeprefix(f"{root}/") for why in link_problems(root)]
-    return links + folder_problems(root, valid) + step_problems(root) + probe_problems(root)
+    return links + folder_problems(root, valid) + step_problems(root, meta) + probe_problems(root)
 
 
-def step_problems(root: Path) -> list[str]:
+def step_problems(root: Path, meta: dict | None = None) -> list[str]:
     """The file each experiment's step writes (``Experiment.writes``) in a reproduction
     folder, wherever the experiment's folder is: missing, a folder, not JSON or altered
     (:func:`~kernelgap.report.integrity.sealed_problem`).  A folder an older kernelgap made
     (no :data:`SEALED` in ``reproduce.json``) may hold files without a checksum (the
     ``skipped.json`` of a profile's probe whose library is missing is checked alike); a
     ``reproduce.json`` deleted from under a summary built from it is missing.  A
-    ``reproduce.json`` that cannot be read is left to the report's own refusal."""
+    ``reproduce.json`` that cannot be read is left to the report's own refusal; ``meta``: it,
+    read already."""
     if not (root / META).is_file():
         return [f"{META}: missing, while summary.json lists its invocations"] if _lost_meta(root) else []
     try:
-        meta = read_meta(root)
+        meta = read_meta(root) if meta is None else meta
         experiments = reproduction_experiments(meta)
     except KernelgapError:
         return []

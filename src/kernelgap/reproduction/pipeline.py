@@ -22,6 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import torch
+
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.profile import load_profile
@@ -45,8 +47,6 @@ def cpu_capability() -> str:
     """The SIMD kernels PyTorch runs on this CPU (``default``, ``avx2``, ``avx512``; lowered by
     ``ATEN_CPU_CAPABILITY``): two reproductions agree bitwise only under the same ones
     (docs/formats.md, "What bitwise covers")."""
-    import torch
-
     return torch.backends.cpu.get_cpu_capability().lower()
 
 
@@ -121,7 +121,8 @@ def reproduce(
     }
     start = time.perf_counter()
     try:
-        _run_experiments(prof, out, {"executor": executor, "workers": workers, "address": address}, log, invocation)
+        options = {"executor": executor, "workers": workers, "address": address}
+        _run_experiments(prof, out, options, log, invocation, meta.get(SEALED) is True)
         invocation["status"] = "done"
     except BaseException as exc:  # an invocation that stops still counts its time
         invocation["status"] = f"stopped: {type(exc).__name__}"
@@ -133,13 +134,15 @@ def reproduce(
     return build_report(out, log=log, valid=is_valid_record)
 
 
-def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> None:
+def _run_experiments(prof, out: Path, options: dict, log, invocation: dict, sealed_steps: bool) -> None:
     """Every experiment's sweep (resumable) on one pool, then each after-sweep step in order.
 
     The sweeps share the pool (:func:`~kernelgap.sweeps.runner.run_sweeps`): each is planned
     alone, so its numbers are those of a sweep run alone, and the workers go from one
     experiment's last long stack to the next experiment's runs instead of idling.  The
-    invocation records the sweeps' wall time (``sweeps_s``) and each step's (``steps_s``)."""
+    invocation records the sweeps' wall time (``sweeps_s``) and each step's (``steps_s``);
+    ``sealed_steps``: whether the folder's step files all carry their checksum
+    (:data:`.record.SEALED`)."""
     start = time.perf_counter()
     sweeps = [(exp, prof.sweep_file(exp)) for exp in prof.experiments if prof.sweep_file(exp) is not None]
     for exp, sweep in sweeps:
@@ -152,10 +155,10 @@ def _run_experiments(prof, out: Path, options: dict, log, invocation: dict) -> N
         log(f"[sweeps] {len(sweeps)} sweeps on one pool ({results[0].wall_time_s:.0f} s)")
     invocation["sweeps_s"] = round(time.perf_counter() - start, 1)
     invocation["steps_s"] = {}
-    _run_steps(prof, out, options, log, invocation["steps_s"])
+    _run_steps(prof, out, options, log, invocation["steps_s"], sealed_steps)
 
 
-def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
+def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: bool) -> None:
     """The after-sweep steps, in order, side by side on two threads where the local pool
     has two workers: a step that trains (the probe) keeps the workers busy while the others
     compute certificates in this process.  A step that fails stops the steps not started.
@@ -165,7 +168,7 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
 
     def one(exp: str) -> None:
         start = time.perf_counter()
-        run_step(prof.experiment(exp), prof, out / exp, options)
+        run_step(prof.experiment(exp), prof, out / exp, options, sealed_steps)
         times[exp] = round(time.perf_counter() - start, 1)
         log(f"[{exp}] after-sweep step done ({times[exp]:.0f} s)")
 
@@ -186,24 +189,20 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict) -> None:
             raise
 
 
-def run_step(experiment, prof, out: Path, options: dict) -> None:
+def run_step(experiment, prof, out: Path, options: dict, sealed_steps: bool) -> None:
     """The experiment's step; with ``writes``, its payload goes to ``out/<writes>`` with its
     checksum (:func:`~kernelgap.report.integrity.sealed`), and the step is not run again
-    while that file is sound; a damaged one (cut, altered, a folder) is renamed aside
-    (``.corrupt-<ns>``) and the step redone, as a damaged run record is."""
+    while that file is sound (``sealed_steps``: its checksum required); a damaged one (cut,
+    altered, a folder) is renamed aside (``.corrupt-<ns>``) and the step redone, as a damaged
+    run record is."""
     target = out / experiment.writes if experiment.writes else None
     if target is not None and target.exists():
-        if sealed_problem(target, required=_sealed(out.parent)) is None:
+        if sealed_problem(target, required=sealed_steps) is None:
             return
         _set_aside(target)
     payload = experiment.load_step()(prof, out, options)
     if target is not None:
         atomic_write_json(target, sealed(payload), out)
-
-
-def _sealed(root: Path) -> bool:
-    """Whether the reproduction folder's step files all carry their checksum (:data:`.record.SEALED`)."""
-    return read_meta(root).get(SEALED) is True
 
 
 def _set_aside(path: Path) -> None:

@@ -12,8 +12,20 @@ from ..experiments.registry import experiments as registered
 from ..report.html import Page, page, provenance, table, titled
 
 
-def _present(summary: dict, exp) -> bool:
+def present(summary: dict, exp) -> bool:
+    """Whether the summary holds the experiment's section (not null, not empty)."""
     return summary.get(exp.summary_key) not in (None, [], {})
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
+    """The lines of a Markdown table of ``rows`` (each cell on one line, ``|`` escaped, a
+    missing value ``–``)."""
+
+    def cell(text) -> str:
+        return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
+
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return out + ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
 
 
 def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[str]]:
@@ -21,7 +33,7 @@ def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[s
     (figures that drew nothing are left out)."""
     drawn = {}
     for exp in registered() if experiments is None else experiments:
-        if _present(summary, exp):
+        if present(summary, exp):
             for fig in exp.figures:
                 files = fig.draw(summary, out_dir)
                 if files:
@@ -43,7 +55,7 @@ def sentences(summary: dict, experiments=None) -> dict[str, str]:
     """Each experiment's sentence, where its numbers are present."""
     out = {}
     for exp in registered() if experiments is None else experiments:
-        text = exp.sentence(summary) if exp.sentence and _present(summary, exp) else None
+        text = exp.sentence(summary) if exp.sentence and present(summary, exp) else None
         if text:
             out[exp.name] = text
     return out
@@ -59,7 +71,7 @@ def blocks(summary: dict, pg: Page, experiments) -> dict[str, list[str]]:
     """Every present experiment's HTML per region, in registry order: ``region → [(title, [html, …])]``."""
     out: dict[str, list] = {r: [] for r in REGIONS}
     for exp in experiments:
-        if not _present(summary, exp):
+        if not present(summary, exp):
             continue
         made = exp.html(summary, pg) if exp.html else _default_html(exp, summary, pg)
         for region, parts in made.items():

@@ -33,16 +33,19 @@ WRITES = ("summary.json", "summary.schema.json", "report.html")
 def build_report(out: str | Path, profile: str | None = None, log=print, valid: Valid | None = None) -> Path:
     """``summary.json`` (with its schema beside it, ``summary.schema.json``) and
     ``report.html`` for a reproduction folder; refused while a planned run of its sweeps is
-    missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned."""
+    missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned.
+    ``reproduce.json`` is read once, first (a damaged one is refused by its own line)."""
     out = Path(out)
-    refuse_damage(out, valid)
-    summary = build_summary(out, profile)
+    refuse_links(out)
+    meta = read_meta(out)
+    refuse_damage(out, valid, meta)
+    summary = build_summary(out, meta, profile)
     if summary["wall_time_s"] is None:  # a folder whose runs recorded no time: keep the last report's
         last = read_json(out / "summary.json")
         wall = last.get("wall_time_s") if isinstance(last, dict) else None
         if fits(JsonNumber, wall):
             summary["wall_time_s"] = wall
-    experiments = reproduction_experiments(read_meta(out))
+    experiments = reproduction_experiments(meta)
     with writing(out):
         atomic_write_json(out / "summary.json", summary)
         atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
@@ -64,15 +67,15 @@ def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Pat
     return build_probe_report(out, log, valid) if is_probe_folder(out) else build_report(out, log=log, valid=valid)
 
 
-def refuse_damage(out: Path, valid: Valid | None = None) -> None:
+def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = None) -> None:
     """One line naming the damaged or missing files a report would be built from (runs,
     checkpoints, family copies, sweep files, step files, probe records:
     :func:`~.damage.folder_damage`, what ``check`` lists; ``valid``: the sweep runner's check
     of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any; first, a symbolic
     link anywhere in the folder (:func:`~kernelgap.folders.refuse_links`: the report writes
-    through none)."""
+    through none).  ``meta``: the folder's ``reproduce.json``, read already."""
     refuse_links(out)
-    problems = folder_damage(out, valid)
+    problems = folder_damage(out, valid, meta)
     if problems:
         raise KernelgapError(
             f"{out} has {len(problems)} missing or damaged result file(s), so summary.json is left as it "
@@ -150,7 +153,7 @@ def summary_drift(out: str | Path) -> list[str]:
         return blocked
     profile = stored.get("profile") if isinstance(stored, dict) else None
     try:
-        rebuilt = json.loads(json.dumps(probe_summary(out) if probe else build_summary(out, profile)))
+        rebuilt = json.loads(json.dumps(probe_summary(out) if probe else build_summary(out, read_meta(out), profile)))
     except (KernelgapError, ValueError) as exc:
         return [f"summary.json: cannot be rebuilt from the result files ({' '.join(str(exc).split())})"]
     if not isinstance(stored, dict):

@@ -16,8 +16,8 @@ from pathlib import Path
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
-from .compare import compare_folders, headline
-from .render import comparison_rows, sentences
+from .compare import COLUMNS, compare_folders, headline
+from .render import comparison_rows, markdown_table, sentences
 from .schema import summary_problem
 
 HEADER = """# Measured results
@@ -27,16 +27,6 @@ each reproduction folder below: every number on this page comes from those files
 commands that made them are listed with each). Earlier measurements are in the history of
 this file.
 """
-
-
-def _cell(text) -> str:
-    return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
-
-
-def _table(rows: list[dict], columns: list[str]) -> list[str]:
-    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    out += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows]
-    return out
 
 
 def _when(summary: dict) -> str:
@@ -78,7 +68,7 @@ def timing_lines(summary: dict) -> list[str]:
         f"The sweeps of every experiment on one pool took {timing['sweeps_s']:.0f} s; then the after-sweep steps, "
         "side by side.",
         "",
-        *_table(rows, ["experiment", "runs", "training (worker s)", "step (s)"]),
+        *markdown_table(rows, ["experiment", "runs", "training (worker s)", "step (s)"]),
     ]
 
 
@@ -94,7 +84,7 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
         lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(commands)) + "."]
     rows = comparison_rows(summary)
     if rows:
-        lines += ["", "### The paper beside ours", "", *_table(rows, ["quantity", "paper", "ours", "note"])]
+        lines += ["", "### The paper beside ours", "", *markdown_table(rows, ["quantity", "paper", "ours", "note"])]
     lines += timing_lines(summary)
     said = sentences(summary)
     if said:
@@ -104,7 +94,7 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
     for exp in registered():
         if exp.tables is not None and summary.get(exp.summary_key) is not None:
             for title, rows, columns in exp.tables(summary):
-                lines += ["", f"### {title}", "", *_table(rows, columns)]
+                lines += ["", f"### {title}", "", *markdown_table(rows, columns)]
     return lines
 
 
@@ -166,5 +156,5 @@ def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
             {"experiment": d.experiment, "conclusion": d.conclusion, "A": d.value_a, "B": d.value_b}
             for d in c.differences
         ]
-        lines += ["", *_table(rows, ["experiment", "conclusion", "A", "B"])]
+        lines += ["", *markdown_table(rows, COLUMNS)]
     return lines

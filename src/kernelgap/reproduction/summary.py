@@ -17,7 +17,7 @@ from ..experiments.registry import experiments as registered
 from ..io import read_json
 from ..report.context import Results
 from ..validation import JsonNumber, fits
-from .record import META, invocations, read_meta
+from .record import META, invocations
 
 #: Schema version of summary.json (bump on incompatible changes).
 SCHEMA_VERSION = 3
@@ -57,12 +57,12 @@ def reproduction_experiments(meta: dict) -> list:
         ) from None
 
 
-def build_summary(root: str | Path, profile: str | None = None) -> dict:
-    """Assemble ``summary.json`` for a reproduction folder."""
+def build_summary(root: str | Path, meta: dict, profile: str | None = None) -> dict:
+    """Assemble ``summary.json`` for a reproduction folder, whose ``reproduce.json`` is
+    ``meta`` (:func:`~.record.read_meta`)."""
     root = Path(root)
     if not root.is_dir():
         raise KernelgapError(f"results folder {root} does not exist")
-    meta = read_meta(root)
     exps = reproduction_experiments(meta)
     sections = build_sections(root, exps)
     if not any(sections.values()):

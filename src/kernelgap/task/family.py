@@ -30,6 +30,7 @@ from ..errors import FamilyError
 from .family_checks import (
     SelfValidating,
     distinct_tokens,
+    is_integer,
     matching_pairs,
     member,
     query_position_in,
@@ -222,11 +223,7 @@ class ProductFamily(SelfValidating):
         if not len(queries) or not len(candidates):
             raise FamilyError("a product family needs at least one query and one candidate")
         length = self.length
-        if (
-            isinstance(length, (bool, np.bool_))
-            or not isinstance(length, (int, np.integer))
-            or not 3 <= length <= MAX_PRODUCT_LENGTH
-        ):
+        if not (is_integer(length) and 3 <= length <= MAX_PRODUCT_LENGTH):
             raise FamilyError(
                 f"a product family's length must be an integer N in 3..{MAX_PRODUCT_LENGTH:,}, got {length!r:.60}"
             )

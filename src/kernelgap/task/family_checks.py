@@ -79,10 +79,15 @@ def token_ids(values, what: str, count: int, ndim: int) -> np.ndarray:
     return np.ascontiguousarray(raw, dtype=np.int64)
 
 
+def is_integer(value) -> bool:
+    """Whether ``value`` is a Python or numpy integer (a bool is not)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def query_position_in(value, length: int, allow_none: bool) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if not is_integer(value):
         allowed = f"an integer in 1..{length}" + (" or None" if allow_none else "")
         raise FamilyError(f"query_position must be {allowed}, got {value!r}")
     if not 1 <= value <= length:

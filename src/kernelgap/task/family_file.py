@@ -98,10 +98,7 @@ class _Vocabulary:
         """``where(word)`` names the first place a bad word occurs (for the error message)."""
         self.words = sorted(set(words))
         for w in self.words:
-            if len(w) != m:
-                raise FamilyError(f"{where(w)}: {w!r} has length {len(w)}, expected m = {m}")
-            if w.strip("01"):
-                raise FamilyError(f"{where(w)}: {w!r} has characters other than '0' and '1'")
+            _check_word(w, m, where(w))
         self.ids = {w: i for i, w in enumerate(self.words)}
         self.m = m
 
@@ -116,10 +113,11 @@ class _Vocabulary:
 
 
 def _check_word(text: str, m: int, where: str) -> str:
-    if text.strip("01"):
-        raise FamilyError(f"{where}: {text!r} has characters other than '0' and '1'")
+    """A word of m bits, or a :class:`FamilyError` at ``where`` (its length first)."""
     if len(text) != m:
         raise FamilyError(f"{where}: {text!r} has length {len(text)}, expected m = {m}")
+    if text.strip("01"):
+        raise FamilyError(f"{where}: {text!r} has characters other than '0' and '1'")
     return text
 
 

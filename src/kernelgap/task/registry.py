@@ -10,10 +10,11 @@ parameter's default.  :func:`register_family` turns the signature into the
 family's pydantic model (:data:`PARAMS`, strict: a bool or a float is no integer),
 from which :func:`parse_params` reads ``key=value`` strings from the command line,
 :func:`check_values` checks values and :func:`describe_parameters` lists them.  A
-builder may also register, as functions of its complete parameters, a *check* that
-refuses what cannot be built (a code larger than its Johnson bound, say) and a
-*memory* estimate (the bytes its build allocates, from the parameters alone).
-Both are arithmetic on the parameters, fast whatever their size.
+builder may also register, as functions of its validated parameters (an instance of
+its model, read as ``p.m``, ``p.n``), a *check* that refuses what cannot be built (a
+code larger than its Johnson bound, say) and a *memory* estimate (the bytes its build
+allocates, from the parameters alone).  Both are arithmetic on the parameters, fast
+whatever their size.
 
 :func:`check_params` applies all of it — names, types, ranges, the check, then
 the memory estimate against the limit of :mod:`kernelgap.limits` — before
@@ -38,13 +39,14 @@ from ..errors import FamilyError
 from ..limits import check_memory
 from ..validation import Int, Number, error_line
 from .family import AnyFamily
+from .family_file import load_family
 
 FamilyBuilder = Callable[..., AnyFamily]
 FAMILIES: dict[str, FamilyBuilder] = {}
-#: ``check(**params)``: a :class:`FamilyError` for what cannot be built.
-CHECKS: dict[str, Callable[..., None]] = {}
-#: ``memory(**params) -> bytes``, by arithmetic on the parameters only.
-MEMORY: dict[str, Callable[..., int]] = {}
+#: ``check(params)``: a :class:`FamilyError` for what cannot be built.
+CHECKS: dict[str, Callable[[Any], None]] = {}
+#: ``memory(params) -> bytes``, by arithmetic on the parameters only.
+MEMORY: dict[str, Callable[[Any], int]] = {}
 
 
 #: A numpy seed (``default_rng`` takes integers ≥ 0).
@@ -83,10 +85,10 @@ def params_model(name: str, fn: FamilyBuilder) -> type[FamilyParams]:
 
 
 def register_family(
-    name: str, memory: Callable[..., int] | None = None, check: Callable[..., None] | None = None
+    name: str, memory: Callable[[Any], int] | None = None, check: Callable[[Any], None] | None = None
 ) -> Callable[[FamilyBuilder], FamilyBuilder]:
     """Decorator: make a builder available as ``build_family(name, ...)``; ``check`` and
-    ``memory`` (module docstring) run on the complete parameters before the builder.  A
+    ``memory`` (module docstring) run on the validated parameters before the builder.  A
     second builder of a name already taken (a copied module left unrenamed) is refused."""
 
     def deco(fn: FamilyBuilder) -> FamilyBuilder:
@@ -209,6 +211,12 @@ def check_values(name: str, params: dict) -> dict:
         raise FamilyError(f"family {name!r}: {error_line(exc)}") from None
 
 
+def memory_estimate(name: str, full: dict) -> int:
+    """The bytes a build of the complete parameters ``full`` (:func:`check_values`) allocates,
+    by the family's memory estimate; 0 for a family without one."""
+    return MEMORY[name](PARAMS[name].model_construct(**full)) if name in MEMORY else 0
+
+
 def check_params(name: str, params: dict) -> dict:
     """The complete parameters of a build (defaults filled in), every one checked: its name,
     type and range (:func:`check_values`), then the family's own check and the memory
@@ -216,12 +224,11 @@ def check_params(name: str, params: dict) -> dict:
     full = check_values(name, params)
     if name in CHECKS:
         try:
-            CHECKS[name](**full)
+            CHECKS[name](PARAMS[name].model_construct(**full))
         except FamilyError as exc:
             raise FamilyError(f"family {name!r}: {exc}") from None
-    if name in MEMORY:
-        asked = ", ".join(f"{k}={full[k]:,}" if type(full[k]) is int else f"{k}={full[k]}" for k in params)
-        check_memory(f"family {name!r}" + (f" ({asked})" if asked else ""), MEMORY[name](**full), FamilyError)
+    asked = ", ".join(f"{k}={full[k]:,}" if type(full[k]) is int else f"{k}={full[k]}" for k in params)
+    check_memory(f"family {name!r}" + (f" ({asked})" if asked else ""), memory_estimate(name, full), FamilyError)
     return full
 
 
@@ -250,8 +257,6 @@ def check_family_argument(family: str, params: dict[str, str], load: bool = True
         if not Path(family).is_file():
             raise FamilyError(f"family file {family} does not exist")
         if load:
-            from .family_file import load_family
-
             load_family(Path(family).resolve())
         return None
     values = parse_params(family, params)

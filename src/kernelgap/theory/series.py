@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import KernelgapError
 from ..limits import check_memory
-from ..task.registry import MEMORY, check_values
+from ..task.registry import check_values, memory_estimate
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,9 @@ class PointSeries(Series):
                 continue
             name, params = self.family(m, options)
             full = check_values(name, params)
-            check_memory(f"the {self.name} family at m = {m:,} with {options.queries:,} queries", MEMORY[name](**full))
+            check_memory(
+                f"the {self.name} family at m = {m:,} with {options.queries:,} queries", memory_estimate(name, full)
+            )
 
 
 def common(m: int) -> dict:

@@ -44,7 +44,7 @@ from ...validation import Int
 from ..codes import min_distance
 from ..family import MAX_PRODUCT_LENGTH, ProductFamily
 from ..packed import PackedCode, popcount, unpack_words
-from ..registry import register_family
+from ..registry import FamilyParams, register_family
 from .johnson_search import grow_code
 from .layer import layer_packed, layer_words
 
@@ -175,31 +175,31 @@ def check_code4(words: np.ndarray, m: int, w: int) -> None:
             raise AssertionError(f"the code has distance {distance}{'' if exact else ' (a lower bound)'} < 4")
 
 
-def _code4_check(m, w, construction, length, n, query_position, steps, seed) -> None:
-    weight = w or m // 2
+def _code4_check(p: FamilyParams) -> None:
+    m, weight = p.m, p.w or p.m // 2
     if not 1 <= weight < m:
         raise FamilyError(f"w must lie in 1..m − 1 = {m - 1}, got {weight}")
-    if construction == "steiner" and (m, weight) != (12, 6):
+    if p.construction == "steiner" and (m, weight) != (12, 6):
         raise FamilyError(
             f"the Steiner construction is S(5, 6, 12): it needs m = 12 and w = 6, got m = {m}, w = {weight}"
         )
-    if construction == "group" and m > MAX_GROUP_M:
+    if p.construction == "group" and m > MAX_GROUP_M:
         raise FamilyError(f"a group code labels its whole layer: m ≤ {MAX_GROUP_M}, got {m}")
-    if construction == "search" and m > MAX_SEARCH_M:
+    if p.construction == "search" and m > MAX_SEARCH_M:
         raise FamilyError(f"a searched code holds its whole Johnson graph: m ≤ {MAX_SEARCH_M}, got {m}")
-    if not 1 <= query_position <= length:
-        raise FamilyError(f"query_position must lie in 1..length = {length}, got {query_position}")
+    if not 1 <= p.query_position <= p.length:
+        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
 
 
-def _code4_memory(m, w, construction, length, n, query_position, steps, seed) -> int:
+def _code4_memory(p: FamilyParams) -> int:
     """Bytes: the layer a group code is drawn from (:data:`LAYER_WORD_BYTES` a word) and, for
     each kept word (at most the layer's ``C(m, w)/m``-ish class, counted as ``C(m, w)``), its two
     token rows and :data:`WORD_BYTES`; a search adds its Johnson graph (:data:`SEARCH_NEIGHBOUR_BYTES`
     a neighbour)."""
-    weight = w or m // 2
-    layer = comb(m, weight) if construction != "steiner" else 924
-    kept = min(layer, n) if n is not None else layer
-    graph = layer * SEARCH_NEIGHBOUR_BYTES * weight * (m - weight) if construction == "search" else 0
+    m, weight = p.m, p.w or p.m // 2
+    layer = comb(m, weight) if p.construction != "steiner" else 924
+    kept = min(layer, p.n) if p.n is not None else layer
+    graph = layer * SEARCH_NEIGHBOUR_BYTES * weight * (m - weight) if p.construction == "search" else 0
     return layer * LAYER_WORD_BYTES + kept * (2 * m + WORD_BYTES) + graph + (1 << 20)
 
 

@@ -16,7 +16,7 @@ from pydantic import Field
 from ...errors import FamilyError
 from ...validation import Int
 from ..family import Family
-from ..registry import Fraction, Position, Seed, Size, Split, register_family
+from ..registry import FamilyParams, Fraction, Position, Seed, Size, Split, register_family
 
 #: Largest family that is ever materialised in memory as one index array.
 MAX_MATERIALISED = 1 << 24
@@ -45,28 +45,28 @@ def iter_exhaustive_index(m: int, length: int, chunk: int = 1 << 20) -> Iterator
         yield np.stack(cols, axis=1)
 
 
-def _check_position(query_position: int | None, length: int) -> None:
-    if query_position is not None and query_position > length:
-        raise FamilyError(f"query_position {query_position} is outside 1..{length}")
+def _check_position(p: FamilyParams) -> None:
+    if p.query_position is not None and p.query_position > p.length:
+        raise FamilyError(f"query_position {p.query_position} is outside 1..{p.length}")
 
 
-def _exhaustive_check(m, length, query_position) -> None:
+def _exhaustive_check(p: FamilyParams) -> None:
     """At most ``MAX_MATERIALISED`` sequences: ``m·N ≤ 24`` (checked on the exponent, so
     ``2^{m·N}`` is never formed)."""
-    if m * length > MAX_MATERIALISED.bit_length() - 1:
+    if p.m * p.length > MAX_MATERIALISED.bit_length() - 1:
         raise FamilyError(
-            f"exhaustive family with m={m}, length={length} has 2^{m * length} sequences; "
+            f"exhaustive family with m={p.m}, length={p.length} has 2^{p.m * p.length} sequences; "
             f"at most 2^24 are materialised (use chunked checking)"
         )
-    _check_position(query_position, length)
+    _check_position(p)
 
 
-def _exhaustive_memory(m, length, query_position) -> int:
+def _exhaustive_memory(p: FamilyParams) -> int:
     """The ``2^{m·N} × N`` ids, built column by column and stacked (three int64 copies), and
     the ``2^m`` tokens; 0 past ``m·N = 24``, which the check refuses."""
-    if m * length > MAX_MATERIALISED.bit_length() - 1:
+    if p.m * p.length > MAX_MATERIALISED.bit_length() - 1:
         return 0
-    return 3 * 8 * length * exhaustive_count(m, length) + 9 * m * (1 << m)
+    return 3 * 8 * p.length * exhaustive_count(p.m, p.length) + 9 * p.m * (1 << p.m)
 
 
 @register_family("exhaustive", memory=_exhaustive_memory, check=_exhaustive_check)
@@ -140,17 +140,17 @@ def pool_split(
     return out[0], out[1]
 
 
-def _pool_memory(m, pool_size, test_fraction, sequences, length, seed, split, query_position) -> int:
+def _pool_memory(p: FamilyParams) -> int:
     """The pool (each token drawn as its own numpy row, about 112 bytes of header, kept in a
     dict and stacked) and both sides' ``sequences × length`` int64 ids, copied once by
     :class:`Family`."""
-    return pool_size * (3 * m + 300) + 2 * 2 * 8 * sequences * length
+    return p.pool_size * (3 * p.m + 300) + 2 * 2 * 8 * p.sequences * p.length
 
 
-def _pool_check(m, pool_size, test_fraction, sequences, length, seed, split, query_position) -> None:
-    if m < pool_size.bit_length() and pool_size > 1 << m:
-        raise FamilyError(f"cannot draw {pool_size} distinct tokens from a space of {1 << m}")
-    _check_position(query_position, length)
+def _pool_check(p: FamilyParams) -> None:
+    if p.m < p.pool_size.bit_length() and p.pool_size > 1 << p.m:
+        raise FamilyError(f"cannot draw {p.pool_size} distinct tokens from a space of {1 << p.m}")
+    _check_position(p)
 
 
 @register_family("pool", memory=_pool_memory, check=_pool_check)

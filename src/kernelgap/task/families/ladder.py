@@ -26,7 +26,7 @@ from ...errors import FamilyError
 from ...validation import Int
 from ..codes import check_code_exists, random_code_bytes, random_constant_weight
 from ..family import ProductFamily, unique_rows
-from ..registry import Seed, Size, register_family
+from ..registry import FamilyParams, Seed, Size, register_family
 from .witness import chain_candidate
 
 
@@ -48,20 +48,21 @@ def _resolved(m: int, weight: int, max_overlap: int, step: int, rungs: int) -> t
     return weight, cap, count
 
 
-def _ladder_memory(m, n, seed, weight, max_overlap, step, rungs, query_position) -> int:
+def _ladder_memory(p: FamilyParams) -> int:
     """Bytes of a build: the code search, the ``n·rungs`` rung rows (numpy rows of ``m`` bytes,
     about 112 bytes of header each) and the deduplication of all ``n·(2 + rungs)`` rows."""
-    _, _, count = _resolved(m, weight, max_overlap, step, rungs)
+    m, n = p.m, p.n
+    _, _, count = _resolved(m, p.weight, p.max_overlap, p.step, p.rungs)
     rows = n * (2 + count)
     return random_code_bytes(m, n) + n * count * (m + 112) + rows * (2 * m + 48)
 
 
-def _ladder_check(m, n, seed, weight, max_overlap, step, rungs, query_position) -> None:
+def _ladder_check(p: FamilyParams) -> None:
     """The code must exist: ``n`` at most the Johnson bound, and every rung below the weight."""
-    weight, cap, count = _resolved(m, weight, max_overlap, step, rungs)
-    check_code_exists(m, weight, cap, n)
-    if count and step * count >= weight:
-        raise FamilyError(f"a rung at overlap {step * count} needs weight > {step * count}, got {weight}")
+    weight, cap, count = _resolved(p.m, p.weight, p.max_overlap, p.step, p.rungs)
+    check_code_exists(p.m, weight, cap, p.n)
+    if count and p.step * count >= weight:
+        raise FamilyError(f"a rung at overlap {p.step * count} needs weight > {p.step * count}, got {weight}")
 
 
 @register_family("ladder", memory=_ladder_memory, check=_ladder_check)

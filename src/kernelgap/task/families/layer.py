@@ -50,7 +50,7 @@ from ...limits import DENSE_QUERIES
 from ...validation import Int
 from ..family import MAX_PRODUCT_LENGTH, ProductFamily
 from ..packed import popcount, subword_bytes, subword_key_count, unpack_words
-from ..registry import register_family
+from ..registry import FamilyParams, register_family
 
 #: Most words one build generates when ``n`` is not given (the distance-2 layer at m = 28,
 #: C(28, 14) ≈ 4·10⁷ words, is refused; a class there has ≈ 1.4·10⁶).
@@ -90,11 +90,12 @@ def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, 
     return w, a, sizes[a]
 
 
-def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
+def _layer_check(p: FamilyParams) -> None:
     """Consistent parameters; the code has the n words asked for; not too many are built."""
+    m, distance, residue, n = p.m, p.distance, p.residue, p.n
     if m % 2:
         raise FamilyError(f"m must be even, got {m}")
-    weight = w or m // 2
+    weight = p.w or m // 2
     if not 1 <= weight < m:
         raise FamilyError(f"w must lie in 1..m − 1 = {m - 1}, got {weight}")
     if distance not in (2, 4):
@@ -103,8 +104,8 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
         raise FamilyError("residue names a Graham–Sloane class: it needs distance = 4")
     if residue is not None and not 0 <= residue < m:
         raise FamilyError(f"residue must lie in 0..m − 1 = {m - 1}, got {residue}")
-    if not 1 <= query_position <= length:
-        raise FamilyError(f"query_position must lie in 1..length = {length}, got {query_position}")
+    if not 1 <= p.query_position <= p.length:
+        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
     _, a, words = _resolved(m, weight, distance, residue)
     what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
     if n is not None and n > words:
@@ -116,7 +117,7 @@ def _layer_check(m, w, length, distance, residue, n, query_position) -> None:
         )
 
 
-def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
+def _layer_memory(p: FamilyParams) -> int:
     """Bytes of a build and of its certificate by rule: ``W`` kept words (the exact size of the
     code, or n), each with up to two token rows of m bytes (the word and its complement) and
     :data:`WORD_BYTES` more; the rule's largest sub-word test, ``removed = distance/2 − 1``
@@ -124,12 +125,12 @@ def _layer_memory(m, w, length, distance, residue, n, query_position) -> int:
     where the rule falls short of the whole set, the dense certificate of the first
     :data:`~kernelgap.limits.DENSE_QUERIES` entries at :data:`DENSE_PAIR_BYTES` a pair
     (docs/theory.md, "The whole set by rule")."""
-    weight = w or m // 2
-    words = _resolved(m, weight, distance, residue)[2]
-    words = min(words, n) if n is not None else words
-    rule = subword_bytes(words, subword_key_count(words, weight, distance // 2 - 1))
+    weight = p.w or p.m // 2
+    words = _resolved(p.m, weight, p.distance, p.residue)[2]
+    words = min(words, p.n) if p.n is not None else words
+    rule = subword_bytes(words, subword_key_count(words, weight, p.distance // 2 - 1))
     dense = DENSE_PAIR_BYTES * min(words, DENSE_QUERIES) ** 2
-    return words * (2 * m + WORD_BYTES) + rule + dense + (1 << 20)
+    return words * (2 * p.m + WORD_BYTES) + rule + dense + (1 << 20)
 
 
 def _suffix_counts(m: int, w: int, modulus: int, cap: int) -> np.ndarray:

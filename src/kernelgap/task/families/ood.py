@@ -30,7 +30,7 @@ from ...errors import FamilyError
 from ...validation import Int
 from ..codes import _hadamard_recipe, hadamard_code, hadamard_matrix_bytes
 from ..family import Family
-from ..registry import Fraction, Seed, Size, Split, register_family
+from ..registry import FamilyParams, Fraction, Seed, Size, Split, register_family
 from .witness import READINGS, Reading
 
 
@@ -127,16 +127,16 @@ def _witness_sequences(x, i, code, cand_patterns, partners, query_bits, rng):
     return seqs
 
 
-def _ood_memory(n, queries_per_class, test_queries_per_class, partners, test_fraction, seed, split, reading) -> int:
+def _ood_memory(p: FamilyParams) -> int:
     """Both sides are built.  With the class code's order ``h ≥ n + 1`` (its Hadamard matrix
     ``≈ 50·h²`` bytes) and tokens of ``W = h + 14`` bits, a side of ``q`` queries per class
     holds ``S = n·q·(1 + 3p)`` sequences (``p`` partners), each first a list of three numpy
     rows (about 112 bytes of header each), then dense bits, packed keys and int64 ids."""
-    h = n + 1
+    h = p.n + 1
     width = h + 14
-    p = min(partners, n - 1) if partners else n - 1
+    partners = min(p.partners, p.n - 1) if p.partners else p.n - 1
     per_sequence = 3 * (2 * width + 112) + 80 + 3 * (width // 8 + 56)
-    sequences = n * (queries_per_class + test_queries_per_class) * (1 + 3 * max(p, 0))
+    sequences = p.n * (p.queries_per_class + p.test_queries_per_class) * (1 + 3 * max(partners, 0))
     return hadamard_matrix_bytes(h) + sequences * per_sequence
 
 

@@ -35,7 +35,7 @@ from ..codes import (
     random_code_bytes,
 )
 from ..family import Family
-from ..registry import Seed, Size, register_family
+from ..registry import FamilyParams, Seed, Size, register_family
 
 #: Query readings: (query position, order of (query, a, b) columns in a row).
 READINGS = {"first": (1, (0, 1, 2)), "final": (3, (1, 2, 0))}
@@ -150,14 +150,15 @@ def _levels(step: int, top: int) -> int:
     return max(0, (top - 1) // step) if step else 0
 
 
-def _hadamard_memory(m, n, reading, chain_step) -> int:
+def _hadamard_memory(p: FamilyParams) -> int:
     """The Hadamard matrix (int64 and float64 copies, ``≈ 50·m²`` bytes) and the witness
     family of ``n`` (or ``m − 1``) codewords, whose chains climb to the overlap ``m/4``."""
-    n = n or m - 1
-    return hadamard_matrix_bytes(m) + witness_bytes(n, m, _levels(chain_step, m // 4 if n > 1 else 0))
+    m, n = p.m, p.n or p.m - 1
+    return hadamard_matrix_bytes(m) + witness_bytes(n, m, _levels(p.chain_step, m // 4 if n > 1 else 0))
 
 
-def _hadamard_check(m, n, reading, chain_step) -> None:
+def _hadamard_check(p: FamilyParams) -> None:
+    m, n = p.m, p.n
     if m < 4 or m % 4:
         raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {m}")
     if m <= 10**12 and _hadamard_recipe(m) is None:  # trial division to √m: instant up to there
@@ -177,16 +178,17 @@ def hadamard(
     return witness_from_code(code[:n], reading, chain_step, f"hadamard-m{m}-n{n}", meta)
 
 
-def _cw_memory(m, weight, max_overlap, n, method, seed, reading, chain_step) -> int:
+def _cw_memory(p: FamilyParams) -> int:
     """The code search and the witness family, whose chains climb to the largest overlap
     ``w − min <x_i, x_j>`` of a query with another's good candidate: at most ``w``."""
-    search = 16 * n * m + 18 * n * n if method == "greedy" else random_code_bytes(m, n)
-    return search + witness_bytes(n, m, _levels(chain_step, weight if n > 1 else 0))
+    m, n = p.m, p.n
+    search = 16 * n * m + 18 * n * n if p.method == "greedy" else random_code_bytes(m, n)
+    return search + witness_bytes(n, m, _levels(p.chain_step, p.weight if n > 1 else 0))
 
 
-def _cw_check(m, weight, max_overlap, n, method, seed, reading, chain_step) -> None:
+def _cw_check(p: FamilyParams) -> None:
     """The code must exist: ``n`` at most the Johnson bound."""
-    check_code_exists(m, weight, max_overlap, n)
+    check_code_exists(p.m, p.weight, p.max_overlap, p.n)
 
 
 @register_family("cw", memory=_cw_memory, check=_cw_check)
