@@ -255,12 +255,12 @@ def field_signature(command, fields: dict | None = None, flags: dict[str, Flag] 
     return signature.replace(parameters=own[:at] + field_flags(fields or {}, flags or {}) + own[at:])
 
 
-def given_fields(values: dict, flags: dict[str, Flag]) -> dict:
+def given_fields(values: dict, flags: dict[str, Flag] | None = None) -> dict:
     """The fields a command line gave (a flag not given is None), the text of each that a
     :class:`Flag` reads read, in the order of ``values``."""
     out = {}
     for name, value in values.items():
-        flag = flags.get(name, Flag())
+        flag = (flags or {}).get(name, Flag())
         if value is not None:
             out[name] = flag.read(value, flag.of(name)) if flag.read else value
     return out
@@ -274,9 +274,9 @@ def _flag_type(annotation) -> type:
 
 
 def _help(field) -> str:
-    """A field's description as a flag's help: a sentence, with its default where that is a
+    """A field's description as a flag's help, a sentence, with its default where that is a
     number, a word or on/off and the description does not say its default itself."""
     text, default = field.description or "", field.default
     if isinstance(default, (int, float, str)) and "default" not in text:
-        text += f" (default { ({True: 'on', False: 'off'}.get(default, default)) })"
-    return text + "."
+        text += f" (default {'on' if default is True else 'off' if default is False else default})"
+    return text[:1].upper() + text[1:] + "."

@@ -287,7 +287,7 @@ def train(
     """Train one model (the calibrated schedule) and print its metrics."""
     from .training.command_line import command_line_run
 
-    run = command_line_run(family, params, given_fields(given, {}), early_stop=not no_early_stop)
+    run = command_line_run(family, params, given_fields(given), early_stop=not no_early_stop)
     from .training.text import run_lines
     from .training.trainer import train_watched
 
@@ -354,21 +354,18 @@ PROBE_FLAGS = {
 
 
 def _probe_fields() -> dict:
-    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields but where its baseline lies (a
-    reproduction's) and how it runs (the executor's flags)."""
+    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields but where its baseline lies (a reproduction's)."""
     from .probe.config import ProbeConfig
 
-    skip = ("baseline", "executor", "workers", "address")
-    return {name: field for name, field in ProbeConfig.model_fields.items() if name not in skip}
+    return {name: field for name, field in ProbeConfig.model_fields.items() if name != "baseline"}
 
 
 @fields_command("probe", _probe_fields, PROBE_FLAGS)
-def probe(*, executor: Executor = "local", workers: Workers = None, address: Address = None, **given) -> None:
+def probe(**given) -> None:
     """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
     from .probe.config import ProbeConfig
 
-    fields = given_fields(given, PROBE_FLAGS)
-    config = ProbeConfig(**fields, executor=executor, workers=workers, address=address)  # checked as it is made
+    config = ProbeConfig(**given_fields(given, PROBE_FLAGS))  # checked as it is made
     from .probe.runner import run_probe  # torch: after the flags are checked
     from .reproduction import build_probe_report
 

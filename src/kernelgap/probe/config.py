@@ -75,8 +75,8 @@ class ProbeConfig(Config):
     )
     out: str | Path | None = Field(None, description="the probe's folder (default: results/probe-<Class>)")
     baseline: str | Path | None = Field(None, description="the folder of the elu1 and twin runs (none: <out>/baseline)")
-    executor: Literal[tuple(EXECUTORS)] = Field("local", description="the sweep runner's executor")
-    workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (none: the cores)")
+    executor: Literal[tuple(EXECUTORS)] = Field("local", description="local (process pool), ray or inline")
+    workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (default: the cores)")
     address: str | None = Field(None, description="the Ray cluster's HOST:PORT (ray executor)")
 
     def __init__(self, /, *args, **data) -> None:
