@@ -222,6 +222,16 @@ class Flag:
         return self.name or "--" + field.replace("_", "-")
 
 
+#: ``kernelgap probe``'s flags that their :class:`~kernelgap.probe.config.ProbeConfig` fields do not spell.
+PROBE_FLAGS = {
+    "kwargs": Flag(read=json_object, metavar="JSON"),
+    "args": Flag("--arg", argument_map, many=True, metavar="NAME=m|rank|d_model|JSON"),
+    "ranks": Flag(read=suite_ranks, many=True, metavar="8,16|SUITE=8,16"),
+    "seeds": Flag(read=int_list, metavar="0,1,2"),
+    "time_limits": Flag("--time-limit", number_map, many=True, metavar="PHASE=SECONDS"),
+}
+
+
 def field_flags(fields: dict, flags: dict[str, Flag]) -> list[inspect.Parameter]:
     """One keyword parameter per config field (``{name: pydantic FieldInfo}``), as typer reads a
     flag from a signature: ``--field-name`` unless ``flags`` names it, its help the field's

@@ -16,19 +16,7 @@ import typer
 import typer.main
 
 from . import __version__
-from .args import (
-    Flag,
-    argument_map,
-    bounded_flags,
-    field_signature,
-    given_fields,
-    int_list,
-    json_object,
-    key_values,
-    number_map,
-    parse_range,
-    suite_ranks,
-)
+from .args import PROBE_FLAGS, bounded_flags, field_signature, given_fields, key_values, parse_range
 from .errors import KernelgapError, one_line
 from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
 from .theory.wall_command import wall_cmd
@@ -52,11 +40,11 @@ Address = Annotated[str | None, typer.Option("--address", help="Ray cluster HOST
 _PENDING: dict[str, Callable[[], None]] = {}
 
 
-def fields_command(name: str, fields: Callable[[], dict], flags: dict[str, Flag] | None = None):
+def fields_command(name: str, fields: Callable[[], dict], flags: dict | None = None):
     """Register the command ``name``, which takes besides its own parameters a flag per config
-    field ``fields()`` returns (:func:`~kernelgap.args.field_signature`; ``flags``: those their
-    field does not spell).  The flags join its signature when :func:`main` runs it, so that no
-    other command imports its config models."""
+    field ``fields()`` returns (:func:`~kernelgap.args.field_signature`; ``flags``: a
+    :class:`~kernelgap.args.Flag` per field that does not spell its own).  The flags join its
+    signature when :func:`main` runs it, so that no other command imports its config models."""
 
     def register(command):
         command.__signature__ = field_signature(command)  # its own parameters, for another command's run
@@ -70,7 +58,7 @@ def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Gro
     """``--feature-map`` of the invoked subcommand as a choice of the registered maps, listed
     in its ``--help``, and ``bound-curve --code``'s help the registered series.  Only a help
     page reads the maps' registry (which imports torch): a run's map is checked by its model
-    spec, after the arguments torch is not needed for (``_precheck_run``)."""
+    spec, after the arguments torch is not needed for (:mod:`kernelgap.training.command_line`)."""
     sub = command.commands.get(argv[0]) if argv else None
     for param in getattr(sub, "params", []):
         if param.name == "feature_map" and "--help" in argv:
@@ -341,16 +329,6 @@ def check(
 
 
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
-
-
-#: ``probe``'s flags that its fields' names and types do not spell (:class:`~kernelgap.args.Flag`).
-PROBE_FLAGS = {
-    "kwargs": Flag(read=json_object, metavar="JSON"),
-    "args": Flag("--arg", argument_map, many=True, metavar="NAME=m|rank|d_model|JSON"),
-    "ranks": Flag(read=suite_ranks, many=True, metavar="8,16|SUITE=8,16"),
-    "seeds": Flag(read=int_list, metavar="0,1,2"),
-    "time_limits": Flag("--time-limit", number_map, many=True, metavar="PHASE=SECONDS"),
-}
 
 
 def _probe_fields() -> dict:
