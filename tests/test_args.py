@@ -4,13 +4,18 @@ takes a set of integers, and the key=value, integer-list, JSON and argument-map 
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel, Field
 
 from kernelgap.args import (
     MAX_RANGE_VALUES,
+    Flag,
     argument_map,
+    field_flags,
+    given_fields,
     int_list,
     json_object,
     key_values,
+    number_map,
     parse_range,
     suite_ranks,
 )
@@ -95,7 +100,6 @@ def test_key_values():
 
 
 def test_json_object():
-    assert json_object(None, "--kwargs") == {}
     assert json_object('{"a": [1]}', "--kwargs") == {"a": [1]}
     with pytest.raises(KernelgapError, match="--kwargs is not valid JSON"):
         json_object("{", "--kwargs")
@@ -104,7 +108,6 @@ def test_json_object():
 
 
 def test_integer_lists_keep_their_order():
-    assert int_list(None, "--seeds") is None
     assert int_list("2,0,2", "--seeds") == [2, 0, 2]
     with pytest.raises(KernelgapError, match="--seeds expects comma-separated integers, got '1,x'"):
         int_list("1,x", "--seeds")
@@ -113,7 +116,6 @@ def test_integer_lists_keep_their_order():
 
 
 def test_suite_ranks():
-    assert suite_ranks([]) is None
     assert suite_ranks(["8,16", "32"]) == [8, 16, 32]
     assert suite_ranks(["witness=8,16", "ood-n4=4"]) == {"witness": [8, 16], "ood-n4": [4]}
     with pytest.raises(KernelgapError, match="--ranks witness expects comma-separated integers"):
@@ -128,3 +130,39 @@ def test_argument_map():
         "name": "elu",
         "f": "rank",
     }
+
+
+def test_readers_of_pairs_name_their_flag():
+    assert number_map(["step=2.5", "check=x"], "--time-limit") == {"step": 2.5, "check": "x"}
+    with pytest.raises(KernelgapError, match="--time-limit 'step' is not key=value"):
+        number_map(["step"], "--time-limit")
+    with pytest.raises(KernelgapError, match="--arg 'heads' is not key=value"):
+        argument_map(["heads"])
+
+
+class Fields(BaseModel):
+    target: str = Field(description="the module")
+    rank: int | None = Field(16, description="features per head")
+    lr: float | None = Field(None, description="learning rate (default: calibrated)")
+    distill: bool = Field(False, description="start from a table")
+    time_limits: dict = Field({}, description="seconds per phase")
+
+
+def test_a_field_becomes_a_flag_with_its_description_and_default():
+    flags = {"time_limits": Flag("--time-limit", number_map, many=True, metavar="PHASE=SECONDS")}
+    made = {p.name: p for p in field_flags(Fields.model_fields, flags)}
+    assert list(made) == list(Fields.model_fields)
+    assert made["target"].default.default is ... and made["target"].annotation is str  # an argument
+    assert made["rank"].default.param_decls == ("--rank",) and made["rank"].annotation == int | None
+    assert made["rank"].default.help == "Features per head (default 16)."
+    assert made["lr"].default.help == "Learning rate (default: calibrated)."  # says its default itself
+    assert made["distill"].default.param_decls == ("--distill/--no-distill",)
+    assert made["time_limits"].default.param_decls == ("--time-limit",)
+    assert made["time_limits"].annotation == list[str] | None and made["time_limits"].default.metavar == "PHASE=SECONDS"
+    assert all(p.default.default is None for name, p in made.items() if name != "target")  # not given: None
+
+
+def test_given_fields_are_those_given_read_by_their_flag():
+    flags = {"time_limits": Flag("--time-limit", number_map, many=True)}
+    given = {"target": "m:M", "rank": None, "lr": 0.1, "distill": False, "time_limits": ["step=3"]}
+    assert given_fields(given, flags) == {"target": "m:M", "lr": 0.1, "distill": False, "time_limits": {"step": 3.0}}

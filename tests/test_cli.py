@@ -1,6 +1,7 @@
 """The command line: output shapes, --version, one-line errors with exit 2."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,39 @@ def test_train_without_flags_trains_the_specs_defaults(cli, monkeypatch):
     )
     assert run.run_id() == RunConfig(family=FamilySpec(name="witness")).run_id()
     assert (run.train.mse_steps, run.train.max_steps) == (0, 5000)  # the table's own schedule
+
+
+#: Every flag ``train`` and ``probe`` have always taken (those made from config fields included).
+FLAGS = {
+    "train": "--family -p --param --kind --feature-map --rank --readout --d-value --temperature --seed --lr "
+    "--mse-steps --max-steps --power --no-early-stop --restarts --distill --prune-from --device --json",
+    "probe": "--kwargs --out --profile --ranks --seeds --steps --lr --interface --arg --output --d-model "
+    "--executor --workers --address --recipes --no-recipes --time-limit",
+}
+
+
+@pytest.mark.parametrize("command", sorted(FLAGS))
+def test_the_help_lists_every_flag_and_each_config_fields_description(cli, command):
+    from kernelgap.probe.config import ProbeConfig
+    from kernelgap.training.command_line import train_fields
+
+    code, out, _ = cli(command, "--help")
+    text = " ".join(out.split())
+    listed = set(re.findall(r"(?<![\w-])--?[\w-]+", text))
+    assert code == 0 and set(FLAGS[command].split()) <= listed, set(FLAGS[command].split()) - listed
+    fields = train_fields() if command == "train" else ProbeConfig.model_fields
+    described = [f.description for name, f in fields.items() if name != "baseline"]
+    assert all(description[1:] in text for description in described), text
+
+
+def test_only_the_command_run_imports_its_config_models():
+    """The flags made from config fields are made for the command run: another command (here
+    ``bound transcript``) imports neither the training nor the probe's config models."""
+    models = ("kernelgap.training.config", "kernelgap.probe.config", "kernelgap.models.specs")
+    code = (
+        "import sys; from kernelgap.cli import main; "
+        "main(['bound', 'transcript', '--answers', '2', '--values', '3']); "
+        f"print([m for m in {models!r} if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "[]", proc.stdout + proc.stderr

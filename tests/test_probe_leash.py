@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelgap.args import number
+from kernelgap.args import number_map
 from kernelgap.errors import ConfigError, KernelgapError
 from kernelgap.probe.config import TIME_LIMITS, ProbeConfig
 from kernelgap.sweeps import run_sweep
@@ -141,7 +141,7 @@ def test_a_well_behaved_module_trains_under_the_leash_as_without_it(tmp_path):
         ("step=0", "time_limits.step: must be a positive number of seconds (at most 1,000,000), got 0.0"),
         ("check=nan", "time_limits.check: must be a positive number of seconds"),
         ("import=-1", "time_limits.import: must be a positive number of seconds"),
-        ("step", "parameter 'step' is not key=value"),
+        ("step", "--time-limit 'step' is not key=value"),
     ],
 )
 def test_bad_time_limits_are_refused_before_the_module_is_touched(cli, tmp_path, monkeypatch, flag, needle):
@@ -154,7 +154,8 @@ def test_bad_time_limits_are_refused_before_the_module_is_touched(cli, tmp_path,
 
 def test_time_limits_default_and_override():
     assert ProbeConfig("m.py:M").limits == TIME_LIMITS
-    assert ProbeConfig("m.py:M", time_limits={"step": number("2.5")}).limits == {**TIME_LIMITS, "step": 2.5}
+    limits = number_map(["step=2.5"], "--time-limit")
+    assert ProbeConfig("m.py:M", time_limits=limits).limits == {**TIME_LIMITS, "step": 2.5}
     with pytest.raises(
         ConfigError,
         match=r"^time_limits\.import: must be a positive number of seconds \(at most 1,000,000\), got True$",

@@ -288,9 +288,7 @@ MAX_FUNCTION_LINES, MAX_PARAMETERS, MAX_MODULE_LINES = 60, 8, 500
 #: The stated exceptions: a function (``module:Class.function``) or module over a limit, and
 #: the words of the reason its docstring's first line (a module's: its first lines) gives.
 SIZE_EXCEPTIONS = {
-    "kernelgap.cli:train": "typer reads the flags from the signature",
     "kernelgap.cli:sweep": "typer reads the flags from the signature",
-    "kernelgap.cli:probe": "typer reads the flags from the signature",
     "kernelgap.cli:bound_curve_cmd": "typer reads the flags from the signature",
     "kernelgap.models.scorers:KernelScorer.__init__": "sized by all nine",
 }

@@ -21,15 +21,22 @@ as the flag is parsed: before any import of torch and before anything is written
 typed by :func:`kernelgap.task.parse_params`), comma-separated integer lists kept in their
 order (seeds, ranks), a JSON object, and the probe's constructor-argument map.
 
+**Config fields** — a command whose flags are a config model's fields takes them as
+:func:`field_flags` makes them: each flag, its help and its default said once, by the field.
+
 Every malformed text raises a one-line :class:`~kernelgap.errors.KernelgapError` naming the
 flag.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
-from collections.abc import Iterable
+import types
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from .errors import KernelgapError
 from .io import parse_json
@@ -88,40 +95,28 @@ def _shown(text: str, most: int = 80) -> str:
     return repr(text) if len(text) <= most else repr(text[: most // 2]) + "…" + repr(text[-most // 4 :])
 
 
-def key_values(pairs: Iterable[str]) -> dict[str, str]:
-    """``["k=v", …]`` → ``{"k": "v"}`` (both sides stripped; the values stay text)."""
+def key_values(pairs: Iterable[str], what: str = "parameter") -> dict[str, str]:
+    """``["k=v", …]`` → ``{"k": "v"}`` (both sides stripped; the values stay text); ``what``
+    names a pair in an error (a flag)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise KernelgapError(f"parameter {pair!r} is not key=value")
+            raise KernelgapError(f"{what} {pair!r} is not key=value")
         out[key.strip()] = value.strip()
     return out
 
 
-def number(text: str) -> float | str:
-    """``text`` as the float it spells (``nan`` and ``inf`` too), else the text itself (which
-    the config model it is given to refuses in one line naming its key)."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def json_object(text: str | None, flag: str) -> dict:
-    """A JSON object given as text; none: ``{}``."""
-    if text is None:
-        return {}
+def json_object(text: str, flag: str) -> dict:
+    """A JSON object given as text."""
     value = plain_json(parse_json(text, flag, KernelgapError), flag)
     if not isinstance(value, dict):
         raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
     return value
 
 
-def int_list(text: str | None, flag: str) -> list[int] | None:
-    """``"8,16,32"`` → ``[8, 16, 32]``, in the order given (a list, not a range); none: None."""
-    if text is None:
-        return None
+def int_list(text: str, flag: str) -> list[int]:
+    """``"8,16,32"`` → ``[8, 16, 32]``, in the order given (a list, not a range)."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -131,20 +126,31 @@ def int_list(text: str | None, flag: str) -> list[int] | None:
     return values
 
 
-def suite_ranks(values: list[str]) -> list[int] | dict[str, list[int]] | None:
+def suite_ranks(values: list[str], flag: str = "--ranks") -> list[int] | dict[str, list[int]]:
     """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4`` per suite."""
-    if not values:
-        return None
     if all("=" not in v for v in values):
-        return int_list(",".join(values), "--ranks")
-    return {name: int_list(text, f"--ranks {name}") for name, text in key_values(values).items()}
+        return int_list(",".join(values), flag)
+    return {name: int_list(text, f"{flag} {name}") for name, text in key_values(values, flag).items()}
 
 
-def argument_map(pairs: list[str]) -> dict:
+def number_map(pairs: list[str], flag: str) -> dict[str, float | str]:
+    """``["step=60", …]`` → ``{"step": 60.0}``: each value the float it spells (``nan`` and ``inf``
+    too), else the text itself, which the config model it is given to refuses in one line
+    naming its key."""
+    out: dict[str, float | str] = {}
+    for key, text in key_values(pairs, flag).items():
+        try:
+            out[key] = float(text)
+        except ValueError:
+            out[key] = text
+    return out
+
+
+def argument_map(pairs: list[str], flag: str = "--arg") -> dict:
     """``NAME=m|rank|d_model`` binds a size; ``NAME=<JSON>`` a constant (``heads=1``,
     ``causal=false``); any other text stays a string."""
     out = {}
-    for key, value in key_values(pairs).items():
+    for key, value in key_values(pairs, flag).items():
         if value in ("m", "rank", "d_model"):
             out[key] = value
             continue
@@ -153,8 +159,8 @@ def argument_map(pairs: list[str]) -> dict:
         except (json.JSONDecodeError, UnicodeDecodeError):  # not JSON: the text itself
             out[key] = value
         except (ValueError, RecursionError, MemoryError):  # JSON no parser should take: refused
-            parse_json(value, f"--arg {key}", KernelgapError)
-    return plain_json(out, "--arg")
+            parse_json(value, f"{flag} {key}", KernelgapError)
+    return plain_json(out, flag)
 
 
 def plain_json(value, flag: str):
@@ -198,3 +204,89 @@ def _bounded(flag: str):
         return value
 
     return check
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A config field's flag where the field's name and type do not spell it (:func:`field_flags`):
+    its name, ``read(text, flag)`` for a value that no flag type spells (a list, a table;
+    ``many``: the texts of a repeated flag), and the ``metavar`` its help shows."""
+
+    name: str = ""
+    read: Callable | None = None
+    many: bool = False
+    metavar: str | None = None
+
+    def of(self, field: str) -> str:
+        """The flag of ``field``: its name, else ``--field-name``."""
+        return self.name or "--" + field.replace("_", "-")
+
+
+#: ``kernelgap probe``'s flags that their :class:`~kernelgap.probe.config.ProbeConfig` fields do not spell.
+PROBE_FLAGS = {
+    "kwargs": Flag(read=json_object, metavar="JSON"),
+    "args": Flag("--arg", argument_map, many=True, metavar="NAME=m|rank|d_model|JSON"),
+    "ranks": Flag(read=suite_ranks, many=True, metavar="8,16|SUITE=8,16"),
+    "seeds": Flag(read=int_list, metavar="0,1,2"),
+    "time_limits": Flag("--time-limit", number_map, many=True, metavar="PHASE=SECONDS"),
+}
+
+
+def field_flags(fields: dict, flags: dict[str, Flag]) -> list[inspect.Parameter]:
+    """One keyword parameter per config field (``{name: pydantic FieldInfo}``), as typer reads a
+    flag from a signature: ``--field-name`` unless ``flags`` names it, its help the field's
+    description (and default), its text read as the int, float or str the field holds (a bool:
+    ``--x/--no-x``) or by its :class:`Flag`, for the config model to check.  A flag not given is
+    None, so that the field keeps its model's default (:func:`given_fields`).  A required field
+    is an argument."""
+    import typer
+
+    out = []
+    for name, field in fields.items():
+        flag = flags.get(name, Flag())
+        kind = (list[str] if flag.many else str) if flag.read else _flag_type(field.annotation)
+        if field.is_required():
+            default = typer.Argument(..., help=_help(field))
+        else:
+            decl = f"{flag.of(name)}/--no-{flag.of(name)[2:]}" if kind is bool else flag.of(name)
+            text = _help(field) + (" Repeatable." if flag.many else "")
+            default = typer.Option(None, decl, help=text, metavar=flag.metavar, show_default=False)
+            kind = kind | None
+        out.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind))
+    return out
+
+
+def field_signature(command, fields: dict | None = None, flags: dict[str, Flag] | None = None) -> inspect.Signature:
+    """``command``'s signature with the flags of ``fields`` (:func:`field_flags`) in place of its
+    ``*``, which its ``**given`` receives (typer reads the flags from the signature)."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+    at = sum(p.kind != p.KEYWORD_ONLY for p in own)
+    return signature.replace(parameters=own[:at] + field_flags(fields or {}, flags or {}) + own[at:])
+
+
+def given_fields(values: dict, flags: dict[str, Flag] | None = None) -> dict:
+    """The fields a command line gave (a flag not given is None), the text of each that a
+    :class:`Flag` reads read, in the order of ``values``."""
+    out = {}
+    for name, value in values.items():
+        flag = (flags or {}).get(name, Flag())
+        if value is not None:
+            out[name] = flag.read(value, flag.of(name)) if flag.read else value
+    return out
+
+
+def _flag_type(annotation) -> type:
+    """int, float or bool where a field holds one (its first type of a union), else str."""
+    while typing.get_origin(annotation) in (typing.Annotated, typing.Union, types.UnionType):
+        annotation = typing.get_args(annotation)[0]
+    return annotation if annotation in (int, float, bool) else str
+
+
+def _help(field) -> str:
+    """A field's description as a flag's help, a sentence, with its default where that is a
+    number, a word or on/off and the description does not say its default itself."""
+    text, default = field.description or "", field.default
+    if isinstance(default, (int, float, str)) and "default" not in text:
+        text += f" (default {'on' if default is True else 'off' if default is False else default})"
+    return text[:1].upper() + text[1:] + "."

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import click
 import typer
 import typer.main
 
 from . import __version__
-from .args import argument_map, bounded_flags, int_list, json_object, key_values, number, parse_range, suite_ranks
+from .args import PROBE_FLAGS, bounded_flags, field_signature, given_fields, key_values, parse_range
 from .errors import KernelgapError, one_line
 from .sweeps.interrupts import interrupted, settle_interrupt, watch_interrupts
 from .theory.wall_command import wall_cmd
@@ -28,12 +30,35 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+# The options several commands take, each said once.
+Json = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
+Params = Annotated[list[str], typer.Option("-p", "--param", help="Family parameter key=value (repeatable).")]
+Executor = Annotated[str, typer.Option("--executor", help="local (process pool), ray or inline.")]
+Workers = Annotated[int | None, typer.Option("--workers", help="Tasks run at once (default: the cores).")]
+Address = Annotated[str | None, typer.Option("--address", help="Ray cluster HOST:PORT (ray executor).")]
+#: The commands whose config fields' flags are not in their signature yet (:func:`fields_command`).
+_PENDING: dict[str, Callable[[], None]] = {}
+
+
+def fields_command(name: str, fields: Callable[[], dict], flags: dict | None = None):
+    """Register the command ``name``, which takes besides its own parameters a flag per config
+    field ``fields()`` returns (:func:`~kernelgap.args.field_signature`; ``flags``: a
+    :class:`~kernelgap.args.Flag` per field that does not spell its own).  The flags join its
+    signature when :func:`main` runs it, so that no other command imports its config models."""
+
+    def register(command):
+        command.__signature__ = field_signature(command)  # its own parameters, for another command's run
+        _PENDING[name] = lambda: setattr(command, "__signature__", field_signature(command, fields(), flags))
+        return app.command(name)(command)
+
+    return register
+
 
 def _with_registered_choices(command: click.Group, argv: list[str]) -> click.Group:
     """``--feature-map`` of the invoked subcommand as a choice of the registered maps, listed
     in its ``--help``, and ``bound-curve --code``'s help the registered series.  Only a help
     page reads the maps' registry (which imports torch): a run's map is checked by its model
-    spec, after the arguments torch is not needed for (``_precheck_run``)."""
+    spec, after the arguments torch is not needed for (:mod:`kernelgap.training.command_line`)."""
     sub = command.commands.get(argv[0]) if argv else None
     for param in getattr(sub, "params", []):
         if param.name == "feature_map" and "--help" in argv:
@@ -88,7 +113,7 @@ def verify(
     length: list[str] = typer.Option(
         [], "--length", help="Context lengths N (repeatable; 4, 1..5, 1..9..2 or 1,2,5); default 1, 2, 3."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
 ) -> None:
     """Check every construction (docs/theory.md, "Constructions") on every sequence of each
@@ -115,10 +140,10 @@ def verify(
 @app.command("family")
 def family_cmd(
     name: str = typer.Argument(..., help="Registered family name (witness, hadamard, cw, exhaustive, pool, …)."),
-    param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
+    param: Params = (),
     out: str = typer.Option(..., "--out", help="Family JSON file to write."),
     force: bool = typer.Option(False, "--force", help="Replace an existing file."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Build a registered family and write it as a family file."""
     from .task import build_family, parse_params
@@ -146,10 +171,10 @@ def family_cmd(
 def certify_cmd(
     path: str | None = typer.Argument(None, help="Family JSON file (or use --family)."),
     family: str | None = typer.Option(None, "--family", help="Registered family name instead of a file."),
-    param: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
+    param: Params = (),
     delta: str = typer.Option("1/2", "--delta", help="Tolerance δ as P/Q; 1/2 means max error < 1/2."),
     budget: float = typer.Option(DEFAULT_GUARD_S, "--budget", help="Hang guard (s); the searches count work."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Certify a rank lower bound for every exact nonnegative kernel model on a family."""
     from .task import build_family, parse_params
@@ -193,7 +218,7 @@ def bound_curve_cmd(
         help="Folder for bound-curve-<code>.json/.png/.svg (layer: also -ratio.*, with --length -length.*).",
     ),
     force: bool = typer.Option(False, "--force", help="Replace an earlier curve of this --code in --out."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .theory.bound_curve import bound_curve, curve_lines, write_curve
@@ -220,7 +245,7 @@ def bound_transcript_cmd(
     value_dim: int = typer.Option(1, "--value-dim", help="Sketch value dimension d."),
     heads: int = typer.Option(1, "--heads", help="Sketch heads h."),
     bits: int = typer.Option(32, "--bits", help="Bits per number."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Finite-precision transcript bound q·log2(s+1) and a sketch's capacity (docs/experiments.md)."""
     from .theory.text import transcript_lines
@@ -232,63 +257,25 @@ def bound_transcript_cmd(
 # -- training commands (train, sweep) ---------------------------------------------------
 
 
-@app.command(help="Train one model (the calibrated schedule) and print its metrics.")
+def _train_fields() -> dict:
+    from .training.command_line import train_fields
+
+    return train_fields()
+
+
+@fields_command("train", _train_fields)
 def train(
     family: str = typer.Option(..., "--family", help="Registered family name (e.g. witness) or a family file."),
-    params: list[str] = typer.Option([], "-p", "--param", help="Family parameter key=value (repeatable)."),
-    kind: str = typer.Option("kernel", "--kind", help="kernel or softmax."),
-    feature_map: str | None = typer.Option(
-        None, "--feature-map", help="Feature map of a kernel model (default table).", show_default=False
-    ),
-    rank: int | None = typer.Option(None, "--rank", help="Feature rank r of a kernel model (default 16)."),
-    readout: str | None = typer.Option(
-        None, "--readout", help="mlp or linear value/readout (default: the map's calibrated recipe, else mlp)."
-    ),
-    d_value: int | None = typer.Option(
-        None, "--d-value", help="Value width (default: 32, or the rank of the family's overlap matrix where larger)."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Initialisation seed, 0..2^64 − 1."),
-    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default: calibrated per map)."),
-    temperature: float | None = typer.Option(
-        None, "--temperature", help="Score temperature; a log-space map's divides its log-features (default: sized)."
-    ),
-    mse_steps: int | None = typer.Option(
-        None, "--mse-steps", help="Steps of the MSE phase (default: the map's calibrated schedule)."
-    ),
-    max_steps: int | None = typer.Option(
-        None, "--max-steps", help="Steps of the max-error (power-mean) phase (default: the map's schedule, sized)."
-    ),
-    power: float | None = typer.Option(
-        None, "--power", help="Power of the power-mean loss (default 8; a large product family may need more)."
-    ),
+    params: Params = (),
+    *,
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Train every step even once exact."),
-    restarts: int = typer.Option(
-        0, "--restarts", help="Train again from a fresh start while not exact, up to this many times (best kept)."
-    ),
-    distill: bool = typer.Option(False, "--distill", help="Start from a table of the same rank trained first."),
-    prune_from: float = typer.Option(1.0, "--prune-from", help="Train a table at F × the rank first, then cut it."),
-    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:N or mps."),
-    as_json: bool = typer.Option(False, "--json", help="Print the run record as JSON."),
+    as_json: Json = False,
+    **given,
 ) -> None:
-    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
+    """Train one model (the calibrated schedule) and print its metrics."""
     from .training.command_line import command_line_run
 
-    run = command_line_run(
-        family,
-        params,
-        model=dict(
-            kind=kind, feature_map=feature_map, rank=rank, readout=readout, d_value=d_value, temperature=temperature
-        ),
-        train=dict(
-            lr=lr,
-            mse_steps=mse_steps,
-            max_steps=max_steps,
-            power=power,
-            stop_below=None if no_early_stop else 0.5,
-            **dict(restarts=restarts, distill=distill, prune_from=prune_from, device=device),
-        ),
-        seed=seed,
-    )
+    run = command_line_run(family, params, given_fields(given), early_stop=not no_early_stop)
     from .training.text import run_lines
     from .training.trainer import train_watched
 
@@ -300,12 +287,12 @@ def sweep(
     target: str = typer.Argument(..., help="Sweep config (TOML), or a results folder to resume / inspect."),
     out: str | None = typer.Option(None, "--out", help="Results folder (required with a config file)."),
     status: bool = typer.Option(False, "--status", help="Report done/left for a results folder and exit."),
-    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
-    address: str | None = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
-    workers: int | None = typer.Option(None, "--workers", help="Tasks in flight (default: cores)."),
+    executor: Executor = "local",
+    workers: Workers = None,
+    address: Address = None,
     cpus: float = typer.Option(1.0, "--cpus-per-task", help="Ray CPUs per task (fractions allowed)."),
     gpus: float = typer.Option(0.0, "--gpus-per-task", help="Ray GPUs per task (fractions allowed)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
     from .sweeps.config import check_sweep
@@ -327,7 +314,7 @@ def sweep(
 @app.command()
 def check(
     folder: Path = typer.Argument(..., help="A sweep's results folder, or a reproduction or probe folder."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
 ) -> None:
     """Verify a results folder without changing it: run records, checkpoints (size, sha256),
     family copies, summary.json against the runs; one line per problem, exit 2 if any."""
@@ -344,61 +331,19 @@ def check(
 # -- reproduction commands (reproduce, report, probe) -----------------------------------
 
 
-@app.command(
-    help="Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."
-)
-def probe(
-    target: str = typer.Argument(..., help="pkg.module:Class or path/to/file.py:Class."),
-    kwargs: str | None = typer.Option(None, "--kwargs", help="Constructor keyword arguments as a JSON object."),
-    out: Path | None = typer.Option(None, "--out", help="Results folder (default results/probe-CLASS)."),
-    profile: str = typer.Option("quick", "--profile", help="quick or paper: the suites' ranks and seeds."),
-    ranks: list[str] = typer.Option([], "--ranks", help="Ranks for every suite (8,16,32) or one suite (witness=8,16)."),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds (overrides the profile)."),
-    steps: int | None = typer.Option(None, "--steps", help="Training steps per run (1/3 MSE, 2/3 p8-norm)."),
-    lr: float | None = typer.Option(None, "--lr", help="Adam learning rate (default 3e-3)."),
-    interface: str | None = typer.Option(
-        None, "--interface", help="sequence or layer (default: the class's kernelgap_interface)."
-    ),
-    arg: list[str] = typer.Option(
-        [], "--arg", help="Constructor argument NAME=m|rank|d_model|JSON value (an argument map; repeatable)."
-    ),
-    output: int | None = typer.Option(None, "--output", help="Index of the prediction in a tuple the module returns."),
-    d_model: int = typer.Option(32, "--d-model", help="Embedding width given to a 'layer' module."),
-    executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
-    workers: int | None = typer.Option(None, "--workers", help="Runs trained at once (default: cores)."),
-    address: str | None = typer.Option(None, "--address", help="Ray cluster HOST:PORT (ray executor)."),
-    recipes: bool = typer.Option(
-        True, "--recipes/--no-recipes", help="Try other schedules where a rank fails unforbidden (the recipe search)."
-    ),
-    time_limit: list[str] = typer.Option(
-        [], "--time-limit", help="PHASE=SECONDS for the module's import, check or step (repeatable)."
-    ),
-) -> None:
-    """One parameter per flag (typer reads the flags from the signature); help: the decorator's."""
+def _probe_fields() -> dict:
+    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields but where its baseline lies (a reproduction's)."""
     from .probe.config import ProbeConfig
 
-    constructor, suite = json_object(kwargs, "--kwargs"), suite_ranks(ranks)  # in the flags' order
-    seed_list = int_list(seeds, "--seeds")
-    arg_map = argument_map(arg)
-    config = ProbeConfig(  # checked as it is made
-        target=target,
-        kwargs=constructor,
-        out=out,
-        profile=profile,
-        ranks=suite,
-        seeds=seed_list,
-        steps=steps,
-        lr=lr,
-        d_model=d_model,
-        interface=interface,
-        args=arg_map,
-        output=output,
-        executor=executor,
-        workers=workers,
-        address=address,
-        recipes=recipes,
-        time_limits={phase: number(text) for phase, text in key_values(time_limit).items()},
-    )
+    return {name: field for name, field in ProbeConfig.model_fields.items() if name != "baseline"}
+
+
+@fields_command("probe", _probe_fields, PROBE_FLAGS)
+def probe(**given) -> None:
+    """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
+    from .probe.config import ProbeConfig
+
+    config = ProbeConfig(**given_fields(given, PROBE_FLAGS))  # checked as it is made
     from .probe.runner import run_probe  # torch: after the flags are checked
     from .reproduction import build_probe_report
 
@@ -409,9 +354,9 @@ def probe(
 def reproduce(
     profile: str = typer.Option("quick", "--profile", help="quick, paper, wall, or a folder holding profile.toml."),
     out: Path | None = typer.Option(None, "--out", help="Results folder (default results/reproduce-PROFILE)."),
-    executor: str = typer.Option("local", "--executor", help="local (process pool), ray or inline."),
-    workers: int | None = typer.Option(None, "--workers", help="Parallel tasks (default: cores)."),
-    address: str | None = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+    executor: Executor = "local",
+    workers: Workers = None,
+    address: Address = None,
 ) -> None:
     """Run the paper's experiments (resumable) and write summary.json, figures, report.html."""
     from .experiments.profile import load_profile
@@ -454,7 +399,7 @@ def results(
 def compare(
     dir_a: Path = typer.Argument(..., metavar="DIR_A", help="A reproduction (or probe) folder holding summary.json."),
     dir_b: Path = typer.Argument(..., metavar="DIR_B", help="Another of the same profile, e.g. run on another CPU."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: Json = False,
     out: Path | None = typer.Option(None, "--out", help="Also write the differences here as Markdown."),
 ) -> None:
     """List every conclusion (verdict, count, transition rank) two reproductions of one profile
@@ -477,6 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     watch_interrupts(console=argv is None)
     try:
         args = sys.argv[1:] if argv is None else list(argv)
+        _PENDING.pop(args[0] if args else "", lambda: None)()  # the invoked command's field flags
         code = _with_registered_choices(typer.main.get_command(app), args)(args=args, standalone_mode=False)
     except KernelgapError as exc:
         if not interrupted():  # else an error that an interrupt caused: the interrupt's line

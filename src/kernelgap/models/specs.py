@@ -42,16 +42,23 @@ READOUTS = ("linear", "mlp")
 KINDS = ("kernel", "softmax", "module")
 
 # The fields, each described once (kernel and softmax models share most of them).
-Rank = Annotated[PositiveInt, Field(description="features per head (kernel), or the module's rank")]
+Rank = Annotated[PositiveInt, Field(description="feature rank r: features per head (kernel), or the module's rank")]
 Heads = Annotated[PositiveInt, Field(description="attention heads")]
-DValue = Annotated[PositiveInt, Field(description="value width")]
-ReadoutName = Annotated[one_of(READOUTS), Field(description="value/readout maps: two-layer MLPs or affine")]
+DValue = Annotated[PositiveInt, Field(description="value width (default: 32, or the family's overlap rank if larger)")]
+ReadoutName = Annotated[
+    one_of(READOUTS), Field(description="value/readout maps: mlp or linear (default: a kernel map's recipe, else mlp)")
+]
 Hidden = Annotated[PositiveInt, Field(description="hidden width of the MLPs")]
 PositionDependent = Annotated[bool, Field(description="a key map per key position")]
 Causal = Annotated[bool, Field(description="position i attends to positions 1..i")]
-Temperature = Annotated[FinitePositive, Field(description="score temperature τ (default: kernel 1.0, softmax 4.0)")]
+Temperature = Annotated[
+    FinitePositive,
+    Field(
+        description="score temperature τ; a log-space map's divides its log-features (default: kernel 1, softmax 4, sized)"
+    ),
+]
 InitScale = Annotated[FinitePositive, Field(description="initial scale of the parameters")]
-KIND_TEXT = "kernel attention, dense softmax, or a module written elsewhere"
+KIND_TEXT = "kernel (kernel attention), softmax (dense softmax) or module (a module written elsewhere)"
 #: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
 #: training stalls; docs/experiments.md, "Training recipe").
 INIT_SCALE = 2.0
@@ -114,7 +121,7 @@ class KernelSpec(BaseSpec):
     fields it is not given that its map's ``recipe_model`` sets take the map's values."""
 
     kind: Literal["kernel"] = Field("kernel", description=KIND_TEXT)
-    feature_map: str = Field("table", description="a registered feature map (kind = kernel)")
+    feature_map: str = Field("table", description="a registered feature map of a kernel model")
     rank: Rank = 16
     heads: Heads = 1
     d_value: DValue = 32

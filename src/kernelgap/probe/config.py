@@ -55,24 +55,28 @@ class ProbeConfig(Config):
     model_config = ConfigDict(frozen=True)
 
     target: NonEmpty = Field(description="the module: pkg.mod:Class or path/to/file.py:Class")
-    kwargs: dict[str, Any] = Field({}, description="its constructor's keyword arguments")
-    interface: Interface | None = Field(None, description="sequence or layer (none: the class's kernelgap_interface)")
+    kwargs: dict[str, Any] = Field({}, description="the module's constructor keyword arguments")
+    interface: Interface | None = Field(None, description="sequence or layer (default: its kernelgap_interface)")
     args: dict[str, Any] = Field({}, description="argument map: constructor argument → m, rank, d_model or a constant")
     output: Int | None = Field(None, description="index of the prediction in a tuple the module returns")
     d_model: between(1, MAX_WIDTH) = Field(32, description="embedding width given to a layer module")
-    profile: one_of(PROFILES) = Field("quick", description="the suites (kernelgap.probe.suites.PROFILES)")
-    ranks: Ranks | None = Field(None, description="ranks overriding the suites' (an empty list leaves a suite out)")
+    profile: one_of(PROFILES) = Field("quick", description="quick or paper, the suites of kernelgap.probe.suites")
+    ranks: Ranks | None = Field(None, description="ranks overriding the suites', all or by suite ([] leaves one out)")
     seeds: list[Seed] | None = Field(None, description="seeds overriding the suites'")
     steps: Annotated[Int, Field(ge=0, le=MAX_STEPS * 3 // 2)] | None = Field(
         None, description="training steps per run overriding the suites' (a third MSE, the rest power-mean)"
     )
-    lr: LearningRate | None = Field(None, description="Adam learning rate overriding the suites'")
-    recipes: Recipes = Field(True, description="whether the recipe search runs, or the suites it runs on")
-    time_limits: TimeLimits = Field(TimeLimits(), description="seconds per phase of the module (kernelgap.probe.leash)")
-    out: str | Path | None = Field(None, description="the probe's folder (none: results/probe-<Class>)")
+    lr: LearningRate | None = Field(None, description="Adam learning rate overriding the suites' (theirs: 3e-3)")
+    recipes: Recipes = Field(
+        True, description="the recipe search (other schedules where a rank fails unforbidden): on, off or its suites"
+    )
+    time_limits: TimeLimits = Field(
+        TimeLimits(), description="seconds the module's import, check and each step may take (kernelgap.probe.leash)"
+    )
+    out: str | Path | None = Field(None, description="the probe's folder (default: results/probe-<Class>)")
     baseline: str | Path | None = Field(None, description="the folder of the elu1 and twin runs (none: <out>/baseline)")
-    executor: Literal[tuple(EXECUTORS)] = Field("local", description="the sweep runner's executor")
-    workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (none: the cores)")
+    executor: Literal[tuple(EXECUTORS)] = Field("local", description="local (process pool), ray or inline")
+    workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (default: the cores)")
     address: str | None = Field(None, description="the Ray cluster's HOST:PORT (ray executor)")
 
     def __init__(self, /, *args, **data) -> None:

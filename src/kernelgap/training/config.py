@@ -95,16 +95,18 @@ class TrainConfig(Config):
     WHERE: ClassVar[str] = "train"
 
     lr: LearningRate | None = Field(None, description="Adam learning rate (default: calibrated per model)")
-    mse_steps: Steps = Field(1000, description="steps of the MSE phase")
-    max_steps: Steps = Field(2000, description="steps of the power-mean (max-error) phase")
-    power: Power = Field(8.0, description="power of the power-mean loss")
+    mse_steps: Steps = Field(1000, description="steps of the MSE phase (default: the map's schedule, else 1000)")
+    max_steps: Steps = Field(
+        2000, description="steps of the power-mean (max-error) phase (default: the map's schedule, sized, else 2000)"
+    )
+    power: Power = Field(8.0, description="power of the power-mean loss (default: 8, more for a large product family)")
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
     restarts: Restarts = Field(
-        0, description="train a run that ends not exact again from a fresh start, up to this many times"
+        0, description="fresh starts of a run that ends not exact, up to this many; its best try is kept"
     )
     distill: bool = Field(False, description="start from a table of the same rank trained first (kernel models)")
     prune_from: PruneFrom = Field(
-        1.0, description="train a table at this many times the rank first, keep the most-used features (1: off)"
+        1.0, description="train a table at this many times the rank first and keep its most-used features; 1: off"
     )
     dtype: DType = "float32"
     #: A torch device ("cuda", "cuda:1"); results are recorded per device.
