@@ -56,8 +56,7 @@ def test_the_table_map_trains_exact_at_the_certificate_and_never_below(rank, exa
     from kernelgap.training import train_runs
     from kernelgap.training.command_line import command_line_run
 
-    run = command_line_run(
-        "layer", ["m=6", "distance=2", "length=7"], {"kind": "kernel", "feature_map": "table", "rank": rank}, {}, 0
-    )
+    given = {"kind": "kernel", "feature_map": "table", "rank": rank, "seed": 0}
+    run = command_line_run("layer", ["m=6", "distance=2", "length=7"], given)
     (result,) = train_runs([run])
     assert (result.train["max_error"] < 0.5) is exact, result.train

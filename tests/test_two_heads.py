@@ -150,3 +150,33 @@ def test_the_levels_a_query_sees_are_counted():
         assert most_levels(family) == max(len(v) for v in seen.values()), name
     assert most_levels(build_family("witness")) == 2 and most_levels(build_family("cw")) > 2
     assert most_levels(build_family("layer", m=6, length=4)) is None
+
+
+def test_two_heads_train_exact_at_the_constructed_total():
+    """Training two heads of rank 3 (total 6, under the construction's 7 and the one-head
+    certificate 16) with position-dependent keys and a linear readout, the construction's
+    shape, is exact on most of three seeds of the witness family."""
+    from kernelgap.training.config import RunConfig
+    from kernelgap.training.trainer import train_runs
+
+    built = check_two_heads(build_family("witness"))
+    rank = built.total // 2
+    runs = [
+        RunConfig.parse(
+            {
+                "family": {"name": "witness"},
+                "model": {
+                    "feature_map": "table",
+                    "rank": rank,
+                    "heads": 2,
+                    "readout": "linear",
+                    "position_dependent": True,
+                },
+                "seed": seed,
+            }
+        ).validate()
+        for seed in range(3)
+    ]
+    results = train_runs(runs)
+    assert 2 * rank <= built.total < 16
+    assert sum(r.train["max_error"] < 0.5 for r in results) >= 2, [r.train["max_error"] for r in results]
