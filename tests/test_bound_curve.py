@@ -9,9 +9,9 @@ import pytest
 from kernelgap.args import parse_range
 from kernelgap.errors import KernelgapError
 from kernelgap.task import build_family
-from kernelgap.theory.bound_curve import SERIES, bound_curve, curve_lines, figure_of, series
+from kernelgap.theory.bound_curve import SERIES, PointSeries, bound_curve, common, curve_lines, figure_of, series
 from kernelgap.theory.certificate import certify
-from kernelgap.theory.series import PointSeries, common, growth_rate
+from kernelgap.theory.layer_curve import growth_rate
 
 
 def parse_m_range(text: str) -> list[int]:

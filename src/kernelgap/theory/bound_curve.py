@@ -1,43 +1,120 @@
 """The certified rank against m for a whole family series (docs/theory.md, "The wall in m").
 
-The series, one :class:`~.series.Series` per ``--code`` in :data:`SERIES`:
+The series, one object per ``--code`` in :data:`SERIES` (a new series is one object added):
 
-* ``hadamard``: the witness family of all ``m − 1`` codewords of a normalized
-  Hadamard matrix (m with a construction, see
-  :func:`~kernelgap.task.codes.hadamard_orders`), certified with direct
-  comparisons and with chains of intermediate candidates;
-* ``cw``: the same for a seeded random constant-weight code (weight ``m/2``,
-  pairwise overlap ≤ ``3m/8``, at most ``queries`` words);
-* ``ladder``: the ladder product family (:mod:`kernelgap.task.families.ladder`): per m,
-  the largest number of queries certified in full (doubling, then bisection
-  to within an eighth), its certificate, and dense softmax's construction
-  checked on a random sample of the family's sequences
-  (:func:`kernelgap.models.verify.softmax_check`);
+* ``hadamard``: the witness family of all ``m − 1`` codewords of a normalized Hadamard matrix
+  (m with a construction, :func:`~kernelgap.task.codes.hadamard_orders`), certified with
+  direct comparisons and with chains of intermediate candidates;
+* ``cw``: the same for a seeded random constant-weight code (weight ``m/2``, pairwise overlap
+  ≤ ``3m/8``, at most ``queries`` words);
+* ``ladder``: the ladder product family (:mod:`kernelgap.task.families.ladder`): per m the
+  largest number of queries certified in full (doubling, then bisection to within an eighth),
+  its certificate, and dense softmax's construction checked on a random sample of the
+  family's sequences (:func:`kernelgap.models.verify.softmax_check`);
 * ``layer``: the layer family at context length N, at each tolerance δ of ``--delta``
-  (a Graham–Sloane class at 1/2, the whole middle layer below; :mod:`.layer_curve`).
+  (:mod:`.layer_curve`).
 
-Beside them: the exact positive construction (rank ``2^m``, an upper bound on
-the features nonnegative kernels need) and dense softmax, exact with
-``m``-dimensional scores.  A new series is one object added to :data:`SERIES`.
+Beside them: the exact positive construction (rank ``2^m``, an upper bound on the features
+nonnegative kernels need) and dense softmax, exact with ``m``-dimensional scores.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import FamilyError, KernelgapError
+from ..limits import check_memory
 from ..rationals import parse_delta
 from ..task import build_family
 from ..task.codes import hadamard_code, hadamard_orders, random_constant_weight
 from ..task.families.witness import witness_from_code
+from ..task.registry import check_values, memory_estimate
 from .certificate import certify
-from .layer_curve import LayerSeries
-from .series import CurveOptions, PointSeries, Series, common, growth_rate
-from .text import code_curve_lines, ladder_curve_lines
+from .layer_curve import growth_rate, length_curve, wall_curve
+from .text import code_curve_lines, ladder_curve_lines, layer_lines
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    """The knobs of a curve: the most ``queries`` per family (None: the series' default), the
+    ``chain_step`` of the amplification chains, the ``seed`` of seeded codes and, for a series
+    that :attr:`~Series.takes_delta`, the tolerances δ (None: its default)."""
+
+    queries: int | None = None
+    chain_step: int = 4
+    seed: int = 0
+    deltas: tuple[Fraction, ...] | None = None
+
+
+class Series:
+    """One ``--code``: ``curve(ms, options, log)`` gives its payload against m,
+    ``lines(payload)`` the payload as text (:mod:`.text`) and, where :attr:`against_length`,
+    ``length_curve(ms, lengths, options, log)`` its curves against N."""
+
+    name: str = ""
+    #: The figure against m: ``"bound"`` (certified rank beside 2^m and m) or ``"wall"`` (the
+    #: least context length certifying the whole code).
+    figure: str = "bound"
+    against_length: bool = False
+    #: Certified at the caller's tolerances δ (``--delta``); the others at 1/2.
+    takes_delta: bool = False
+
+
+class PointSeries(Series):
+    """A series with one point per m: ``family(m, options)`` names the registered family
+    (name, parameters) of its largest build at m, ``point(m, options, log)`` gives the point
+    (None: no family at m) and :meth:`extras` the payload's own fields."""
+
+    #: Most queries per family when ``--queries`` is not given.
+    default_queries: int = 128
+
+    def has_family(self, m: int) -> bool:
+        """Whether m can have a family at all (arithmetic only; the rest are skipped)."""
+        return True
+
+    def extras(self, points: list[dict], options: CurveOptions) -> dict:
+        return {}
+
+    def curve(self, ms: list[int], options: CurveOptions, log=None) -> dict:
+        """Every m's point, the m without a family listed as skipped; every m is checked first."""
+        options = replace(options, queries=self.default_queries if options.queries is None else options.queries)
+        if options.queries < 2 or options.chain_step < 1:
+            raise KernelgapError("queries must be ≥ 2 and chain_step ≥ 1")
+        self.check(ms, options)
+        points, skipped = [], []
+        for m in ms:
+            point = self.point(m, options, log)
+            if point is None:
+                skipped.append(m)
+            else:
+                points.append(point)
+        if not points:
+            raise KernelgapError(f"no m in {ms[0]}..{ms[-1]} has a {self.name} family")
+        payload = {"code": self.name, "queries_max": options.queries, "points": points, "skipped_m": skipped}
+        return {**payload, **self.extras(points, options)}
+
+    def check(self, ms: list[int], options: CurveOptions) -> None:
+        """Before any family is built: every m's parameters pass the registry's checks
+        (:func:`~kernelgap.task.registry.check_values`) and its largest family's memory
+        estimate is within the limit of :mod:`kernelgap.limits`."""
+        for m in ms:
+            if not self.has_family(m):
+                continue
+            name, params = self.family(m, options)
+            full = check_values(name, params)
+            check_memory(
+                f"the {self.name} family at m = {m:,} with {options.queries:,} queries", memory_estimate(name, full)
+            )
+
+
+def common(m: int) -> dict:
+    """The fields every point against m has: m, the positive construction's rank 2^m, softmax's m."""
+    return {"m": m, "positive_construction": 2**m, "softmax_score_dim": m}
 
 
 def _hadamard_code(m: int, queries: int) -> np.ndarray | None:
@@ -46,27 +123,16 @@ def _hadamard_code(m: int, queries: int) -> np.ndarray | None:
     return hadamard_code(m)[:queries]
 
 
-def _hadamard_params(m: int, options: CurveOptions) -> dict:
-    return {"m": m, "n": min(options.queries, m - 1), "chain_step": options.chain_step}
-
-
 def _cw_code(m: int, queries: int) -> np.ndarray | None:
     code = random_constant_weight(m, m // 2, (3 * m) // 8, queries, seed=0, max_tries=20_000, require_count=False)
     return code if len(code) >= 2 else None
 
 
-def _cw_params(m: int, options: CurveOptions) -> dict:
-    return {
-        "m": m,
-        "weight": m // 2,
-        "max_overlap": (3 * m) // 8,
-        "n": options.queries,
-        "chain_step": options.chain_step,
-    }
-
-
 class CodeSeries(PointSeries):
-    """The witness family of a code at each m, certified directly and with chains."""
+    """The witness family of a code at each m, certified directly and with chains.
+    ``words(m, queries)``: the code's words at m (at most ``queries``; None: no code at m);
+    ``params(m, options)``: the registered family's parameters that build the same family;
+    ``valid_m(m)``: whether m can have a code at all (arithmetic only)."""
 
     def __init__(
         self,
@@ -75,9 +141,6 @@ class CodeSeries(PointSeries):
         params: Callable[[int, CurveOptions], dict],
         valid_m: Callable[[int], bool] = lambda m: True,
     ):
-        """``words(m, queries)``: the code's words at m (at most ``queries``), or None: no code
-        at m; ``params(m, options)``: the registered family's parameters that build the same
-        family; ``valid_m(m)``: whether m can have a code at all (arithmetic only)."""
         self.name, self.words, self.params, self.valid_m = name, words, params, valid_m
 
     def has_family(self, m: int) -> bool:
@@ -87,7 +150,6 @@ class CodeSeries(PointSeries):
         return self.name, self.params(m, options)
 
     def point(self, m: int, options: CurveOptions, log=None) -> dict | None:
-        """Certificates (direct and chained) of the witness family of the code at m."""
         words = self.words(m, options.queries)
         if words is None:
             return None
@@ -133,26 +195,19 @@ class LadderSeries(PointSeries):
         return ladder_curve_lines(payload)
 
 
-def _ladder_certificate(m: int, n: int, seed: int):
-    """The ladder family of n queries and its certificate; no exact clique search is
-    needed to tell whether every query is certified (the full set is checked first)."""
-    try:
-        family = build_family("ladder", m=m, n=n, seed=seed)
-    except FamilyError as exc:  # no code of that size under the overlap cap
-        return None, str(exc)
-    return family, certify(family, budget_s=0)
-
-
 def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
-    """The largest ladder family at m whose every query is certified (module docstring)."""
+    """The largest ladder family at m whose every query is certified (module docstring); no
+    exact clique search is needed to tell (the whole set is tested first)."""
     tried, best = [], None
 
     def attempt(n: int) -> bool:
         nonlocal best
-        family, cert = _ladder_certificate(m, n, seed)
-        if family is None:
-            tried.append({"n": n, "certified": None, "why": cert})
+        try:
+            family = build_family("ladder", m=m, n=n, seed=seed)
+        except FamilyError as exc:  # no code of that size under the overlap cap
+            tried.append({"n": n, "certified": None, "why": str(exc)})
             return False
+        cert = certify(family, budget_s=0)
         full = cert.certified_rank >= n
         tried.append(
             {"n": n, "certified": cert.certified_rank, "trace": cert.trace.rank, "seconds": round(cert.seconds, 2)}
@@ -177,7 +232,6 @@ def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
 
 
 def _ladder_fields(n: int, family, cert) -> dict:
-    """The fields of a ladder point from its largest family certified in full."""
     from ..models.verify import softmax_check  # torch, only where a ladder family is certified
 
     return {
@@ -193,12 +247,48 @@ def _ladder_fields(n: int, family, cert) -> dict:
     }
 
 
+class LayerSeries(Series):
+    """``--code layer``: against m the wall (:func:`~.layer_curve.wall_curve`), against N
+    :func:`~.layer_curve.length_curve`, at each δ of ``options.deltas``."""
+
+    name = "layer"
+    figure = "wall"
+    against_length = True
+    takes_delta = True
+
+    def curve(self, ms: list[int], options: CurveOptions, log=None) -> dict:
+        if options.queries is not None:
+            raise KernelgapError("--queries does not apply to --code layer (its code is the whole class)")
+        return wall_curve(ms, log=log, deltas=options.deltas)
+
+    def length_curve(self, ms: list[int], lengths: list[int], options: CurveOptions, log=None) -> dict:
+        return length_curve(ms, lengths, log=log, deltas=options.deltas)
+
+    def lines(self, payload: dict) -> list[str]:
+        return layer_lines(payload)
+
+
 #: Every series, by its ``--code``.
 SERIES: dict[str, Series] = {
     s.name: s
     for s in (
-        CodeSeries("hadamard", _hadamard_code, _hadamard_params, valid_m=lambda m: m % 4 == 0),
-        CodeSeries("cw", _cw_code, _cw_params),
+        CodeSeries(
+            "hadamard",
+            _hadamard_code,
+            lambda m, o: {"m": m, "n": min(o.queries, m - 1), "chain_step": o.chain_step},
+            valid_m=lambda m: m % 4 == 0,
+        ),
+        CodeSeries(
+            "cw",
+            _cw_code,
+            lambda m, o: {
+                "m": m,
+                "weight": m // 2,
+                "max_overlap": (3 * m) // 8,
+                "n": o.queries,
+                "chain_step": o.chain_step,
+            },
+        ),
         LadderSeries(),
         LayerSeries(),
     )
@@ -223,8 +313,8 @@ def bound_curve(
     deltas: list[Fraction | str] | None = None,
 ) -> dict:
     """The curve's numbers for every m that has a family (the rest listed as skipped); with
-    ``lengths``, the series' curves against the context length N at each m; with ``deltas``,
-    a series that takes them certified at each tolerance δ."""
+    ``lengths``, the curves against the context length N at each m; with ``deltas``, a series
+    that takes them certified at each tolerance δ."""
     chosen = series(code)
     deltas = None if deltas is None else [parse_delta(d.strip() if isinstance(d, str) else d) for d in deltas]
     if deltas is not None and not chosen.takes_delta:
@@ -240,7 +330,7 @@ def bound_curve(
 
 
 def figure_of(payload: dict) -> tuple[str, str]:
-    """The file stem and figure kind (:attr:`~.series.Series.figure`, or ``"length"``) of a curve payload."""
+    """The file stem and figure kind (:attr:`Series.figure`, or ``"length"``) of a curve payload."""
     if payload.get("against") == "length":
         return f"bound-curve-{payload['code']}-length", "length"
     return f"bound-curve-{payload['code']}", series(payload["code"]).figure

@@ -89,6 +89,7 @@ def pair_ceiling(m: int, gap: int) -> int:
     return max(1, math.floor(2 / least))
 
 
+@lru_cache(maxsize=4096)
 def chain_minimum(total: int, delta: Fraction | str, length: int) -> Fraction | None:
     """``μ_N(G)``: the least product ``Π ρ_N(g_k, δ)`` over the compositions of ``G = total`` into
     parts ``g_k ≥ ⌊2δ⌋ + 1`` (the least value any chain of total gap G can have), exact; None
@@ -96,17 +97,12 @@ def chain_minimum(total: int, delta: Fraction | str, length: int) -> Fraction | 
     delta = parse_delta(delta)
     if length < 3:
         raise KernelgapError(f"a context length N must be ≥ 3, got {length}")
-    return _chain_minimum(total, delta, length)
-
-
-@lru_cache(maxsize=4096)
-def _chain_minimum(total: int, delta: Fraction, length: int) -> Fraction | None:
     g0 = min_gap(delta)
     if total < g0:
         return None
     best = rho(total, delta, length)
     for last in range(g0, total - g0 + 1):
-        rest = _chain_minimum(total - last, delta, length)
+        rest = chain_minimum(total - last, delta, length)
         if rest is not None:
             best = min(best, rest * rho(last, delta, length))
     return best
@@ -168,8 +164,8 @@ def maximum_pair_family(m: int, gap: int) -> list[int]:
     import igraph
 
     _check_m_gap(m, gap)
-    if m > (EXHAUSTIVE_GAP1_M if gap == 1 else EXHAUSTIVE_M):
-        top = EXHAUSTIVE_GAP1_M if gap == 1 else EXHAUSTIVE_M
+    top = EXHAUSTIVE_GAP1_M if gap == 1 else EXHAUSTIVE_M
+    if m > top:
         raise KernelgapError(f"the exhaustive search at gap {gap} takes m ≤ {top}, got {m}")
     if m <= FULL_GRAPH_M:
         _full_graph_reduction(m, gap)

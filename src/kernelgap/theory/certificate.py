@@ -1,25 +1,13 @@
 """The rank lower bound as an exact certificate for a concrete family (docs/theory.md).
 
-For a family of sequences of length N ≥ 3 (docs/theory.md, "Context length N"),
-a query position and a tolerance
-``0 < δ ≤ 1/2`` the certificate is a rank ``r₀`` such that every single-head
-normalized nonnegative kernel model with max error ``≤ δ`` (``< 1/2`` at
-δ = 1/2) on the query position needs ``r ≥ r₀`` features.  Two bounds are
-computed from the same pair bounds ε (:mod:`.pair_bounds`) and the larger is
-certified:
-
-* **trace** (Schur, :mod:`.trace`): ``|tr B|² ≤ rank B · ‖B‖_F²`` gives
-  ``r ≥ n²/(n + Σ_{i≠j} ε_ij²)``; holds for any real B; unbounded pairs are left out
-  by dropping queries (a principal submatrix), strict bounds add one;
-* **Radon** (:mod:`.radon`): uses that the features are nonnegative; a clique
-  of ``r + 1`` queries with every ``ε_ij ε_ji ≤ 1/r`` certifies ``r + 1``; it simply
-  never uses an unbounded pair;
-* **chromatic** (:mod:`.chromatic`): also nonnegativity; a lower bound ``χ ≥ r + 1`` on the
-  graph of the pairs with ``ε_ij ε_ji ≤ 1/r²`` certifies ``r + 1``.
-
-Every search counts work (:mod:`.work`); seconds only guard against a hang.
-
-Every dropped query and unbounded pair is reported.
+For a family of sequences of length N ≥ 3, a query position and a tolerance
+``0 < δ ≤ 1/2`` the certificate is a rank ``r₀`` such that every single-head normalized
+nonnegative kernel model with max error ``≤ δ`` (``< 1/2`` at δ = 1/2) on the query position
+needs ``r ≥ r₀`` features.  Three bounds are computed from the same pair bounds ε
+(:mod:`.pair_bounds`) and the largest is certified: trace (:mod:`.trace`, any real B), Radon
+(:mod:`.radon`) and chromatic (:mod:`.chromatic`), the last two using that the features are
+nonnegative.  Every search counts work (:mod:`.work`); every dropped query and unbounded pair
+is reported.
 
 **At scale** (docs/theory.md, "The whole set by rule").  A product family with more than
 :data:`DENSE_QUERIES` matching entries and of complement shape is certified without any
@@ -33,6 +21,7 @@ better of that and the rule is certified.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -125,6 +114,13 @@ class Certificate:
         numbers and its reason in ``bounds.trace.skipped``; the Radon block is :meth:`_radon_json`."""
         t = self.trace
         done = t.skipped is None
+        trace = {
+            "rank": t.rank if done else None,
+            "bound": frac_str(t.bound) if done else None,
+            "sum_eps2": frac_str(t.sum_eps2) if done else None,
+            "queries": len(t.kept) if done else None,
+            "skipped": t.skipped,
+        }
         return certificate_json(
             {
                 "family": self.family,
@@ -134,21 +130,15 @@ class Certificate:
                 "query_position": self.query_position,
                 "delta": frac_str(self.delta),
                 "queries_total": self.queries_total,
-                "queries": self.queries if done else None,
-                "sum_eps2": frac_str(t.sum_eps2) if done else None,
-                "bound": frac_str(t.bound) if done else None,
+                "queries": trace["queries"],
+                "sum_eps2": trace["sum_eps2"],
+                "bound": trace["bound"],
                 "bound_float": float(t.bound) if done else None,
                 "strict": t.strict if done else None,
                 "certified_rank": self.certified_rank,
                 "method": self.method,
                 "bounds": {
-                    "trace": {
-                        "rank": t.rank if done else None,
-                        "bound": frac_str(t.bound) if done else None,
-                        "sum_eps2": frac_str(t.sum_eps2) if done else None,
-                        "queries": len(t.kept) if done else None,
-                        "skipped": t.skipped,
-                    },
+                    "trace": trace,
                     "radon": self._radon_json(),
                     "chromatic": chromatic_json(self.chromatic, self.chromatic_queries),
                 },
@@ -207,11 +197,8 @@ def _rule_json(rule: LeastGap | None) -> dict | None:
 
 
 def check_family(family: AnyFamily) -> None:
-    """The certificate's preconditions; raises a one-line :class:`FamilyError`.
-
-    The family is validated again first (:meth:`Family.validate`): it validated itself
-    when it was built and whenever a field was assigned, and this also catches a list
-    or array changed in place since."""
+    """The certificate's preconditions, the family validated again first (a list or array
+    changed in place since it was built); a one-line :class:`FamilyError` otherwise."""
     family.validate()
     if family.length < 3:
         raise FamilyError(
@@ -295,10 +282,8 @@ def _family_queries(family: AnyFamily, position: int) -> int:
 
 
 def first_entries(family: ProductFamily, count: int) -> ProductFamily:
-    """The sub-family of the first ``count`` matching entries: their queries, their good
-    candidates as the only candidates, the same length and query position (tokens renumbered
-    in order).  Each of its sequences is one of the family's, so a model exact on the family is
-    exact on it and its certificate holds for the family."""
+    """The sub-family of the first ``count`` matching entries, their good candidates the only
+    candidates (module docstring, "At scale"; tokens renumbered in order)."""
     pairs = np.array(family.matching[:count], dtype=np.int64).reshape(-1, 2)
     ids = sorted_unique(pairs.ravel())
     local = np.searchsorted(ids, pairs)
@@ -315,9 +300,7 @@ def first_entries(family: ProductFamily, count: int) -> ProductFamily:
 
 
 def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Fraction, budget_s: float) -> Certificate:
-    """The certificate at scale (module docstring, "At scale"): the Radon bound by rule
-    (:mod:`.least_gap`), and below the whole set the dense certificate of the first
-    :data:`DENSE_QUERIES` entries beside it."""
+    """The certificate at scale (module docstring, "At scale")."""
     start = time.monotonic()
     gap = least_gap(shape, delta, family.length)
     n, word = shape.n, _words(family)
@@ -344,7 +327,7 @@ def _rule_certificate(family: ProductFamily, shape: ComplementShape, delta: Frac
                 f"(a sum over all n² pairs) is not computed"
             ),
             radon=radon,
-            weakest_pair=_rule_weakest(gap, family, word),
+            weakest_pair=None if gap.pair is None or gap.eps is None else _pair_json(family, word, *gap.pair, gap.eps),
             unbounded_pairs=[],
             dropped_queries=[],
             radon_queries=_rule_members(radon, family, word),
@@ -406,21 +389,6 @@ def _subfamily(gap: LeastGap, size: int, n: int) -> dict:
     }
 
 
-def _rule_weakest(gap: LeastGap, family: ProductFamily, word) -> dict | None:
-    """The pair at the least distance, whose ε = ρ_N(least gap) is the largest of all pairs."""
-    if gap.pair is None or gap.eps is None:
-        return None
-    (q, g), (_, b) = family.matching[gap.pair[0]], family.matching[gap.pair[1]]
-    return {
-        "query": word(q),
-        "good": word(g),
-        "bad": word(b),
-        "s_good": 0,
-        "s_bad": gap.gap,
-        "eps": frac_str(gap.eps),
-    }
-
-
 def certify_at(family: Family, qpos: int, delta: Fraction, budget_s: float = DEFAULT_BUDGET_S) -> Certificate:
     """The certificate of a sequence family with the query at 0-based position ``qpos``."""
     return _certificate(family, qpos + 1, chain_pair_bounds(family, qpos, delta), delta, budget_s)
@@ -459,14 +427,8 @@ def _certificate(family: AnyFamily, position: int, bounds: PairBounds, delta: Fr
 
 
 def _words(family: AnyFamily):
-    cache: dict[int, str] = {}
-
-    def word(token: int) -> str:
-        if token not in cache:
-            cache[token] = bits_to_str(family.tokens[token])
-        return cache[token]
-
-    return word
+    """A token's word, each computed once."""
+    return functools.cache(lambda token: bits_to_str(family.tokens[token]))
 
 
 def _weakest(bounds: PairBounds, kept: np.ndarray, family: AnyFamily, word) -> dict | None:
@@ -475,13 +437,18 @@ def _weakest(bounds: PairBounds, kept: np.ndarray, family: AnyFamily, word) -> d
         return None
     eps2 = bounds.eps_squared()[np.ix_(kept, kept)]
     i, j = (kept[k] for k in np.unravel_index(np.argmax(eps2), eps2.shape))
+    return _pair_json(family, word, i, j, bounds.values[bounds.eps_id[i, j]])
+
+
+def _pair_json(family: AnyFamily, word, i: int, j: int, eps: Fraction) -> dict:
+    """The ``weakest_pair`` field: entry i's query and good candidate, entry j's as the bad one."""
     (q, g), (_, b) = family.matching[i], family.matching[j]
-    tok = family.tokens.astype(np.int64)
+    tok = family.tokens[[q, g, b]].astype(np.int64)
     return {
         "query": word(q),
         "good": word(g),
         "bad": word(b),
-        "s_good": int(tok[q] @ tok[g]),
-        "s_bad": int(tok[q] @ tok[b]),
-        "eps": frac_str(bounds.values[bounds.eps_id[i, j]]),
+        "s_good": int(tok[0] @ tok[1]),
+        "s_bad": int(tok[0] @ tok[2]),
+        "eps": frac_str(eps),
     }

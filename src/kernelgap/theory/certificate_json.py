@@ -33,10 +33,7 @@ class TraceJson(Written):
 
 
 class RadonJson(Written):
-    """The Radon bound: its rank and level, its members — ``all`` only when they are every one of
-    the ``of`` distinct queries of the family (at the certified position), else the ``first``
-    ``count`` matching entries (by rule) or ``listed`` with their words in ``queries`` — the
-    largest product and how it was found."""
+    """The Radon bound (:meth:`~.certificate.Certificate._radon_json`)."""
 
     rank: Int
     level: Int
@@ -53,11 +50,8 @@ class RadonJson(Written):
 
 
 class ChromaticJson(Written):
-    """The chromatic bound (docs/theory.md, "The chromatic certificate"): its rank and level r
-    (``χ ≥ r + 1`` on the graph of the pairs with ``ε_ij ε_ji ≤ 1/r²``), the method, the graph
-    (its vertices' words and edges, by position in ``queries``) and the witness: a maximum
-    independent set, exact LP weights, or the refuted CNF; the work spent and whether the
-    hang guard stopped a search (no timing: the block is a function of the family alone).  ``rank`` 0: no level above the other bounds certified."""
+    """The chromatic bound (:class:`~.chromatic.ChromaticBound`; no timing: the block is a
+    function of the family alone); ``edges`` by position in ``queries``."""
 
     rank: Int
     level: Int

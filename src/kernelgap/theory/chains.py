@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..task.family import Family
+from ..task.family import Family, sorted_unique
 from .pair_bounds import ExactValues, PairBounds, finish_pair_bounds, log_rho, min_gap, tight
 
 
@@ -42,12 +42,6 @@ class Comparisons:
     gap: np.ndarray
 
 
-def _sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a plain sort: faster than ``np.unique``'s hashing here)."""
-    keys = np.sort(keys)
-    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-
-
 def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     pos = np.searchsorted(sorted_keys, keys)
     return sorted_keys[np.minimum(pos, len(sorted_keys) - 1)] == keys
@@ -59,7 +53,7 @@ def _complete_pairs_3(family: Family, qpos: int) -> tuple[np.ndarray, np.ndarray
     others = [p for p in range(3) if p != qpos]
     t = len(family.tokens)
     idx = family.index
-    keys = _sorted_unique((idx[:, qpos] * t + idx[:, others[0]]) * t + idx[:, others[1]])
+    keys = sorted_unique((idx[:, qpos] * t + idx[:, others[0]]) * t + idx[:, others[1]])
     q, rest = np.divmod(keys, t * t)
     a, b = np.divmod(rest, t)
     mixed = a < b
@@ -88,7 +82,7 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
     first = cand[:, :1]
     same_first = (cand == first).sum(1)
     uniform = same_first == n - 1
-    uniform_keys = _sorted_unique(q[uniform] * t + first[uniform, 0])
+    uniform_keys = sorted_unique(q[uniform] * t + first[uniform, 0])
     at_zero = (same_first == 1) & (cand[:, 1:] == cand[:, 1:2]).all(1)  # slot 0 holds the single one
     elsewhere = same_first == n - 2  # exactly one slot j > 0 differs from slot 0
     single = np.where(at_zero, 0, np.argmax(cand != first, axis=1))
@@ -101,7 +95,7 @@ def complete_comparisons(family: Family, qpos: int) -> tuple[np.ndarray, np.ndar
         return empty, empty, empty
     key = (rq * t + lo) * t + hi  # < 2^63 for T < 2^21
     if t**3 * (n - 1) < 1 << 63:  # one int64 per record: a plain sort
-        records = _sorted_unique(key * (n - 1) + slot) // (n - 1)
+        records = sorted_unique(key * (n - 1) + slot) // (n - 1)
     else:
         records = np.unique(np.stack([key, slot], 1), axis=0)[:, 0]
     keys, counts = np.unique(records, return_counts=True)
@@ -154,7 +148,7 @@ def chain_pair_bounds(family: Family, qpos: int, delta: Fraction) -> PairBounds:
     entry, edge = _entry_edges(comp, entry_query)
     lo_key, hi_key = entry * t + comp.lo[edge], entry * t + comp.hi[edge]
     src_key = np.arange(len(entry_query)) * t + goods
-    node_keys = _sorted_unique(np.concatenate([lo_key, hi_key, src_key]))
+    node_keys = sorted_unique(np.concatenate([lo_key, hi_key, src_key]))
     lo, hi, src = (np.searchsorted(node_keys, k) for k in (lo_key, hi_key, src_key))
     gap, level = comp.gap[edge], comp.s_hi[edge]
     weight = log_rho(gap, delta, family.length)

@@ -45,8 +45,8 @@ SEQUENCE_CHUNK = 1 << 15
 @dataclass
 class ConstructionCheck:
     """One construction on one family: its ``rank``, the largest error found, an upper bound
-    on every sequence's error, ``exact`` (bound < 1/2), ``margin`` (1/2 − bound) and which
-    ``levels`` the product check used ("family", "all"; "every sequence" for a list)."""
+    on every sequence's error and which ``levels`` the check used ("family", "all"; "every
+    sequence" for a list)."""
 
     construction: str
     rank: int
@@ -180,9 +180,7 @@ def _sequence_check(family, construction: str, beta: float) -> float:
 
 
 def constructed_rank(family: AnyFamily, cert) -> int | None:
-    """The smallest rank of an exact construction on the family: the ``constructed_rank`` a
-    certificate's JSON records, else the one-hot constructions checked on the family
-    (:func:`constructed`; None where neither is exact)."""
+    """The ``constructed_rank`` a certificate's JSON records, else :func:`constructed`'s."""
     payload = cert.to_json(limit=0)
     if "constructed_rank" in payload:
         return payload["constructed_rank"]

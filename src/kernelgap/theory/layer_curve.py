@@ -28,6 +28,8 @@ import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 
+import numpy as np
+
 from ..errors import KernelgapError
 from ..limits import MAX_CURVE_POINTS
 from ..task import build_family
@@ -37,8 +39,6 @@ from ..task.registry import check_params
 from .ceiling import certificate_ceiling, pair_ceiling, usable_gap
 from .certificate import certify
 from .construction import constructed
-from .series import CurveOptions, Series, growth_rate
-from .text import layer_lines
 
 #: The layer series' name; its code is the whole class, so it takes no query budget.
 LAYER = "layer"
@@ -239,27 +239,16 @@ def _smallest_full(full: Callable[[int], bool], guess: int) -> int | None:
     """The least N in ``3..MAX_PRODUCT_LENGTH`` with ``full(N)``, for a monotone ``full``,
     starting at ``guess``: ``full(guess)`` and ``not full(guess − 1)`` settle it in two
     calls; otherwise a doubling walk away from the guess, then bisection."""
-    lo_limit, hi_limit = 3, MAX_PRODUCT_LENGTH
-    if full(guess):
-        hi, step = guess, 1
-        while True:  # walk down: hi is full, find a short lo below it
-            if hi == lo_limit:
-                return hi
-            cand = max(lo_limit, hi - step)
-            if not full(cand):
-                lo = cand
-                break
-            hi, step = cand, step * 2
-    else:
-        lo, step = guess, 1
-        while True:  # walk up: lo is short
-            if lo == hi_limit:
-                return None
-            cand = min(hi_limit, lo + step)
-            if full(cand):
-                hi = cand
-                break
-            lo, step = cand, step * 2
+    up = not full(guess)  # walk up from a short guess, down from a full one
+    edge, step, limit = guess, 1, MAX_PRODUCT_LENGTH if up else 3
+    while True:
+        if edge == limit:
+            return None if up else edge
+        cand = min(limit, edge + step) if up else max(limit, edge - step)
+        if full(cand) == up:
+            break
+        edge, step = cand, step * 2
+    lo, hi = (edge, cand) if up else (cand, edge)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if full(mid) else (mid, hi)
@@ -348,22 +337,10 @@ def wall_curve(
     return {"code": LAYER, "against": "m", "deltas": [str(d) for d in deltas], "points": points, "growth": growth}
 
 
-class LayerSeries(Series):
-    """``--code layer``: against m the wall (:func:`wall_curve`), against N :func:`length_curve`,
-    at each δ of ``options.deltas``."""
-
-    name = LAYER
-    figure = "wall"
-    against_length = True
-    takes_delta = True
-
-    def curve(self, ms: list[int], options: CurveOptions, log=None) -> dict:
-        if options.queries is not None:
-            raise KernelgapError("--queries does not apply to --code layer (its code is the whole class)")
-        return wall_curve(ms, log=log, deltas=options.deltas)
-
-    def length_curve(self, ms: list[int], lengths: list[int], options: CurveOptions, log=None) -> dict:
-        return length_curve(ms, lengths, log=log, deltas=options.deltas)
-
-    def lines(self, payload: dict) -> list[str]:
-        return layer_lines(payload)
+def growth_rate(points: list[dict]) -> dict | None:
+    """Least-squares fit ``log2(certified) ≈ slope·m + intercept`` over the points."""
+    pts = [(p["m"], math.log2(p["certified"])) for p in points if p.get("certified")]
+    if len(pts) < 2:
+        return None
+    slope, intercept = np.polyfit(*zip(*pts), 1)
+    return {"log2_per_m": float(slope), "intercept": float(intercept), "points": len(pts)}

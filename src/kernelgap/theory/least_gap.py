@@ -14,14 +14,11 @@ and the family holds every sequence of the single step ``g_i → g_j`` (it is a 
 and g*, the pair at the least distance has exactly ``ε = ρ_N(g*)``: ``ρ_N(g*)²`` is the exact
 largest product, and the rule decides the whole set exactly as the pair matrices would.
 
-The least distance comes from :func:`~kernelgap.task.codes.min_distance` (sorted sub-word
-keys, no ``n²`` work); when its work cap stops it early, the proven lower bound on d_min is
-used, which can only lower the level (ρ_N falls with the gap), never make it wrong.
-
-The level is read with :func:`.radon.exact_level` and the strictness of the pair matrices
-(every bound strict at δ = 1/2), so the rule certifies all n exactly when the whole-set test
-would.  Below the whole set, any ``K ≤ L + 1`` queries are a clique at the rule's level L: the
-first ``min(n, L + 1)`` certify that rank.
+Where the least distance's search (:func:`~kernelgap.task.codes.min_distance`) stops at its
+work cap, its proven lower bound is used: that can only lower the level, never make it wrong.
+The level is read as the pair matrices' would be (:func:`.radon.exact_level`), so the rule
+certifies all n exactly when the whole-set test would; below, the first ``min(n, L + 1)``
+queries are a clique at the rule's level L.
 """
 
 from __future__ import annotations
@@ -52,10 +49,8 @@ class ComplementShape:
 
 
 def complement_shape(family: ProductFamily) -> ComplementShape | None:
-    """The family's :class:`ComplementShape` (module docstring), read from its tokens alone, or
-    None: fewer than two entries, words wider than 64 bits, unequal weights, a good candidate
-    that is not its query's complement, or a candidate that is no entry's good one.  The tokens
-    are packed one integer each, so every test is ``O(n)`` integer work."""
+    """The family's :class:`ComplementShape` (module docstring), or None: fewer than two
+    entries, words wider than 64 bits, or not of that shape (``O(n)`` integer work)."""
     if len(family.matching) < 2 or family.m > 64:
         return None
     pairs = np.asarray(family.matching, dtype=np.int64)

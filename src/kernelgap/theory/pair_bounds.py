@@ -14,18 +14,13 @@ docs/theory.md derives them; in short, with ``s_c = <x, c>``:
    whenever ``R ≤ 1`` and the row is *anchored* (``K(x_i, g_i) > 0`` is proven:
    some entry with ``R < 1``, or at δ = 1/2 some non-empty chain with ``R ≤ 1``).
 
-Two ways to find the chains: over the comparisons a list of sequences offers
-(:mod:`.chains`), and over the overlap levels of a product family
-(:mod:`.levels`).  Both end in :func:`finish_pair_bounds`.
+The chains run over the comparisons a list of sequences offers (:mod:`.chains`) or over the
+overlap levels of a product family (:mod:`.levels`); both end in :func:`finish_pair_bounds`.
 
-**Exactness.**  Chains are searched in floats; then an exact pass in
-:class:`fractions.Fraction` runs over the *tight* edges (within ``TIGHT_TOL``
-of the float optimum), which contain every exactly optimal chain, so each
-reported value is the exact optimum and the product of an actual chain.
-δ is a Fraction of any size throughout: the float search takes
-``log ρ`` from the exact numerator and denominator (:func:`log_rho`), gaps are
-compared with the integer ``⌊2δ⌋ + 1`` (:func:`min_gap`), and no bound is
-ever computed in floats (docs/theory.md, "Exactness").
+**Exactness.**  Chains are searched in floats, then exactly in Fractions over the *tight*
+edges (within ``TIGHT_TOL`` of the float optimum), which contain every exactly optimal chain:
+each value is the exact optimum.  δ is a Fraction of any size throughout and no bound is ever
+computed in floats (docs/theory.md, "Exactness").
 """
 
 from __future__ import annotations
@@ -70,15 +65,9 @@ def log_fraction(x: Fraction) -> float:
 
 def log_rho(gaps, delta: Fraction, length: int = 3) -> np.ndarray:
     """``ln ρ_N(g, δ) = ln 2δ − ln(g − 2δ) − ln(N − 2)`` per integer gap (``inf`` where
-    ``g ≤ 2δ``).
-
-    ``ln 2δ`` comes from 2δ's exact numerator and denominator, so a δ of any size
-    neither overflows nor underflows.  For ``g ≥ 2``, ``g − 2δ ≥ 1`` is within
-    2⁻⁵² (relative) in floats; ``g = 1`` (only when ``2δ < 1``) is taken exactly,
-    since ``1 − 2δ`` may be far below float resolution.  Every value is within
-    ~1e-15 of the true logarithm: what :data:`TIGHT_TOL` needs.  ``ln(N − 2)`` is taken
-    from the integer itself (``math.log`` of an int of any size).
-    """
+    ``g ≤ 2δ``), within ~1e-15 of the true logarithm (what :data:`TIGHT_TOL` needs) for a δ of
+    any size: ``ln 2δ`` from its exact numerator and denominator, and ``g = 1`` (only when
+    ``2δ < 1``) taken exactly, since ``1 − 2δ`` may be far below float resolution."""
     gaps = np.asarray(gaps, dtype=np.int64)
     two = 2 * delta
     out = np.full(gaps.shape, math.inf)
@@ -92,11 +81,9 @@ def log_rho(gaps, delta: Fraction, length: int = 3) -> np.ndarray:
 
 
 class ExactValues:
-    """Exact chain products per node, as ids into a table of distinct Fractions.
-
-    Nodes are relaxed level by level (every tail final before its heads), so
-    ``vid[v] = min over tight edges u → v of values[vid[u]]·ρ_N(gap)`` (``length`` = N).
-    """
+    """Exact chain products per node, as ids into a table of distinct Fractions: relaxed level
+    by level (every tail final before its heads), ``vid[v] = min over tight edges u → v of
+    values[vid[u]]·ρ_N(gap)``."""
 
     def __init__(self, nodes: int, sources: np.ndarray, delta: Fraction, length: int = 3) -> None:
         self.delta = delta
@@ -142,12 +129,9 @@ def tight(dist_lo: np.ndarray, weight: np.ndarray, dist_hi: np.ndarray) -> np.nd
 
 @dataclass
 class PairBounds:
-    """``ε_ij = values[eps_id[i, j]]`` over matching entries; ``reason`` ≠ 0 where unbounded.
-
-    ``strict[i, j]``: the bound is strict (a non-empty chain at δ = 1/2).
-    ``comparisons``: how many comparisons (ordered candidate pairs with a gap
-    above 2δ, per query) the family offers.
-    """
+    """``ε_ij = values[eps_id[i, j]]`` over matching entries; ``reason`` ≠ 0 where unbounded;
+    ``strict[i, j]``: a strict bound (a non-empty chain at δ = 1/2); ``comparisons``: the
+    ordered candidate pairs with a gap above 2δ, per query, the family offers."""
 
     eps_id: np.ndarray
     reason: np.ndarray
@@ -176,11 +160,8 @@ class PairBounds:
 def finish_pair_bounds(
     vid: np.ndarray, empty: np.ndarray, values: list[Fraction], delta: Fraction, comparisons: int
 ) -> PairBounds:
-    """Pair bounds from the chain value id of every entry pair (−1: no chain).
-
-    ``empty[i, j]``: entries i and j share their good candidate, so
-    ``B[i, j] = 1`` exactly (an empty chain).
-    """
+    """Pair bounds from the chain value id of every entry pair (−1: no chain); ``empty[i, j]``:
+    entries i and j share their good candidate, so ``B[i, j] = 1`` exactly (an empty chain)."""
     vid = vid.copy()
     vid[empty] = 0
     reachable = vid >= 0

@@ -114,10 +114,14 @@ def sat_refutes(m: int, size: int, conflicts: int = DEFAULT_CONFLICTS) -> str:
     return {True: "sat", False: "unsat", None: "unknown"}[answer]
 
 
-def pair_maximum(m: int, nodes: int = DEFAULT_NODES, conflicts: int = DEFAULT_CONFLICTS) -> PairMaximum:
-    """The exact gap-2 pair maximum on ``{0,1}^m`` (module docstring)."""
+def _check_m(m: int) -> None:
     if not 1 <= m <= MAX_M:
         raise KernelgapError(f"the gap-2 pair maximum is searched for 1 ≤ m ≤ {MAX_M}, got m = {m}")
+
+
+def pair_maximum(m: int, nodes: int = DEFAULT_NODES, conflicts: int = DEFAULT_CONFLICTS) -> PairMaximum:
+    """The exact gap-2 pair maximum on ``{0,1}^m`` (module docstring)."""
+    _check_m(m)
     start = time.perf_counter()
     family, optimal = highs_maximum(m, nodes)
     if not meets_pair_condition(family):  # a solver answer that fails the integer check is an error
@@ -138,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ms = parse_range(argv if argv is not None else sys.argv[1:], "m", "m", least=1)
         for m in ms:
-            if m > MAX_M:
-                raise KernelgapError(f"the gap-2 pair maximum is searched for 1 ≤ m ≤ {MAX_M}, got m = {m}")
+            _check_m(m)
         for m in ms:
             print(json.dumps(pair_maximum(m).to_json()), flush=True)
     except KernelgapError as exc:

@@ -10,22 +10,17 @@ a common point ω, and ``1 = Σ ω_k ≤ √r‖ω‖`` gives ``max B_ij·B_ji �
 exact model has rank ≥ ``r + 1``.  The pairs that qualify at level r form a
 graph ``G_r``, nested in r (``G_{r+1} ⊆ G_r``); the certificate is the largest
 ``r`` with a clique of ``r + 1`` vertices in ``G_r``.  Every clique found is a
-sound certificate; the search is exact unless its work budget (search nodes,
-:mod:`.work`) runs out, or the hang guard in seconds, which the result reports.
+sound certificate; the search is exact unless its work budget (:mod:`.work`) or the hang
+guard runs out, which the result reports.
 
-**Whole set.**  When every pair of all n queries qualifies at level n − 1, the
-n queries are themselves the clique and no search is needed
-(:func:`whole_set_qualifies`).  Since every bounded ε is ≤ 1, a pair can fail
-only if both ``ε_ij ≥ 1/(n − 1)`` and ``ε_ji ≥ 1/(n − 1)`` (otherwise its product
-is ``< 1/(n − 1)``, strictly); only those pairs are decided, exactly, and no
-``n × n`` float matrix is built.  For a code whose ε falls with the distance
-those are the pairs at small distance.  A large complement-shaped product family
-is decided by rule instead, from the least distance of its query code, with no pair
-matrix at all (:mod:`.least_gap`; docs/theory.md, "The whole set by rule").
+**Whole set.**  When every pair of all n queries qualifies at level n − 1, the n queries are
+the clique (:func:`whole_set_qualifies`).  Since every bounded ε is ≤ 1, a pair can fail only
+if both ``ε_ij, ε_ji ≥ 1/(n − 1)``; only those pairs are decided, exactly, with no ``n × n``
+float matrix.
 
-Levels are read from the pair products in floats, and in exact rationals
-wherever ``1/(ε_ij ε_ji)`` lies within ``1e-9`` of an integer (float rounding
-errs by < 1e-15 relative, so elsewhere the float floor is the exact one).
+Levels are read from the pair products in floats, and in exact rationals wherever
+``1/(ε_ij ε_ji)`` lies within ``1e-9`` of an integer (float rounding errs by < 1e-15
+relative, so elsewhere the float floor is the exact one).
 """
 
 from __future__ import annotations
@@ -59,12 +54,10 @@ NEAR_INTEGER = 1e-9
 
 @dataclass
 class RadonBound:
-    """``rank``: certified rank; ``members``: the clique (matching entry indices; a ``range`` when
-    it is given by rule); ``level``: r with every member pair qualifying at r; ``exact_search``:
-    no larger certificate exists.  ``by_rule``: certified from the least gap of a
-    complement-shaped family (:mod:`.least_gap`), with no pair matrix; ``max_product_bound``:
-    a proven upper bound on the members' largest product where ``max_product`` (exact) is not
-    known."""
+    """``members``: the clique (matching entry indices; a ``range`` by rule); ``level``: r with
+    every member pair qualifying at r; ``exact_search``: no larger certificate exists;
+    ``by_rule``: from the least gap (:mod:`.least_gap`); ``max_product_bound``: a proven upper
+    bound on the members' largest product where ``max_product`` (exact) is not known."""
 
     rank: int
     members: list[int] | range
@@ -86,10 +79,8 @@ TRIPLE_TABLE = 1 << 24
 
 
 def distinct_triples(a: np.ndarray, b: np.ndarray, strict: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``(a, b, strict)`` triples of value ids in ``0..width − 1`` (rows of an
-    ``[k, 3]`` int64 array, in sorted order) and each input's row: one packed int64 key per
-    pair, counted in a table (or sorted, past :data:`TRIPLE_TABLE`), not a row-wise
-    ``np.unique``."""
+    """The distinct ``(a, b, strict)`` triples of value ids in ``0..width − 1`` (sorted rows of
+    an ``[k, 3]`` int64 array) and each input's row, from one packed int64 key per pair."""
     key = (a.astype(np.int64) * width + b.astype(np.int64)) * 2 + strict.astype(np.int64)
     if 2 * width * width <= TRIPLE_TABLE:
         present = np.bincount(key, minlength=2 * width * width) > 0
@@ -113,10 +104,8 @@ def exact_level(p: Fraction, strict: bool, cap: int) -> int:
 
 
 def pair_levels(bounds: PairBounds) -> np.ndarray:
-    """``L[i, j]``: the largest level at which the pair qualifies (−1: never, e.g. unbounded).
-
-    Symmetric; the diagonal is ``n``.  Capped at ``n`` (no clique is larger).
-    """
+    """``L[i, j]``: the largest level (capped at n) at which the pair qualifies (−1: never);
+    symmetric, the diagonal ``n``."""
     n = bounds.n
     vals = bounds.value_floats()
     ok = bounds.reason == 0
@@ -230,10 +219,8 @@ def _clique_level(levels: np.ndarray, clique: list[int]) -> int:
 
 
 def whole_set_qualifies(bounds: PairBounds) -> bool:
-    """Whether every pair of all ``n ≥ 2`` entries qualifies at level ``n − 1``: all bounded,
-    and ``ε_ij ε_ji ≤ 1/(n − 1)`` (``<`` where neither bound is strict), decided exactly on
-    the only pairs that can fail, those with both ``ε ≥ 1/(n − 1)`` (module docstring,
-    "Whole set")."""
+    """Whether every pair of all ``n ≥ 2`` entries qualifies at level ``n − 1`` (module
+    docstring, "Whole set")."""
     n = bounds.n
     if n < 2:
         return False
@@ -252,10 +239,9 @@ def whole_set_qualifies(bounds: PairBounds) -> bool:
 
 
 def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S, work: Work | None = None) -> RadonBound:
-    """The best Radon certificate over the matching entries (module docstring); the whole set
-    is tried first, without a clique search.  ``work`` counts the exact search's nodes (a
-    fresh :class:`.work.Work` of :data:`.work.DEFAULT_NODES` nodes and a ``budget_s`` hang
-    guard by default); ``budget_s = 0`` searches exactly only cores of at most
+    """The best Radon certificate over the matching entries (module docstring), the whole set
+    tried first.  ``work`` counts the exact search's nodes (default: a fresh :class:`.work.Work`
+    with a ``budget_s`` hang guard); ``budget_s = 0`` searches exactly only cores of at most
     :data:`IN_PROCESS_CORE` vertices (greedy cliques beyond)."""
     start = time.monotonic()
     small_only = budget_s == 0
@@ -303,9 +289,8 @@ def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S, work: Wo
 
 def _max_product(bounds: PairBounds, members: list[int]) -> Fraction | None:
     """The largest ``ε_ij·ε_ji`` over the members' pairs, exactly (None for fewer than two):
-    float products row chunk by row chunk (no ``n × n`` float matrix), then the exact
-    maximum over the pairs within :data:`NEAR_INTEGER` (relative) of the float maximum
-    (over every pair when that maximum is near the float underflow)."""
+    float products by row chunks, then the exact maximum over the pairs within
+    :data:`NEAR_INTEGER` of the float maximum (every pair near the float underflow)."""
     if len(members) < 2:
         return None
     idx = np.asarray(members)

@@ -18,17 +18,14 @@ Whether the head can be exact rests on how T orders each query's candidates by o
 
 Integer tables with margin 1 lose nothing: a real table with the strict inequalities
 scales to one with margin 1, and the order's rational solutions scale to integers (the
-system is homogeneous once the minimising features are fixed; docs/theory.md).
-
-This module states the problem (:class:`OrderFamily`, :class:`OrderProblem`), reduces it
-soundly (:func:`reduce_family`), and re-checks a table in plain integers
-(:func:`check_table`, :func:`recheck`); :func:`brute_force_rank1` decides rank 1 by
-enumeration.  The solvers are :mod:`kernelgap.theory.tropical_solve`.
+system is homogeneous once the minimising features are fixed; docs/theory.md).  The solvers
+are :mod:`.tropical_solve`.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 from ..errors import KernelgapError
@@ -108,13 +105,15 @@ class OrderProblem:
     key_of: dict
 
     def pairs(self, row: int):
-        """``(lower level, upper level, margin)`` of every level pair the mode constrains."""
-        levels = sorted({s for _, s in self.rows[row]})
-        for i, lo in enumerate(levels):
-            for hi in levels[i + 1 :]:
-                need = margin(hi - lo, self.mode)
-                if need is not None:
-                    yield lo, hi, need
+        return level_pairs({s for _, s in self.rows[row]}, self.mode)
+
+
+def level_pairs(levels, mode: str):
+    """``(lower level, upper level, margin)`` of every pair of ``levels`` the mode constrains."""
+    for lo, hi in itertools.combinations(sorted(levels), 2):
+        need = margin(hi - lo, mode)
+        if need is not None:
+            yield lo, hi, need
 
 
 def reduce_family(family: OrderFamily, mode: str) -> OrderProblem:
@@ -141,9 +140,7 @@ def reduce_family(family: OrderFamily, mode: str) -> OrderProblem:
     row_of: list = []
     for j, x in enumerate(family.queries):
         row = tuple(sorted({(key_of[z], family.overlap(x, z)) for z in family.candidates[j]}))
-        levels = sorted({s for _, s in row})
-        live = any(margin(b - a, mode) is not None for a, b in itertools.combinations(levels, 2))
-        if not live:
+        if next(level_pairs({s for _, s in row}, mode), None) is None:
             row_of.append(None)
             continue
         if row not in row_index:
@@ -153,11 +150,6 @@ def reduce_family(family: OrderFamily, mode: str) -> OrderProblem:
     return OrderProblem(tuple(rows), len(seen), mode, tuple(row_of), key_of)
 
 
-def min_plus(p: list[list[int]], q: list[list[int]], x: int, z: int) -> int:
-    """``T(x, z) = min_k (p[x][k] + q[k][z])`` in Python integers."""
-    return min(p[x][k] + q[k][z] for k in range(len(q)))
-
-
 def check_table(problem: OrderProblem, p: list[list[int]], q: list[list[int]]) -> list[str]:
     """Every violated condition of the reduced problem by integer tables ``p`` (rows) and
     ``q`` (keys), as text; empty when the table orders every row (plain integers)."""
@@ -165,7 +157,7 @@ def check_table(problem: OrderProblem, p: list[list[int]], q: list[list[int]]) -
     for i, row in enumerate(problem.rows):
         by_level: dict[int, list[int]] = {}
         for key, s in row:
-            by_level.setdefault(s, []).append(min_plus(p, q, i, key))
+            by_level.setdefault(s, []).append(min(p[i][k] + q[k][key] for k in range(len(q))))
         for lo, hi, need in problem.pairs(i):
             if min(by_level[hi]) - max(by_level[lo]) < need:
                 bad.append(f"row {i}: levels {lo} → {hi} need T to rise by {need}")
@@ -180,10 +172,8 @@ def recheck(family: OrderFamily, mode: str, p_tokens: list[list[int]], q_tokens:
     for j, x in enumerate(family.queries):
         t_of = {z: min(p_tokens[j][k] + q_tokens[k][z] for k in range(len(q_tokens))) for z in family.candidates[j]}
         for z, z2 in itertools.permutations(family.candidates[j], 2):
-            need = None
             gap = family.overlap(x, z2) - family.overlap(x, z)
-            if gap > 0:
-                need = margin(gap, mode)
+            need = margin(gap, mode) if gap > 0 else None
             if need is not None and t_of[z2] - t_of[z] < need:
                 bad.append(f"query {x}: candidates {z} → {z2} (gap {gap}) need T to rise by {need}")
                 break
@@ -204,11 +194,7 @@ def expand_table(family: OrderFamily, problem: OrderProblem, p: list[list[int]],
 def integer_table(p_frac, q_frac) -> tuple[list[list[int]], list[list[int]]]:
     """Rational tables scaled by the common denominator of their entries to integers.  A
     positive scale keeps every weak condition and multiplies every margin by it (≥ 1)."""
-    import math
-
-    den = 1
-    for v in itertools.chain(*p_frac, *q_frac):
-        den = math.lcm(den, v.denominator)
+    den = math.lcm(*(v.denominator for v in itertools.chain(*p_frac, *q_frac)))
     return [[int(v * den) for v in row] for row in p_frac], [[int(v * den) for v in row] for row in q_frac]
 
 
@@ -217,15 +203,7 @@ def brute_force_rank1(problem: OrderProblem) -> bool:
     so only the order of q matters, and a realisable order is realised by ``q`` in
     ``{0, …, keys − 1}`` (replace each value by the number of values below it, a longest-path
     height in the difference constraints)."""
-    rows = [list(problem.pairs(i)) for i in range(len(problem.rows))]
-    for q in itertools.product(range(problem.keys), repeat=problem.keys):
-        if all(_row_ok(problem.rows[i], rows[i], q) for i in range(len(rows))):
-            return True
-    return False
-
-
-def _row_ok(row, pairs, q) -> bool:
-    by_level: dict[int, list[int]] = {}
-    for key, s in row:
-        by_level.setdefault(s, []).append(q[key])
-    return all(min(by_level[hi]) - max(by_level[lo]) >= need for lo, hi, need in pairs)
+    zeros = [[0] for _ in problem.rows]
+    return any(
+        not check_table(problem, zeros, [list(q)]) for q in itertools.product(range(problem.keys), repeat=problem.keys)
+    )

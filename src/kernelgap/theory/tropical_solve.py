@@ -57,6 +57,13 @@ def _frac(value) -> Fraction:
     return Fraction(str(value.as_fraction() if hasattr(value, "as_fraction") else value))
 
 
+def _read(model, table) -> list[list[Fraction]]:
+    """A table of solver variables (or fixed Fractions) as its values in ``model``."""
+    return [
+        [v if isinstance(v, Fraction) else _frac(model.eval(v, model_completion=True)) for v in row] for row in table
+    ]
+
+
 def solve_z3(problem: OrderProblem, rank: int, rlimit: int = DEFAULT_RLIMIT) -> Solved:
     """Whether a rank-``rank`` table orders the reduced problem (module docstring)."""
     import z3
@@ -92,9 +99,7 @@ def z3_answer(solver, name: str, rank: int, p, q, start: float) -> Solved:
     work = int(stats.get_key_value("rlimit count")) if "rlimit count" in stats.keys() else 0
     out = Solved(name, rank, answer, work, time.perf_counter() - start)
     if answer == "sat":
-        model = solver.model()
-        out.p = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in p]
-        out.q = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in q]
+        out.p, out.q = _read(solver.model(), p), _read(solver.model(), q)
     return out
 
 
@@ -133,13 +138,9 @@ def solve_cvc5(family: OrderFamily, mode: str, rank: int, rlimit: int = DEFAULT_
     work = _cvc5_work(solver)
     out = Solved("cvc5", rank, answer, work, time.perf_counter() - start)
     if answer == "sat":
-        model = solver.model()
-        out.p = [[_frac(model.eval(v, model_completion=True)) for v in row] for row in p]
-        zero = Fraction(0)  # tokens that are no candidate: no condition, any entry
-        tokens = range(len(family.tokens))
-        out.q = [
-            [_frac(model.eval(q[z][k], model_completion=True)) if z in q else zero for z in tokens] for k in range(rank)
-        ]
+        # tokens that are no candidate: no condition, any entry
+        q_table = [[q[z][k] if z in q else Fraction(0) for z in range(len(family.tokens))] for k in range(rank)]
+        out.p, out.q = _read(solver.model(), p), _read(solver.model(), q_table)
     return out
 
 

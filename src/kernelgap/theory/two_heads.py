@@ -39,9 +39,8 @@ import numpy as np
 
 from ..task.family import Family, ProductFamily
 from ..task.minip import EXACT_THRESHOLD
+from .chains import overlaps
 
-#: Distinct token pairs whose overlaps are computed at once.
-PAIR_CHUNK = 1 << 14
 #: Most sequences the check reads (a product family expanded to them, ``[S, 3]`` int64).
 MAX_SEQUENCES = 1 << 20
 
@@ -87,10 +86,10 @@ def _levels_of(family: Family) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotTwoLevel("it scores every position; the construction keys the query position apart")
     (q,) = family.scored_positions
     pairs = np.concatenate([family.index[:, [q, j]] for j in range(3) if j != q])  # (x, z) per slot
-    overlaps = overlaps_of(family.tokens, pairs[:, 0], pairs[:, 1])
-    width = int(overlaps.max()) + 1
-    seen = np.unique(pairs[:, 0] * width + overlaps)  # (x, s) as one key, sorted
-    return pairs, overlaps, np.column_stack([seen // width, seen % width])
+    level = overlaps(family.tokens, pairs[:, 0], pairs[:, 1])
+    width = int(level.max()) + 1
+    seen = np.unique(pairs[:, 0] * width + level)  # (x, s) as one key, sorted
+    return pairs, level, np.column_stack([seen // width, seen % width])
 
 
 def most_levels(family) -> int | None:
@@ -106,7 +105,7 @@ def most_levels(family) -> int | None:
 def two_levels(family: Family) -> TwoLevels:
     """The two levels of every query of ``family`` (module docstring; a family of
     :func:`sequences`), or :class:`NotTwoLevel`."""
-    pairs, overlaps, seen = _levels_of(family)
+    pairs, level, seen = _levels_of(family)
     queries, first, count = np.unique(seen[:, 0], return_index=True, return_counts=True)
     if (count != 2).any():
         x = int(queries[np.argmax(count != 2)])
@@ -116,7 +115,7 @@ def two_levels(family: Family) -> TwoLevels:
         )
     lo, hi = seen[first, 1], seen[first + 1, 1]
     levels = {int(x): (int(a), int(b)) for x, a, b in zip(queries, lo, hi)}
-    at_bottom = overlaps == lo[np.searchsorted(queries, pairs[:, 0])]
+    at_bottom = level == lo[np.searchsorted(queries, pairs[:, 0])]
     tokens = len(family.tokens)
     bottoms = np.unique(pairs[at_bottom, 1] * tokens + pairs[at_bottom, 0])  # (z, x), sorted by z
     bottoms = np.column_stack([bottoms // tokens, bottoms % tokens])
@@ -125,18 +124,6 @@ def two_levels(family: Family) -> TwoLevels:
         z, a, b = bottoms[shared[0], 0], bottoms[shared[0], 1], bottoms[shared[0] + 1, 1]
         raise NotTwoLevel(f"candidate token {z} is at the bottom of two queries ({a} and {b})")
     return TwoLevels(levels, {int(z): int(x) for z, x in bottoms})
-
-
-def overlaps_of(tokens: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``<tokens[a_i], tokens[b_i]>`` for each i, computed once per distinct pair and in chunks
-    of :data:`PAIR_CHUNK` (no ``[S, m]`` copy of the sequences' tokens)."""
-    count = len(tokens)
-    pairs, back = np.unique(a.astype(np.int64) * count + b, return_inverse=True)
-    out = np.empty(len(pairs), dtype=np.int64)
-    for lo in range(0, len(pairs), PAIR_CHUNK):
-        chunk = pairs[lo : lo + PAIR_CHUNK]
-        out[lo : lo + PAIR_CHUNK] = (tokens[chunk // count] & tokens[chunk % count]).sum(axis=1, dtype=np.int64)
-    return out[back.reshape(-1)]
 
 
 def antichain(queries: list[int], k: int) -> dict[int, frozenset[int]]:
@@ -182,11 +169,9 @@ class TwoHeadCheck:
 
 def check_two_heads(family, epsilon: Fraction | None = None) -> TwoHeadCheck:
     """Build the construction on ``family`` (module docstring; ``epsilon``: the query
-    position's key scale, default the one the argument says is safe) and evaluate it exactly
-    on every scored sequence; :class:`NotTwoLevel` where it does not apply.  A prediction
-    depends on a sequence only through its query's levels, the three overlaps and head 2's
-    candidate weight, all integers found in numpy; each distinct tuple is evaluated once, as
-    fractions."""
+    position's key scale, default :func:`safe_epsilon`) and evaluate it exactly on every scored
+    sequence; :class:`NotTwoLevel` where it does not apply.  A prediction depends only on
+    integers found in numpy, each distinct tuple evaluated once, as fractions."""
     family = sequences(family)
     found = two_levels(family)
     queries = sorted(found.levels)
@@ -197,7 +182,7 @@ def check_two_heads(family, epsilon: Fraction | None = None) -> TwoHeadCheck:
     self_weight = epsilon * half  # <1_{S_x}, ε·1>
     (q,) = family.scored_positions
     x, c, d = (family.index[:, p] for p in (q, *(p for p in range(3) if p != q)))
-    size, s, t = (overlaps_of(family.tokens, x, z) for z in (x, c, d))
+    size, s, t = (overlaps(family.tokens, x, z) for z in (x, c, d))
     count = len(family.tokens)
     levels = np.zeros((count, 2), dtype=np.int64)
     levels[list(found.levels)] = list(found.levels.values())

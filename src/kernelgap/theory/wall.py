@@ -100,13 +100,7 @@ def _below(family, problem, mode: str, rank: int, rlimit: int, calls: list) -> d
 
 
 def _call(found) -> dict:
-    return {
-        "solver": found.solver,
-        "rank": found.rank,
-        "status": found.status,
-        "work": found.work,
-        "seconds": found.seconds,
-    }
+    return {key: getattr(found, key) for key in ("solver", "rank", "status", "work", "seconds")}
 
 
 def _scores(m: int, mode: str, entry: dict, lengths, delta: Fraction) -> list[dict]:

@@ -1,7 +1,5 @@
-"""``kernelgap wall``: the exact-wall table (docs/theory.md, "The tropical wall"); parses its
-flags and delegates to :func:`kernelgap.theory.wall.wall`.  ``kernelgap.cli`` registers it
-(kept here so that module stays within its size); it imports no solver and no torch before its
-flags are checked."""
+"""``kernelgap wall`` (docs/theory.md, "The tropical wall"): its flags, checked before any
+solver or torch is imported, then :func:`kernelgap.theory.wall.wall`."""
 
 from __future__ import annotations
 

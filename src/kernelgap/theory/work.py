@@ -45,16 +45,9 @@ class Work:
         self.used += 1
         if self.used > self.nodes:
             raise OutOfWork
-        if self.used % CLOCK_EVERY == 0:
-            self.check_guard()
-
-    def check_guard(self) -> None:
-        if self.guard_s is not None and time.monotonic() - self.start > self.guard_s:
+        if self.used % CLOCK_EVERY == 0 and self.guard_s is not None and time.monotonic() - self.start > self.guard_s:
             self.guard_hit = True
             raise OutOfWork
-
-    def left(self) -> int:
-        return max(0, self.nodes - self.used)
 
 
 def bitsets(n: int, edges) -> list[int]:

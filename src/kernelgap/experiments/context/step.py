@@ -12,8 +12,7 @@ from pathlib import Path
 from ...args import parse_range
 from ...errors import ConfigError, FamilyError, KernelgapError
 from ...rationals import parse_delta
-from ...theory.layer_curve import LAYER_BUDGET_S, LAYER_DELTA, LayerCertificates, length_curve, wall_curve
-from ...theory.series import growth_rate
+from ...theory.layer_curve import LAYER_BUDGET_S, LAYER_DELTA, LayerCertificates, growth_rate, length_curve, wall_curve
 from ..steps import trained_families
 
 
