@@ -90,22 +90,29 @@ def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, 
     return w, a, sizes[a]
 
 
+def checked_weight(p: FamilyParams) -> int:
+    """The weight ``w`` of a layer or ``code4`` build (0: m/2), refused outside ``1..m − 1``, and
+    its query position checked against its length."""
+    weight = p.w or p.m // 2
+    if not 1 <= weight < p.m:
+        raise FamilyError(f"w must lie in 1..m − 1 = {p.m - 1}, got {weight}")
+    if not 1 <= p.query_position <= p.length:
+        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
+    return weight
+
+
 def _layer_check(p: FamilyParams) -> None:
     """Consistent parameters; the code has the n words asked for; not too many are built."""
     m, distance, residue, n = p.m, p.distance, p.residue, p.n
     if m % 2:
         raise FamilyError(f"m must be even, got {m}")
-    weight = p.w or m // 2
-    if not 1 <= weight < m:
-        raise FamilyError(f"w must lie in 1..m − 1 = {m - 1}, got {weight}")
+    weight = checked_weight(p)
     if distance not in (2, 4):
         raise FamilyError(f"distance must be 2 (the whole layer) or 4 (a Graham–Sloane class), got {distance}")
     if residue is not None and distance != 4:
         raise FamilyError("residue names a Graham–Sloane class: it needs distance = 4")
     if residue is not None and not 0 <= residue < m:
         raise FamilyError(f"residue must lie in 0..m − 1 = {m - 1}, got {residue}")
-    if not 1 <= p.query_position <= p.length:
-        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
     _, a, words = _resolved(m, weight, distance, residue)
     what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
     if n is not None and n > words:
@@ -232,22 +239,18 @@ def layer(
     largest class, ``n`` None every word.  Parameters are checked by the registry."""
     weight = w or m // 2
     packed, a = layer_packed(m, weight, distance, residue, n)
-    count = len(packed)
-    # the tokens: the distinct words and complements, ascending as integers (the order of the rows)
-    keys, inverse = np.unique(np.concatenate([packed, packed ^ np.uint64((1 << m) - 1)]), return_inverse=True)
-    del packed
-    tokens = unpack_words(keys, m)
-    queries, goods = inverse[:count], inverse[count:]
     label = "layer" if distance == 2 else f"class{a}"
     name = f"layer-m{m}-w{weight}-{label}-N{length}" + (f"-n{n}" if n is not None else "")
-    meta = {
-        "code": "weight-w layer" if distance == 2 else "Graham–Sloane class",
-        "m": m,
-        "weight": weight,
-        "distance": distance,
-        "residue": a,
-        "words": count,
-        "length": length,
-    }
-    matching = np.stack([queries, goods], axis=1)  # kept as an array (a PairList), 16 bytes an entry
-    return ProductFamily(tokens, queries, goods, query_position, matching, name, meta, length)
+    code = "weight-w layer" if distance == 2 else "Graham–Sloane class"
+    meta = {"code": code, "m": m, "weight": weight, "distance": distance, "residue": a, "words": len(packed)}
+    return complement_family(packed, m, query_position, name, {**meta, "length": length}, length)
+
+
+def complement_family(words: np.ndarray, m: int, query_position: int, name: str, meta: dict, length: int):
+    """The product family of packed words against their complements, each word's good candidate
+    its own: the tokens are the distinct words and complements, ascending as integers, and the
+    matching an ``int64 [W, 2]`` array (a PairList, 16 bytes an entry)."""
+    keys, inverse = np.unique(np.concatenate([words, words ^ np.uint64((1 << m) - 1)]), return_inverse=True)
+    queries, goods = inverse[: len(words)], inverse[len(words) :]
+    matching = np.stack([queries, goods], axis=1)
+    return ProductFamily(unpack_words(keys, m), queries, goods, query_position, matching, name, meta, length)

@@ -84,16 +84,7 @@ def witness_from_code(
     rows = _witness_rows(q_id, chain_ids, n + q_id)
     position, order = READINGS[reading]
     family = _assemble(tokens, rows[:, order], position, name, meta or {})
-    family.meta.update(
-        {
-            "m": m,
-            "queries": n,
-            "good": "complement",
-            "reading": reading,
-            "chain_levels": levels,
-            "sequences": len(family),
-        }
-    )
+    family.meta.update(m=m, queries=n, good="complement", reading=reading, chain_levels=levels, sequences=len(family))
     family.matching = _matching(family, queries, goods)
     return family
 
