@@ -228,7 +228,8 @@ class Section(Record):
 
 
 @functools.cache
-def _adapter(kind) -> TypeAdapter:
+def type_adapter(kind) -> TypeAdapter:
+    """A cached :class:`pydantic.TypeAdapter` of ``kind``."""
     return TypeAdapter(kind)
 
 
@@ -236,7 +237,7 @@ def fits(kind, value) -> bool:
     """Whether ``value`` is a ``kind`` (:data:`JsonNumber`, :data:`Int`, …), strictly: a bool
     is no number."""
     try:
-        _adapter(kind).validate_python(value, strict=True)
+        type_adapter(kind).validate_python(value, strict=True)
     except ValidationError:
         return False
     return True

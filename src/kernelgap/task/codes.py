@@ -52,11 +52,6 @@ def paley_matrix(q: int) -> np.ndarray:
     return np.eye(q + 1, dtype=np.int64) + s
 
 
-def sylvester_double(h: np.ndarray) -> np.ndarray:
-    """Sylvester doubling ``[[H, H], [H, −H]]``."""
-    return np.block([[h, h], [h, -h]])
-
-
 def hadamard_orders(lo: int, hi: int) -> list[int]:
     """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` can build."""
     return [m for m in range(max(lo, 1), hi + 1) if _hadamard_recipe(m) is not None]
@@ -71,12 +66,6 @@ def _hadamard_recipe(order: int) -> tuple[int, int] | None:
         if base % 2:
             return None
         base, doublings = base // 2, doublings + 1
-
-
-def normalize_hadamard(h: np.ndarray) -> np.ndarray:
-    """Flip row and column signs so the first row and column are all ``+1``."""
-    h = h * h[:, :1]
-    return h * h[:1, :]
 
 
 def hadamard_matrix_bytes(order: int) -> int:
@@ -102,8 +91,9 @@ def hadamard_matrix(order: int) -> np.ndarray:
         else (np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
     )
     for _ in range(doublings):
-        h = sylvester_double(h)
-    h = normalize_hadamard(h)
+        h = np.block([[h, h], [h, -h]])  # Sylvester doubling
+    h = h * h[:, :1]  # rows, then columns, sign-flipped: first column and row all +1
+    h = h * h[:1, :]
     f = h.astype(np.float64)  # ±1 entries: every sum of products is an integer ≤ order < 2^53, exact
     if not np.array_equal(f @ f.T, order * np.eye(order)):
         raise AssertionError(f"Hadamard construction of order {order} is wrong")

@@ -92,6 +92,10 @@ class WorstCase:
         return EXACT_THRESHOLD - self.member_bound
 
 
+#: The ``[E, Q, …]`` arrays of a :class:`WorstCase`.
+WORST_CASE_ARRAYS = ("error", "bound", "slots", "target", "guarded")
+
+
 @dataclass
 class _Case:
     """One placement of the witness: ``groups`` of interchangeable slots, each
@@ -183,14 +187,8 @@ def worst_case(
         _solve_chunk(tables.queries(slice(lo, lo + chunk)), length, cases, log_space, guard)
         for lo in range(0, q, chunk)
     ]
-    return WorstCase(
-        error=np.concatenate([x.error for x in parts], axis=1),
-        bound=np.concatenate([x.bound for x in parts], axis=1),
-        slots=np.concatenate([x.slots for x in parts], axis=1),
-        target=np.concatenate([x.target for x in parts], axis=1),
-        guarded=np.concatenate([x.guarded for x in parts], axis=1),
-        iterations=max(x.iterations for x in parts),
-    )
+    joined = {k: np.concatenate([getattr(x, k) for x in parts], axis=1) for k in WORST_CASE_ARRAYS}
+    return WorstCase(**joined, iterations=max(x.iterations for x in parts))
 
 
 def _checked(tables: HeadTables, length: int, query_position: int, log_space: bool) -> HeadTables:
