@@ -13,9 +13,8 @@
   both searches refuse a larger count before drawing anything, and stop as soon
   as the words left to scan or draw cannot reach it.
 
-Every code is verified before it is returned; a violated property is a bug.  A code too
-large for both ways of checking it (pair by pair, or by sorted sub-word keys:
-:mod:`.packed`) is refused in one line rather than checked for hours.
+Every code is verified before it is returned (a violated property is a bug); a code too large
+to check is refused in one line rather than checked for hours.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ def paley_matrix(q: int) -> np.ndarray:
 
 
 def hadamard_orders(lo: int, hi: int) -> list[int]:
-    """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` can build."""
+    """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` builds."""
     return [m for m in range(max(lo, 1), hi + 1) if _hadamard_recipe(m) is not None]
 
 
@@ -69,14 +68,13 @@ def _hadamard_recipe(order: int) -> tuple[int, int] | None:
 
 
 def hadamard_matrix_bytes(order: int) -> int:
-    """Memory of :func:`hadamard_matrix`: about six ``order × order`` int64 / float64 arrays
-    (Paley's index and sign arrays, the Sylvester blocks, the check ``H Hᵀ``)."""
+    """Memory of :func:`hadamard_matrix`: about six ``order × order`` int64 / float64 arrays."""
     return 50 * order * order
 
 
 def hadamard_matrix(order: int) -> np.ndarray:
-    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``); an order
-    whose matrix exceeds the memory limit (:mod:`kernelgap.limits`) is refused first."""
+    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``), refused first
+    past the memory limit."""
     check_memory(f"a Hadamard matrix of order {order:,}", hadamard_matrix_bytes(order), FamilyError)
     recipe = _hadamard_recipe(order)
     if recipe is None:
@@ -101,10 +99,8 @@ def hadamard_matrix(order: int) -> np.ndarray:
 
 
 def hadamard_code(order: int) -> np.ndarray:
-    """The ``order − 1`` codewords of a normalized Hadamard matrix, ``uint8 [m−1, m]``.
-
-    Weight ``m/2`` and pairwise overlap ``m/4`` (verified); needs ``4 | m``.
-    """
+    """The ``order − 1`` codewords of a normalized Hadamard matrix, ``uint8 [m−1, m]`` (module
+    docstring; verified); needs ``4 | m``."""
     if order < 4 or order % 4:
         raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {order}")
     code = (hadamard_matrix(order)[1:] > 0).astype(np.uint8)
@@ -144,14 +140,11 @@ def _subword_removed(words: int, m: int, weight: int, max_overlap: int) -> int |
 
 def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact_overlap: bool = False) -> None:
     """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
-    (``== cap`` with ``exact_overlap``).
-
-    Up to :data:`GRAM_WORDS` words, or with ``exact_overlap``, by the Gram matrix (in row
-    chunks); a larger code by sorted sub-word keys (:func:`~.packed.shared_subword`: an overlap
-    above the cap is a shared ``(cap + 1)``-subset) when they are at most
-    :data:`~kernelgap.limits.MAX_SUBWORD_KEYS`, else by the chunked Gram matrix again up to
-    :data:`~kernelgap.limits.MAX_GRAM_CHECK_WORDS` words; a larger check is refused
-    (:class:`FamilyError`, one line)."""
+    (``== cap`` with ``exact_overlap``): by the chunked Gram matrix up to :data:`GRAM_WORDS`
+    words or with ``exact_overlap``, else by sorted sub-word keys (:func:`~.packed.shared_subword`:
+    an overlap above the cap is a shared ``(cap + 1)``-subset) where they are few enough, else
+    by the Gram matrix up to :data:`~kernelgap.limits.MAX_GRAM_CHECK_WORDS` words; a larger
+    check is refused (:class:`FamilyError`)."""
     if not (code.sum(1) == weight).all():
         raise AssertionError(f"a codeword does not have weight {weight}")
     if max_overlap >= weight and not exact_overlap:
@@ -310,16 +303,11 @@ def random_constant_weight(
     max_tries: int = 200_000,
     require_count: bool = True,
 ) -> np.ndarray:
-    """A seeded random code: draw weight-``w`` words, keep those whose overlap with
-    every kept word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries``
-    draws give up (an error, or the words found if not ``require_count``).
-
-    Words are drawn in batches of 256; a batch is checked against the kept words by one
-    matrix product and then in order against its own earlier words, which keeps exactly
-    the words the one-by-one scan keeps.  The search stops once the code reaches the
-    Johnson bound (no word can be added) and, with ``require_count``, once the draws left
-    cannot reach ``count``; a count above the bound is refused before drawing.
-    """
+    """A seeded random code: draw weight-``w`` words, keep those whose overlap with every kept
+    word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries`` draws give up (an
+    error, or the words found if not ``require_count``).  A batch of 256 draws is checked
+    against the kept words by one matrix product, then in order against its own earlier
+    words: exactly the words the one-by-one scan keeps."""
     _check_cw_params(m, weight, max_overlap, count)
     bound = johnson_bound(m, weight, max_overlap, stop_above=count)
     what = f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed})"

@@ -70,8 +70,7 @@ class Family(SelfValidating):
         position = query_position_in(self.query_position, index.shape[1], allow_none=True)
         distinct_tokens(tokens)
         matching = matching_pairs(self.matching, len(tokens))
-        for name, value in (("tokens", tokens), ("index", index), ("query_position", position), ("matching", matching)):
-            object.__setattr__(self, name, value)
+        self.__dict__.update(tokens=tokens, index=index, query_position=position, matching=matching)  # not re-validated
         self._check_matching_meets()
 
     def _check_matching_meets(self) -> None:
@@ -224,15 +223,8 @@ class ProductFamily(SelfValidating):
                 if bad_q[k]:
                     raise FamilyError(f"matching entry {k}: its query (token {q}) is not one of the queries")
                 raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of the candidates")
-        for name, value in (
-            ("tokens", tokens),
-            ("queries", queries),
-            ("candidates", candidates),
-            ("length", length),
-            ("query_position", position),
-            ("matching", matching),
-        ):
-            object.__setattr__(self, name, value)
+        normalised = dict(tokens=tokens, queries=queries, candidates=candidates, length=length, matching=matching)
+        self.__dict__.update(normalised, query_position=position)  # not re-validated
 
     @property
     def m(self) -> int:

@@ -111,8 +111,7 @@ def _element_index(digits: np.ndarray, orders: tuple[int, ...]) -> np.ndarray:
 def group_classes(m: int, w: int, orders: tuple[int, ...]) -> np.ndarray:
     """``sizes[a]``: the weight-w words whose labels sum to element a, exact (a subset-sum count
     over the group, ``O(m·w·|G|)``)."""
-    digits = _labels(orders, m)
-    elements = np.array(list(product(*[range(o) for o in orders])), dtype=np.int64).reshape(m, len(orders))
+    elements = digits = _labels(orders, m)  # |G| = m: the labels are the group's elements
     count = np.zeros((w + 1, m), dtype=object)
     count[0, 0] = 1
     for p in range(m):  # position p: a k-subset with sum s gains (k + 1, s + label p)
