@@ -110,8 +110,15 @@ def _check_word(text: str, m: int, where: str) -> str:
     return text
 
 
-def _matching_words(matching: list[list[str]] | None, m: int) -> list[tuple[str, str]]:
-    return [tuple(_check_word(t, m, f"matching entry {k}") for t in entry) for k, entry in enumerate(matching or [])]
+def _matching_ids(matching: list[list[str]] | None, vocab: _Vocabulary, places) -> list[tuple[int, int]]:
+    """The matching's words as token ids; ``places``: for its query and its good candidate, the
+    words it must be one of and what is said of it otherwise."""
+    pairs = [[_check_word(w, vocab.m, f"matching entry {k}") for w in entry] for k, entry in enumerate(matching or [])]
+    for k, pair in enumerate(pairs):
+        for word, role, (words, otherwise) in zip(pair, ("query", "good candidate"), places):
+            if word not in words:
+                raise FamilyError(f"matching entry {k}: its {role} {otherwise}")
+    return [(vocab.ids[q], vocab.ids[g]) for q, g in pairs]
 
 
 def _sequences_from_json(data: dict, header: FileHeader) -> Family:
@@ -129,12 +136,7 @@ def _sequences_from_json(data: dict, header: FileHeader) -> Family:
 
     vocab = _Vocabulary(flat, m, where)
     qp = _query_position(body.query_position, length, allow_null=True)
-    matching = []
-    for k, (q, g) in enumerate(_matching_words(body.matching, m)):
-        for role, word in (("query", q), ("good candidate", g)):
-            if word not in vocab.ids:
-                raise FamilyError(f"matching entry {k}: its {role} appears in no sequence")
-        matching.append((vocab.ids[q], vocab.ids[g]))
+    matching = _matching_ids(body.matching, vocab, [(vocab.ids, "appears in no sequence")] * 2)
     # the family validates the rest itself (one good candidate per query, the pair meeting
     # in a sequence with the query at a scored position)
     index = vocab.index(flat).reshape(len(seqs), length)
@@ -154,14 +156,8 @@ def _product_from_json(data: dict, header: FileHeader) -> ProductFamily:
 
     vocab = _Vocabulary(qs + cs, m, where)
     qp = _query_position(body.query_position, body.length, allow_null=False)
-    query_set, cand_set = set(qs), set(cs)
-    matching = []
-    for k, (q, g) in enumerate(_matching_words(body.matching, m)):  # by word: the messages name the keys
-        if q not in query_set:
-            raise FamilyError(f"matching entry {k}: its query is not in 'queries'")
-        if g not in cand_set:
-            raise FamilyError(f"matching entry {k}: its good candidate is not in 'candidates'")
-        matching.append((vocab.ids[q], vocab.ids[g]))
+    places = [(set(qs), "is not in 'queries'"), (set(cs), "is not in 'candidates'")]  # by word: the keys named
+    matching = _matching_ids(body.matching, vocab, places)
     # the family validates the rest itself (one good candidate per query; a word listed twice
     # in 'queries' or 'candidates' is one token, merged)
     return ProductFamily(
