@@ -152,14 +152,8 @@ class HeadTables:
     def queries(self, rows: slice) -> HeadTables:
         """The tables of the queries ``rows`` (axis Q of every table)."""
         bias = None if self.bias is None else self.bias[:, rows]
-        return HeadTables(
-            self.scores[:, :, rows],
-            self.values[:, :, rows],
-            self.self_scores[:, rows],
-            self.self_values[:, rows],
-            self.levels[rows],
-            bias,
-        )
+        own = self.self_scores[:, rows], self.self_values[:, rows]
+        return HeadTables(self.scores[:, :, rows], self.values[:, :, rows], *own, self.levels[rows], bias)
 
 
 def worst_case(

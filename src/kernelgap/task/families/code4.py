@@ -23,11 +23,8 @@ class of the cyclic group; this one takes larger codes:
   966 in 40,000 steps, past the 870 of the best group; the group classes themselves are local
   optima the search does not leave).
 
-Every code is checked before it is returned: weight w, distinct, and minimum distance ≥ 4 by
-sorted sub-word keys (:func:`~kernelgap.task.codes.min_distance`).  The family is complement
-shaped (queries the code, each good candidate its complement), so the certificate decides it
-by rule above :data:`~kernelgap.limits.DENSE_QUERIES` words; it certifies all n words once
-``(N − 2)² ≥ n − 1``.
+Every code is checked before it is returned (:func:`check_code4`).  The family is complement
+shaped, as the layer family is, and certified in full once ``(N − 2)² ≥ n − 1``.
 """
 
 from __future__ import annotations

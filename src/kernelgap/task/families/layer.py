@@ -10,15 +10,11 @@ Queries are words of weight ``w`` (default ``m/2``):
   counted exactly beforehand (:func:`class_sizes`);
 * ``distance = 2``: the whole layer.
 
-Supports are taken in lexicographic order (as integers with position 0 the most
-significant bit: descending); ``n`` keeps the first n words.  They are generated
-position by position, without scanning the layer (:func:`layer_words`).  The
-candidates are the complements of the queries: a query's good candidate is its
-own complement (overlap 0) and another query y's complement is a bad candidate
-at overlap ``h = w − <x, y> = d(x, y)/2``, so ``h ≥ 2`` in a distance-4 class and
-``h ≥ 1`` in the layer.  The family is a
-:class:`~kernelgap.task.family.ProductFamily` of ``length`` N: every sequence with
-a query and any ``N − 1`` candidates, never materialised.
+Supports are taken in lexicographic order (:func:`layer_words`); ``n`` keeps the first n
+words.  The candidates are the complements of the queries: a query's good candidate is its
+own complement (overlap 0) and another query y's complement is a bad candidate at overlap
+``h = w − <x, y> = d(x, y)/2``, so ``h ≥ 2`` in a distance-4 class and ``h ≥ 1`` in the
+layer.  The family is a :class:`~kernelgap.task.family.ProductFamily` of ``length`` N.
 
 **What the certificate sees** (docs/theory.md, "Context length N").  At δ = 1/2 a
 single step from the good level 0 to h ≥ 2 gives ``ρ_N(h) = 1/((N − 2)(h − 1))``,
@@ -31,10 +27,8 @@ decides this by rule, from the code's least distance (docs/theory.md, "The whole
 rule"), so a class of m = 28 (1,432,860 words) is certified in full at N = 1200 and one of
 m = 32 (18,784,170 words) at N = 4337.
 
-**At scale** every step is near-linear in the number of words: the words stay packed one
-``uint64`` each until the distinct tokens are unpacked; the code is checked by weight, order
-and residue (:func:`check_layer_words`, which proves the distance with no pair compared); the
-tokens are deduplicated as integers; and the matching is one ``int64 [W, 2]`` array.
+**At scale** every step is near-linear in the number of words: they stay packed one
+``uint64`` each until the distinct tokens are unpacked, and no pair is ever compared.
 """
 
 from __future__ import annotations
@@ -82,7 +76,7 @@ def class_sizes(m: int, w: int) -> list[int]:
 
 def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, int | None, int]:
     """``(weight, residue, words in the code)`` with the defaults filled in."""
-    w = w or m // 2
+    w = w or m // 2  # 0: m/2
     if distance == 2:
         return w, None, comb(m, w)
     sizes = class_sizes(m, w)

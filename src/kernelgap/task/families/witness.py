@@ -73,10 +73,8 @@ def witness_from_code(
     overlaps = queries.astype(np.int64) @ goods.T.astype(np.int64)  # s(x_i, g_j)
     top = int(overlaps.max()) if n > 1 else 0
     levels = chain_levels(chain_step, top)
-    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries], dtype=np.uint8).reshape(
-        n, len(levels), m
-    )
-    tokens = np.concatenate([queries, goods, chains.reshape(-1, m)])
+    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries], dtype=np.uint8).reshape(-1, m)
+    tokens = np.concatenate([queries, goods, chains])
     q_id = np.arange(n)
     chain_ids = np.concatenate(
         [(n + q_id)[:, None], 2 * n + q_id[:, None] * len(levels) + np.arange(len(levels))], axis=1
