@@ -16,12 +16,6 @@ from .errors import KernelgapError
 from .folders import refuse_link_at
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_text(path: str | os.PathLike, text: str, within: str | os.PathLike | None = None) -> Path:
     """:func:`atomic_write_bytes` of ``text``."""
     return atomic_write_bytes(path, text.encode(), within)
@@ -52,7 +46,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, within: str | os.Pa
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -145,15 +141,11 @@ def load_toml(path: str | os.PathLike, what: str, error: type[Exception]) -> dic
     return parse_json(read_input(path, what, error), f"{what} {path}", error, toml=True)
 
 
-class _Unreadable(Exception):
-    pass
-
-
 def read_json(path: str | os.PathLike):
     """The parsed JSON at ``path``, or ``None`` when :func:`load_json` would refuse it."""
     try:
-        return load_json(path, "file", _Unreadable)
-    except _Unreadable:
+        return load_json(path, "file", KernelgapError)
+    except KernelgapError:
         return None
 
 

@@ -57,10 +57,10 @@ def hadamard_orders(lo: int, hi: int) -> list[int]:
 
 
 def _hadamard_recipe(order: int) -> tuple[int, int] | None:
-    """``(base, doublings)`` with base 1, 2 or a Paley order, or None."""
+    """``(base, doublings)`` with base 1 or a Paley order, or None."""
     doublings, base = 0, order
     while True:
-        if base in (1, 2) or (base % 4 == 0 and _is_prime(base - 1) and (base - 1) % 4 == 3):
+        if base == 1 or (base % 4 == 0 and _is_prime(base - 1) and (base - 1) % 4 == 3):
             return base, doublings
         if base % 2:
             return None
@@ -83,11 +83,7 @@ def hadamard_matrix(order: int) -> np.ndarray:
             f" are built (e.g. {', '.join(map(str, hadamard_orders(max(1, order - 8), order + 8)))})"
         )
     base, doublings = recipe
-    h = (
-        np.ones((1, 1), dtype=np.int64)
-        if base == 1
-        else (np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
-    )
+    h = np.ones((1, 1), dtype=np.int64) if base == 1 else paley_matrix(base - 1)
     for _ in range(doublings):
         h = np.block([[h, h], [h, -h]])  # Sylvester doubling
     h = h * h[:, :1]  # rows, then columns, sign-flipped: first column and row all +1
