@@ -257,12 +257,10 @@ def first_inconsistent(tokens: np.ndarray, pairs: np.ndarray, candidates: np.nda
     ``g``'s overlap (docs/theory.md, "From masses to kernel values", "Product families"): a
     good candidate above the least overlap leaves the candidates below it unbounded, so such
     a matching still gives a sound certificate, only a weaker one, and names a good
-    candidate the task does not.  Ties at the least overlap are consistent.  Overlaps are
-    float32 products of 0/1 rows, exact below 2^24 bits (float64 above), in chunks of
-    :data:`CONSISTENCY_CELLS`."""
+    candidate the task does not.  Ties at the least overlap are consistent."""
     if not len(pairs) or not len(candidates):
         return None
-    dtype = np.float32 if tokens.shape[1] < 1 << 24 else np.float64
+    dtype = np.float32 if tokens.shape[1] < 1 << 24 else np.float64  # sums of 0/1 products: exact
     cand = tokens[candidates].astype(dtype)
     step = max(1, CONSISTENCY_CELLS // len(candidates))
     for start in range(0, len(pairs), step):

@@ -148,10 +148,8 @@ def _hadamard_memory(p: FamilyParams) -> int:
 
 def _hadamard_check(p: FamilyParams) -> None:
     m, n = p.m, p.n
-    if m < 4 or m % 4:
-        raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {m}")
-    if m <= 10**12 and _hadamard_recipe(m) is None:  # trial division to √m: instant up to there
-        hadamard_code(m)  # the error that lists the nearby orders it can build
+    if m < 4 or m % 4 or (m <= 10**12 and _hadamard_recipe(m) is None):  # trial division to √m: instant
+        hadamard_code(m)  # its refusal: the order, or the nearby orders it can build
     if n > m - 1:
         raise FamilyError(f"a Hadamard code of order {m} has {m - 1} codewords, asked for {n}")
 
