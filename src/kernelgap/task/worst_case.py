@@ -111,8 +111,7 @@ def _cases(length: int, qpos: int, causal: bool, tables: int) -> list[_Case]:
     share their maps) or N (a map per position)."""
     slots = [j for j in range(length) if j != qpos]
     visible = [j for j in slots if not causal or j < qpos]
-    seen = set(visible)
-    hidden = [j for j in slots if j not in seen]
+    hidden = [j for j in slots if causal and j > qpos]
     cases = []
     if tables == 1:
         if visible:
