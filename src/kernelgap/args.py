@@ -48,13 +48,11 @@ def parse_range(text: str | Iterable[str], flag: str, what: str = "value", least
     occurrences of a repeated flag.  A value below ``least`` is refused too."""
     if not isinstance(text, str):
         text = ",".join(text)
-    items = [_item(part, text, flag) for part in text.split(",")]
-    for lo, hi, step in items:
+    values: set[int] = set()
+    for lo, hi, step in [_item(part, text, flag) for part in text.split(",")]:  # every item read first
         if hi < lo:
             raise KernelgapError(f"{flag} {_shown(text)}: the range {lo}..{hi} is empty")
-        _check_count((hi - lo) // step + 1, text, flag, what)
-    values: set[int] = set()
-    for lo, hi, step in items:
+        _check_count((hi - lo) // step + 1, text, flag, what)  # counted before it is listed
         values.update(range(lo, hi + 1, step))
     _check_count(len(values), text, flag, what)
     ordered = sorted(values)
