@@ -244,18 +244,16 @@ class ProductFamily(SelfValidating):
             )
         return count
 
-    def _tuples(self) -> str:
-        c = f"{len(self.candidates):,}"
-        return f"{c}² candidate pairs" if self.length == 3 else f"{c}^{self.length - 1} candidate tuples"
-
     def expand(self, limit: int = MAX_EXPANDED) -> Family:
         """The same sequences as a :class:`Family` (refused above ``limit`` sequences), the
         query's position first and the candidate slots in order, the first slowest."""
         count = self.sequence_count
         if count > limit:
+            c = f"{len(self.candidates):,}"
+            tuples = f"{c}² candidate pairs" if self.length == 3 else f"{c}^{self.length - 1} candidate tuples"
             raise FamilyError(
                 f"product family {self.name!r} has {_count_str(count)} sequences ({len(self.queries):,} "
-                f"queries × {self._tuples()}); at most {limit:,} are expanded"
+                f"queries × {tuples}); at most {limit:,} are expanded"
             )
         n = self.length
         grids = np.meshgrid(self.queries, *([self.candidates] * (n - 1)), indexing="ij")
