@@ -69,8 +69,7 @@ MAX_JSON_DEPTH = 32
 #: are ``2^m × 2^m`` float64 (128 MiB at m = 12, where the positive construction stops being built).
 MAX_VERIFY_M = 12
 #: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
-#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs), the largest check before lengths
-#: could be chosen, so every check made then is still allowed and none is much longer.
+#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs).
 MAX_VERIFY_PAIRS = 9 << 27
 #: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
 MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)
