@@ -13,19 +13,13 @@ The values are the union of the items, sorted, each once: ``1..3,8`` is 1, 2, 3,
 is ``1..2,4``).  Each item is counted by arithmetic before it is listed, so ``2..10^30`` is
 refused at once; a range lists at most :data:`MAX_RANGE_VALUES` values.
 
-**Numbers** — every float flag of the command line is finite and every flag that
-:data:`~kernelgap.limits.FLAG_BOUNDS` names lies in its range (:func:`bounded_flags`), checked
-as the flag is parsed: before any import of torch and before anything is written.
-
-**Lists, pairs, JSON** — ``key=value`` pairs (the splitting only: a family's parameters are
-typed by :func:`kernelgap.task.parse_params`), comma-separated integer lists kept in their
-order (seeds, ranks), a JSON object, and the probe's constructor-argument map.
+**Numbers** — every float flag is finite and every flag :data:`~kernelgap.limits.FLAG_BOUNDS`
+names lies in its range (:func:`bounded_flags`), checked as the flag is parsed, before torch.
 
 **Config fields** — a command whose flags are a config model's fields takes them as
 :func:`field_flags` makes them: each flag, its help and its default said once, by the field.
 
-Every malformed text raises a one-line :class:`~kernelgap.errors.KernelgapError` naming the
-flag.
+Every malformed text raises a one-line :class:`~kernelgap.errors.KernelgapError` naming the flag.
 """
 
 from __future__ import annotations
@@ -51,18 +45,14 @@ _ITEM = re.compile(r"\s*(-?\d+)(?:\.\.(-?\d+)(?:\.\.(-?\d+))?)?\s*", re.ASCII)
 
 def parse_range(text: str | Iterable[str], flag: str, what: str = "value", least: int | None = None) -> list[int]:
     """The sorted distinct integers a range names (module docstring); ``text`` may be the
-    occurrences of a repeated flag.  Refused in one line, naming ``flag`` and ``what``: a
-    text outside the grammar, a step below 1, an empty ``A..B``, more than
-    :data:`MAX_RANGE_VALUES` values, or a value below ``least``."""
+    occurrences of a repeated flag.  A value below ``least`` is refused too."""
     if not isinstance(text, str):
         text = ",".join(text)
-    items = [_item(part, text, flag) for part in text.split(",")]
-    for lo, hi, step in items:
+    values: set[int] = set()
+    for lo, hi, step in [_item(part, text, flag) for part in text.split(",")]:  # every item read first
         if hi < lo:
             raise KernelgapError(f"{flag} {_shown(text)}: the range {lo}..{hi} is empty")
-        _check_count((hi - lo) // step + 1, text, flag, what)
-    values: set[int] = set()
-    for lo, hi, step in items:
+        _check_count((hi - lo) // step + 1, text, flag, what)  # counted before it is listed
         values.update(range(lo, hi + 1, step))
     _check_count(len(values), text, flag, what)
     ordered = sorted(values)
@@ -72,7 +62,7 @@ def parse_range(text: str | Iterable[str], flag: str, what: str = "value", least
 
 
 def _item(part: str, text: str, flag: str) -> tuple[int, int, int]:
-    """One item of a range as ``(first, last, step)``."""
+    """``(first, last, step)``."""
     match = _ITEM.fullmatch(part)
     try:
         lo, hi, step = (None if g is None else int(g) for g in match.groups())
@@ -96,8 +86,7 @@ def _shown(text: str, most: int = 80) -> str:
 
 
 def key_values(pairs: Iterable[str], what: str = "parameter") -> dict[str, str]:
-    """``["k=v", …]`` → ``{"k": "v"}`` (both sides stripped; the values stay text); ``what``
-    names a pair in an error (a flag)."""
+    """``["k=v", …]`` → ``{"k": "v"}`` (both sides stripped; the values stay text)."""
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -108,7 +97,6 @@ def key_values(pairs: Iterable[str], what: str = "parameter") -> dict[str, str]:
 
 
 def json_object(text: str, flag: str) -> dict:
-    """A JSON object given as text."""
     value = plain_json(parse_json(text, flag, KernelgapError), flag)
     if not isinstance(value, dict):
         raise KernelgapError(f"{flag} must be a JSON object, got {type(value).__name__}")
@@ -134,9 +122,8 @@ def suite_ranks(values: list[str], flag: str = "--ranks") -> list[int] | dict[st
 
 
 def number_map(pairs: list[str], flag: str) -> dict[str, float | str]:
-    """``["step=60", …]`` → ``{"step": 60.0}``: each value the float it spells (``nan`` and ``inf``
-    too), else the text itself, which the config model it is given to refuses in one line
-    naming its key."""
+    """``["step=60", …]`` → ``{"step": 60.0}``: each value the float it spells, else the text
+    itself, for the config model to refuse naming its key."""
     out: dict[str, float | str] = {}
     for key, text in key_values(pairs, flag).items():
         try:
@@ -166,8 +153,7 @@ def argument_map(pairs: list[str], flag: str = "--arg") -> dict:
 def plain_json(value, flag: str):
     """``value`` (JSON given on the command line) unless it nests deeper than
     :data:`~kernelgap.limits.MAX_JSON_DEPTH` or holds a string (or key) that is not UTF-8
-    text (a lone surrogate such as ``"\\ud800"``): either would fail later, far from the flag
-    (pickled for a worker, written to a record)."""
+    text (a lone surrogate): either would fail later, far from the flag."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -183,9 +169,8 @@ def plain_json(value, flag: str):
 
 
 def bounded_flags(command):
-    """``command`` (a click command or group, and its subcommands) with every float flag
-    finite and each flag :data:`~kernelgap.limits.FLAG_BOUNDS` names within its range, checked
-    as the flag is parsed (a flag's callback: typer keeps the type to itself)."""
+    """``command`` (a click command or group, and its subcommands) with its number flags bounded
+    (module docstring) by a callback each: typer keeps the type to itself."""
     for sub in getattr(command, "commands", {}).values():
         bounded_flags(sub)
     for param in command.params:
@@ -208,9 +193,9 @@ def _bounded(flag: str):
 
 @dataclass(frozen=True)
 class Flag:
-    """A config field's flag where the field's name and type do not spell it (:func:`field_flags`):
-    its name, ``read(text, flag)`` for a value that no flag type spells (a list, a table;
-    ``many``: the texts of a repeated flag), and the ``metavar`` its help shows."""
+    """A config field's flag where the field's name and type do not spell it: its name,
+    ``read(text, flag)`` for a value no flag type spells (``many``: the texts of a repeated
+    flag), and the ``metavar`` its help shows."""
 
     name: str = ""
     read: Callable | None = None
@@ -218,7 +203,6 @@ class Flag:
     metavar: str | None = None
 
     def of(self, field: str) -> str:
-        """The flag of ``field``: its name, else ``--field-name``."""
         return self.name or "--" + field.replace("_", "-")
 
 
@@ -235,10 +219,9 @@ PROBE_FLAGS = {
 def field_flags(fields: dict, flags: dict[str, Flag]) -> list[inspect.Parameter]:
     """One keyword parameter per config field (``{name: pydantic FieldInfo}``), as typer reads a
     flag from a signature: ``--field-name`` unless ``flags`` names it, its help the field's
-    description (and default), its text read as the int, float or str the field holds (a bool:
-    ``--x/--no-x``) or by its :class:`Flag`, for the config model to check.  A flag not given is
-    None, so that the field keeps its model's default (:func:`given_fields`).  A required field
-    is an argument."""
+    description, its text read as the int, float or str the field holds (a bool: ``--x/--no-x``)
+    or by its :class:`Flag`.  A flag not given is None, so that the field keeps its model's
+    default (:func:`given_fields`); a required field is an argument."""
     import typer
 
     out = []
@@ -266,8 +249,7 @@ def field_signature(command, fields: dict | None = None, flags: dict[str, Flag] 
 
 
 def given_fields(values: dict, flags: dict[str, Flag] | None = None) -> dict:
-    """The fields a command line gave (a flag not given is None), the text of each that a
-    :class:`Flag` reads read, in the order of ``values``."""
+    """The fields a command line gave (a flag not given is None), each read by its :class:`Flag`."""
     out = {}
     for name, value in values.items():
         flag = (flags or {}).get(name, Flag())

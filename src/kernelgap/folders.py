@@ -1,16 +1,12 @@
 """Results folders: what kind of result a folder holds, and writing inside one without
 following a link.
 
-A results folder (a sweep's, a reproduction's, a probe's, a bound curve's) is written only
-through real folders and files of its own: a symbolic link below it (a ``checkpoints/``
-pointing elsewhere, a record that is a link to an earlier summary) would let a write land
-outside it, so every command refuses one, with one line naming it, before it claims,
-creates or appends to anything (:func:`refuse_links`).  Files are replaced atomically
-(:func:`kernelgap.io.atomic_write_bytes`: a fresh file renamed over the name, so a hard
-link elsewhere keeps its old content); the one file written in place, a sweep's lock file,
-is opened without following a link and must be a regular file with no other name
-(:func:`open_in_place`).  A folder holding another kind of result is refused by the
-commands that write a kind of their own (:func:`refuse_other_result`).
+A results folder is written only through real folders and files of its own: a symbolic link
+below it would let a write land outside it, so every command refuses one, in one line naming
+it, before it writes anything (:func:`refuse_links`).  Files are replaced atomically
+(:func:`kernelgap.io.atomic_write_bytes`); the one file written in place, a sweep's lock
+file, is opened without following a link and must be a regular file with no other name
+(:func:`open_in_place`).
 """
 
 from __future__ import annotations
@@ -34,9 +30,7 @@ _LINK_HINT = "kernelgap writes no result through a link; replace it with a real 
 
 
 def check_out(path: str | os.PathLike, flag: str = "--out", error: type[Exception] = KernelgapError) -> Path:
-    """``path`` given as ``flag``, refused with one line when the system could not even
-    look it up: a NUL, a name (one component) over :data:`NAME_MAX` bytes or a path over
-    :data:`PATH_MAX`."""
+    """``path`` given as ``flag``, refused in one line when the system could not even look it up."""
     p = Path(path)
     raw = os.fsencode(p)
     if b"\0" in raw:
@@ -78,16 +72,15 @@ def refuse_other_result(
 
 
 def refuse_links(root: str | os.PathLike, error: type[Exception] = KernelgapError) -> None:
-    """One line of ``error`` naming the first problem :func:`link_problems` finds."""
+    """The first problem :func:`link_problems` finds, as one line of ``error``."""
     for why in link_problems(root):
         raise error(why)
 
 
 def link_problems(root: str | os.PathLike) -> Iterator[str]:
-    """Each symbolic link below ``root`` (a file or a folder; ``root`` itself may be one: it
-    is what the user named), and each lock file (``*.lock``) that is not a regular file of
-    one name (:func:`in_place_problem`), as a line naming it.  A folder that cannot be listed
-    is left to the write that needs it."""
+    """Each symbolic link below ``root`` (``root`` itself may be one: the user named it) and
+    each lock file that is not a regular file of one name, as a line naming it.  A folder that
+    cannot be listed is left to the write that needs it."""
     pending = [Path(root)]
     while pending:
         folder = pending.pop()
@@ -119,9 +112,8 @@ def refuse_link_at(root: str | os.PathLike, path: str | os.PathLike, error: type
 
 
 def in_place_problem(st: os.stat_result) -> str | None:
-    """Why a file written in place (a lock file) must not be used: not a regular file (a
-    folder, a pipe) or a file with another name (a hard link: writing it would change the
-    other); ``None`` when it is fine."""
+    """Why a file written in place (a lock file) must not be used (a hard link: writing it would
+    change the other name's); ``None`` when it is fine."""
     if stat.S_ISDIR(st.st_mode):
         return "is a folder, not a file"
     if not stat.S_ISREG(st.st_mode):
@@ -132,9 +124,8 @@ def in_place_problem(st: os.stat_result) -> str | None:
 
 
 def open_in_place(path: str | os.PathLike, error: type[Exception] = KernelgapError) -> int:
-    """A file descriptor of ``path`` opened for reading and writing, created (mode ``0o666``
-    less the umask) when missing, never through a symbolic link; a link, a folder, a
-    special file or a hard-linked file is one line of ``error`` (:func:`in_place_problem`)."""
+    """A file descriptor of ``path`` opened for reading and writing, created when missing,
+    never through a symbolic link; an unfit file is one line of ``error`` (:func:`in_place_problem`)."""
     p = Path(path)
     try:
         fd = os.open(p, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)

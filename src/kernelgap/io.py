@@ -16,19 +16,8 @@ from .errors import KernelgapError
 from .folders import refuse_link_at
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_text(path: str | os.PathLike, text: str, within: str | os.PathLike | None = None) -> Path:
-    """Write ``text`` to ``path`` via a temporary file, fsync and rename.
-
-    The file gets the mode a plain ``open`` would give it (``0o666`` less the
-    umask), not the private mode of the temporary file.  ``within``: the results folder
-    ``path`` lies in (:func:`atomic_write_bytes`).
-    """
+    """:func:`atomic_write_bytes` of ``text``."""
     return atomic_write_bytes(path, text.encode(), within)
 
 
@@ -46,9 +35,10 @@ def write_page(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, within: str | os.PathLike | None = None) -> Path:
-    """:func:`atomic_write_text` for bytes.  The rename replaces the name alone: a hard link
-    elsewhere keeps its content.  With ``within`` (the results folder ``path`` lies in),
-    ``path`` or a folder between it and ``within`` that is a symbolic link is refused
+    """Write ``data`` to ``path`` via a temporary file, fsync and rename: the file gets the mode a
+    plain ``open`` would give it (``0o666`` less the umask), and the rename replaces the name
+    alone (a hard link elsewhere keeps its content).  With ``within`` (the results folder
+    ``path`` lies in), a symbolic link on the way is refused
     (:func:`~kernelgap.folders.refuse_link_at`), so no write leaves the folder."""
     p = Path(path)
     if within is not None:
@@ -56,7 +46,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes, within: str | os.Pa
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -113,10 +105,11 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
-def _parse(raw: bytes | str, name: str, error: type[Exception], toml: bool = False):
-    """``raw`` parsed as JSON (or TOML); every failure is one line of ``error`` starting
-    with ``name``: not UTF-8, a syntax error (with its line), nesting too deep for the
-    parser, an integer past Python's int-string digit limit, or not enough memory."""
+def parse_json(raw: bytes | str, name: str, error: type[Exception], toml: bool = False):
+    """``raw`` (a file's bytes, or a flag's text: ``name`` is "--kwargs") parsed as JSON (or
+    TOML); every failure is one line of ``error`` starting with ``name``: not UTF-8, a syntax
+    error (with its line), nesting too deep for the parser, an integer past Python's
+    int-string digit limit, or not enough memory."""
     kind = "TOML" if toml else "JSON"
     bad = f"{name}: not valid {kind}" if toml else f"{name} is not valid {kind}"
     try:
@@ -137,35 +130,22 @@ def _parse(raw: bytes | str, name: str, error: type[Exception], toml: bool = Fal
         raise error(f"{name} is too large to parse in this machine's memory") from None
 
 
-def parse_json(text: str | bytes, what: str, error: type[Exception]):
-    """A JSON value given as text (a flag's value: ``what`` is "--kwargs"); every failure is
-    one line of ``error`` (:func:`load_json`)."""
-    return _parse(text, what, error)
-
-
 def load_json(path: str | os.PathLike, what: str, error: type[Exception]):
-    """The parsed JSON file ``path`` (``what``: "family file", "run record", …); a missing
-    file, a folder, a file too large (:func:`read_input`), bad UTF-8, a syntax error, deep
-    nesting, an over-long integer or no memory is one line of ``error``."""
-    return _parse(read_input(path, what, error), f"{what} {path}", error)
+    """The parsed JSON file ``path`` (``what``: "family file", "run record", …); every problem
+    (:func:`read_input`, :func:`parse_json`) is one line of ``error``."""
+    return parse_json(read_input(path, what, error), f"{what} {path}", error)
 
 
 def load_toml(path: str | os.PathLike, what: str, error: type[Exception]) -> dict:
     """:func:`load_json` for a TOML file (a sweep file, ``profile.toml``)."""
-    return _parse(read_input(path, what, error), f"{what} {path}", error, toml=True)
-
-
-class _Unreadable(Exception):
-    pass
+    return parse_json(read_input(path, what, error), f"{what} {path}", error, toml=True)
 
 
 def read_json(path: str | os.PathLike):
-    """The parsed JSON at ``path``, or ``None`` when :func:`load_json` would refuse it
-    (missing, a folder, too large, unreadable, not UTF-8, not JSON, too deep, an over-long
-    integer)."""
+    """The parsed JSON at ``path``, or ``None`` when :func:`load_json` would refuse it."""
     try:
-        return load_json(path, "file", _Unreadable)
-    except _Unreadable:
+        return load_json(path, "file", KernelgapError)
+    except KernelgapError:
         return None
 
 
@@ -225,10 +205,7 @@ def digest_problem(record: dict) -> str | None:
 
 
 def read_run_records(sweep_dir: str | os.PathLike) -> list[dict]:
-    """Every readable run record ``runs/<id>.json`` of a sweep folder, in file order.
-
-    Damaged files (not JSON, not a record, or altered: :func:`digest_problem`) are skipped
-    here; the sweep runner sets them aside and redoes them, ``check`` names them.
-    """
+    """Every readable run record ``runs/<id>.json`` of a sweep folder, in file order; damaged
+    ones (not JSON, not a record, altered) are skipped: the sweep runner redoes them."""
     records = (read_json(p) for p in sorted((Path(sweep_dir) / "runs").glob("*.json")))
     return [r for r in records if isinstance(r, dict) and "config" in r and "id" in r and digest_problem(r) is None]

@@ -1,31 +1,15 @@
 """Size limits shared by the family builders and the models: what is refused before allocating.
 
-A request is refused with a one-line :class:`~kernelgap.errors.KernelgapError` when
-
-* its estimated memory exceeds :func:`memory_limit`, which is
-  :data:`MEMORY_FRACTION` of this machine's memory (the physical memory, or the
-  cgroup limit of the process when that is lower).  Builders estimate their
-  largest arrays from their parameters alone (``bytes = Σ elements × item
-  size``, the working copies of sorting and deduplication included); a model
-  counts its parameters at 4 bytes each (float32, the smallest training dtype),
-  so the estimate is a floor and a refused model could never have been built;
-* a model asks for more than :data:`MAX_RANK` features per head;
-* a bound curve asks for more than :data:`MAX_CURVE_POINTS` values of m;
-* a training phase asks for more than :data:`MAX_STEPS` steps, a run for more than
-  :data:`MAX_RESTARTS` fresh starts, a start :data:`MAX_PRUNE_FROM` times its rank, a layer for more than
-  :data:`MAX_WIDTH` units;
-* a code's distance check would sort more than :data:`MAX_SUBWORD_KEYS` sub-word keys and
-  scan more than :data:`MAX_GRAM_CHECK_WORDS` words pair by pair (the check's time);
-* a command asks for more than :data:`MAX_WORKERS` workers, a sweep file for more than
-  :data:`MAX_SWEEP_RUNS` runs, a probed module's phase for more than :data:`MAX_SECONDS`
-  seconds, a JSON value given as a flag nests deeper than :data:`MAX_JSON_DEPTH`, or ``verify``
-  and the length experiment check sequences over {0,1}^m beyond :data:`MAX_VERIFY_M`.
-  Every number a flag takes is bounded here (:data:`FLAG_BOUNDS`, floats finite), checked as
-  the command line is parsed, before anything is imported or written.
+A request past a limit is refused with a one-line :class:`~kernelgap.errors.KernelgapError`.
+The chief one is memory: a request whose estimated bytes exceed :func:`memory_limit`
+(:data:`MEMORY_FRACTION` of the physical memory, or of a lower cgroup limit).  Builders
+estimate their largest arrays from their parameters alone, the working copies of sorting and
+deduplication included; a model counts its parameters at 4 bytes each (float32, the smallest
+training dtype), so the estimate is a floor and a refused model could never have been built.
+Every number a flag takes is bounded here too (:data:`FLAG_BOUNDS`).
 
 The limits are defined here and nowhere else, but for the size of an input file
-(:data:`kernelgap.io.MAX_INPUT_BYTES`), which belongs to the reader that checks it (a module
-of this layer, which may not import this one).
+(:data:`kernelgap.io.MAX_INPUT_BYTES`), which belongs to the reader that checks it.
 """
 
 from __future__ import annotations
@@ -85,16 +69,14 @@ MAX_JSON_DEPTH = 32
 #: are ``2^m × 2^m`` float64 (128 MiB at m = 12, where the positive construction stops being built).
 MAX_VERIFY_M = 12
 #: Most (query, key) pairs, ``2^{mN}·N²``, that one construction is checked on at one length:
-#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs), the largest check before lengths
-#: could be chosen, so every check made then is still allowed and none is much longer.
+#: the work of m = 9 at N = 3 (2^27 sequences of 9 pairs).
 MAX_VERIFY_PAIRS = 9 << 27
 #: The longest length the pair limit admits at all (m = 1): a larger N is refused whatever m is.
 MAX_VERIFY_LENGTH = max(n for n in range(1, MAX_VERIFY_PAIRS.bit_length()) if (1 << n) * n * n <= MAX_VERIFY_PAIRS)
 #: The lengths ``verify`` checks when none are given.
 DEFAULT_LENGTHS = (1, 2, 3)
 
-#: The range of each bounded integer flag, by the flag's parameter name (``--workers`` is
-#: ``workers``); :func:`kernelgap.args.bounded_flags` applies them, and keeps every float flag finite.
+#: The range of each bounded number flag (:func:`kernelgap.args.bounded_flags` applies them).
 FLAG_BOUNDS: dict[str, tuple[float, float]] = {
     "--workers": (1, MAX_WORKERS),
     "--cpus-per-task": (0, MAX_WORKERS),
@@ -106,7 +88,7 @@ _CGROUP_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limi
 
 
 def machine_memory() -> int:
-    """Bytes of memory this process may use: physical memory, or a lower cgroup limit."""
+    """Bytes of memory this process may use."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, OSError, ValueError):
@@ -122,7 +104,6 @@ def machine_memory() -> int:
 
 
 def memory_limit() -> int:
-    """The most bytes a build or a model may plan to allocate: ``MEMORY_FRACTION`` of the machine."""
     return int(machine_memory() * MEMORY_FRACTION)
 
 
@@ -148,7 +129,6 @@ def check_memory(what: str, needed: int, error: type[KernelgapError] = Kernelgap
 
 
 def check_rank(rank: int, where: str = "model.rank", error: type[KernelgapError] = KernelgapError) -> None:
-    """Refuse a rank above :data:`MAX_RANK`."""
     if rank > MAX_RANK:
         raise error(f"{where} must be ≤ {MAX_RANK:,} features per head, got {rank:,}")
 

@@ -16,13 +16,9 @@ message, the value given::
     model.rank: input should be greater than or equal to 1, got 0
 
 The JSON files kernelgap writes and reads back (``summary.json`` and its sections,
-``reproduce.json``, ``probe.json``) are :class:`Record` models, typed as JSON types its
-values (:data:`JsonInt`, :data:`JsonNumber`); :func:`problem` says in one line where a file
-breaks its model, and :func:`fits` tells whether one value is of a type.
-
-Checks that depend on the machine or on the family a model is trained on (devices,
-memory and rank limits, family files and registered parameters' ranges) are not part of
-the models: each config's ``validate()`` makes them.
+``reproduce.json``, ``probe.json``) are :class:`Record` models; :func:`problem` says in one
+line where a file breaks its model.  Checks that depend on the machine or on the family
+(devices, memory, family files) are each config's ``validate()``, not the models'.
 """
 
 from __future__ import annotations
@@ -80,7 +76,6 @@ JsonNumber = Annotated[float, Strict(), WrapValidator(_as_given)]
 
 
 def json_at_least(low: int):
-    """A :data:`JsonInt` ≥ ``low``."""
     return Annotated[JsonInt, Field(ge=low)]
 
 
@@ -88,11 +83,6 @@ def invalid(text: str, path: str | None = None) -> PydanticCustomError:
     """The error a validator raises: ``text``, a whole sentence, said of the validated value
     or of the key ``path`` (dotted) below it (:func:`error_line` names it)."""
     return PydanticCustomError(ERROR_TYPE, "{text}", {"text": text, "path": path})
-
-
-def _refusal(text: str, value) -> PydanticCustomError:
-    """:func:`invalid` of a type's own ``text``, its ``{value}`` and ``{shown}`` the value's repr."""
-    return invalid(text.format(value=repr(value), shown=repr(value)).strip())
 
 
 @dataclass(frozen=True)
@@ -107,13 +97,12 @@ class Says:
             try:
                 return inner(value)
             except ValidationError:
-                raise _refusal(self.text, value) from None
+                raise invalid(self.text.format(value=repr(value), shown=repr(value)).strip()) from None
 
         return core_schema.no_info_wrap_validator_function(check, handler(source))
 
 
 def between(low: int, high: int):
-    """An int in ``low..high``."""
     return Annotated[Int, Field(ge=low, le=high)]
 
 
@@ -123,15 +112,12 @@ FinitePositive = Annotated[Number, Field(gt=0)]
 
 
 def one_of(choices):
-    """A string among ``choices``."""
     return typing.Literal[tuple(choices)]
 
 
 class Config(BaseModel):
-    """A config model: strict types, no unknown keys, one-line errors (module docstring).
-
-    ``WHERE`` is how the model is named in messages when built alone (``model``,
-    ``train``…); fields may be given positionally, in their order, as to a dataclass."""
+    """A config model (module docstring); ``WHERE`` names it in messages when built alone
+    (``model``, ``train``…); fields may be given positionally, as to a dataclass."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -199,7 +185,6 @@ class Record(BaseModel):
 
 
 def _plain(value):
-    """A value of a :class:`Record` as plain JSON values (records in it dumped)."""
     if isinstance(value, Record):
         return value.dump()
     if isinstance(value, dict):
@@ -211,9 +196,8 @@ def _plain(value):
 
 class Section(Record):
     """A part of ``summary.json`` an experiment builds (its section and the rows in it): only
-    the keys it names (an unknown key is refused, on building as on reading back), each of
-    its type.  The section is built as a model and written from it (:meth:`Record.dump`); a
-    result file that does not fit it is one line (:class:`~kernelgap.errors.KernelgapError`)."""
+    the keys it names, each of its type, on building as on reading back; a result file that
+    does not fit it is one line (:class:`~kernelgap.errors.KernelgapError`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -228,7 +212,8 @@ class Section(Record):
 
 
 @functools.cache
-def _adapter(kind) -> TypeAdapter:
+def type_adapter(kind) -> TypeAdapter:
+    """A cached :class:`pydantic.TypeAdapter` of ``kind``."""
     return TypeAdapter(kind)
 
 
@@ -236,7 +221,7 @@ def fits(kind, value) -> bool:
     """Whether ``value`` is a ``kind`` (:data:`JsonNumber`, :data:`Int`, …), strictly: a bool
     is no number."""
     try:
-        _adapter(kind).validate_python(value, strict=True)
+        type_adapter(kind).validate_python(value, strict=True)
     except ValidationError:
         return False
     return True

@@ -8,7 +8,7 @@ from . import families  # noqa: F401  (imports every builder module, and each re
 from .families.exhaustive import iter_exhaustive_index, pool_split
 from .family import AnyFamily, Family, ProductFamily, as_sequences
 from .family_file import family_from_json, family_to_json, load_family, parse_family_bytes, save_family
-from .minip import EXACT_THRESHOLD, Metrics, MetricsAccumulator, error_metrics, targets
+from .minip import EXACT_THRESHOLD, error_metrics, targets
 from .registry import FAMILIES, build_family, family_names, family_parameters, parse_params
 
 __all__ = [
@@ -16,8 +16,6 @@ __all__ = [
     "FAMILIES",
     "AnyFamily",
     "Family",
-    "Metrics",
-    "MetricsAccumulator",
     "ProductFamily",
     "as_sequences",
     "build_family",

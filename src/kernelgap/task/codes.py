@@ -13,9 +13,8 @@
   both searches refuse a larger count before drawing anything, and stop as soon
   as the words left to scan or draw cannot reach it.
 
-Every code is verified before it is returned; a violated property is a bug.  A code too
-large for both ways of checking it (pair by pair, or by sorted sub-word keys:
-:mod:`.packed`) is refused in one line rather than checked for hours.
+Every code is verified before it is returned (a violated property is a bug); a code too large
+to check is refused in one line rather than checked for hours.
 """
 
 from __future__ import annotations
@@ -52,42 +51,30 @@ def paley_matrix(q: int) -> np.ndarray:
     return np.eye(q + 1, dtype=np.int64) + s
 
 
-def sylvester_double(h: np.ndarray) -> np.ndarray:
-    """Sylvester doubling ``[[H, H], [H, −H]]``."""
-    return np.block([[h, h], [h, -h]])
-
-
 def hadamard_orders(lo: int, hi: int) -> list[int]:
-    """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` can build."""
+    """Orders in ``[lo, hi]`` that :func:`hadamard_matrix` builds."""
     return [m for m in range(max(lo, 1), hi + 1) if _hadamard_recipe(m) is not None]
 
 
 def _hadamard_recipe(order: int) -> tuple[int, int] | None:
-    """``(base, doublings)`` with base 1, 2 or a Paley order, or None."""
+    """``(base, doublings)`` with base 1 or a Paley order, or None."""
     doublings, base = 0, order
     while True:
-        if base in (1, 2) or (base % 4 == 0 and _is_prime(base - 1) and (base - 1) % 4 == 3):
+        if base == 1 or (base % 4 == 0 and _is_prime(base - 1) and (base - 1) % 4 == 3):
             return base, doublings
         if base % 2:
             return None
         base, doublings = base // 2, doublings + 1
 
 
-def normalize_hadamard(h: np.ndarray) -> np.ndarray:
-    """Flip row and column signs so the first row and column are all ``+1``."""
-    h = h * h[:, :1]
-    return h * h[:1, :]
-
-
 def hadamard_matrix_bytes(order: int) -> int:
-    """Memory of :func:`hadamard_matrix`: about six ``order × order`` int64 / float64 arrays
-    (Paley's index and sign arrays, the Sylvester blocks, the check ``H Hᵀ``)."""
+    """Memory of :func:`hadamard_matrix`: about six ``order × order`` int64 / float64 arrays."""
     return 50 * order * order
 
 
 def hadamard_matrix(order: int) -> np.ndarray:
-    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``); an order
-    whose matrix exceeds the memory limit (:mod:`kernelgap.limits`) is refused first."""
+    """A normalized Hadamard matrix of the given order (verified ``H Hᵀ = m I``), refused first
+    past the memory limit."""
     check_memory(f"a Hadamard matrix of order {order:,}", hadamard_matrix_bytes(order), FamilyError)
     recipe = _hadamard_recipe(order)
     if recipe is None:
@@ -96,14 +83,11 @@ def hadamard_matrix(order: int) -> np.ndarray:
             f" are built (e.g. {', '.join(map(str, hadamard_orders(max(1, order - 8), order + 8)))})"
         )
     base, doublings = recipe
-    h = (
-        np.ones((1, 1), dtype=np.int64)
-        if base == 1
-        else (np.array([[1, 1], [1, -1]], dtype=np.int64) if base == 2 else paley_matrix(base - 1))
-    )
+    h = np.ones((1, 1), dtype=np.int64) if base == 1 else paley_matrix(base - 1)
     for _ in range(doublings):
-        h = sylvester_double(h)
-    h = normalize_hadamard(h)
+        h = np.block([[h, h], [h, -h]])  # Sylvester doubling
+    h = h * h[:, :1]  # rows, then columns, sign-flipped: first column and row all +1
+    h = h * h[:1, :]
     f = h.astype(np.float64)  # ±1 entries: every sum of products is an integer ≤ order < 2^53, exact
     if not np.array_equal(f @ f.T, order * np.eye(order)):
         raise AssertionError(f"Hadamard construction of order {order} is wrong")
@@ -111,10 +95,8 @@ def hadamard_matrix(order: int) -> np.ndarray:
 
 
 def hadamard_code(order: int) -> np.ndarray:
-    """The ``order − 1`` codewords of a normalized Hadamard matrix, ``uint8 [m−1, m]``.
-
-    Weight ``m/2`` and pairwise overlap ``m/4`` (verified); needs ``4 | m``.
-    """
+    """The ``order − 1`` codewords of a normalized Hadamard matrix, ``uint8 [m−1, m]`` (module
+    docstring; verified); needs ``4 | m``."""
     if order < 4 or order % 4:
         raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {order}")
     code = (hadamard_matrix(order)[1:] > 0).astype(np.uint8)
@@ -154,14 +136,11 @@ def _subword_removed(words: int, m: int, weight: int, max_overlap: int) -> int |
 
 def check_constant_weight(code: np.ndarray, weight: int, max_overlap: int, exact_overlap: bool = False) -> None:
     """Raise ``AssertionError`` unless every word has ``weight`` and overlaps ≤ the cap
-    (``== cap`` with ``exact_overlap``).
-
-    Up to :data:`GRAM_WORDS` words, or with ``exact_overlap``, by the Gram matrix (in row
-    chunks); a larger code by sorted sub-word keys (:func:`~.packed.shared_subword`: an overlap
-    above the cap is a shared ``(cap + 1)``-subset) when they are at most
-    :data:`~kernelgap.limits.MAX_SUBWORD_KEYS`, else by the chunked Gram matrix again up to
-    :data:`~kernelgap.limits.MAX_GRAM_CHECK_WORDS` words; a larger check is refused
-    (:class:`FamilyError`, one line)."""
+    (``== cap`` with ``exact_overlap``): by the chunked Gram matrix up to :data:`GRAM_WORDS`
+    words or with ``exact_overlap``, else by sorted sub-word keys (:func:`~.packed.shared_subword`:
+    an overlap above the cap is a shared ``(cap + 1)``-subset) where they are few enough, else
+    by the Gram matrix up to :data:`~kernelgap.limits.MAX_GRAM_CHECK_WORDS` words; a larger
+    check is refused (:class:`FamilyError`)."""
     if not (code.sum(1) == weight).all():
         raise AssertionError(f"a codeword does not have weight {weight}")
     if max_overlap >= weight and not exact_overlap:
@@ -320,16 +299,11 @@ def random_constant_weight(
     max_tries: int = 200_000,
     require_count: bool = True,
 ) -> np.ndarray:
-    """A seeded random code: draw weight-``w`` words, keep those whose overlap with
-    every kept word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries``
-    draws give up (an error, or the words found if not ``require_count``).
-
-    Words are drawn in batches of 256; a batch is checked against the kept words by one
-    matrix product and then in order against its own earlier words, which keeps exactly
-    the words the one-by-one scan keeps.  The search stops once the code reaches the
-    Johnson bound (no word can be added) and, with ``require_count``, once the draws left
-    cannot reach ``count``; a count above the bound is refused before drawing.
-    """
+    """A seeded random code: draw weight-``w`` words, keep those whose overlap with every kept
+    word is ≤ ``max_overlap``, until ``count`` words; after ``max_tries`` draws give up (an
+    error, or the words found if not ``require_count``).  A batch of 256 draws is checked
+    against the kept words by one matrix product, then in order against its own earlier
+    words: exactly the words the one-by-one scan keeps."""
     _check_cw_params(m, weight, max_overlap, count)
     bound = johnson_bound(m, weight, max_overlap, stop_above=count)
     what = f"random code (m={m}, w={weight}, overlap ≤ {max_overlap}, seed={seed})"

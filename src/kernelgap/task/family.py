@@ -2,21 +2,15 @@
 
 A family holds few distinct tokens and many sequences over them, so it is kept
 as ``tokens [T, m]`` (the distinct binary vectors) and ``index [S, N]``
-(token ids per position).  Everything downstream (targets, the certificate,
-the stacked trainer) works on the ``T × T`` Gram matrix and these ids.
+(token ids per position); everything downstream works on the ``T × T`` Gram matrix
+and these ids.  ``matching`` lists ``(query_id, good_id)`` pairs for the certificate
+(docs/theory.md, "The lower bound as a certificate").
 
-``query_position`` is 1-based as in the family file format; ``None`` means
-every position is a query (bidirectional reading).  ``matching`` lists
-``(query_id, good_id)`` pairs for the certificate (docs/theory.md, "The lower bound as a certificate").
-
-**Families validate themselves** (docs/formats.md, "Family files"): whatever
-builds one (the file loader, a registered builder, the Python API), the
-constructor checks everything the certificate takes for granted (:mod:`.family_checks`)
-and raises a one-line :class:`~kernelgap.errors.FamilyError` otherwise, and so does every
-later assignment to a validated field (``tokens``, ``index``, ``queries``,
-``candidates``, ``query_position``, ``matching``).  A list or array changed
-in place is caught by :meth:`Family.validate`, which the certificate calls
-before it uses a family.
+**Families validate themselves** (docs/formats.md, "Family files"): whoever builds one,
+the constructor and every later assignment to a validated field check everything the
+certificate takes for granted (:mod:`.family_checks`), each problem a one-line
+:class:`~kernelgap.errors.FamilyError`.  A list or array changed in place is caught by
+:meth:`Family.validate`, which the certificate calls before it uses a family.
 """
 
 from __future__ import annotations
@@ -44,13 +38,12 @@ from .minip import targets_from_index
 
 @dataclass
 class Family(SelfValidating):
-    """Sequences over a set of distinct tokens (docs/experiments.md).
-
-    Validated on construction and on every assignment to a field (module docstring):
+    """Sequences over a set of distinct tokens (docs/experiments.md), validated (module docstring):
 
     * ``tokens``: a ``[T, m]`` array of 0/1 values, m ≥ 1, no two rows equal;
     * ``index``: ``[S, N]`` integer token ids in ``0..T − 1``, N ≥ 1;
-    * ``query_position``: an integer in ``1..N``, or None (every position scored);
+    * ``query_position``: an integer in ``1..N`` (1-based, as in a family file), or None
+      (every position scored: the bidirectional reading);
     * ``matching``: ``(query, good)`` pairs of token ids, no query twice, and each
       good candidate a *candidate of its query*: some sequence holds the query at a
       scored position and the good candidate at another position of the same
@@ -77,13 +70,11 @@ class Family(SelfValidating):
         position = query_position_in(self.query_position, index.shape[1], allow_none=True)
         distinct_tokens(tokens)
         matching = matching_pairs(self.matching, len(tokens))
-        for name, value in (("tokens", tokens), ("index", index), ("query_position", position), ("matching", matching)):
-            object.__setattr__(self, name, value)
+        self.__dict__.update(tokens=tokens, index=index, query_position=position, matching=matching)  # not re-validated
         self._check_matching_meets()
 
     def _check_matching_meets(self) -> None:
-        """Each matching pair occurs in some sequence, query at a scored position and good
-        candidate at another one (class docstring)."""
+        """Each matching pair meets in some sequence (class docstring)."""
         if not self.matching:
             return
         t = len(self.tokens)
@@ -102,7 +93,6 @@ class Family(SelfValidating):
                 f"and its good candidate (token {pairs[k, 1]}) at another position"
             )
 
-    # -- shape ---------------------------------------------------------------
     @property
     def m(self) -> int:
         return int(self.tokens.shape[1])
@@ -121,7 +111,6 @@ class Family(SelfValidating):
             return list(range(self.length))
         return [self.query_position - 1]
 
-    # -- values ----------------------------------------------------------------
     def gram(self) -> np.ndarray:
         """``G[a, b] = <token_a, token_b>`` over the distinct tokens."""
         t = self.tokens.astype(np.int64)
@@ -147,7 +136,6 @@ class Family(SelfValidating):
             dict(self.meta),
         )
 
-    # -- construction ----------------------------------------------------------
     @classmethod
     def from_sequences(
         cls,
@@ -187,21 +175,16 @@ class ProductFamily(SelfValidating):
 
     ``x`` sits at ``query_position`` (1-based) and the other ``N − 1`` positions
     hold every tuple of candidates, repeats included: ``Q·C^(N−1)`` sequences
-    (``length`` = N ≥ 3, default 3: every ``(x; c, c')``) that are never
-    materialised unless asked (:meth:`expand`).  The certificate works on the
-    product directly (docs/theory.md, "Product families" and "Context length N").
+    (``length`` = N in ``3..MAX_PRODUCT_LENGTH``, default 3: every ``(x; c, c')``), never
+    materialised unless asked (:meth:`expand`): the certificate works on the product
+    directly (docs/theory.md, "Product families" and "Context length N").
 
-    Validated on construction and on every assignment to a field (module docstring):
-    ``tokens`` as for :class:`Family` (0/1, m ≥ 1, distinct rows); ``queries`` and
-    ``candidates`` non-empty 1-d integer token ids in range; ``length`` an integer
-    in ``3..MAX_PRODUCT_LENGTH``; ``query_position`` in 1..N; ``matching`` pairs
-    with no query twice, each query among ``queries`` and
-    each good candidate among ``candidates`` (for a product that is exactly "the
-    pair meets in a sequence").  ``queries`` and ``candidates`` are *sets*: the
-    family is the same sequences however often an id is listed, so a repeated id
-    is merged and both are kept sorted (``np.unique``); repeated tokens (two ids,
-    one bit vector) are refused instead, since merging them would renumber the
-    matching.
+    Validated as :class:`Family` is, with ``queries`` and ``candidates`` non-empty 1-d token
+    ids and each matching pair's query among ``queries`` and good candidate among
+    ``candidates`` (for a product, exactly "the pair meets in a sequence").  ``queries`` and
+    ``candidates`` are *sets*: a repeated id is merged and both are kept sorted; repeated
+    tokens (two ids, one bit vector) are refused instead, since merging them would renumber
+    the matching.
     """
 
     _VALIDATED = frozenset({"tokens", "queries", "candidates", "query_position", "matching", "length"})
@@ -240,15 +223,8 @@ class ProductFamily(SelfValidating):
                 if bad_q[k]:
                     raise FamilyError(f"matching entry {k}: its query (token {q}) is not one of the queries")
                 raise FamilyError(f"matching entry {k}: its good candidate (token {g}) is not one of the candidates")
-        for name, value in (
-            ("tokens", tokens),
-            ("queries", queries),
-            ("candidates", candidates),
-            ("length", length),
-            ("query_position", position),
-            ("matching", matching),
-        ):
-            object.__setattr__(self, name, value)
+        normalised = dict(tokens=tokens, queries=queries, candidates=candidates, length=length, matching=matching)
+        self.__dict__.update(normalised, query_position=position)  # not re-validated
 
     @property
     def m(self) -> int:
@@ -268,18 +244,16 @@ class ProductFamily(SelfValidating):
             )
         return count
 
-    def _tuples(self) -> str:
-        c = f"{len(self.candidates):,}"
-        return f"{c}² candidate pairs" if self.length == 3 else f"{c}^{self.length - 1} candidate tuples"
-
     def expand(self, limit: int = MAX_EXPANDED) -> Family:
         """The same sequences as a :class:`Family` (refused above ``limit`` sequences), the
         query's position first and the candidate slots in order, the first slowest."""
         count = self.sequence_count
         if count > limit:
+            c = f"{len(self.candidates):,}"
+            tuples = f"{c}² candidate pairs" if self.length == 3 else f"{c}^{self.length - 1} candidate tuples"
             raise FamilyError(
                 f"product family {self.name!r} has {_count_str(count)} sequences ({len(self.queries):,} "
-                f"queries × {self._tuples()}); at most {limit:,} are expanded"
+                f"queries × {tuples}); at most {limit:,} are expanded"
             )
         n = self.length
         grids = np.meshgrid(self.queries, *([self.candidates] * (n - 1)), indexing="ij")

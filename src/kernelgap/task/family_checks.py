@@ -17,15 +17,9 @@ from .packed import pack_words
 
 
 def unique_rows(bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(bits, axis=0, return_inverse=True)`` for rows of 0/1 values, fast.
-
-    Each row is packed into bytes, most significant bit first, so the packed
-    rows sort (as big-endian integers, or as bytes past 64 bits) in the same
-    order as the rows themselves: the same distinct rows in the same order,
-    and the same inverse, as the row-wise ``np.unique``, which sorts rows as
-    structured values, comparing them field by field, where one packed key per row
-    compares at once.
-    """
+    """``np.unique(bits, axis=0, return_inverse=True)`` for rows of 0/1 values, fast: each row
+    packed most significant bit first sorts (as a big-endian integer, or as bytes past 64 bits)
+    as the row does, and one key per row compares at once where ``np.unique`` compares fields."""
     bits = np.ascontiguousarray(bits, dtype=np.uint8)
     if bits.ndim != 2 or bits.size == 0 or bits.max() > 1:
         tokens, inverse = np.unique(bits, axis=0, return_inverse=True)
@@ -96,9 +90,7 @@ def query_position_in(value, length: int, allow_none: bool) -> int | None:
 
 
 def distinct_tokens(tokens: np.ndarray) -> None:
-    """Token ids ↔ bit vectors one to one: the certificate keys everything by id.  Up to 64
-    bits the packed rows are sorted and neighbours compared (no inverse is formed unless two
-    are equal)."""
+    """Token ids ↔ bit vectors one to one: the certificate keys everything by id."""
     if len(tokens) < 2:
         return
     if tokens.shape[1] <= 64:
@@ -114,8 +106,7 @@ def distinct_tokens(tokens: np.ndarray) -> None:
 
 
 def sorted_unique(ids: np.ndarray) -> np.ndarray:
-    """``np.unique`` of a 1-d array by one sort and a comparison of neighbours: all that sorted
-    distinct ids need (``np.unique`` does the same and more: it serves every dtype and option)."""
+    """``np.unique`` of a 1-d array by one sort and a comparison of neighbours."""
     ordered = np.sort(np.asarray(ids), kind="stable")
     if len(ordered) < 2:
         return ordered
@@ -166,9 +157,9 @@ class PairList(Sequence):
 
 
 def _matching_fast(matching, count: int) -> list[tuple[int, int]] | PairList | None:
-    """:func:`matching_pairs` for an ``[n, 2]`` integer array-like whose every entry is valid, at numpy
-    speed (an array or a :class:`PairList` gives a :class:`PairList`); None whenever anything is
-    off (the loop then finds and words the first problem)."""
+    """:func:`matching_pairs` at numpy speed for an ``[n, 2]`` integer array-like whose every entry
+    is valid (an array or a :class:`PairList` gives a :class:`PairList`); None whenever anything is
+    off (the loop then words the first problem)."""
     if isinstance(matching, (np.ndarray, PairList)):
         raw = np.asarray(matching)
     elif isinstance(matching, (list, tuple)) and matching and isinstance(matching[0], tuple):
@@ -193,9 +184,7 @@ def _matching_fast(matching, count: int) -> list[tuple[int, int]] | PairList | N
 
 
 def matching_pairs(matching, count: int) -> list[tuple[int, int]] | PairList:
-    """Pairs of token ids in range, no query twice (one good candidate per query); a valid
-    integer array (kept as a :class:`PairList`) or list of int pairs is checked vectorised
-    (:func:`_matching_fast`)."""
+    """Pairs of token ids in range, no query twice (one good candidate per query)."""
     fast = _matching_fast(matching, count)
     if fast is not None:
         return fast
@@ -252,9 +241,6 @@ class SelfValidating:
         self.validate()
         object.__setattr__(self, "_valid", True)
 
-    def validate(self) -> None:  # pragma: no cover - each family class defines it
-        raise NotImplementedError
-
 
 #: Overlaps formed at once by :func:`first_inconsistent` (entries × candidates).
 CONSISTENCY_CELLS = 1 << 22
@@ -271,12 +257,10 @@ def first_inconsistent(tokens: np.ndarray, pairs: np.ndarray, candidates: np.nda
     ``g``'s overlap (docs/theory.md, "From masses to kernel values", "Product families"): a
     good candidate above the least overlap leaves the candidates below it unbounded, so such
     a matching still gives a sound certificate, only a weaker one, and names a good
-    candidate the task does not.  Ties at the least overlap are consistent.  Overlaps are
-    float32 products of 0/1 rows, exact below 2^24 bits (float64 above), in chunks of
-    :data:`CONSISTENCY_CELLS`."""
+    candidate the task does not.  Ties at the least overlap are consistent."""
     if not len(pairs) or not len(candidates):
         return None
-    dtype = np.float32 if tokens.shape[1] < 1 << 24 else np.float64
+    dtype = np.float32 if tokens.shape[1] < 1 << 24 else np.float64  # sums of 0/1 products: exact
     cand = tokens[candidates].astype(dtype)
     step = max(1, CONSISTENCY_CELLS // len(candidates))
     for start in range(0, len(pairs), step):

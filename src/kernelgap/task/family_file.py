@@ -9,13 +9,10 @@ Two layouts, told apart by their keys:
   N (``"length"``, an integer ≥ 3, default 3) with a query at its position and any
   N − 1 candidates (:class:`~kernelgap.task.family.ProductFamily`).
 
-Loading is linear in the file: each distinct word is validated and converted
-once (a family has few distinct tokens and many sequences), and token ids
-follow the sorted words, so tokens come out in lexicographic order.  Every
-problem is a one-line :class:`~kernelgap.errors.FamilyError`.  The loader checks
-what only the file knows (types, lengths, characters, which key a matching word
-is missing from); everything else is checked by the family itself on
-construction (:mod:`~kernelgap.task.family`, "Families validate themselves").
+Loading is linear in the file: each distinct word is validated and converted once, and token
+ids follow the sorted words.  The loader checks what only the file knows (types, lengths,
+characters, which key a matching word is missing from), the family itself everything else
+(:mod:`~kernelgap.task.family`); every problem is a one-line :class:`~kernelgap.errors.FamilyError`.
 """
 
 from __future__ import annotations
@@ -49,24 +46,18 @@ class FileModel(BaseModel):
 
 
 class FileHeader(FileModel):
-    """What both layouts hold: the token width and a label."""
-
     m: Annotated[Int, Field(ge=1)]
     name: str = "family"
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class SequencesFile(FileModel):
-    """The sequences layout: every sequence listed (its rows of one length, checked after)."""
-
     sequences: Annotated[list[Words], Field(min_length=1)]
     query_position: Any = None  # checked against the length (_query_position)
     matching: list[Pair] | None = None
 
 
 class ProductFile(FileModel):
-    """The product layout: queries, candidates and the length N of every sequence."""
-
     queries: Words
     candidates: Words
     length: Annotated[Int, Field(ge=3, le=MAX_PRODUCT_LENGTH)] = 3
@@ -75,7 +66,6 @@ class ProductFile(FileModel):
 
 
 def _validated(model: type[FileModel], data: dict):
-    """``data`` as ``model``; its first problem as a one-line :class:`FamilyError`."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -83,8 +73,7 @@ def _validated(model: type[FileModel], data: dict):
 
 
 def _query_position(qp, length: int, allow_null: bool) -> int | None:
-    """The file's query position: an integer within ``1..length`` (null only for the
-    sequences layout)."""
+    """An integer within ``1..length`` (null only for the sequences layout)."""
     if not (qp is None and allow_null) and not (fits(Int, qp) and 1 <= qp <= length):
         allowed = f"an integer in 1..{length}" + (" or null" if allow_null else "")
         raise FamilyError(f"'query_position' must be {allowed}, got {qp!r}")
@@ -121,8 +110,15 @@ def _check_word(text: str, m: int, where: str) -> str:
     return text
 
 
-def _matching_words(matching: list[list[str]] | None, m: int) -> list[tuple[str, str]]:
-    return [tuple(_check_word(t, m, f"matching entry {k}") for t in entry) for k, entry in enumerate(matching or [])]
+def _matching_ids(matching: list[list[str]] | None, vocab: _Vocabulary, places) -> list[tuple[int, int]]:
+    """The matching's words as token ids; ``places``: for its query and its good candidate, the
+    words it must be one of and what is said of it otherwise."""
+    pairs = [[_check_word(w, vocab.m, f"matching entry {k}") for w in entry] for k, entry in enumerate(matching or [])]
+    for k, pair in enumerate(pairs):
+        for word, role, (words, otherwise) in zip(pair, ("query", "good candidate"), places):
+            if word not in words:
+                raise FamilyError(f"matching entry {k}: its {role} {otherwise}")
+    return [(vocab.ids[q], vocab.ids[g]) for q, g in pairs]
 
 
 def _sequences_from_json(data: dict, header: FileHeader) -> Family:
@@ -140,12 +136,7 @@ def _sequences_from_json(data: dict, header: FileHeader) -> Family:
 
     vocab = _Vocabulary(flat, m, where)
     qp = _query_position(body.query_position, length, allow_null=True)
-    matching = []
-    for k, (q, g) in enumerate(_matching_words(body.matching, m)):
-        for role, word in (("query", q), ("good candidate", g)):
-            if word not in vocab.ids:
-                raise FamilyError(f"matching entry {k}: its {role} appears in no sequence")
-        matching.append((vocab.ids[q], vocab.ids[g]))
+    matching = _matching_ids(body.matching, vocab, [(vocab.ids, "appears in no sequence")] * 2)
     # the family validates the rest itself (one good candidate per query, the pair meeting
     # in a sequence with the query at a scored position)
     index = vocab.index(flat).reshape(len(seqs), length)
@@ -165,14 +156,8 @@ def _product_from_json(data: dict, header: FileHeader) -> ProductFamily:
 
     vocab = _Vocabulary(qs + cs, m, where)
     qp = _query_position(body.query_position, body.length, allow_null=False)
-    query_set, cand_set = set(qs), set(cs)
-    matching = []
-    for k, (q, g) in enumerate(_matching_words(body.matching, m)):  # by word: the messages name the keys
-        if q not in query_set:
-            raise FamilyError(f"matching entry {k}: its query is not in 'queries'")
-        if g not in cand_set:
-            raise FamilyError(f"matching entry {k}: its good candidate is not in 'candidates'")
-        matching.append((vocab.ids[q], vocab.ids[g]))
+    places = [(set(qs), "is not in 'queries'"), (set(cs), "is not in 'candidates'")]  # by word: the keys named
+    matching = _matching_ids(body.matching, vocab, places)
     # the family validates the rest itself (one good candidate per query; a word listed twice
     # in 'queries' or 'candidates' is one token, merged)
     return ProductFamily(
@@ -181,8 +166,7 @@ def _product_from_json(data: dict, header: FileHeader) -> ProductFamily:
 
 
 def family_from_json(data) -> AnyFamily:
-    """Parse and validate either layout (:class:`FileHeader` and :class:`SequencesFile` or
-    :class:`ProductFile`, then what only the words tell); raises a one-line :class:`FamilyError`."""
+    """Parse and validate either layout; raises a one-line :class:`FamilyError`."""
     if not isinstance(data, dict):
         raise FamilyError("family file must hold a JSON object")
     header = _validated(FileHeader, data)

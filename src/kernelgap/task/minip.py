@@ -69,22 +69,13 @@ def _host(x) -> np.ndarray:
 
 def error_metrics(predictions, target) -> Metrics:
     """Metrics for predictions and targets of shape ``[S, P]`` (P scored positions)."""
-    err = abs_errors(predictions, target)
-    if err.size == 0:
-        return Metrics(0.0, 0.0, 1.0, True, 0)
-    per_seq = err.max(axis=-1)
-    max_error = float(per_seq.max())
-    return Metrics(
-        max_error=max_error,
-        mean_abs_error=float(err.mean()),
-        exact_seq_acc=float((per_seq < EXACT_THRESHOLD).mean()),
-        exact=max_error < EXACT_THRESHOLD,
-        sequences=int(err.shape[0]),
-    )
+    metrics = MetricsAccumulator()
+    metrics.update(predictions, target)
+    return metrics.result()
 
 
 class MetricsAccumulator:
-    """Streams :func:`error_metrics` over chunks (exhaustive families)."""
+    """:func:`error_metrics` over chunks (exhaustive families)."""
 
     def __init__(self) -> None:
         self.max_error = 0.0
@@ -95,6 +86,8 @@ class MetricsAccumulator:
 
     def update(self, predictions, target) -> None:
         err = abs_errors(predictions, target)
+        if err.size == 0:
+            return
         per_seq = err.max(axis=-1)
         self.max_error = max(self.max_error, float(per_seq.max()))
         self.abs_sum += float(err.sum())

@@ -1,27 +1,21 @@
 """The registry of family builders, and the one place their parameters are checked.
 
-Each builder is a function of keyword parameters returning a family; it is
-registered under a name so the CLI and configs can ask for ``exhaustive``,
-``pool``, ``witness``, ``hadamard``, ``ladder``, … by name.  Its signature is its
-parameters' schema: each annotation a pydantic type with its constraints
-(``Annotated[Int, Field(ge=2)]``, the aliases :data:`Seed`, :data:`Size`,
-:data:`Fraction`, ``Literal["train", "test"]`` for choices), each default the
-parameter's default.  :func:`register_family` turns the signature into the
-family's pydantic model (:data:`PARAMS`, strict: a bool or a float is no integer),
-from which :func:`parse_params` reads ``key=value`` strings from the command line,
-:func:`check_values` checks values and :func:`describe_parameters` lists them.  A
-builder may also register, as functions of its validated parameters (an instance of
-its model, read as ``p.m``, ``p.n``), a *check* that refuses what cannot be built (a
-code larger than its Johnson bound, say) and a *memory* estimate (the bytes its build
-allocates, from the parameters alone).  Both are arithmetic on the parameters, fast
-whatever their size.
+Each builder is a function of keyword parameters returning a family, registered under a
+name (``exhaustive``, ``witness``, ``ladder``, …).  Its signature is its parameters' schema:
+each annotation a pydantic type with its constraints (``Annotated[Int, Field(ge=2)]``,
+:data:`Seed`, :data:`Size`, ``Literal[…]`` for choices), each default the parameter's
+default.  :func:`register_family` turns it into the family's strict pydantic model
+(:data:`PARAMS`), from which :func:`parse_params` reads ``key=value`` strings,
+:func:`check_values` checks values and :func:`describe_parameters` lists them.  A builder
+may also register, as functions of its validated parameters (``p.m``, ``p.n``), a *check*
+that refuses what cannot be built (a code larger than its Johnson bound, say) and a
+*memory* estimate of the bytes its build allocates: both arithmetic on the parameters,
+fast whatever their size.
 
-:func:`check_params` applies all of it — names, types, ranges, the check, then
-the memory estimate against the limit of :mod:`kernelgap.limits` — before
-anything is allocated;
-:func:`build_family` calls it, so no builder repeats these checks.  The
-builders register themselves when :mod:`kernelgap.task` is imported (it imports every module
-of :mod:`kernelgap.task.families`; docs/adding-a-family.md).
+:func:`check_params` applies all of it — names, types, ranges, the check, then the memory
+estimate against the limit of :mod:`kernelgap.limits` — before anything is allocated, and
+:func:`build_family` calls it, so no builder repeats these checks.  The builders register
+themselves when :mod:`kernelgap.task` is imported (docs/adding-a-family.md).
 """
 
 from __future__ import annotations
@@ -32,12 +26,12 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from ..errors import FamilyError
 from ..limits import check_memory
-from ..validation import Int, Number, error_line
+from ..validation import Int, Number, error_line, type_adapter
 from .family import AnyFamily
 from .family_file import load_family
 
@@ -120,12 +114,12 @@ def family_parameters(name: str) -> dict[str, FieldInfo]:
 def parameter_schemas(name: str) -> dict[str, dict]:
     """The JSON schema of each parameter of a registered family, in builder order."""
     family_parameters(name)  # validates the name
-    return _properties(PARAMS[name])
+    return _schema(PARAMS[name])["properties"]
 
 
 @cache
-def _properties(model: type[FamilyParams]) -> dict[str, dict]:
-    return model.model_json_schema()["properties"]
+def _schema(model: type[FamilyParams]) -> dict:
+    return model.model_json_schema()
 
 
 #: How :func:`describe_parameters` names a JSON schema's types and bounds.
@@ -146,15 +140,12 @@ def _takes(schema: dict) -> str:
 
 def describe_parameters(name: str) -> list[str]:
     """One line per parameter, from its JSON schema: ``m: an integer ≥ 1 (default 12)``."""
-    return [
-        f"{key}: {_takes(schema)}"
-        + (
-            ""
-            if "default" not in schema
-            else f" (default {'none' if schema['default'] is None else schema['default']})"
-        )
-        for key, schema in parameter_schemas(name).items()
-    ]
+    lines = []
+    for key, schema in parameter_schemas(name).items():
+        default = schema.get("default", ...)
+        shown = "" if default is ... else f" (default {'none' if default is None else default})"
+        lines.append(f"{key}: {_takes(schema)}{shown}")
+    return lines
 
 
 def parse_params(name: str, raw: dict[str, str]) -> dict:
@@ -178,11 +169,6 @@ def _unknown(name: str, key: str) -> str:
 _TYPES = {"integer": int, "number": float, "string": str, "boolean": bool}
 
 
-@cache
-def _reader(typ: type) -> TypeAdapter:
-    return TypeAdapter(typ)
-
-
 def _convert(text, schema: dict, key: str):
     """One value from the command line, read by pydantic's lax mode as the parameter's type."""
     options = schema.get("anyOf", [schema])
@@ -192,7 +178,7 @@ def _convert(text, schema: dict, key: str):
     if {"type": "null"} in options and text.lower() in ("none", "null"):
         return None
     try:
-        return _reader(typ).validate_python(text, strict=False)
+        return type_adapter(typ).validate_python(text, strict=False)
     except ValidationError:
         raise FamilyError(f"parameter {key}={text!r} is not a valid {typ.__name__}") from None
 
@@ -235,7 +221,7 @@ def check_params(name: str, params: dict) -> dict:
 def build_family(name: str, **params) -> AnyFamily:
     """Build a registered family; bad names or parameters are :class:`FamilyError`, raised by
     :func:`check_params` before anything is allocated."""
-    full = check_params(name, params)
+    full = check_params(name, params)  # before the look-up: an unknown name is refused in one line
     return FAMILIES[name](**full)
 
 

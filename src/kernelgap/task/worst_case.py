@@ -92,6 +92,10 @@ class WorstCase:
         return EXACT_THRESHOLD - self.member_bound
 
 
+#: The ``[E, Q, …]`` arrays of a :class:`WorstCase`.
+WORST_CASE_ARRAYS = ("error", "bound", "slots", "target", "guarded")
+
+
 @dataclass
 class _Case:
     """One placement of the witness: ``groups`` of interchangeable slots, each
@@ -107,8 +111,7 @@ def _cases(length: int, qpos: int, causal: bool, tables: int) -> list[_Case]:
     share their maps) or N (a map per position)."""
     slots = [j for j in range(length) if j != qpos]
     visible = [j for j in slots if not causal or j < qpos]
-    seen = set(visible)
-    hidden = [j for j in slots if j not in seen]
+    hidden = [j for j in slots if causal and j > qpos]
     cases = []
     if tables == 1:
         if visible:
@@ -148,14 +151,8 @@ class HeadTables:
     def queries(self, rows: slice) -> HeadTables:
         """The tables of the queries ``rows`` (axis Q of every table)."""
         bias = None if self.bias is None else self.bias[:, rows]
-        return HeadTables(
-            self.scores[:, :, rows],
-            self.values[:, :, rows],
-            self.self_scores[:, rows],
-            self.self_values[:, rows],
-            self.levels[rows],
-            bias,
-        )
+        own = self.self_scores[:, rows], self.self_values[:, rows]
+        return HeadTables(self.scores[:, :, rows], self.values[:, :, rows], *own, self.levels[rows], bias)
 
 
 def worst_case(
@@ -183,14 +180,8 @@ def worst_case(
         _solve_chunk(tables.queries(slice(lo, lo + chunk)), length, cases, log_space, guard)
         for lo in range(0, q, chunk)
     ]
-    return WorstCase(
-        error=np.concatenate([x.error for x in parts], axis=1),
-        bound=np.concatenate([x.bound for x in parts], axis=1),
-        slots=np.concatenate([x.slots for x in parts], axis=1),
-        target=np.concatenate([x.target for x in parts], axis=1),
-        guarded=np.concatenate([x.guarded for x in parts], axis=1),
-        iterations=max(x.iterations for x in parts),
-    )
+    joined = {k: np.concatenate([getattr(x, k) for x in parts], axis=1) for k in WORST_CASE_ARRAYS}
+    return WorstCase(**joined, iterations=max(x.iterations for x in parts))
 
 
 def _checked(tables: HeadTables, length: int, query_position: int, log_space: bool) -> HeadTables:

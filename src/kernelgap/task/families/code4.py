@@ -23,11 +23,8 @@ class of the cyclic group; this one takes larger codes:
   966 in 40,000 steps, past the 870 of the best group; the group classes themselves are local
   optima the search does not leave).
 
-Every code is checked before it is returned: weight w, distinct, and minimum distance ≥ 4 by
-sorted sub-word keys (:func:`~kernelgap.task.codes.min_distance`).  The family is complement
-shaped (queries the code, each good candidate its complement), so the certificate decides it
-by rule above :data:`~kernelgap.limits.DENSE_QUERIES` words; it certifies all n words once
-``(N − 2)² ≥ n − 1``.
+Every code is checked before it is returned (:func:`check_code4`).  The family is complement
+shaped, as the layer family is, and certified in full once ``(N − 2)² ≥ n − 1``.
 """
 
 from __future__ import annotations
@@ -43,10 +40,10 @@ from ...errors import FamilyError
 from ...validation import Int
 from ..codes import min_distance
 from ..family import MAX_PRODUCT_LENGTH, ProductFamily
-from ..packed import PackedCode, popcount, unpack_words
+from ..packed import PackedCode, popcount
 from ..registry import FamilyParams, register_family
 from .johnson_search import grow_code
-from .layer import layer_packed, layer_words
+from .layer import checked_weight, complement_family, layer_packed, layer_words
 
 #: Largest m of a group code (its whole layer is generated and labelled: C(26, 13) ≈ 10⁷ words).
 MAX_GROUP_M = 26
@@ -111,8 +108,7 @@ def _element_index(digits: np.ndarray, orders: tuple[int, ...]) -> np.ndarray:
 def group_classes(m: int, w: int, orders: tuple[int, ...]) -> np.ndarray:
     """``sizes[a]``: the weight-w words whose labels sum to element a, exact (a subset-sum count
     over the group, ``O(m·w·|G|)``)."""
-    digits = _labels(orders, m)
-    elements = np.array(list(product(*[range(o) for o in orders])), dtype=np.int64).reshape(m, len(orders))
+    elements = digits = _labels(orders, m)  # |G| = m: the labels are the group's elements
     count = np.zeros((w + 1, m), dtype=object)
     count[0, 0] = 1
     for p in range(m):  # position p: a k-subset with sum s gains (k + 1, s + label p)
@@ -176,9 +172,7 @@ def check_code4(words: np.ndarray, m: int, w: int) -> None:
 
 
 def _code4_check(p: FamilyParams) -> None:
-    m, weight = p.m, p.w or p.m // 2
-    if not 1 <= weight < m:
-        raise FamilyError(f"w must lie in 1..m − 1 = {m - 1}, got {weight}")
+    m, weight = p.m, checked_weight(p)
     if p.construction == "steiner" and (m, weight) != (12, 6):
         raise FamilyError(
             f"the Steiner construction is S(5, 6, 12): it needs m = 12 and w = 6, got m = {m}, w = {weight}"
@@ -187,8 +181,6 @@ def _code4_check(p: FamilyParams) -> None:
         raise FamilyError(f"a group code labels its whole layer: m ≤ {MAX_GROUP_M}, got {m}")
     if p.construction == "search" and m > MAX_SEARCH_M:
         raise FamilyError(f"a searched code holds its whole Johnson graph: m ≤ {MAX_SEARCH_M}, got {m}")
-    if not 1 <= p.query_position <= p.length:
-        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
 
 
 def _code4_memory(p: FamilyParams) -> int:
@@ -228,11 +220,6 @@ def code4(
         meta = {"group": f"Z{m}", "element": residue, "steps": steps, "seed": seed}
     words = words[:n] if n is not None else words
     check_code4(words, m, weight)
-    count = len(words)
-    keys, inverse = np.unique(np.concatenate([words, words ^ np.uint64((1 << m) - 1)]), return_inverse=True)
-    tokens = unpack_words(keys, m)
-    queries, goods = inverse[:count], inverse[count:]
     name = f"code4-m{m}-w{weight}-{construction}-N{length}" + (f"-n{n}" if n is not None else "")
-    meta = {"code": construction, "m": m, "weight": weight, "words": count, "length": length, **meta}
-    matching = np.stack([queries, goods], axis=1)
-    return ProductFamily(tokens, queries, goods, query_position, matching, name, meta, length)
+    meta = {"code": construction, "m": m, "weight": weight, "words": len(words), "length": length, **meta}
+    return complement_family(words, m, query_position, name, meta, length)

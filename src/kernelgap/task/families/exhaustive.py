@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from math import comb
 from typing import Annotated
 
 import numpy as np
@@ -80,27 +79,16 @@ def exhaustive(m: Size = 3, length: Size = 3, query_position: Position | None = 
 # -- random pools (OOD) ----------------------------------------------------------
 
 
-def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator, weight: int | None = None) -> np.ndarray:
-    """``count`` distinct random tokens of ``{0,1}^m`` (optionally of fixed weight)."""
-    if weight is None and m >= count.bit_length():  # 2^m ≥ count: never form a huge 2^m
-        space = count
-    else:
-        space = (1 << m) if weight is None else _binom(m, weight)
+def sample_distinct_tokens(m: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` distinct random tokens of ``{0,1}^m``."""
+    space = count if m >= count.bit_length() else 1 << m  # 2^m ≥ count: never form a huge 2^m
     if count > space:
         raise FamilyError(f"cannot draw {count} distinct tokens from a space of {space}")
     seen: dict[bytes, np.ndarray] = {}
     while len(seen) < count:
-        if weight is None:
-            cand = rng.integers(0, 2, size=m, dtype=np.uint8)
-        else:
-            cand = np.zeros(m, dtype=np.uint8)
-            cand[rng.choice(m, size=weight, replace=False)] = 1
+        cand = rng.integers(0, 2, size=m, dtype=np.uint8)
         seen.setdefault(cand.tobytes(), cand)
     return np.stack(list(seen.values()))
-
-
-def _binom(n: int, k: int) -> int:
-    return comb(n, k) if 0 <= k <= n else 0
 
 
 def pool_split(
@@ -127,16 +115,8 @@ def pool_split(
     out = []
     for split, tokens in parts.items():
         index = rng.integers(0, len(tokens), size=(sequences, length))
-        out.append(
-            Family(
-                tokens,
-                index,
-                query_position,
-                [],
-                f"pool-{split}-m{m}",
-                {"m": m, "pool_size": pool_size, "seed": seed, "split": split},
-            )
-        )
+        meta = {"m": m, "pool_size": pool_size, "seed": seed, "split": split}
+        out.append(Family(tokens, index, query_position, [], f"pool-{split}-m{m}", meta))
     return out[0], out[1]
 
 

@@ -86,23 +86,7 @@ def ladder(
     rung_rows = np.array([[chain_candidate(x, s) for s in levels] for x in code], dtype=np.uint8).reshape(-1, m)
     tokens, inverse = unique_rows(np.concatenate([code, goods, rung_rows]))
     queries, good_ids = inverse[:n], inverse[n : 2 * n]
-    family = ProductFamily(
-        tokens,
-        queries,
-        inverse[n:],
-        query_position,
-        list(zip(queries.tolist(), good_ids.tolist())),
-        f"ladder-m{m}-n{n}-s{seed}",
-        {
-            "code": "random constant weight",
-            "m": m,
-            "queries": n,
-            "seed": seed,
-            "weight": weight,
-            "max_overlap": cap,
-            "step": step,
-            "ladder": levels,
-            "candidates": len(np.unique(inverse[n:])),
-        },
-    )
-    return family
+    meta = dict(code="random constant weight", m=m, queries=n, seed=seed, weight=weight, max_overlap=cap, step=step)
+    meta.update(ladder=levels, candidates=len(np.unique(inverse[n:])))
+    matching = list(zip(queries.tolist(), good_ids.tolist()))
+    return ProductFamily(tokens, queries, inverse[n:], query_position, matching, f"ladder-m{m}-n{n}-s{seed}", meta)

@@ -10,15 +10,11 @@ Queries are words of weight ``w`` (default ``m/2``):
   counted exactly beforehand (:func:`class_sizes`);
 * ``distance = 2``: the whole layer.
 
-Supports are taken in lexicographic order (as integers with position 0 the most
-significant bit: descending); ``n`` keeps the first n words.  They are generated
-position by position, without scanning the layer (:func:`layer_words`).  The
-candidates are the complements of the queries: a query's good candidate is its
-own complement (overlap 0) and another query y's complement is a bad candidate
-at overlap ``h = w − <x, y> = d(x, y)/2``, so ``h ≥ 2`` in a distance-4 class and
-``h ≥ 1`` in the layer.  The family is a
-:class:`~kernelgap.task.family.ProductFamily` of ``length`` N: every sequence with
-a query and any ``N − 1`` candidates, never materialised.
+Supports are taken in lexicographic order (:func:`layer_words`); ``n`` keeps the first n
+words.  The candidates are the complements of the queries: a query's good candidate is its
+own complement (overlap 0) and another query y's complement is a bad candidate at overlap
+``h = w − <x, y> = d(x, y)/2``, so ``h ≥ 2`` in a distance-4 class and ``h ≥ 1`` in the
+layer.  The family is a :class:`~kernelgap.task.family.ProductFamily` of ``length`` N.
 
 **What the certificate sees** (docs/theory.md, "Context length N").  At δ = 1/2 a
 single step from the good level 0 to h ≥ 2 gives ``ρ_N(h) = 1/((N − 2)(h − 1))``,
@@ -31,10 +27,8 @@ decides this by rule, from the code's least distance (docs/theory.md, "The whole
 rule"), so a class of m = 28 (1,432,860 words) is certified in full at N = 1200 and one of
 m = 32 (18,784,170 words) at N = 4337.
 
-**At scale** every step is near-linear in the number of words: the words stay packed one
-``uint64`` each until the distinct tokens are unpacked; the code is checked by weight, order
-and residue (:func:`check_layer_words`, which proves the distance with no pair compared); the
-tokens are deduplicated as integers; and the matching is one ``int64 [W, 2]`` array.
+**At scale** every step is near-linear in the number of words: they stay packed one
+``uint64`` each until the distinct tokens are unpacked, and no pair is ever compared.
 """
 
 from __future__ import annotations
@@ -82,7 +76,7 @@ def class_sizes(m: int, w: int) -> list[int]:
 
 def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, int | None, int]:
     """``(weight, residue, words in the code)`` with the defaults filled in."""
-    w = w or m // 2
+    w = w or m // 2  # 0: m/2
     if distance == 2:
         return w, None, comb(m, w)
     sizes = class_sizes(m, w)
@@ -90,22 +84,29 @@ def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, 
     return w, a, sizes[a]
 
 
+def checked_weight(p: FamilyParams) -> int:
+    """The weight ``w`` of a layer or ``code4`` build (0: m/2), refused outside ``1..m − 1``, and
+    its query position checked against its length."""
+    weight = p.w or p.m // 2
+    if not 1 <= weight < p.m:
+        raise FamilyError(f"w must lie in 1..m − 1 = {p.m - 1}, got {weight}")
+    if not 1 <= p.query_position <= p.length:
+        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
+    return weight
+
+
 def _layer_check(p: FamilyParams) -> None:
     """Consistent parameters; the code has the n words asked for; not too many are built."""
     m, distance, residue, n = p.m, p.distance, p.residue, p.n
     if m % 2:
         raise FamilyError(f"m must be even, got {m}")
-    weight = p.w or m // 2
-    if not 1 <= weight < m:
-        raise FamilyError(f"w must lie in 1..m − 1 = {m - 1}, got {weight}")
+    weight = checked_weight(p)
     if distance not in (2, 4):
         raise FamilyError(f"distance must be 2 (the whole layer) or 4 (a Graham–Sloane class), got {distance}")
     if residue is not None and distance != 4:
         raise FamilyError("residue names a Graham–Sloane class: it needs distance = 4")
     if residue is not None and not 0 <= residue < m:
         raise FamilyError(f"residue must lie in 0..m − 1 = {m - 1}, got {residue}")
-    if not 1 <= p.query_position <= p.length:
-        raise FamilyError(f"query_position must lie in 1..length = {p.length}, got {p.query_position}")
     _, a, words = _resolved(m, weight, distance, residue)
     what = "the layer" if distance == 2 else f"the class Σ ≡ {a} (mod {m})"
     if n is not None and n > words:
@@ -232,22 +233,18 @@ def layer(
     largest class, ``n`` None every word.  Parameters are checked by the registry."""
     weight = w or m // 2
     packed, a = layer_packed(m, weight, distance, residue, n)
-    count = len(packed)
-    # the tokens: the distinct words and complements, ascending as integers (the order of the rows)
-    keys, inverse = np.unique(np.concatenate([packed, packed ^ np.uint64((1 << m) - 1)]), return_inverse=True)
-    del packed
-    tokens = unpack_words(keys, m)
-    queries, goods = inverse[:count], inverse[count:]
     label = "layer" if distance == 2 else f"class{a}"
     name = f"layer-m{m}-w{weight}-{label}-N{length}" + (f"-n{n}" if n is not None else "")
-    meta = {
-        "code": "weight-w layer" if distance == 2 else "Graham–Sloane class",
-        "m": m,
-        "weight": weight,
-        "distance": distance,
-        "residue": a,
-        "words": count,
-        "length": length,
-    }
-    matching = np.stack([queries, goods], axis=1)  # kept as an array (a PairList), 16 bytes an entry
-    return ProductFamily(tokens, queries, goods, query_position, matching, name, meta, length)
+    code = "weight-w layer" if distance == 2 else "Graham–Sloane class"
+    meta = {"code": code, "m": m, "weight": weight, "distance": distance, "residue": a, "words": len(packed)}
+    return complement_family(packed, m, query_position, name, {**meta, "length": length}, length)
+
+
+def complement_family(words: np.ndarray, m: int, query_position: int, name: str, meta: dict, length: int):
+    """The product family of packed words against their complements, each word's good candidate
+    its own: the tokens are the distinct words and complements, ascending as integers, and the
+    matching an ``int64 [W, 2]`` array (a PairList, 16 bytes an entry)."""
+    keys, inverse = np.unique(np.concatenate([words, words ^ np.uint64((1 << m) - 1)]), return_inverse=True)
+    queries, goods = inverse[: len(words)], inverse[len(words) :]
+    matching = np.stack([queries, goods], axis=1)
+    return ProductFamily(unpack_words(keys, m), queries, goods, query_position, matching, name, meta, length)

@@ -21,6 +21,7 @@ witness set: ``(x; g_i, g_i)`` and, for each partner class ``y``,
 from __future__ import annotations
 
 from itertools import combinations
+from math import comb
 from typing import Annotated
 
 import numpy as np
@@ -36,12 +37,10 @@ from .witness import READINGS, Reading
 
 def weight_patterns(bits: int, weight: int) -> np.ndarray:
     """All ``C(bits, weight)`` binary patterns of the given weight, ``uint8``."""
-    rows = []
-    for ones in combinations(range(bits), weight):
-        row = np.zeros(bits, dtype=np.uint8)
-        row[list(ones)] = 1
-        rows.append(row)
-    return np.array(rows, dtype=np.uint8).reshape(-1, bits)
+    rows = np.zeros((comb(bits, weight), bits), dtype=np.uint8)
+    for k, ones in enumerate(combinations(range(bits), weight)):
+        rows[k, list(ones)] = 1
+    return rows
 
 
 def class_code(n: int) -> np.ndarray:
@@ -153,16 +152,8 @@ def ood(
 ) -> Family:
     """One side (``split='train'|'test'``) of :func:`ood_split`; ``reading='final'`` puts the
     query last (the causal final-query reading, scored at position 3)."""
-    train, test = ood_split(
-        n, queries_per_class, test_queries_per_class, partners, test_fraction=test_fraction, seed=seed
-    )
+    train, test = ood_split(n, queries_per_class, test_queries_per_class, partners, test_fraction, seed)
     family = train if split == "train" else test
     position, order = READINGS[reading]
-    return Family(
-        family.tokens,
-        family.index[:, list(order)],
-        position,
-        family.matching,
-        family.name,
-        {**family.meta, "reading": reading},
-    )
+    meta = {**family.meta, "reading": reading}
+    return Family(family.tokens, family.index[:, list(order)], position, family.matching, family.name, meta)

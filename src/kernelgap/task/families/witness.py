@@ -73,10 +73,8 @@ def witness_from_code(
     overlaps = queries.astype(np.int64) @ goods.T.astype(np.int64)  # s(x_i, g_j)
     top = int(overlaps.max()) if n > 1 else 0
     levels = chain_levels(chain_step, top)
-    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries], dtype=np.uint8).reshape(
-        n, len(levels), m
-    )
-    tokens = np.concatenate([queries, goods, chains.reshape(-1, m)])
+    chains = np.array([[chain_candidate(x, s) for s in levels] for x in queries], dtype=np.uint8).reshape(-1, m)
+    tokens = np.concatenate([queries, goods, chains])
     q_id = np.arange(n)
     chain_ids = np.concatenate(
         [(n + q_id)[:, None], 2 * n + q_id[:, None] * len(levels) + np.arange(len(levels))], axis=1
@@ -84,16 +82,7 @@ def witness_from_code(
     rows = _witness_rows(q_id, chain_ids, n + q_id)
     position, order = READINGS[reading]
     family = _assemble(tokens, rows[:, order], position, name, meta or {})
-    family.meta.update(
-        {
-            "m": m,
-            "queries": n,
-            "good": "complement",
-            "reading": reading,
-            "chain_levels": levels,
-            "sequences": len(family),
-        }
-    )
+    family.meta.update(m=m, queries=n, good="complement", reading=reading, chain_levels=levels, sequences=len(family))
     family.matching = _matching(family, queries, goods)
     return family
 
@@ -159,10 +148,8 @@ def _hadamard_memory(p: FamilyParams) -> int:
 
 def _hadamard_check(p: FamilyParams) -> None:
     m, n = p.m, p.n
-    if m < 4 or m % 4:
-        raise FamilyError(f"a Hadamard code needs an order divisible by 4 and ≥ 4, got {m}")
-    if m <= 10**12 and _hadamard_recipe(m) is None:  # trial division to √m: instant up to there
-        hadamard_code(m)  # the error that lists the nearby orders it can build
+    if m < 4 or m % 4 or (m <= 10**12 and _hadamard_recipe(m) is None):  # trial division to √m: instant
+        hadamard_code(m)  # its refusal: the order, or the nearby orders it can build
     if n > m - 1:
         raise FamilyError(f"a Hadamard code of order {m} has {m - 1} codewords, asked for {n}")
 
