@@ -145,11 +145,10 @@ def _phases(config, enter) -> dict:
     models = [check_module(cls, spec, family.m, min(suite.ranks), family) for suite, family in families]
     enter("check")  # the reading of the module as the step check left it, as training starts
     reading = reading_of(models[0], families[0][1].m)
-    chosen = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
-    chosen = first if reading == "first" else chosen
-    features = {}
-    for suite in chosen:
-        features[suite.name] = feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
+    features = {
+        suite.name: feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
+        for suite in suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
+    }
     return {
         "class": cls.__name__,
         "spec": spec.model_dump(),

@@ -79,18 +79,8 @@ def _sweep_text(name: str, suite: Suite, model: dict, variants: list[dict] | Non
 def _identity(meta: dict) -> dict:
     """What makes two probes the same: the module and the suites' settings (not what is
     derived from them, such as folders and certificates)."""
-    derived = (
-        "certified_rank",
-        "folder",
-        "baseline_folder",
-        "features",
-        "query_blind",
-        "twin_ranks",
-        "twin_features",
-        "twin_folder",
-        "recipes",
-        "recipe_folder",
-    )
+    derived = {"certified_rank", "features", "query_blind", "twin_ranks", "twin_features", "recipes"}
+    derived |= {"folder", "baseline_folder", "twin_folder", "recipe_folder"}
     ident = {k: meta.get(k) for k in IDENTITY}
     rows = ident["suites"] if isinstance(ident["suites"], list) else [ident["suites"]]
     ident["suites"] = [{k: v for k, v in s.items() if k not in derived} if isinstance(s, dict) else s for s in rows]
@@ -155,7 +145,6 @@ def _plan(config: ProbeConfig) -> _Plan:
     width, its reading chosen, its feature counts)."""
     if config.out is not None:
         _check_folder(Path(config.out))
-    first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
     found = rehearse(config, config.limits)  # the module's phases within their limits, in a child
     spec = ModuleSpec.parse(found["spec"], where="module")  # vouched for: not imported here
     out, baseline = config.folder(found["class"]), config.baseline_folder(found["class"])
@@ -163,11 +152,6 @@ def _plan(config: ProbeConfig) -> _Plan:
         _check_folder(folder)
     out, baseline = out.absolute(), baseline.absolute()  # wherever a module's code moves this process
     reading, twin = found["reading"], found["twin"]
-    chosen = (
-        first
-        if reading == "first"
-        else suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
-    )
     return _Plan(
         config=config,
         name=found["class"],
@@ -175,13 +159,13 @@ def _plan(config: ProbeConfig) -> _Plan:
         out=out,
         baseline=baseline,
         reading=reading,
-        suites=chosen,
+        suites=suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading),
         counts=found["parameters"],
         features=found["features"],
-        module_model={**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()},
-        baseline_model=sweep_table_model(default_model(kind="kernel", feature_map=BASELINE)),
+        module_model=_module_model(spec),
+        baseline_model=_model_table(sweep_table_model(default_model(kind="kernel", feature_map=BASELINE))),
         twin=twin,
-        twin_model=_twin_model(twin, spec.d_model) if twin else None,
+        twin_model=_module_model(_twin_spec(twin, spec.d_model)) if twin else None,
     )
 
 
@@ -198,7 +182,7 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
         **asdict(suite),
         "certified_rank": certified,
         "folder": sub,
-        "baseline_folder": _baseline_folder(suite, sub, plan.baseline_model),
+        "baseline_folder": _hashed(sub, f"{BASELINE}-{sub}", suite, plan.baseline_model),
         "features": features,
         "query_blind": query_blind(family, final_power(cfg.max_steps, cfg.power)),
     }
@@ -208,7 +192,8 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
             row["twin_ranks"] = twin_ranks
             row["twin_features"] = [feature_map_class(plan.twin).output_size(r) for r in twin_ranks]
             twin_suite = replace(suite, ranks=sorted(set(twin_ranks)))
-            row["twin_folder"] = _twin_folder(plan.twin, twin_suite, sub, plan.twin_model)
+            name = f"twin-{plan.twin}-{sub}"
+            row["twin_folder"] = _hashed(name, name, twin_suite, plan.twin_model)
     return row
 
 
@@ -291,7 +276,7 @@ def _sweep_configs(plan: _Plan, meta: dict) -> list[tuple[str, Path, str, Path]]
 
 def _checked_text(name: str, suite: Suite, model: dict, variants: list[dict] | None = None) -> str:
     """A suite's sweep file, parsed and every run resolved (:func:`~kernelgap.sweeps.config.parse_sweep`)."""
-    text = _sweep_text(name, suite, _model_table(model), variants)
+    text = _sweep_text(name, suite, model, variants)
     try:
         parse_sweep(tomllib.loads(text)).runs()
     except KernelgapError as exc:
@@ -299,18 +284,24 @@ def _checked_text(name: str, suite: Suite, model: dict, variants: list[dict] | N
     return text
 
 
-def _twin_model(twin: str, d_model: int) -> dict:
-    """The model table of the twin: the built-in map ``twin`` as a layer module."""
-    spec = ModuleSpec.parse(
+def _twin_spec(twin: str, d_model: int) -> ModuleSpec:
+    """The twin: the built-in map ``twin`` as a layer module."""
+    return ModuleSpec.parse(
         {"target": TWIN_TARGET, "kwargs": {"feature_map": twin}, "interface": "layer", "d_model": d_model},
         where="module",
     )
-    return {**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
 
 
-def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:
-    text = _sweep_text(f"twin-{twin}-{sub}", suite, _model_table(twin_model))
-    return f"twin-{twin}-{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+def _module_model(spec: ModuleSpec) -> dict:
+    """The sweep-file model table of a module."""
+    return _model_table({**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()})
+
+
+def _hashed(prefix: str, name: str, suite: Suite, model: dict) -> str:
+    """A shared folder for a suite's sweep ``name``: ``prefix`` and a hash of the sweep, so
+    probes with the same suite settings share the runs and probes with other ranks or seeds do
+    not collide."""
+    return f"{prefix}-{hashlib.sha256(_sweep_text(name, suite, model).encode()).hexdigest()[:8]}"
 
 
 def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], log) -> None:
@@ -363,13 +354,6 @@ def _folder(suite: Suite, reading: str) -> str:
     """A suite's folder: its name, marked when read on the final query (a shared baseline
     holds both readings)."""
     return suite.name if reading == "first" else f"{suite.name}-{reading}"
-
-
-def _baseline_folder(suite: Suite, sub: str, baseline_model: dict) -> str:
-    """The baseline's folder for a suite: its name and a hash of its sweep, so probes with
-    the same suite settings share the runs and probes with other ranks or seeds do not collide."""
-    text = _sweep_text(f"{BASELINE}-{sub}", suite, _model_table(baseline_model))
-    return f"{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def _model_table(model: dict) -> dict:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ...report.figures import band, error_axes, plt, save
-from ...report.html import table, titled
+from ...report.html import table
 from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wall_curve
 from ...report.rows import Growth
 from ...report.trained import TrainedFamily, trained_section
@@ -32,25 +32,9 @@ __all__ = ["EXPERIMENT", "PAPER", "conclusions", "paper_rows", "sentence", "stay
 TITLE = "The wall in context length"
 
 #: The columns of the per-m table of the report.
-WALL_COLUMNS = [
-    "delta",
-    "m",
-    "n",
-    "predicted_length",
-    "length",
-    "certified",
-    "below_length",
-    "certified_below",
-    "constructed_rank",
-    "proved_equals_constructed",
-    "log2_rank_per_m",
-    "log2_layer_per_m",
-    "ratio_to_positive",
-    "ceiling",
-    "at_ceiling",
-    "layer_size",
-    "positive_construction",
-]
+WALL_COLUMNS = """delta m n predicted_length length certified below_length certified_below constructed_rank
+proved_equals_constructed log2_rank_per_m log2_layer_per_m ratio_to_positive ceiling at_ceiling layer_size
+positive_construction""".split()
 
 
 # -- the summary section ------------------------------------------------------------------
@@ -273,16 +257,13 @@ def _caption_ratio(summary: dict) -> str:
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     s = summary["context"]
     ranks = [{"family": t["family"], **r} for t in s["trained"] for r in t["ranks"]]
-    return {
-        "beyond": titled(
-            TITLE,
-            sentence(summary),
-            page.figures("context_length", "context_wall", "context_ratio"),
-            table(s["wall"], WALL_COLUMNS) if s["wall"] else "",
-            page.figures("context_trained"),
-            table(ranks, ["family", "rank", "seeds", "exact", "best_max_error"]) if ranks else "",
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        page.figures("context_length", "context_wall", "context_ratio"),
+        table(s["wall"], WALL_COLUMNS) if s["wall"] else "",
+        page.figures("context_trained"),
+        table(ranks, ["family", "rank", "seeds", "exact", "best_max_error"]) if ranks else "",
+    )
 
 
 EXPERIMENT = Experiment(

@@ -15,20 +15,8 @@ from ...validation import Record
 from .record import SKIPPED, read_probe_meta
 
 #: The fields of ``probe.json`` a probe's section repeats, in this order.
-FACTS = (
-    "target",
-    "class",
-    "kwargs",
-    "interface",
-    "args",
-    "output",
-    "d_model",
-    "profile",
-    "source_hash",
-    "reading",
-    "parameters",
-    "baseline",
-    "twin",
+FACTS = tuple(
+    "target class kwargs interface args output d_model profile source_hash reading parameters baseline twin".split()
 )
 
 
