@@ -88,10 +88,9 @@ def _identity(meta: dict) -> dict:
 
 
 def run_probe(config: ProbeConfig, log=print) -> dict:
-    """Probe ``config.target`` into its folder (module docstring; :class:`ProbeConfig`) and
-    return ``probe.json``'s content.  Every option is checked before anything is written:
-    the config as it was made, then the module, then the sweep files, generated and
-    validated in memory (:func:`_sweep_configs`).  The folder's report is the caller's to build
+    """Probe ``config.target`` into its folder (module docstring) and return ``probe.json``'s
+    content.  Every option is checked before anything is written: the config as it was made,
+    then the module, then the sweep files, in memory.  The folder's report is the caller's
     (:func:`kernelgap.reproduction.build_probe_report`: the report sits above the probe)."""
     plan = _plan(config)
     meta = _meta(plan, [_suite_row(plan, suite) for suite in plan.suites])
@@ -139,10 +138,8 @@ class _Plan:
 
 
 def _plan(config: ProbeConfig) -> _Plan:
-    """Check ``--out`` where it is given, then the module and the folders (the config checked
-    itself as it was made).  The module is read in a child process, never here
-    (:func:`~kernelgap.probe.leash.rehearse`: checked at every suite's smallest rank and token
-    width, its reading chosen, its feature counts)."""
+    """Check ``--out`` where it is given, then the module (in a child process, never here:
+    :func:`~kernelgap.probe.leash.rehearse`) and the folders."""
     if config.out is not None:
         _check_folder(Path(config.out))
     found = rehearse(config, config.limits)  # the module's phases within their limits, in a child
@@ -170,9 +167,8 @@ def _plan(config: ProbeConfig) -> _Plan:
 
 
 def _suite_row(plan: _Plan, suite: Suite) -> dict:
-    """A suite's entry of ``probe.json``: its settings, the family's certified rank and
-    query-blind floor, its folders, the module's true feature counts and, where the module
-    has a twin within the rank limit, the twin's ranks, feature counts and folder."""
+    """A suite's entry of ``probe.json``; the twin's ranks, feature counts and folder where the
+    module has a twin within the rank limit."""
     family = build_family(suite.family, **suite.params)
     certified = certify(family).certified_rank if family.matching else None
     sub = _folder(suite, plan.reading)
@@ -224,7 +220,6 @@ def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:
 
 
 def _check_stored(out: Path, meta: dict) -> None:
-    """A probe folder's ``probe.json``, where there is one, must be this probe's."""
     stored = read_json(out / META)
     if (out / META).exists() and stored is None:
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
@@ -255,8 +250,8 @@ def _check_folder(folder: Path) -> None:
 
 def _sweep_configs(plan: _Plan, meta: dict) -> list[tuple[str, Path, str, Path]]:
     """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's,
-    the baseline's, then the twin's, each parsed and every run resolved as the sweep runner
-    will (:func:`_checked_text`): nothing is written for a probe that a sweep would refuse."""
+    the baseline's, then the twin's, each checked: nothing is written for a probe that a sweep
+    would refuse."""
     out, baseline = plan.out, plan.baseline
     configs = []
     for suite, row in zip(plan.suites, meta["suites"]):
@@ -305,11 +300,9 @@ def _hashed(prefix: str, name: str, suite: Suite, model: dict) -> str:
 
 
 def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], log) -> None:
-    """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): at the first seed
-    of every rank whose verdict is not ``exact`` and where the certificate does not forbid a
-    fit, every recipe, as one sweep (a variant each) in ``recipes-<hash>/<suite>-<hash>/``.
-    The suite's row records what was tried (``recipes``: name, schedule, its training
-    fields, ranks, seed) and where (``recipe_folder``)."""
+    """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): every recipe at the
+    first seed of every rank :func:`~kernelgap.probe.verdicts.needs_recipe` names, as one sweep
+    (a variant each); the suite's row records what was tried and where."""
     out = plan.out
     for suite, row in searched:
         sub = row["folder"]
@@ -318,7 +311,6 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
             rows, dict(zip(suite.ranks, row["features"])), row["certified_rank"], row["query_blind"]
         )
         todo = [v["rank_argument"] for v in verdicts if needs_recipe(v, row["certified_rank"])]
-        row["recipes"] = []
         if not todo:
             continue
         rsuite = replace(suite, ranks=todo, seeds=suite.seeds[:1])
@@ -337,14 +329,14 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
 
 
 def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step: float) -> None:
-    """Each suite's sweeps (:func:`_sweep_configs`): write the files, run them on one pool
-    whose workers hold each call into the module to ``step`` seconds."""
+    """Write the sweep files and run them on one pool whose workers hold each call into the
+    module to ``step`` seconds."""
     sweeps = []
     for name, path, text, folder in configs:
         cfg = atomic_write_text(path, text, path.parent.parent)  # within the probe folder: OUT/sweeps/
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
-    with step_limit(step):  # the pool's workers hold each call into the module to it
+    with step_limit(step):
         results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")

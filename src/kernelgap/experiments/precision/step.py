@@ -31,7 +31,6 @@ from ..steps import sweep_runs
 
 
 def sketches(profile, out: Path, sweep_options: dict) -> dict:
-    """Score the sweep's trained models through b-bit sketches."""
     cfg = profile.settings["precision"]
     runs = sweep_runs(profile, "precision")
     return quantized_runs(out, runs, [int(b) for b in cfg["bits"]], list(cfg["quantizers"]))
@@ -82,7 +81,6 @@ def quantized_runs(folder: Path, runs: list[RunConfig], bits: list[int], quantiz
 
 
 def _score_stack(path: Path, members: list[tuple[int, dict]], bits, quantizers) -> tuple[list[dict], Family]:
-    """Score the chosen members of one checkpointed stack through every quantized sketch."""
     stack, model, family, _ = load_checkpoint(path)
     scored = Scored.of(family, model.dtype)
     with torch.no_grad():
