@@ -59,15 +59,18 @@ class CurvePoint(Section):
     seconds: JsonNumber | None = None
 
 
-class LengthCurve(Section):
-    """One ``(δ, m)``: the certified rank as the context grows, and the last length short of
-    the whole code (``last_short``)."""
-
+class _Code(Section):
     delta: str = "1/2"
     distance: JsonInt = 4
     length_rule: str | None = None
     m: json_at_least(2)
     n: json_at_least(1)
+
+
+class LengthCurve(_Code):
+    """One ``(δ, m)``: the certified rank as the context grows, and the last length short of
+    the whole code (``last_short``)."""
+
     layer_size: JsonInt
     positive_construction: JsonInt
     wall_guess: JsonInt | None = None
@@ -76,15 +79,10 @@ class LengthCurve(Section):
     points: list[CurvePoint]
 
 
-class WallRow(Section):
+class WallRow(_Code):
     """One ``(δ, m)`` at its wall length: whether the formula holds, how close to ``2^m`` the
     rank gets, and the ceiling of every pair certificate (absent in rows written before)."""
 
-    delta: str = "1/2"
-    distance: JsonInt = 4
-    length_rule: str | None = None
-    m: json_at_least(2)
-    n: json_at_least(1)
     predicted_length: json_at_least(3)
     length: JsonInt | None
     certified: json_at_least(0)
@@ -181,18 +179,12 @@ def draw_trained(summary: dict, out_dir) -> list[str]:
                 )
         done = [(n, t["trained_most"]) for n, t in zip(ns, mine) if t["trained_most"] is not None]
         open_ = [(n, max(r["rank"] for r in t["runs"])) for n, t in zip(ns, mine) if t["trained_most"] is None]
-        if done:
-            ax.scatter(*zip(*done), marker="^", s=70, color=color, zorder=3, label=f"m = {m}: trained (most seeds)")
-        if open_:
-            ax.scatter(
-                *zip(*open_),
-                marker="^",
-                s=70,
-                facecolors="none",
-                edgecolors=color,
-                zorder=3,
-                label=f"m = {m}: not exact up to",
-            )
+        for pts, style, label in (
+            (done, {"color": color}, "trained (most seeds)"),
+            (open_, {"facecolors": "none", "edgecolors": color}, "not exact up to"),
+        ):
+            if pts:
+                ax.scatter(*zip(*pts), marker="^", s=70, zorder=3, label=f"m = {m}: {label}", **style)
         for t in mine:
             xs += band(
                 ax2,
