@@ -249,10 +249,8 @@ def how_close_parts(wall: list[dict]) -> list[str]:
 
 
 def sentence(summary: dict) -> str | None:
-    """Per tolerance its wall, log2 r / m beside the paper's claim, the N-curves and proved =
-    constructed; then how close to 2^m each gets, the pair certificates' ceiling and the exact
-    meaning of "approaches 2^m"; the m skipped and the trained point.  Every number read from
-    the summary."""
+    """Per tolerance its wall, N-curves and proved = constructed; then how close to 2^m each
+    gets and what "approaches 2^m" means; the m skipped and the trained point."""
     s = summary["context"]
     walls, curves = groups(s["wall"]), groups(s["length_curves"])
     parts = []
@@ -317,11 +315,7 @@ def _key(kind: str, row: dict) -> str:
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """Per (δ, m) of the wall: from which N the whole code is certified (and the rank one N
-    shorter), whether the predicted N is that N, whether proved = constructed, ``r/2^m``,
-    ``log2 r / m`` and whether it meets the pair certificates' ceiling; per N-curve: from
-    which N all n are certified and whether it stays there; the m skipped; per trained
-    family its sandwich."""
+    """Per (δ, m) of the wall, per N-curve and per trained family what it shows; the m skipped."""
     s = summary["context"]
     out = {}
     for p in s["wall"]:

@@ -256,10 +256,8 @@ def sentence(summary: dict) -> str:
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """On the Hadamard series, on how many families construction and training meet the
-    certificate; on how many families the minimal rank is determined; per family the
-    sandwich (:func:`sandwich_rows`), where each map becomes exact, its seeds exact at the
-    certificate, and runs exact below the certificate."""
+    """Construction and training against the certificate on the Hadamard series; per family its
+    sandwich (:func:`sandwich_rows`), each map's exact ranks and runs exact below the certificate."""
     series = summary["series"]
     witness = _hadamard(series)
     out = {}
