@@ -126,9 +126,7 @@ def _portable(exc: KernelgapError) -> KernelgapError:
 
 def _phases(config, enter) -> dict:
     """What :func:`kernelgap.probe.runner.run_probe` needs of the module, found in the order
-    import, check, step (``enter(phase)`` before each): its class's name, its spec (as a
-    dict) and source file, the reading, the parameter counts, the twin map and the true
-    feature counts of each suite the reading chooses (by suite name)."""
+    import, check, step (``enter(phase)`` before each)."""
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
     from .suites import suites

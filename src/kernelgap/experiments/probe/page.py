@@ -20,7 +20,7 @@ def fmt_error(value) -> str:
     return "–" if value is None else f"{value:.4g}"
 
 
-def probes_html(summary: dict, pg: Page, level: int = 3) -> list[str]:
+def probes_html(summary: dict, pg: Page) -> list[str]:
     """Every probed module: a table beside the built-in baseline, then each on its own — what it
     is, how it was read, its ranks, its runs' steps and time."""
     probes = summary.get("probes") or []
@@ -29,8 +29,8 @@ def probes_html(summary: dict, pg: Page, level: int = 3) -> list[str]:
     zoo = [_overview_row(pr, s) for pr in probes for s in pr.get("suites", [])]
     parts = [table(zoo)] if zoo else []
     for pr in probes:
-        parts += _probe_html(pr, pg, f"h{level}")
-    return [f"<h{level - 1}>Probes</h{level - 1}>", *parts]
+        parts += _probe_html(pr, pg)
+    return ["<h2>Probes</h2>", *parts]
 
 
 def _overview_row(pr: dict, s: dict) -> dict:
@@ -49,11 +49,11 @@ def _overview_row(pr: dict, s: dict) -> dict:
     }
 
 
-def _probe_html(pr: dict, pg: Page, h: str) -> list[str]:
+def _probe_html(pr: dict, pg: Page) -> list[str]:
     """One probed module: its heading and sentence, then (unless skipped) its facts, its
     verdicts, its figure and every run."""
     parts = [
-        f"<{h}>{html.escape(pr['name'])}: <code>{html.escape(str(pr.get('target')))}</code></{h}>",
+        f"<h3>{html.escape(pr['name'])}: <code>{html.escape(str(pr.get('target')))}</code></h3>",
         paragraph(probe_sentence(pr)),
     ]
     if pr.get("skipped"):
