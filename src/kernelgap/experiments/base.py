@@ -81,8 +81,7 @@ class Experiment:
     ``ood``).  ``step`` is ``"module:function"`` (``".step:run"``: relative to the
     experiment's package), called as ``step(profile, out, sweep_options)`` after the
     sweep; with ``writes`` it returns a payload written to ``out/<writes>`` and is
-    skipped once that file exists.  ``order`` places a built-in experiment among the
-    built-ins (the registry lists them by it).
+    skipped once that file exists.
     """
 
     name: str
@@ -106,7 +105,6 @@ class Experiment:
     #: file is refused as it loads, not after the other experiments trained).
     step_reads_sweep: bool = False
     writes: str | None = None
-    #: The type of each of ``settings`` (pydantic; bounds on the type), checked as the profile loads.
     setting_types: Mapping[str, Any] = field(default_factory=dict)
     #: A built-in experiment's place among the built-ins: ascending (ties by name), the order
     #: of ``summary.json``'s sections, of merging a shared key and of reading the pools.  The

@@ -41,8 +41,7 @@ def _registered(module: types.ModuleType, where: str) -> Experiment:
 
 
 def _builtin() -> tuple[Experiment, ...]:
-    """Every sub-folder of this package that holds an ``experiment.py``, its ``EXPERIMENT``
-    imported and registered, by :attr:`~.base.Experiment.order` (ties by name)."""
+    """Every sub-folder of this package that holds an ``experiment.py``, by order (ties by name)."""
     found = [
         _registered(module, module.__name__)
         for module in (

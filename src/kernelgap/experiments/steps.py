@@ -44,8 +44,7 @@ def distinct_runs(runs):
 
 
 def distinct_families(runs):
-    """``(run, family)`` for the first run of each distinct training family, built once as
-    sequences."""
+    """``(run, family)`` for each distinct training family, built once as sequences."""
     for run in distinct_runs(runs):
         yield run, run.family.build()
 
@@ -83,10 +82,8 @@ def constructed(family) -> dict:
 
 
 def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
-    """The certified rank of every distinct training family of the experiment's sweep, the most
-    overlap levels a query of it sees, and the two-head construction checked on it
-    (``certificates.json``; the experiment is the folder's name;
-    :func:`kernelgap.theory.construction.two_heads`)."""
+    """Per distinct training family of the sweep of experiment ``out.name``: its certified rank,
+    the most overlap levels a query sees, the two-head construction checked on it."""
     certs = {}
     for run, family in distinct_families(sweep_runs(profile, out.name)):
         certs[family_key(run.family)] = {
@@ -112,7 +109,7 @@ def local_width(sweep_options: dict, tasks: int) -> int:
 
 def trained_families(profile, experiment: str, delta, budget_s: float) -> list[dict]:
     """The certificate (at ``delta``, clique search within ``budget_s``) and the constructed rank
-    of each distinct family the experiment's sweep trains on (report/trained.py reads them)."""
+    of each distinct family the experiment's sweep trains on."""
     out = []
     for run in distinct_runs(sweep_runs(profile, experiment)):
         family = run.family.load()

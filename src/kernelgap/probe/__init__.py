@@ -9,14 +9,13 @@ are described in :mod:`kernelgap.models.external`.
 The parts: :mod:`.config` (what a probe is told), :mod:`.module` (the module checked),
 :mod:`.suites` (what each profile trains), :mod:`.runner` (the sweeps and the recipe
 search), :mod:`.verdicts` (the verdict rules, torch-free: the probe experiment's report
-reads them), :mod:`.floor` (the query-blind floor) and :mod:`.twin`.  The names below are
-imported when first asked for, so that importing :mod:`.verdicts` loads no torch (the
-suites of a profile: :func:`kernelgap.probe.suites.suites`).
+reads them), :mod:`.floor` (the query-blind floor) and :mod:`.twin`.  ``ProbeConfig`` and ``run_probe`` are
+imported when first asked for, so that importing :mod:`.verdicts` loads no torch.
 """
 
 from __future__ import annotations
 
-__all__ = ["PROFILES", "ProbeConfig", "Suite", "check_module", "module_spec", "reading_of", "run_probe"]
+__all__ = ["ProbeConfig", "run_probe"]
 
 
 def __getattr__(name: str):
@@ -24,16 +23,8 @@ def __getattr__(name: str):
         from .config import ProbeConfig
 
         return ProbeConfig
-    if name in ("check_module", "module_spec", "reading_of"):
-        from . import module
-
-        return getattr(module, name)
     if name == "run_probe":
         from .runner import run_probe
 
         return run_probe
-    if name in ("PROFILES", "Suite"):
-        from . import suites
-
-        return getattr(suites, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

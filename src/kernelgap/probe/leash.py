@@ -126,9 +126,7 @@ def _portable(exc: KernelgapError) -> KernelgapError:
 
 def _phases(config, enter) -> dict:
     """What :func:`kernelgap.probe.runner.run_probe` needs of the module, found in the order
-    import, check, step (``enter(phase)`` before each): its class's name, its spec (as a
-    dict) and source file, the reading, the parameter counts, the twin map and the true
-    feature counts of each suite the reading chooses (by suite name)."""
+    import, check, step (``enter(phase)`` before each)."""
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
     from .suites import suites
@@ -145,11 +143,10 @@ def _phases(config, enter) -> dict:
     models = [check_module(cls, spec, family.m, min(suite.ranks), family) for suite, family in families]
     enter("check")  # the reading of the module as the step check left it, as training starts
     reading = reading_of(models[0], families[0][1].m)
-    chosen = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
-    chosen = first if reading == "first" else chosen
-    features = {}
-    for suite in chosen:
-        features[suite.name] = feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
+    features = {
+        suite.name: feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
+        for suite in suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
+    }
     return {
         "class": cls.__name__,
         "spec": spec.model_dump(),

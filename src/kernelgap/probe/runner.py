@@ -79,18 +79,8 @@ def _sweep_text(name: str, suite: Suite, model: dict, variants: list[dict] | Non
 def _identity(meta: dict) -> dict:
     """What makes two probes the same: the module and the suites' settings (not what is
     derived from them, such as folders and certificates)."""
-    derived = (
-        "certified_rank",
-        "folder",
-        "baseline_folder",
-        "features",
-        "query_blind",
-        "twin_ranks",
-        "twin_features",
-        "twin_folder",
-        "recipes",
-        "recipe_folder",
-    )
+    derived = {"certified_rank", "features", "query_blind", "twin_ranks", "twin_features", "recipes"}
+    derived |= {"folder", "baseline_folder", "twin_folder", "recipe_folder"}
     ident = {k: meta.get(k) for k in IDENTITY}
     rows = ident["suites"] if isinstance(ident["suites"], list) else [ident["suites"]]
     ident["suites"] = [{k: v for k, v in s.items() if k not in derived} if isinstance(s, dict) else s for s in rows]
@@ -98,10 +88,9 @@ def _identity(meta: dict) -> dict:
 
 
 def run_probe(config: ProbeConfig, log=print) -> dict:
-    """Probe ``config.target`` into its folder (module docstring; :class:`ProbeConfig`) and
-    return ``probe.json``'s content.  Every option is checked before anything is written:
-    the config as it was made, then the module, then the sweep files, generated and
-    validated in memory (:func:`_sweep_configs`).  The folder's report is the caller's to build
+    """Probe ``config.target`` into its folder (module docstring) and return ``probe.json``'s
+    content.  Every option is checked before anything is written: the config as it was made,
+    then the module, then the sweep files, in memory.  The folder's report is the caller's
     (:func:`kernelgap.reproduction.build_probe_report`: the report sits above the probe)."""
     plan = _plan(config)
     meta = _meta(plan, [_suite_row(plan, suite) for suite in plan.suites])
@@ -149,13 +138,10 @@ class _Plan:
 
 
 def _plan(config: ProbeConfig) -> _Plan:
-    """Check ``--out`` where it is given, then the module and the folders (the config checked
-    itself as it was made).  The module is read in a child process, never here
-    (:func:`~kernelgap.probe.leash.rehearse`: checked at every suite's smallest rank and token
-    width, its reading chosen, its feature counts)."""
+    """Check ``--out`` where it is given, then the module (in a child process, never here:
+    :func:`~kernelgap.probe.leash.rehearse`) and the folders."""
     if config.out is not None:
         _check_folder(Path(config.out))
-    first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
     found = rehearse(config, config.limits)  # the module's phases within their limits, in a child
     spec = ModuleSpec.parse(found["spec"], where="module")  # vouched for: not imported here
     out, baseline = config.folder(found["class"]), config.baseline_folder(found["class"])
@@ -163,11 +149,6 @@ def _plan(config: ProbeConfig) -> _Plan:
         _check_folder(folder)
     out, baseline = out.absolute(), baseline.absolute()  # wherever a module's code moves this process
     reading, twin = found["reading"], found["twin"]
-    chosen = (
-        first
-        if reading == "first"
-        else suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
-    )
     return _Plan(
         config=config,
         name=found["class"],
@@ -175,20 +156,19 @@ def _plan(config: ProbeConfig) -> _Plan:
         out=out,
         baseline=baseline,
         reading=reading,
-        suites=chosen,
+        suites=suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading),
         counts=found["parameters"],
         features=found["features"],
-        module_model={**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()},
-        baseline_model=sweep_table_model(default_model(kind="kernel", feature_map=BASELINE)),
+        module_model=_module_model(spec),
+        baseline_model=_model_table(sweep_table_model(default_model(kind="kernel", feature_map=BASELINE))),
         twin=twin,
-        twin_model=_twin_model(twin, spec.d_model) if twin else None,
+        twin_model=_module_model(_twin_spec(twin, spec.d_model)) if twin else None,
     )
 
 
 def _suite_row(plan: _Plan, suite: Suite) -> dict:
-    """A suite's entry of ``probe.json``: its settings, the family's certified rank and
-    query-blind floor, its folders, the module's true feature counts and, where the module
-    has a twin within the rank limit, the twin's ranks, feature counts and folder."""
+    """A suite's entry of ``probe.json``; the twin's ranks, feature counts and folder where the
+    module has a twin within the rank limit."""
     family = build_family(suite.family, **suite.params)
     certified = certify(family).certified_rank if family.matching else None
     sub = _folder(suite, plan.reading)
@@ -198,7 +178,7 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
         **asdict(suite),
         "certified_rank": certified,
         "folder": sub,
-        "baseline_folder": _baseline_folder(suite, sub, plan.baseline_model),
+        "baseline_folder": _hashed(sub, f"{BASELINE}-{sub}", suite, plan.baseline_model),
         "features": features,
         "query_blind": query_blind(family, final_power(cfg.max_steps, cfg.power)),
     }
@@ -208,7 +188,8 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
             row["twin_ranks"] = twin_ranks
             row["twin_features"] = [feature_map_class(plan.twin).output_size(r) for r in twin_ranks]
             twin_suite = replace(suite, ranks=sorted(set(twin_ranks)))
-            row["twin_folder"] = _twin_folder(plan.twin, twin_suite, sub, plan.twin_model)
+            name = f"twin-{plan.twin}-{sub}"
+            row["twin_folder"] = _hashed(name, name, twin_suite, plan.twin_model)
     return row
 
 
@@ -239,7 +220,6 @@ def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:
 
 
 def _check_stored(out: Path, meta: dict) -> None:
-    """A probe folder's ``probe.json``, where there is one, must be this probe's."""
     stored = read_json(out / META)
     if (out / META).exists() and stored is None:
         raise KernelgapError(f"{out / META} is corrupted (not valid JSON); move it aside or choose another --out")
@@ -270,8 +250,8 @@ def _check_folder(folder: Path) -> None:
 
 def _sweep_configs(plan: _Plan, meta: dict) -> list[tuple[str, Path, str, Path]]:
     """``(name, sweep file, its text, results folder)`` of each suite's sweeps, the module's,
-    the baseline's, then the twin's, each parsed and every run resolved as the sweep runner
-    will (:func:`_checked_text`): nothing is written for a probe that a sweep would refuse."""
+    the baseline's, then the twin's, each checked: nothing is written for a probe that a sweep
+    would refuse."""
     out, baseline = plan.out, plan.baseline
     configs = []
     for suite, row in zip(plan.suites, meta["suites"]):
@@ -291,7 +271,7 @@ def _sweep_configs(plan: _Plan, meta: dict) -> list[tuple[str, Path, str, Path]]
 
 def _checked_text(name: str, suite: Suite, model: dict, variants: list[dict] | None = None) -> str:
     """A suite's sweep file, parsed and every run resolved (:func:`~kernelgap.sweeps.config.parse_sweep`)."""
-    text = _sweep_text(name, suite, _model_table(model), variants)
+    text = _sweep_text(name, suite, model, variants)
     try:
         parse_sweep(tomllib.loads(text)).runs()
     except KernelgapError as exc:
@@ -299,26 +279,30 @@ def _checked_text(name: str, suite: Suite, model: dict, variants: list[dict] | N
     return text
 
 
-def _twin_model(twin: str, d_model: int) -> dict:
-    """The model table of the twin: the built-in map ``twin`` as a layer module."""
-    spec = ModuleSpec.parse(
+def _twin_spec(twin: str, d_model: int) -> ModuleSpec:
+    """The twin: the built-in map ``twin`` as a layer module."""
+    return ModuleSpec.parse(
         {"target": TWIN_TARGET, "kwargs": {"feature_map": twin}, "interface": "layer", "d_model": d_model},
         where="module",
     )
-    return {**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()}
 
 
-def _twin_folder(twin: str, suite: Suite, sub: str, twin_model: dict) -> str:
-    text = _sweep_text(f"twin-{twin}-{sub}", suite, _model_table(twin_model))
-    return f"twin-{twin}-{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+def _module_model(spec: ModuleSpec) -> dict:
+    """The sweep-file model table of a module."""
+    return _model_table({**sweep_table_model(default_model(kind="module", module=spec)), "module": spec.model_dump()})
+
+
+def _hashed(prefix: str, name: str, suite: Suite, model: dict) -> str:
+    """A shared folder for a suite's sweep ``name``: ``prefix`` and a hash of the sweep, so
+    probes with the same suite settings share the runs and probes with other ranks or seeds do
+    not collide."""
+    return f"{prefix}-{hashlib.sha256(_sweep_text(name, suite, model).encode()).hexdigest()[:8]}"
 
 
 def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], log) -> None:
-    """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): at the first seed
-    of every rank whose verdict is not ``exact`` and where the certificate does not forbid a
-    fit, every recipe, as one sweep (a variant each) in ``recipes-<hash>/<suite>-<hash>/``.
-    The suite's row records what was tried (``recipes``: name, schedule, its training
-    fields, ranks, seed) and where (``recipe_folder``)."""
+    """Each suite's recipe search (:data:`~kernelgap.probe.suites.RECIPES`): every recipe at the
+    first seed of every rank :func:`~kernelgap.probe.verdicts.needs_recipe` names, as one sweep
+    (a variant each); the suite's row records what was tried and where."""
     out = plan.out
     for suite, row in searched:
         sub = row["folder"]
@@ -327,7 +311,6 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
             rows, dict(zip(suite.ranks, row["features"])), row["certified_rank"], row["query_blind"]
         )
         todo = [v["rank_argument"] for v in verdicts if needs_recipe(v, row["certified_rank"])]
-        row["recipes"] = []
         if not todo:
             continue
         rsuite = replace(suite, ranks=todo, seeds=suite.seeds[:1])
@@ -346,14 +329,14 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
 
 
 def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step: float) -> None:
-    """Each suite's sweeps (:func:`_sweep_configs`): write the files, run them on one pool
-    whose workers hold each call into the module to ``step`` seconds."""
+    """Write the sweep files and run them on one pool whose workers hold each call into the
+    module to ``step`` seconds."""
     sweeps = []
     for name, path, text, folder in configs:
         cfg = atomic_write_text(path, text, path.parent.parent)  # within the probe folder: OUT/sweeps/
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
-    with step_limit(step):  # the pool's workers hold each call into the module to it
+    with step_limit(step):
         results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
@@ -363,13 +346,6 @@ def _folder(suite: Suite, reading: str) -> str:
     """A suite's folder: its name, marked when read on the final query (a shared baseline
     holds both readings)."""
     return suite.name if reading == "first" else f"{suite.name}-{reading}"
-
-
-def _baseline_folder(suite: Suite, sub: str, baseline_model: dict) -> str:
-    """The baseline's folder for a suite: its name and a hash of its sweep, so probes with
-    the same suite settings share the runs and probes with other ranks or seeds do not collide."""
-    text = _sweep_text(f"{BASELINE}-{sub}", suite, _model_table(baseline_model))
-    return f"{sub}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def _model_table(model: dict) -> dict:

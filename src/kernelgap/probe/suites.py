@@ -35,26 +35,14 @@ class Suite:
 
 
 def _witness(ranks, seeds) -> Suite:
-    return Suite(
-        "witness",
-        "witness",
-        {},
-        ranks,
-        seeds,
-        {"lr": FALLBACK_LR, "mse_steps": 1000, "max_steps": 2000, "stop_below": 0.25},
-    )
+    train = {"lr": FALLBACK_LR, "mse_steps": 1000, "max_steps": 2000, "stop_below": 0.25}
+    return Suite("witness", "witness", {}, ranks, seeds, train)
 
 
-def _ood(n, ranks, seeds, q=8) -> Suite:
-    return Suite(
-        f"ood-n{n}",
-        "ood",
-        {"n": n, "queries_per_class": q, "split": "train"},
-        ranks,
-        seeds,
-        {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0},
-        test_params={"split": "test"},
-    )
+def _ood(n, ranks, seeds) -> Suite:
+    params = {"n": n, "queries_per_class": 8, "split": "train"}
+    train = {"lr": FALLBACK_LR, "mse_steps": 700, "max_steps": 1400, "stop_below": 0.0}
+    return Suite(f"ood-n{n}", "ood", params, ranks, seeds, train, test_params={"split": "test"})
 
 
 @dataclass(frozen=True)
@@ -74,11 +62,8 @@ class Recipe:
 
     def describe(self) -> str:
         """``lr ÷ 3``, ``lr × 3``, ``3× steps``, or both: ``lr ÷ 3 over 2× steps``."""
-        lr = (
-            ""
-            if self.lr_scale == 1
-            else (f"lr ÷ {1 / self.lr_scale:g}" if self.lr_scale < 1 else f"lr × {self.lr_scale:g}")
-        )
+        lr = f"lr ÷ {1 / self.lr_scale:g}" if self.lr_scale < 1 else f"lr × {self.lr_scale:g}"
+        lr = lr if self.lr_scale != 1 else ""
         steps = f"{self.steps_scale}× steps" if self.steps_scale != 1 else ""
         return " over ".join(p for p in (lr, steps) if p) or "the suite's schedule"
 

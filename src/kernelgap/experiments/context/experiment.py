@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ...report.figures import band, error_axes, plt, save
-from ...report.html import table, titled
+from ...report.html import table
 from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wall_curve
 from ...report.rows import Growth
 from ...report.trained import TrainedFamily, trained_section
@@ -32,25 +32,9 @@ __all__ = ["EXPERIMENT", "PAPER", "conclusions", "paper_rows", "sentence", "stay
 TITLE = "The wall in context length"
 
 #: The columns of the per-m table of the report.
-WALL_COLUMNS = [
-    "delta",
-    "m",
-    "n",
-    "predicted_length",
-    "length",
-    "certified",
-    "below_length",
-    "certified_below",
-    "constructed_rank",
-    "proved_equals_constructed",
-    "log2_rank_per_m",
-    "log2_layer_per_m",
-    "ratio_to_positive",
-    "ceiling",
-    "at_ceiling",
-    "layer_size",
-    "positive_construction",
-]
+WALL_COLUMNS = """delta m n predicted_length length certified below_length certified_below constructed_rank
+proved_equals_constructed log2_rank_per_m log2_layer_per_m ratio_to_positive ceiling at_ceiling layer_size
+positive_construction""".split()
 
 
 # -- the summary section ------------------------------------------------------------------
@@ -75,15 +59,18 @@ class CurvePoint(Section):
     seconds: JsonNumber | None = None
 
 
-class LengthCurve(Section):
-    """One ``(δ, m)``: the certified rank as the context grows, and the last length short of
-    the whole code (``last_short``)."""
-
+class _Code(Section):
     delta: str = "1/2"
     distance: JsonInt = 4
     length_rule: str | None = None
     m: json_at_least(2)
     n: json_at_least(1)
+
+
+class LengthCurve(_Code):
+    """One ``(δ, m)``: the certified rank as the context grows, and the last length short of
+    the whole code (``last_short``)."""
+
     layer_size: JsonInt
     positive_construction: JsonInt
     wall_guess: JsonInt | None = None
@@ -92,15 +79,10 @@ class LengthCurve(Section):
     points: list[CurvePoint]
 
 
-class WallRow(Section):
+class WallRow(_Code):
     """One ``(δ, m)`` at its wall length: whether the formula holds, how close to ``2^m`` the
     rank gets, and the ceiling of every pair certificate (absent in rows written before)."""
 
-    delta: str = "1/2"
-    distance: JsonInt = 4
-    length_rule: str | None = None
-    m: json_at_least(2)
-    n: json_at_least(1)
     predicted_length: json_at_least(3)
     length: JsonInt | None
     certified: json_at_least(0)
@@ -197,18 +179,12 @@ def draw_trained(summary: dict, out_dir) -> list[str]:
                 )
         done = [(n, t["trained_most"]) for n, t in zip(ns, mine) if t["trained_most"] is not None]
         open_ = [(n, max(r["rank"] for r in t["runs"])) for n, t in zip(ns, mine) if t["trained_most"] is None]
-        if done:
-            ax.scatter(*zip(*done), marker="^", s=70, color=color, zorder=3, label=f"m = {m}: trained (most seeds)")
-        if open_:
-            ax.scatter(
-                *zip(*open_),
-                marker="^",
-                s=70,
-                facecolors="none",
-                edgecolors=color,
-                zorder=3,
-                label=f"m = {m}: not exact up to",
-            )
+        for pts, style, label in (
+            (done, {"color": color}, "trained (most seeds)"),
+            (open_, {"facecolors": "none", "edgecolors": color}, "not exact up to"),
+        ):
+            if pts:
+                ax.scatter(*zip(*pts), marker="^", s=70, zorder=3, label=f"m = {m}: {label}", **style)
         for t in mine:
             xs += band(
                 ax2,
@@ -273,16 +249,13 @@ def _caption_ratio(summary: dict) -> str:
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     s = summary["context"]
     ranks = [{"family": t["family"], **r} for t in s["trained"] for r in t["ranks"]]
-    return {
-        "beyond": titled(
-            TITLE,
-            sentence(summary),
-            page.figures("context_length", "context_wall", "context_ratio"),
-            table(s["wall"], WALL_COLUMNS) if s["wall"] else "",
-            page.figures("context_trained"),
-            table(ranks, ["family", "rank", "seeds", "exact", "best_max_error"]) if ranks else "",
-        )
-    }
+    return EXPERIMENT.block(
+        summary,
+        page.figures("context_length", "context_wall", "context_ratio"),
+        table(s["wall"], WALL_COLUMNS) if s["wall"] else "",
+        page.figures("context_trained"),
+        table(ranks, ["family", "rank", "seeds", "exact", "best_max_error"]) if ranks else "",
+    )
 
 
 EXPERIMENT = Experiment(

@@ -29,6 +29,11 @@ def delta_of(row: dict) -> str:
     return row.get("delta") or HALF
 
 
+def rule(row: dict) -> str:
+    """The least N the pair bound predicts (rows written before the rule was recorded: δ = 1/2's)."""
+    return row.get("length_rule") or "2 + ⌈√(n − 1)⌉"
+
+
 def groups(rows: list[dict]) -> dict[str, list[dict]]:
     """Rows by tolerance, in the order they first appear."""
     out: dict[str, list[dict]] = {}
@@ -50,12 +55,11 @@ def wall_text(p: dict) -> str:
 
 
 def _guess_text(wall: list[dict]) -> str:
-    rule = wall[0].get("length_rule") or "2 + ⌈√(n − 1)⌉"
     off = [p for p in wall if not p["formula_holds"]]
     if not off:
         bound = "1/(N − 2)²" if delta_of(wall[0]) == HALF else "ρ_N(1, δ)²"
-        return f"each time N = {rule}, the least N the pair bound {bound} predicts"
-    return f"N = {rule} is NOT the least such N at " + ", ".join(
+        return f"each time N = {rule(wall[0])}, the least N the pair bound {bound} predicts"
+    return f"N = {rule(wall[0])} is NOT the least such N at " + ", ".join(
         f"m = {p['m']} (predicted {p['predicted_length']}, found {p['length']})" for p in off
     )
 
@@ -245,10 +249,8 @@ def how_close_parts(wall: list[dict]) -> list[str]:
 
 
 def sentence(summary: dict) -> str | None:
-    """Per tolerance its wall, log2 r / m beside the paper's claim, the N-curves and proved =
-    constructed; then how close to 2^m each gets, the pair certificates' ceiling and the exact
-    meaning of "approaches 2^m"; the m skipped and the trained point.  Every number read from
-    the summary."""
+    """Per tolerance its wall, N-curves and proved = constructed; then how close to 2^m each
+    gets and what "approaches 2^m" means; the m skipped and the trained point."""
     s = summary["context"]
     walls, curves = groups(s["wall"]), groups(s["length_curves"])
     parts = []
@@ -281,8 +283,7 @@ def paper_rows(summary: dict) -> list[dict]:
     note = ""
     if flat:
         codes = "; ".join(
-            f"at δ = {d} {code_words(rows[0])}, reached from N = {rows[0].get('length_rule') or '2 + ⌈√(n − 1)⌉'}"
-            for d, rows in walls.items()
+            f"at δ = {d} {code_words(rows[0])}, reached from N = {rule(rows[0])}" for d, rows in walls.items()
         )
         note = f"At fixed m the certificate stops at the code size n ({codes}); longer contexts add nothing. "
     half = walls.get(HALF)
@@ -314,11 +315,7 @@ def _key(kind: str, row: dict) -> str:
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """Per (δ, m) of the wall: from which N the whole code is certified (and the rank one N
-    shorter), whether the predicted N is that N, whether proved = constructed, ``r/2^m``,
-    ``log2 r / m`` and whether it meets the pair certificates' ceiling; per N-curve: from
-    which N all n are certified and whether it stays there; the m skipped; per trained
-    family its sandwich."""
+    """Per (δ, m) of the wall, per N-curve and per trained family what it shows; the m skipped."""
     s = summary["context"]
     out = {}
     for p in s["wall"]:
@@ -328,7 +325,7 @@ def conclusions(summary: dict) -> dict[str, str]:
         out[f"{at}: certified one N shorter"] = (
             f"{p['certified_below']:,} at N = {p['below_length']}" if p["below_length"] is not None else "–"
         )
-        out[f"{at}: N = {p.get('length_rule') or '2 + ⌈√(n − 1)⌉'} is the least such N"] = yes_no(p["formula_holds"])
+        out[f"{at}: N = {rule(p)} is the least such N"] = yes_no(p["formula_holds"])
         out[f"{at}: proved = constructed"] = yes_no(p["proved_equals_constructed"])
         if p.get("ratio_to_positive") is not None:
             out[f"{at}: r/2^m"] = f"{p['ratio_to_positive']:.4g}"

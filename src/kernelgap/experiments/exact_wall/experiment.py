@@ -24,7 +24,7 @@ from ...errors import KernelgapError
 from ...limits import MAX_WALL_M, WALL_RLIMIT
 from ...rationals import parse_delta
 from ...report.figures import legend, plt, save
-from ...report.html import table, titled
+from ...report.html import table
 from ...report.text import of
 from ...validation import JsonInt, JsonNumber, Section, between, invalid, json_at_least
 from ..base import Experiment, Figure
@@ -211,7 +211,7 @@ def closed(e: dict) -> bool:
 
 
 def rows(s: dict) -> list[dict]:
-    """One row per entry, the columns of :data:`COLUMNS`."""
+    """One row per entry, a column per piece of evidence."""
     return [
         {
             "m": e["m"],
@@ -229,22 +229,6 @@ def rows(s: dict) -> list[dict]:
         }
         for e in s["entries"]
     ]
-
-
-COLUMNS = [
-    "m",
-    "δ",
-    "least exact rank",
-    "from N",
-    "lower evidence",
-    "upper evidence",
-    "pair maximum",
-    "pair ceiling",
-    "C(m, ⌊m/2⌋)",
-    "2^m",
-    "seconds",
-    "solver work",
-]
 
 
 def _by_delta(entries: list[dict]) -> dict[str, list[dict]]:
@@ -327,26 +311,21 @@ def draw(summary: dict, out_dir) -> list[str]:
     return save(fig, out_dir, "exact_wall")
 
 
-def caption(summary: dict) -> str:
-    return (
-        "The least rank of one nonnegative head exact at long context on {0,1}^m against m (log2 scale), one panel "
-        "per tolerance: a dot where the lower evidence (pair maximum, a refuted rank) meets a table whose head is "
-        "exact, a bar where the two only bracket it (dotted to 2^m: no table found); the exhaustive pair maximum, "
-        "C(m, ⌊m/2⌋) and the 2^m features of the positive construction beside it."
-    )
+CAPTION = (
+    "The least rank of one nonnegative head exact at long context on {0,1}^m against m (log2 scale), one panel "
+    "per tolerance: a dot where the lower evidence (pair maximum, a refuted rank) meets a table whose head is "
+    "exact, a bar where the two only bracket it (dotted to 2^m: no table found); the exhaustive pair maximum, "
+    "C(m, ⌊m/2⌋) and the 2^m features of the positive construction beside it."
+)
 
 
 def markdown_tables(summary: dict) -> list[tuple[str, list[dict], list[str]]]:
     s = summary.get("exact_wall")
-    return [(TITLE, rows(s), COLUMNS)] if s and s["entries"] else []
+    return [(TITLE, rows(s), list(rows(s)[0]))] if s and s["entries"] else []
 
 
 def section_html(summary: dict, page) -> dict[str, list[str]]:
-    return {
-        "beyond": titled(
-            TITLE, sentence(summary), page.figures("exact_wall"), table(rows(summary["exact_wall"]), COLUMNS)
-        )
-    }
+    return EXPERIMENT.block(summary, page.figures("exact_wall"), table(rows(summary["exact_wall"])))
 
 
 EXPERIMENT = Experiment(
@@ -359,7 +338,7 @@ EXPERIMENT = Experiment(
     conclusions=conclusions,
     html=section_html,
     tables=markdown_tables,
-    figures=(Figure("exact_wall", draw, caption),),
+    figures=(Figure("exact_wall", draw, CAPTION),),
     settings={"m": "2..4", "delta": "2/5,1/2", "rlimit": WALL_RLIMIT},
     setting_types={
         "m": _parsed(_ms, f" must be m values from 2 to {MAX_WALL_M} like '2..5', got {{shown}}"),

@@ -119,24 +119,18 @@ def paper_rows(s: dict) -> list[dict]:
     rows = s.get("length") or []
     if not rows:
         return []
-
-    def exact(n, source):
-        return exact_at(rows, n, source)
-
     parts = []
     for source in ("constructed", "trained"):
-        cells = [
-            f"N={n}: {'exact' if exact(n, source) else 'not exact'}" for n in (1, 2, 3) if exact(n, source) is not None
-        ]
+        at = {n: exact_at(rows, n, source) for n in (1, 2, 3)}
+        cells = [f"N={n}: {'exact' if e else 'not exact'}" for n, e in at.items() if e is not None]
         if cells:
             parts.append(f"{source}: " + ", ".join(cells))
-    agree = agrees(rows)
     return [
         {
             "quantity": "Length: rank 1 exact for N ≤ 2, not N = 3",
             "paper": "N ≤ 2 exact, N = 3 not",
             "ours": "; ".join(parts),
-            "note": "Agrees." if agree else "Differs: see the length figure.",
+            "note": "Agrees." if agrees(rows) else "Differs: see the length figure.",
         }
     ]
 

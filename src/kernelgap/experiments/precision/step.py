@@ -31,7 +31,6 @@ from ..steps import sweep_runs
 
 
 def sketches(profile, out: Path, sweep_options: dict) -> dict:
-    """Score the sweep's trained models through b-bit sketches."""
     cfg = profile.settings["precision"]
     runs = sweep_runs(profile, "precision")
     return quantized_runs(out, runs, [int(b) for b in cfg["bits"]], list(cfg["quantizers"]))
@@ -59,7 +58,7 @@ def collapse_bits(rows: list[dict]) -> int | None:
 def quantized_runs(folder: Path, runs: list[RunConfig], bits: list[int], quantizers: list[str]) -> dict:
     """Load the trained model of every run (its record in ``folder/runs`` names its stack's
     checkpoint; each checkpoint is read once) and score it through quantized sketches."""
-    records = read_records(folder)
+    records = {r["id"]: r for r in read_run_records(folder)}
     stacks: dict[str, list[tuple[int, dict]]] = defaultdict(list)
     digests: dict = {}
     for run in runs:
@@ -82,7 +81,6 @@ def quantized_runs(folder: Path, runs: list[RunConfig], bits: list[int], quantiz
 
 
 def _score_stack(path: Path, members: list[tuple[int, dict]], bits, quantizers) -> tuple[list[dict], Family]:
-    """Score the chosen members of one checkpointed stack through every quantized sketch."""
     stack, model, family, _ = load_checkpoint(path)
     scored = Scored.of(family, model.dtype)
     with torch.no_grad():
@@ -109,19 +107,10 @@ def _score_stack(path: Path, members: list[tuple[int, dict]], bits, quantizers) 
             "exact_seq_acc": ref.exact_seq_acc,
             "record_max_error": rec["train"]["max_error"],
             "matches_record": _matches(rec, float(own[e])),
-            "quantized": [],
+            "quantized": [
+                _quantized(mode, b, error_metrics(pred[e], scored.target)) for (mode, b), pred in grid.items()
+            ],
         }
-        for (mode, b), pred in grid.items():
-            met = error_metrics(pred[e], scored.target)
-            row["quantized"].append(
-                {
-                    "quantizer": mode,
-                    "bits": b,
-                    "max_error": _finite(met.max_error),
-                    "exact": met.exact,
-                    "exact_seq_acc": met.exact_seq_acc,
-                }
-            )
         row["collapse_bits"] = {
             mode: collapse_bits([q for q in row["quantized"] if q["quantizer"] == mode]) for mode in quantizers
         }
@@ -135,10 +124,12 @@ def _matches(record: dict, max_error: float) -> bool:
     return abs(record["train"]["max_error"] - max_error) <= 1e-6 * max(1.0, abs(max_error))
 
 
-def _finite(x: float) -> float | None:
-    return x if np.isfinite(x) else None
-
-
-def read_records(sweep_dir: Path) -> dict[str, dict]:
-    """The sweep's run records by id."""
-    return {r["id"]: r for r in read_run_records(sweep_dir)}
+def _quantized(mode: str, bits: int, met) -> dict:
+    max_error = met.max_error if np.isfinite(met.max_error) else None
+    return {
+        "quantizer": mode,
+        "bits": bits,
+        "max_error": max_error,
+        "exact": met.exact,
+        "exact_seq_acc": met.exact_seq_acc,
+    }

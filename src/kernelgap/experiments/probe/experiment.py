@@ -3,11 +3,11 @@
 Each module trains on the probe's suites beside the built-in ``elu1`` at the same ranks
 and seeds (``probe/<name>/``; the baseline runs of equal suites are shared,
 ``probe/baseline/``).  The same section, figure and HTML make the report of a probe
-folder (``kernelgap probe … --out DIR``; :mod:`.page`).
+folder (``kernelgap probe … --out DIR``).
 
 The experiment's torch-free parts, one job each: :mod:`.record` (``probe.json``, checked),
 :mod:`.section` (the summary's ``probes``), :mod:`.text` (sentences and conclusions),
-:mod:`.figure`, :mod:`.blocks` (its HTML) and :mod:`.page`; the verdict rules are the
+:mod:`.page` (its figure and HTML); the verdict rules are the
 probe's own (:mod:`kernelgap.probe.verdicts`), and so are the ``[[probes]]`` entries
 (:class:`kernelgap.probe.config.ProbeEntry`, named: a profile loads them).  :mod:`.step`
 runs the probes (torch; the pipeline loads it).
@@ -16,8 +16,7 @@ runs the probes (torch; the pipeline loads it).
 from __future__ import annotations
 
 from ..base import Experiment
-from .blocks import probes_html
-from .figure import PROBE_FIGURE
+from .page import PROBE_FIGURE, probes_html
 from .section import SECTION, section
 from .text import conclusions, sentence
 

@@ -15,20 +15,8 @@ from ...validation import Record
 from .record import SKIPPED, read_probe_meta
 
 #: The fields of ``probe.json`` a probe's section repeats, in this order.
-FACTS = (
-    "target",
-    "class",
-    "kwargs",
-    "interface",
-    "args",
-    "output",
-    "d_model",
-    "profile",
-    "source_hash",
-    "reading",
-    "parameters",
-    "baseline",
-    "twin",
+FACTS = tuple(
+    "target class kwargs interface args output d_model profile source_hash reading parameters baseline twin".split()
 )
 
 
@@ -91,7 +79,7 @@ def _suite(folder: Path, baseline: Path, meta: dict, suite: dict) -> dict:
         "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
         "axis": "features" if runs and all(r["features"] is not None for r in runs) else "rank argument",
         "query_blind": qb,
-        "verdicts": _verdicts(runs, counts, certified, qb, recipes, base, twin),
+        "verdicts": _verdicts(runs, counts, suite, recipes, base, twin),
         "recipes": [r for r, _ in recipes],
         "twin": twin,
         "runs": runs,
@@ -117,16 +105,11 @@ def _twin(baseline: Path, meta: dict, suite: dict, ok) -> dict | None:
 
 
 def _verdicts(
-    runs: list[dict],
-    counts: dict,
-    certified: int | None,
-    qb: dict | None,
-    recipes: list,
-    base: list[dict],
-    twin: dict | None,
+    runs: list[dict], counts: dict, suite: dict, recipes: list, base: list[dict], twin: dict | None
 ) -> list[dict]:
     """The module's verdict per rank, each with the built-in baseline's at the same rank and
     the twin's at the same feature count."""
+    certified, qb = suite.get("certified_rank"), suite.get("query_blind")
     verdicts = rank_verdicts(runs, counts, certified, qb, recipes)
     base_verdicts = rank_verdicts(base, {r["rank"]: r["features"] for r in base}, certified, qb)
     for v in verdicts:

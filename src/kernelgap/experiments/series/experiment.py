@@ -25,10 +25,6 @@ from ..base import Experiment, Figure
 HADAMARD = "hadamard"
 
 
-def _kind(fam: dict) -> str:
-    return fam.get("kind") or HADAMARD
-
-
 #: How a run distilled from a trained table is named beside its map's runs trained from a
 #: random start (``train.distill``; docs/experiments.md, "Distilled from the table").
 DISTILLED = " (distilled)"
@@ -124,7 +120,7 @@ def _family(fam: dict, runs: list[dict], scored: dict) -> SeriesRow:
     whole = [{**r, "exact": r["exact"] and scored.get(r["id"]) == fam["sequences"]} for r in runs]
     return SeriesRow(
         family=fam["family"],
-        kind=_kind(fam),
+        kind=fam.get("kind") or HADAMARD,
         n=fam["n"],
         m=fam["m"],
         sequences=fam["sequences"],
@@ -196,6 +192,16 @@ def trained_at_certificate(families: list[dict], fm: str) -> int:
     return sum(1 for f in families if f["trained"][fm]["exact_from"] == f["certified_rank"])
 
 
+def _hadamard(series: list[dict]) -> list[dict]:
+    return [f for f in series if f.get("kind", HADAMARD) == HADAMARD]
+
+
+def _per_map(witness: list[dict]):
+    """``(map, the Hadamard families it trained on)`` for each map."""
+    for fm in sorted({fm for f in witness for fm in f["trained"]}):
+        yield fm, [f for f in witness if fm in f["trained"]]
+
+
 def _at_certificate(fam: dict, fm: str) -> tuple[int, int]:
     """``(exact seeds, seeds)`` of map ``fm`` at the family's certified rank."""
     at = [r for r in fam["trained"][fm].get("runs") or [] if r["rank"] == fam["certified_rank"]]
@@ -206,7 +212,7 @@ def sentence(summary: dict) -> str:
     """Whether certified = constructed = trained holds on the Hadamard series, family by
     family; then the sandwich of the minimal rank on every family."""
     series = summary["series"]
-    witness = [f for f in series if f.get("kind", HADAMARD) == HADAMARD]
+    witness = _hadamard(series)
     parts = []
     if witness:
         k = len(witness)
@@ -214,8 +220,7 @@ def sentence(summary: dict) -> str:
             f"On {built_at_certificate(witness)} of {k} Hadamard witness families the one-hot construction is "
             "exact at exactly the certified rank (checked on every sequence)"
         )
-        for fm in sorted({fm for f in witness for fm in f["trained"]}):
-            hits = [f for f in witness if fm in f["trained"]]
+        for fm, hits in _per_map(witness):
             at = trained_at_certificate(hits, fm)
             above = [
                 f"n = {f['n']}: "
@@ -251,19 +256,16 @@ def sentence(summary: dict) -> str:
 
 
 def conclusions(summary: dict) -> dict[str, str]:
-    """On the Hadamard series, on how many families construction and training meet the
-    certificate; on how many families the minimal rank is determined; per family the
-    sandwich (:func:`sandwich_rows`), where each map becomes exact, its seeds exact at the
-    certificate, and runs exact below the certificate."""
+    """Construction and training against the certificate on the Hadamard series; per family its
+    sandwich (:func:`sandwich_rows`), each map's exact ranks and runs exact below the certificate."""
     series = summary["series"]
-    witness = [f for f in series if f.get("kind", HADAMARD) == HADAMARD]
+    witness = _hadamard(series)
     out = {}
     if witness:
         out["Hadamard families: construction exact at the certified rank"] = of(
             built_at_certificate(witness), len(witness)
         )
-        for fm in sorted({fm for f in witness for fm in f["trained"]}):
-            hits = [f for f in witness if fm in f["trained"]]
+        for fm, hits in _per_map(witness):
             out[f"Hadamard families: {fm} exact (most seeds) at the certified rank"] = of(
                 trained_at_certificate(hits, fm), len(hits)
             )
@@ -284,10 +286,14 @@ def conclusions(summary: dict) -> dict[str, str]:
     return out
 
 
+def _shifted(points: list[tuple[int, int]], offset: float) -> tuple[list[float], list[int]]:
+    return [n + offset for n, _ in points], [r for _, r in points]
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     """Smallest exact rank against n on the Hadamard series: certified, constructed, trained
     per map, the trace bound."""
-    series = [f for f in summary["series"] if f.get("kind", HADAMARD) == HADAMARD]
+    series = _hadamard(summary["series"])
     if not series:
         return []
     ns = [f["n"] for f in series]
@@ -312,20 +318,14 @@ def draw(summary: dict, out_dir) -> list[str]:
         ]
         offset = 0.25 * (k - 0.5)
         marker = "D" if fm != map_of(fm) else "o"  # a distilled run: the map's colour, another mark
-        ax.scatter(
-            [n + offset for n, _ in hit],
-            [r for _, r in hit],
-            marker=marker,
-            color=map_color(summary, map_of(fm)),
-            label=f"trained {fm} (most seeds exact)",
-        )
+        color = map_color(summary, map_of(fm))
+        ax.scatter(*_shifted(hit, offset), marker=marker, color=color, label=f"trained {fm} (most seeds exact)")
         if miss:
             ax.scatter(
-                [n + offset for n, _ in miss],
-                [r for _, r in miss],
+                *_shifted(miss, offset),
                 marker=marker,
                 facecolors="none",
-                edgecolors=map_color(summary, map_of(fm)),
+                edgecolors=color,
                 label=f"{fm}: not exact up to",
             )
     ax.set(
