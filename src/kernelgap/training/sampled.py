@@ -1,13 +1,6 @@
-"""Training on a product family a model the two-candidate form does not cover (docs/theory.md,
-"Training on product families"): several heads (a sum of ratios is not linear-fractional),
-position-dependent maps, a causal mask, signed kernels, modules.
-
-A product family small enough is expanded and trained on every sequence
-(:func:`~kernelgap.training.product.training_family`); a larger one trains on its
-two-candidate sequences plus :data:`SAMPLED_TUPLES` random tuples (a fixed seed), and the
-record adds the exact worst case over the whole family from
-:func:`~kernelgap.models.worst_case.family_worst_case` where it applies (one head, a
-nonnegative kernel).
+"""Training on a large product family a model the two-candidate form does not cover: its
+two-candidate sequences plus :data:`SAMPLED_TUPLES` random tuples, the record adding the exact
+worst case over the whole family where it applies (one head, a nonnegative kernel).
 """
 
 from __future__ import annotations
@@ -21,16 +14,12 @@ from ..errors import FamilyError, KernelgapError
 from ..task.family import MAX_EXPANDED, Family, ProductFamily
 from .stack import Scored, metrics_of
 
-#: Random tuples added to the two-candidate sequences for models the reduction does not cover.
 SAMPLED_TUPLES = 1 << 16
-#: Seed of those tuples.
 SAMPLE_SEED = 0
 
 
 def sampled_family(family: ProductFamily, tuples: int = SAMPLED_TUPLES, seed: int = SAMPLE_SEED) -> Family:
-    """The two-candidate sequences of ``family`` (c in the first candidate slot, c′ in the
-    others) and ``tuples`` uniformly random sequences of it (``seed``), as a sequence family
-    (refused above :data:`~kernelgap.task.family.MAX_EXPANDED` sequences)."""
+    """The two-candidate sequences of ``family`` and ``tuples`` random ones, as a sequence family."""
     q, c, n = len(family.queries), len(family.candidates), family.length
     pairs = q * c * c  # (x; c, c′, …, c′) for every query x and candidates c, c′
     if pairs + tuples > MAX_EXPANDED:
@@ -58,8 +47,7 @@ def sampled_evaluated(tuples: int = SAMPLED_TUPLES) -> str:
 
 
 def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
-    """Per member, the exact worst case over the whole family
-    (:func:`~kernelgap.models.worst_case.family_worst_case`), or None where it does not apply."""
+    """Per member, the exact worst case over the whole family, or None where it does not apply."""
     from ..models.worst_case import family_worst_case
 
     try:
@@ -71,9 +59,7 @@ def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
 
 @dataclass
 class SampledScored(Scored):
-    """:func:`sampled_family`'s sequences, scored as a sequence family; each record adds the
-    exact worst case over the whole product (``whole_family``, :func:`whole_family_check`;
-    None where it does not apply)."""
+    """:func:`sampled_family`'s sequences; each record adds ``whole_family``."""
 
     product: ProductFamily | None = None
     tuples: int = SAMPLED_TUPLES
@@ -86,7 +72,7 @@ class SampledScored(Scored):
         return out
 
     def check(self, model) -> list:
-        """:func:`whole_family_check` of the model's present parameters (computed once per update)."""
+        """:func:`whole_family_check` of the present parameters (once per update)."""
         versions = tuple(p._version for p in model.parameters())
         if self.checked is None or self.checked[0] != versions:
             found = whole_family_check(model, self.product)
