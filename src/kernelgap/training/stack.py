@@ -91,11 +91,8 @@ def mse_loss(err: torch.Tensor) -> torch.Tensor:
 
 
 def power_mean_loss(err: torch.Tensor, power: float) -> torch.Tensor:
-    """``(mean |e|^p)^(1/p)`` per member, computed as ``M·(mean (|e|/M)^p)^(1/p)``.
-
-    ``M = max |e|`` (detached) keeps ``|e|^p`` from overflowing; the value is
-    unchanged and tends to ``max |e|`` as ``p → ∞``.
-    """
+    """``(mean |e|^p)^(1/p)`` per member, as ``M·(mean (|e|/M)^p)^(1/p)`` with ``M = max |e|``
+    (detached) so ``|e|^p`` cannot overflow; it tends to ``max |e|`` as ``p → ∞``."""
     a = err.abs()
     scale = a.detach().amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
     return scale.reshape(-1) * integer_power(a / scale, power).mean(dim=(1, 2)).pow(1.0 / power)
@@ -296,9 +293,7 @@ class StackTrainer:
         """The errors training step ``step`` is scored on (the whole training family)."""
         return self.train.errors(self.model)
 
-    def final_errors(self, step: int) -> torch.Tensor:
-        """The errors after the last step (the whole training family)."""
-        return self.train.errors(self.model)
+    final_errors = step_errors  # the errors after the last step
 
     def stop_marks(self, err: torch.Tensor, losses: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """On the device, ``[E]`` masks of the active members that diverged (a non-finite loss
