@@ -42,6 +42,11 @@ from .scorers import KernelScorer
 QUANTIZERS = ("uniform", "float")
 
 
+def uniform_step(u: torch.Tensor, bits: int, dims: tuple[int, ...]) -> torch.Tensor:
+    """The step ``Δ = max|u| / (2^{b−1} − 1)`` over ``dims`` (kept as size-1 axes)."""
+    return u.abs().amax(dim=dims, keepdim=True) / (2 ** (bits - 1) - 1)
+
+
 def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tuple[int, ...] = ()) -> torch.Tensor:
     """Round ``u`` to ``bits`` bits per number (module docstring); ``dims``: the axes one
     uniform scale is shared over (``()``: the whole tensor)."""
@@ -52,7 +57,7 @@ def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tup
     if mode == "uniform":
         if bits < 2:
             raise KernelgapError(f"the uniform quantizer needs bits ≥ 2 (one is the sign), got {bits}")
-        step = u.abs().amax(dim=dims or tuple(range(u.dim())), keepdim=True) / (2 ** (bits - 1) - 1)
+        step = uniform_step(u, bits, dims or tuple(range(u.dim())))
         safe = torch.where(step > 0, step, torch.ones_like(step))
         return torch.where(step > 0, torch.round(u / safe) * safe, torch.zeros_like(u))
     if bits < 1:
