@@ -17,13 +17,14 @@ from kernelgap.task import build_family
 from kernelgap.task.family import MAX_EXPANDED, Family, ProductFamily, as_sequences
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_stack, two_candidate
 from kernelgap.training.product import (
+    SAMPLED_TUPLES,
     WHOLE_FAMILY,
     BatchedProductTrainer,
     ProductScored,
     product_trainer,
     reducible_spec,
+    sampled_family,
 )
-from kernelgap.training.sampled import SAMPLED_TUPLES, sampled_family
 from kernelgap.training.trainer import Scored, StackTrainer, build_stack, train_task
 from kernelgap.training.two_candidate import training_family
 from numerics import assert_same_sums

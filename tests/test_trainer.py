@@ -18,7 +18,7 @@ from kernelgap.training import (
     train_records,
     train_stack,
 )
-from kernelgap.training.trainer import cosine_lr, integer_power, power_mean_loss
+from kernelgap.training.stack import cosine_lr, integer_power, power_mean_loss
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +178,7 @@ def test_train_stack_without_a_learning_rate_says_how_to_get_one(family):
 LEAVES_THE_PROCESS = """
 import random, numpy as np, torch
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
-from kernelgap.training.trainer import flush_denormal_enabled
+from kernelgap.training.stack import flush_denormal_enabled
 torch.set_num_threads(2)
 torch.set_flush_denormal(False)
 random.seed(123); np.random.seed(123); torch.manual_seed(123)

@@ -4,26 +4,13 @@
     y_i  = Σ_j α_ij v(x_j) / Σ_j α_ij
     p_i  = Σ_h <a_h(x_i), y_{h,i}> + b(x_i)
 
-A family has few distinct tokens, so everything is computed on them first:
-
-* a **score table** per head and key position: ``L[x, z] = log α(x, z)``
-  (log-space maps and softmax) or ``K[x, z] = α(x, z)`` (the others);
-* a **value table** ``U[x, z] = <a_h(x), v_h(z)>`` (the readout collapses
-  values to a scalar per query/key pair) and a bias ``b[x]``.
-
-A prediction then needs only scalar look-ups into these ``T × T`` tables:
-``p = Σ_h Σ_j w_hj U_h[q, k_j] + b[q]`` with ``w`` the normalized weights.
-All parameters are stacked (``E`` members) so K models train as one program.
-
-Most families use a small part of the ``T × T`` tables: only the scored query
-tokens as rows, and, besides each query's own entry, only the tokens that
-appear with them as columns.  :func:`plan_pairs` finds that block once per
-family, and :meth:`AttentionModel.predict` with the plan computes the tables on
-the block (``R × C`` plus an ``R``-long diagonal of self pairs) by the same
-matrix products; the dense tables stay as the reference path.
-
-The score tables come from a scorer (:mod:`.scorers`), the pair block from :mod:`.pairs`;
-what a model is, and how a stack is made of it, are :mod:`.specs` and :mod:`.build`.
+A family has few distinct tokens, so everything is computed on them first: a score table
+per head and key position (``log α(x, z)`` for log-space maps and softmax, else ``α(x, z)``),
+a value table ``U[x, z] = <a_h(x), v_h(z)>`` and a bias ``b[x]``.  A prediction is then
+scalar look-ups, ``p = Σ_h Σ_j w_hj U_h[q, k_j] + b[q]`` with ``w`` the normalized weights.
+Parameters are stacked (``E`` members), so E models train as one program.  With a pair
+plan (:mod:`.pairs`) only the block of pairs a family uses is computed; the dense tables
+stay as the reference path.
 """
 
 from __future__ import annotations
@@ -42,17 +29,12 @@ from .stacked import StackedLinear, StackedMLP
 DENOMINATOR_GUARD = 1e-6
 #: Axis of the key positions in gathered scores ``[E, H, N, S, Q]``.
 KEY_AXIS = 2
-#: Value/readout shapes: affine maps of the token, or two-layer MLPs.
-READOUTS = ("linear", "mlp")
 
 
 @dataclass
 class Tables:
-    """Per-token tables of a stacked model.
-
-    ``scores [E, H, P, T, T]`` are log-weights when ``log_space`` else weights;
-    ``values [E, H, P, T, T]`` are ``<a_h(x), v_h^(p)(z)>``; ``bias [E, T]``.
-    """
+    """Per-token tables: ``scores [E, H, P, T, T]`` (log-weights when ``log_space``), ``values
+    [E, H, P, T, T]`` = ``<a_h(x), v_h^(p)(z)>``, ``bias [E, T]``."""
 
     scores: torch.Tensor
     values: torch.Tensor
@@ -61,11 +43,8 @@ class Tables:
 
 
 class Readout(nn.Module):
-    """Values ``v_h^(p)(z) ∈ R^{d_v}``, readout vectors ``a_h(x)`` and bias ``b(x)``.
-
-    ``kind='linear'``: affine maps of the token (the shape of the exact
-    constructions); ``kind='mlp'``: two-layer MLPs.
-    """
+    """Values ``v_h^(p)(z) ∈ R^{d_v}``, readout vectors ``a_h(x)`` and bias ``b(x)``: affine
+    maps of the token (``linear``, the shape of the exact constructions) or two-layer MLPs."""
 
     def __init__(
         self,
@@ -124,13 +103,9 @@ def guard_denominator(denom: torch.Tensor) -> torch.Tensor:
 
 
 def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
-    """``table [E, H, …]`` read at flat ids into its trailing axes, ``flat [...]`` → ``[E, H, ...]``.
-
-    ``index_select`` along axis 1 of the ``[E·H, L]`` view (backward:
-    ``index_add``) is several times faster on CPU than advanced indexing
-    (backward: a sorting ``index_put``), and faster still than along the last axis
-    of a 3-d view.
-    """
+    """``table [E, H, …]`` read at flat ids into its trailing axes, ``flat [...]`` → ``[E, H, ...]``
+    (``index_select`` on the ``[E·H, L]`` view: several times faster on CPU than advanced
+    indexing, and than along the last axis of a 3-d view)."""
     e, h = table.shape[:2]
     picked = table.reshape(e * h, -1).index_select(1, flat.reshape(-1))
     return picked.reshape(e, h, *flat.shape)
@@ -139,11 +114,10 @@ def gather_pairs(table: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
 class AttentionModel(nn.Module):
     """A stack of ``E`` single-layer attention models (kernel or dense softmax).
 
-    ``predict(tokens, index)`` scores sequences given as rows ``index`` of the distinct
-    token vectors ``tokens``; ``forward`` takes dense tokens ``[B, N, m]``.  A table map
-    indexes its parameters by the tokens' ids in the model's :attr:`vocabulary`: pass
-    them as ``ids`` (:meth:`token_ids` finds them once), or they are found on each call.  With ``causal=True`` position ``i``
-    attends to positions ``1..i`` only (the causal final query scores ``N``).
+    ``predict(tokens, index)`` scores sequences given as rows ``index`` of the distinct token
+    vectors ``tokens``; a table map indexes its parameters by the tokens' ids in
+    :attr:`vocabulary` (``ids``, else found on each call).  With ``causal`` position ``i``
+    attends to positions ``1..i`` only.
     """
 
     def __init__(
@@ -169,8 +143,7 @@ class AttentionModel(nn.Module):
         return getattr(self.scorer, "vocabulary", None)
 
     def token_ids(self, tokens: torch.Tensor) -> torch.Tensor | None:
-        """Rows of ``tokens [T, m]`` in :attr:`vocabulary` (None where the scorer reads the
-        vectors); a token outside it is a one-line :class:`KernelgapError`."""
+        """Rows of ``tokens [T, m]`` in :attr:`vocabulary` (None where the scorer reads the vectors)."""
         return self.scorer.token_ids(tokens)
 
     def tables(self, tokens: torch.Tensor, ids: torch.Tensor | None = None) -> Tables:
@@ -188,8 +161,7 @@ class AttentionModel(nn.Module):
         ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Predictions ``[E, S, len(positions)]`` for sequences ``index [S, N]``; with a
-        ``plan`` (:meth:`plan`) only the block of pairs the sequences use is computed;
-        ``ids``: the tokens' vocabulary ids (:meth:`token_ids`)."""
+        ``plan`` only the block of pairs the sequences use is computed."""
         if plan is not None:
             return self._predict_planned(plan)
         tables = tables or self.tables(tokens, ids)
@@ -208,8 +180,7 @@ class AttentionModel(nn.Module):
         positions: list[int] | None = None,
         ids: torch.Tensor | None = None,
     ) -> PairPlan:
-        """The pair block of sequences ``index [S, N]`` for this model (see :func:`plan_pairs`),
-        bound to the tokens and their ids (``ids``, or found here)."""
+        """The pair block of sequences ``index [S, N]`` for this model, bound to the tokens."""
         n = index.shape[1]
         p_count = n if self.position_dependent else 1
         return plan_pairs(index, list(range(n)) if positions is None else positions, p_count, self.causal).bind(
@@ -220,7 +191,7 @@ class AttentionModel(nn.Module):
         block, diag = self.scorer.block_scores(plan)
         v_block, v_diag, bias = self.readout.block_tables(plan)
         e, h = block.shape[:2]
-        # joined as [E·H, L] (a 2-d cat is several times faster on CPU than along a 3-d view's last axis)
+        # joined as [E·H, L] (a 2-d cat: several times faster on CPU than on a 3-d view)
         scores = torch.cat([block.reshape(e * h, -1), diag.reshape(e * h, -1)], dim=1).reshape(e, h, -1)
         values = torch.cat([v_block.reshape(e * h, -1), v_diag.reshape(e * h, -1)], dim=1).reshape(e, h, -1)
         picked = [gather_pairs(t, plan.flat) for t in (scores, values)]
@@ -239,16 +210,11 @@ class AttentionModel(nn.Module):
         p_count = tables.scores.shape[2]
         if self.position_dependent and p_count != n:
             raise KernelgapError(f"model has {p_count} key positions, sequences have length {n}")
-        key_pos = (
-            torch.arange(n, device=index.device)
-            if p_count > 1
-            else torch.zeros(n, dtype=torch.long, device=index.device)
-        )
+        key_pos = torch.arange(n, device=index.device) * int(p_count > 1)
         qpos = torch.tensor(positions, device=index.device)
         q_ids = index[:, qpos]  # [S, Q]
-        # Key axis first ([N, S, Q]): the normalisation then reduces over a strided
-        # axis of length N, which is several times faster on CPU than a
-        # softmax over a contiguous innermost axis of length 3.
+        # Key axis first: reducing a strided axis of length N is several times faster on CPU
+        # than a softmax over a contiguous innermost axis of length 3.
         flat = (key_pos[:, None, None] * t + q_ids[None, :, :]) * t + index.T[:, :, None]  # [N, S, Q]
         allowed = None
         if self.causal:
@@ -263,13 +229,9 @@ class AttentionModel(nn.Module):
         positions: list[int] | None = None,
         ids: torch.Tensor | None = None,
     ) -> dict[str, torch.Tensor]:
-        """How a kernel's signs are used on sequences ``index``, per member ``[E]`` (docs/theory.md, "The models").
-
-        Over every scored query of every head: the share of weights
-        ``α(x_i, x_j) < 0``, of denominators ``Σ_j α(x_i, x_j) < 0``, of
-        denominators the guard replaced (``|Σ_j α| <`` :data:`DENOMINATOR_GUARD`),
-        and the smallest ``|Σ_j α|``.  Nonnegative kernels give ``0, 0, ·, > 0``.
-        """
+        """How a kernel's signs are used on sequences ``index``, per member ``[E]``: the share of
+        weights ``α < 0``, of denominators ``Σ_j α < 0``, of denominators guarded, and the
+        smallest ``|Σ_j α|``."""
         tables = self.tables(tokens, ids)
         flat, _, allowed = self._pairs(tables, index, positions)
         alpha = gather_pairs(tables.scores, flat)  # [E, H, N, S, Q]

@@ -11,13 +11,9 @@ Weights are *set*, not trained; the same ``predict`` code path evaluates them.
    ``φ_Q(x)_z = exp(−β<x, z>)``: the weights of (2) from a nonnegative kernel of
    rank ``2^m``.
 
-Beside them, two restrictions of (3) to a family, at any length N
-(docs/theory.md, "A construction of rank n at any length"):
-:func:`one_hot_candidates` has one feature per distinct candidate token, so the
-witness families are solved with as many features as they have good candidates,
-and :func:`query_one_hot` one feature per distinct query token, the rank n the
-certificate reaches when its Radon clique is every query.  Both are checked
-without torch by :mod:`kernelgap.theory.construction`.
+Beside them, two restrictions of (3) to a family, at any length N: one feature per distinct
+candidate token (:func:`one_hot_candidates`) or per distinct query token
+(:func:`query_one_hot`, the rank n the certificate reaches when its Radon clique is every query).
 """
 
 from __future__ import annotations
@@ -97,19 +93,11 @@ def positive_2m(m: int, length: int = 3, dtype: torch.dtype = torch.float64) -> 
     """Nonnegative rank-``2^m`` kernel reproducing the softmax construction's weights."""
     if m > 12:
         raise KernelgapError(f"the positive rank-2^m construction is built for m ≤ 12, got m = {m}")
-    beta = softmax_beta(length)
     vocab = all_tokens(m)
-    spec = KernelSpec(feature_map="table", rank=1 << m, d_value=m, readout="linear")
-    model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=dtype)
     bits = torch.from_numpy(vocab).to(dtype)
-    scorer = model.scorer
-    with torch.no_grad():
-        scorer.q_table.theta.copy_((-beta * bits @ bits.T)[None])  # log φ_Q(x)_z = −β<x, z>
-        one_hot_log = torch.full((1 << m, 1 << m), LOG_ZERO, dtype=dtype)
-        one_hot_log.fill_diagonal_(0.0)  # log φ_K(z) = log e_z
-        scorer.k_table.theta.copy_(one_hot_log[None])
-    _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
-    return model
+    q_log = -softmax_beta(length) * bits @ bits.T  # log φ_Q(x)_z = −β<x, z>
+    k_log = _one_hot_log(1 << m, torch.arange(1 << m), dtype)  # log φ_K(z) = log e_z
+    return table_model(vocab, length, q_log, k_log, dtype, check=False)
 
 
 def build_construction(name: str, m: int, length: int, dtype: torch.dtype = torch.float64) -> AttentionModel:
@@ -118,13 +106,21 @@ def build_construction(name: str, m: int, length: int, dtype: torch.dtype = torc
     return CONSTRUCTIONS[name](m, length, dtype)
 
 
-def _table_model(family: AnyFamily, rank: int, q_log: torch.Tensor, k_log: torch.Tensor, dtype) -> AttentionModel:
-    """A one-member ``table`` kernel of ``rank`` with the given log-features over the family's
-    tokens, ``v(z) = z`` and ``p = <x, y>``; refused in one line when it would not fit."""
-    t, m = len(family.tokens), family.m
-    spec = KernelSpec(feature_map="table", rank=rank, d_value=m, readout="linear")
-    check_model(spec, "construction", m=m, tokens=t)
-    model = build_model(spec, m, family.length, seeds=[0], vocabulary=family.tokens, dtype=dtype)
+def _one_hot_log(rows: int, hot: torch.Tensor, dtype) -> torch.Tensor:
+    """``[rows, len(hot)]`` log-features ``log e_i`` at the rows ``hot`` (:data:`LOG_ZERO` elsewhere)."""
+    out = torch.full((rows, len(hot)), LOG_ZERO, dtype=dtype)
+    out[hot, torch.arange(len(hot))] = 0.0
+    return out
+
+
+def table_model(vocab, length: int, q_log: torch.Tensor, k_log: torch.Tensor, dtype, check: bool = True):
+    """A one-member ``table`` kernel with the log-features ``[T, r]`` over the tokens ``vocab``,
+    ``v(z) = z`` and ``p = <x, y>``; ``check``: refused in one line when it would not fit."""
+    m = vocab.shape[1]
+    spec = KernelSpec(feature_map="table", rank=k_log.shape[1], d_value=m, readout="linear")
+    if check:
+        check_model(spec, "construction", m=m, tokens=len(vocab))
+    model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=dtype)
     with torch.no_grad():
         model.scorer.q_table.theta.copy_(q_log[None])
         model.scorer.k_table.theta.copy_(k_log[None])
@@ -133,44 +129,26 @@ def _table_model(family: AnyFamily, rank: int, q_log: torch.Tensor, k_log: torch
 
 
 def one_hot_candidates(family: AnyFamily, dtype: torch.dtype = torch.float64) -> AttentionModel:
-    """A nonnegative kernel of rank = distinct candidates, exact on every sequence of ``family``.
-
-    ``φ_K(z) = e_z`` on the candidate tokens (0 on query-only tokens, which then get no
-    weight), ``φ_Q(x)_c = exp(−β<x, c>)``, ``v(z) = z`` and ``p = <x, y>``, with
-    ``β = ln(2(N − 2)) + 1`` (:func:`softmax_beta` of N − 1; ``ln 2 + 1`` at N = 3).  Since
-    ``<x, c> ≤ |x|`` the target is the least candidate overlap; at most N − 1 weighted terms
-    (the candidates and the query itself when it is a candidate) sit a gap ``g ≥ 1`` above
-    it, each adding at most ``g·e^{−βg} ≤ e^{−β}`` to the error (relative to the minimum's
-    weight), so the error is at most ``(N − 1)e^{−β} ≤ 1/e < 1/2`` (docs/theory.md,
-    "A construction of rank n at any length").
-    """
+    """A nonnegative kernel of rank = distinct candidates, exact on every sequence of ``family``:
+    ``φ_K(z) = e_z`` on the candidates (0 on query-only tokens), ``φ_Q(x)_c = exp(−β<x, c>)``,
+    ``v(z) = z``, ``p = <x, y>``, ``β = ln(2(N − 2)) + 1``; the error is at most
+    ``(N − 1)e^{−β} ≤ 1/e < 1/2`` (docs/theory.md, "A construction of rank n at any length")."""
     candidates = candidate_tokens(family)
     if not len(candidates):
         raise KernelgapError("the candidate one-hot construction needs a family with candidates")
-    r, t = len(candidates), len(family.tokens)
-    bits = torch.from_numpy(family.tokens).to(dtype)
+    bits, cols = torch.from_numpy(family.tokens).to(dtype), torch.from_numpy(candidates)
     beta = one_hot_beta("candidate_one_hot", family.length)
-    cols = torch.from_numpy(candidates)
-    one_hot_log = torch.full((t, r), LOG_ZERO, dtype=dtype)
-    one_hot_log[cols, torch.arange(r)] = 0.0
-    return _table_model(family, r, -beta * bits @ bits[cols].T, one_hot_log, dtype)
+    one_hot_log = _one_hot_log(len(family.tokens), cols, dtype)
+    return table_model(family.tokens, family.length, -beta * bits @ bits[cols].T, one_hot_log, dtype)
 
 
 def query_one_hot(family: AnyFamily, dtype: torch.dtype = torch.float64) -> AttentionModel:
-    """A nonnegative kernel of rank n = distinct query tokens, exact on every input of length N.
-
-    With the queries ``x_1..x_n``: ``φ_Q(x_i) = e_i``, ``φ_K(z)_i = exp(−β<x_i, z>)`` for
-    every token z (the queries included), ``v(z) = z``, ``p = <x, y>`` and
-    ``β = ln(2(N − 1)) + 1`` (:func:`softmax_beta`).  Then ``α(x_i, z) = exp(−β<x_i, z>)``,
-    dense softmax's weights, so it is exact wherever softmax is: on every sequence of length
-    N whose scored tokens are queries (docs/theory.md, "A construction of rank n at any length").
-    Tokens that are never scored get ``φ_Q = 0`` (no row is ever read for them).
-    """
+    """A nonnegative kernel of rank n = distinct query tokens, exact on every input of length N:
+    ``φ_Q(x_i) = e_i``, ``φ_K(z)_i = exp(−β<x_i, z>)``, ``v(z) = z``, ``p = <x, y>``,
+    ``β = ln(2(N − 1)) + 1``, so ``α(x_i, z)`` are dense softmax's weights and it is exact
+    wherever softmax is (docs/theory.md, "A construction of rank n at any length")."""
     queries = query_tokens(family)
-    n, t = len(queries), len(family.tokens)
-    bits = torch.from_numpy(family.tokens).to(dtype)
+    bits, rows = torch.from_numpy(family.tokens).to(dtype), torch.from_numpy(queries)
     beta = one_hot_beta("query_one_hot", family.length)
-    rows = torch.from_numpy(queries)
-    one_hot_log = torch.full((t, n), LOG_ZERO, dtype=dtype)
-    one_hot_log[rows, torch.arange(n)] = 0.0
-    return _table_model(family, n, one_hot_log, -beta * bits @ bits[rows].T, dtype)
+    one_hot_log = _one_hot_log(len(family.tokens), rows, dtype)
+    return table_model(family.tokens, family.length, one_hot_log, -beta * bits @ bits[rows].T, dtype)

@@ -8,17 +8,11 @@ A module is named by a *target*, ``package.module:Class`` or
   [B, N, d_model]``; kernelgap adds a token embedding and the query-dependent
   readout ``p_i = <a(x_i), y_i> + b(x_i)`` (two-layer MLPs of the raw token).
 
-A library class whose constructor takes other names gets an *argument map*
-(``args``): each constructor argument is bound to ``"m"``, ``"rank"``,
-``"d_model"`` or a constant, and ``output`` picks one element of a tuple the
-module returns.  ``source_hash`` (the SHA-256 of the file that defines the
-class) is part of the spec and is computed whenever a spec is made — by the
-probe or from a sweep file — so editing the module makes its runs new runs; a
-given hash that no longer matches the source is refused.
-
-Whatever the module raises — at import, construction, a check or in training,
-``SystemExit`` included — becomes one :class:`ModuleFailure` line naming the
-module and the phase (:func:`module_failures`).
+A library class whose constructor takes other names gets an *argument map* (``args``) binding
+each constructor argument to ``"m"``, ``"rank"``, ``"d_model"`` or a constant; ``output``
+picks one element of a tuple the module returns.  Naming, loading and hashing a module is
+torch-free (:mod:`.module_spec`); whatever the module raises becomes one
+:class:`ModuleFailure` line naming the module and the phase.
 """
 
 from __future__ import annotations
@@ -30,26 +24,19 @@ from torch import nn
 
 from ..validation import PositiveInt, fits
 from .leash import leashed
-
-#: Naming, loading and checking a module: torch-free (:mod:`.module_spec`), re-exported here.
-from .module_spec import (
-    BINDINGS,  # noqa: F401
-    SOURCE_ATTR,  # noqa: F401
-    STATE_SIZE,  # noqa: F401
-    ModuleError,  # noqa: F401
-    ModuleFailure,  # noqa: F401
-    ModuleImportError,  # noqa: F401
-    ModuleSpec,  # noqa: F401
-    check_arguments,  # noqa: F401
-    describe,  # noqa: F401
-    failure,  # noqa: F401
-    load_target,  # noqa: F401
-    module_failures,  # noqa: F401
-    one_line,  # noqa: F401
-    rank_hint,  # noqa: F401
-    source_hash,  # noqa: F401
-    split_target,  # noqa: F401
-    target_label,  # noqa: F401
+from .module_spec import (  # noqa: F401 (re-exported: the torch-free half)
+    BINDINGS,
+    ModuleError,
+    ModuleFailure,
+    ModuleImportError,
+    ModuleSpec,
+    check_arguments,
+    describe,
+    load_target,
+    module_failures,
+    source_hash,
+    split_target,
+    target_label,
 )
 
 
@@ -133,13 +120,10 @@ class ModuleModel(nn.Module):
         self.steps, self.shape = 0, None  # training steps so far, the shape of the first's predictions
 
     def predict(self, tokens: torch.Tensor, index: torch.Tensor, positions: list[int] | None = None) -> torch.Tensor:
-        """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.
-
-        The module always runs with gradients enabled, as in a training step (some
-        modules, fla's layers on the CPU among them, fail under ``torch.no_grad``); the
-        result is detached where the caller had them disabled.  A call with gradients
-        enabled is a training step: its predictions must have the first step's shape (a
-        shape that changes would be broadcast against the targets and train on silently)."""
+        """``[1, S, Q]`` predictions for sequences given as token ids ``index [S, N]``.  The module
+        always runs with gradients enabled (some fail under ``no_grad``); a call with them
+        enabled is a training step, whose predictions must keep the first step's shape (a
+        changed shape would broadcast against the targets silently)."""
         grad = torch.is_grad_enabled()
         step = self.steps
         what = f"training step {step}" if grad else "an evaluation"
@@ -172,8 +156,7 @@ class ModuleModel(nn.Module):
         return {"module": own, "wrapper": sum(p.numel() for p in self.parameters()) - own}
 
 
-#: Library classes whose true feature count is read from the built instance (class path →
-#: reader): kernelgap's own modules, and any user module, declare ``kernelgap_features``.
+#: Library classes whose true feature count is read from the built instance (class path → reader).
 LIBRARY_FEATURES: dict[str, Callable[[nn.Module], int]] = {
     # Performer's FAVOR+: nb_features positive random features per head
     "performer_pytorch.performer_pytorch.SelfAttention": lambda mod: mod.fast_attention.nb_features * mod.heads,
@@ -192,11 +175,9 @@ def declares_features(cls: type) -> bool:
 
 
 def module_features(module: nn.Module, rank: int) -> int | None:
-    """The true feature count of a built module (the rank of its kernel as built, what the
-    lower bound speaks about; docs/theory.md, "The models"), or None when it cannot be
-    told: the module's own ``kernelgap_features`` (an int, or called with the rank
-    argument), else :data:`LIBRARY_FEATURES`.  A declaration that is not a positive
-    integer is a :class:`ModuleError`."""
+    """The true feature count of a built module (the rank of its kernel, what the lower bound
+    speaks about), or None when it cannot be told: its own ``kernelgap_features`` (an int, or
+    a callable of the rank), else :data:`LIBRARY_FEATURES`."""
     inner = module.layer if isinstance(module, LayerWrapper) else getattr(module, "module", module)
     declared = getattr(inner, FEATURES_ATTR, None)
     reader = LIBRARY_FEATURES.get(f"{type(inner).__module__}.{type(inner).__qualname__}")

@@ -1,9 +1,5 @@
-"""Score tables of one attention layer: the scorers (docs/theory.md, "The models").
-
-A scorer produces ``log α(x, z)`` (log-space maps, softmax) or ``α(x, z)`` for every pair
-of tokens, per member, head and key position: :class:`KernelScorer` from a registered
-feature map (:mod:`.feature_maps`), :class:`SoftmaxScorer` from dot products.
-"""
+"""The scorers: ``log α(x, z)`` (log-space maps, softmax) or ``α(x, z)`` for every pair of
+tokens, per member, head and key position (docs/theory.md, "The models")."""
 
 from __future__ import annotations
 
@@ -23,12 +19,9 @@ if TYPE_CHECKING:
 
 
 class Scorer(nn.Module):
-    """Produces the score table ``[E, H, P, T, T]``, or its block (:meth:`block_scores`).
-
-    ``tokens [T, m]`` are token vectors; ``ids [T]``, where given, their rows in the
-    model's vocabulary (the family's distinct tokens), which scorers that index a
-    table by token read instead (:meth:`token_ids` finds them from the vectors).
-    """
+    """Produces the score table ``[E, H, P, T, T]``, or its block (:meth:`block_scores`), of
+    token vectors ``tokens [T, m]``; ``ids [T]``: their rows in the vocabulary of a scorer
+    that indexes a table by token."""
 
     log_space: bool = True
     nonnegative: bool = True
@@ -59,8 +52,7 @@ class Scorer(nn.Module):
         return self.combine(self.query_features(tokens, ids), self.key_features(tokens, ids))
 
     def block_scores(self, plan: PairPlan):
-        """Scores of ``rows × cols`` ``[E, H, P, R, C]`` and of each row with itself ``[E, H, P, R]``
-        (features only for the tokens that need them)."""
+        """Scores of ``rows × cols`` ``[E, H, P, R, C]`` and of each row with itself ``[E, H, P, R]``."""
         q = self.query_features(plan.row_tokens, plan.row_ids)
         k = self.key_features(plan.key_tokens, plan.key_ids)
         return (
@@ -71,19 +63,11 @@ class Scorer(nn.Module):
 
 class KernelScorer(Scorer):
     """``α(x, z) = <φ_Q(x), φ_K(z)>`` with ``φ_Q = φ(u_Q)``, ``φ_K^(p) = φ(u_K^(p))`` for a
-    registered feature map ``φ`` (docs/theory.md, "The models").
-
-    The scorer owns the stacked projections that give the map its input, sized by the
-    map's class facts (:mod:`.feature_maps`): ``q_proj`` ``[E·H]`` slots and ``k_proj``
-    ``[E·H·P]`` (one per key position), linear layers ``u = Wx + c`` of width
-    ``projection_dim(r, m)`` or MLPs ``u = MLP(x)`` of width r; for table maps
-    ``q_table``/``k_table``, a free row ``θ[id]`` per token of ``vocabulary``, indexed
-    by token id.  ``rank_mask [E, r]`` switches features off per member, so members of
-    different ranks share one stack (a masked feature is a rank reduction).
-    For a map in log space, ``temperature`` τ divides the log-features
-    (``φ = exp(f/τ)``): the same family of kernels, with attention nearer to
-    uniform at the start and a scorer τ times slower under Adam (maps in linear
-    space are invariant to it: normalized attention ignores a per-query scale).
+    registered feature map ``φ``; ``u`` a stacked projection sized by the map's facts, or for
+    a table map a free row per vocabulary token.  ``rank_mask [E, r]`` switches features off
+    per member, so members of different ranks share one stack.  For a map in log space, τ
+    divides the log-features: the same kernels, with attention nearer to uniform at the start
+    and a scorer τ times slower under Adam (linear-space maps are invariant to it).
     """
 
     def __init__(
@@ -99,10 +83,8 @@ class KernelScorer(Scorer):
         vocabulary: torch.Tensor | np.ndarray | None = None,
         temperature: float = 1.0,
     ) -> None:
-        """Nine parameters because a stacked scorer is sized by all nine; keyword-only, so each
-        is named at the call: the map, one rank per member (``len(ranks)`` members), the token
-        width, heads, key positions, the MLP width, the initial scale, a table map's
-        ``vocabulary [V, m]`` (uint8 bits) and τ."""
+        """Keyword-only (a stacked scorer is sized by all nine): one rank per member, a table
+        map's ``vocabulary [V, m]`` (uint8 bits)."""
         super().__init__()
         cls = type(feature_map)
         if min(ranks) < 1:
@@ -194,12 +176,8 @@ class KernelScorer(Scorer):
 
 
 def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
-    """``log Σ_r exp(log_q[x, r] + log_k[z, r])`` by a max-shifted matmul.
-
-    Each side is shifted by its own row maximum, so the matmul sees numbers in
-    ``[0, 1]``; products below the smallest normal float are clamped (they are
-    negligible against the row's leading term).
-    """
+    """``log Σ_r exp(log_q[x, r] + log_k[z, r])`` by a matmul of each side shifted by its row
+    maximum (numbers in ``[0, 1]``)."""
     qmax = log_q.amax(-1, keepdim=True).detach()
     kmax = log_k.amax(-1, keepdim=True).detach()
     prod = torch.exp(log_q - qmax) @ torch.exp(log_k - kmax).transpose(-1, -2)
@@ -209,10 +187,8 @@ def log_kernel(log_q: torch.Tensor, log_k: torch.Tensor) -> torch.Tensor:
     if on_cpu and (prod.numel() == 0 or bool(prod.detach().amin() >= floor)):
         return torch.log(prod) + qmax + kmax.transpose(-1, -2)  # no pair underflows (the usual case)
     out = torch.log(prod.clamp_min(tiny)) + qmax + kmax.transpose(-1, -2)
-    # Pairs whose leading features sit at different r can underflow the shifted
-    # product (large init scales): there the value is wrong and the backward of
-    # log (grad / prod) overflows to inf, then NaN.  Those pairs are recomputed
-    # and ``where`` sends them no gradient through the matmul path.
+    # Pairs whose leading features sit at different r can underflow the shifted product: the
+    # value is wrong and log's backward overflows.  Those pairs are recomputed.
     under = (prod < floor).detach()
     if not on_cpu:  # no host synchronisation: the product again in float64
         wide = torch.exp((log_q - qmax).double()) @ torch.exp((log_k - kmax).double()).transpose(-1, -2)

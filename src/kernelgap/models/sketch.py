@@ -22,14 +22,11 @@ quantizers (:func:`quantize`):
   ``|q(u) − u| ≤ 2^{e−b−1}`` (half a step at ``u``'s binade), relative error
   ``≤ 2^{−b}``.
 
-Gauge.  ``α(x, z) = Σ_k φ_Q(x)_k φ_K(z)_k`` is unchanged by ``φ_K,k → φ_K,k/λ_k``,
-``φ_Q,k → λ_k φ_Q,k``, and normalized attention by a per-query scale.  For
-log-space maps (``exp`` features) the sketch is formed with each key feature
-scaled so its largest value over the tokens is 1 (``λ_k = max_z φ_K(z)_k``,
-moved to the query side, whose features are then scaled by their own max), so
-nothing overflows; other maps use their raw features, as a deployed linear
-attention would.  With ``bits=None`` nothing is rounded and the result equals
-:meth:`AttentionModel.predict` up to float rounding.
+Gauge.  ``α`` is unchanged by ``φ_K,k → φ_K,k/λ_k``, ``φ_Q,k → λ_k φ_Q,k``, and normalized
+attention by a per-query scale: log-space maps scale each key feature to a largest value of
+1 (``λ_k`` moved to the query side, then scaled by its own max), so nothing overflows; other
+maps use their raw features.  With ``bits=None`` the result equals :meth:`AttentionModel.predict`
+up to float rounding.
 """
 
 from __future__ import annotations
@@ -47,17 +44,12 @@ QUANTIZERS = ("uniform", "float")
 
 def uniform_step(u: torch.Tensor, bits: int, dims: tuple[int, ...]) -> torch.Tensor:
     """The step ``Δ = max|u| / (2^{b−1} − 1)`` over ``dims`` (kept as size-1 axes)."""
-    levels = 2 ** (bits - 1) - 1
-    scale = u.abs().amax(dim=dims, keepdim=True) if dims else u.abs()
-    return scale / levels
+    return u.abs().amax(dim=dims, keepdim=True) / (2 ** (bits - 1) - 1)
 
 
 def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tuple[int, ...] = ()) -> torch.Tensor:
-    """Round ``u`` to ``bits`` bits per number (see the module docstring).
-
-    ``dims``: the axes one uniform scale is shared over (one sketch tensor);
-    ``()`` means the whole tensor.  ``bits=None`` returns ``u`` unchanged.
-    """
+    """Round ``u`` to ``bits`` bits per number (module docstring); ``dims``: the axes one
+    uniform scale is shared over (``()``: the whole tensor)."""
     if bits is None:
         return u
     if mode not in QUANTIZERS:
@@ -65,8 +57,7 @@ def quantize(u: torch.Tensor, bits: int | None, mode: str = "uniform", dims: tup
     if mode == "uniform":
         if bits < 2:
             raise KernelgapError(f"the uniform quantizer needs bits ≥ 2 (one is the sign), got {bits}")
-        dims = dims or tuple(range(u.dim()))
-        step = uniform_step(u, bits, dims)
+        step = uniform_step(u, bits, dims or tuple(range(u.dim())))
         safe = torch.where(step > 0, step, torch.ones_like(step))
         return torch.where(step > 0, torch.round(u / safe) * safe, torch.zeros_like(u))
     if bits < 1:
@@ -121,8 +112,9 @@ def build_sketch(
     positions = list(range(n)) if positions is None else positions
     phi_q, phi_k = _features(model, tokens)
     p_count = phi_k.shape[2]
-    v, a, bias = _readout(model, tokens)  # v [E,H,P,T,dv], a [E,H,T,dv], bias [E,T]
-    key_pos = torch.arange(n) if p_count > 1 else torch.zeros(n, dtype=torch.long)
+    ro = model.readout
+    v, a, bias = ro.values(tokens), ro.read_vectors(tokens)[:, :, 0], ro.biases(tokens)  # [E,H,P,T,dv], [E,H,T,dv]
+    key_pos = torch.arange(n) * int(p_count > 1)
     kf = phi_k[:, :, key_pos, index]  # [E, H, S, N, r]  (advanced indexing over P and T)
     vf = v[:, :, key_pos, index]  # [E, H, S, N, dv]
     qpos = torch.tensor(positions, dtype=torch.long)
@@ -159,14 +151,6 @@ def sketch_predict(
 ) -> torch.Tensor:
     """Predictions ``[E, S, Q]`` through the (quantized) sketch of every head."""
     return read_sketch(build_sketch(model, tokens, index, positions), bits, mode)
-
-
-def _readout(model: AttentionModel, tokens: torch.Tensor):
-    ro = model.readout
-    e, h, p, t = ro.members, ro.heads, ro.key_positions, tokens.shape[0]
-    v = ro.value(tokens).reshape(e, h, p, t, -1)
-    a = ro.read(tokens).reshape(e, h, t, -1)
-    return v, a, ro.bias(tokens).reshape(e, t)
 
 
 def sketch_numbers(model: AttentionModel) -> list[int]:

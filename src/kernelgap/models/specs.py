@@ -7,15 +7,9 @@ from (:func:`~kernelgap.models.build.build_model`), so a spec's fields are its i
 models have equal specs whatever a sweep file wrote for the other kinds.  A kernel spec
 resolves its feature map's class once, when it is made (:attr:`KernelSpec.map_class`).
 
-A spec's defaults are the calibrated training recipe (docs/experiments.md, "Training recipe"):
-``KernelSpec()`` is what ``kernelgap train`` trains without flags.  What the trainer asks of a
-model (learning rate, features, sign, rank, stacking, fresh starts, distillation, pruning) it
-asks of the spec (:class:`BaseSpec`), a kernel spec of its map.
-
-Specs check their fields' ranges and choices when they are made, without torch: a kernel
-spec imports the feature maps (and torch) only once its other fields are valid, so a refused
-field costs no torch import; the limits that need the family's sizes (rank, memory) are
-:func:`kernelgap.models.sizing.check_model`.
+A spec's defaults are the calibrated training recipe (docs/experiments.md, "Training
+recipe").  What the trainer asks of a model it asks of the spec, a kernel spec of its map.
+A kernel spec imports the feature maps (and torch) only once its other fields are valid.
 """
 
 from __future__ import annotations
@@ -33,15 +27,11 @@ from .module_spec import ModuleSpec
 if TYPE_CHECKING:
     from .feature_maps import FeatureMap
 
-#: Validation context key: check a spec's fields alone, without resolving a kernel spec's
-#: feature map (which imports torch): a spec made so has no :attr:`KernelSpec.map_class`.
+#: Validation context key: check a spec's fields alone, without resolving a kernel's map (torch).
 FIELDS_ONLY = "fields_only"
-#: Value/readout shapes: affine maps of the token, or two-layer MLPs.
 READOUTS = ("linear", "mlp")
-#: Model kinds: kernel attention, dense softmax, a module written elsewhere.
 KINDS = ("kernel", "softmax", "module")
 
-# The fields, each described once (kernel and softmax models share most of them).
 Rank = Annotated[PositiveInt, Field(description="feature rank r: features per head (kernel), or the module's rank")]
 Heads = Annotated[PositiveInt, Field(description="attention heads")]
 DValue = Annotated[PositiveInt, Field(description="value width (default: 32, or the family's overlap rank if larger)")]
@@ -59,34 +49,24 @@ Temperature = Annotated[
 ]
 InitScale = Annotated[FinitePositive, Field(description="initial scale of the parameters")]
 KIND_TEXT = "kernel (kernel attention), softmax (dense softmax) or module (a module written elsewhere)"
-#: Initial scale of the models' parameters (at 1.0 the kernels start nearly flat and
-#: training stalls; docs/experiments.md, "Training recipe").
+#: Initial scale of the parameters (at 1.0 the kernels start nearly flat and training stalls).
 INIT_SCALE = 2.0
-#: Adam learning rate of dense softmax, and of a module written elsewhere (a generic feature
-#: map's, ``FeatureMap.default_lr``, which a test checks it equals: the maps import torch);
-#: a kernel model's is its map's (docs/experiments.md, "Training recipe").
+#: Adam learning rates of dense softmax and of a module (``FeatureMap.default_lr``'s value).
 SOFTMAX_LR = 5e-3
 FALLBACK_LR = 3e-3
 
 
 class BaseSpec(Config):
-    """What every model spec shares: frozen, named ``model`` in messages; what the trainer
-    asks of a model, as a model without a feature map answers (a kernel spec asks its map)."""
+    """What every model spec shares, and what the trainer asks of a model, as a model without a
+    feature map answers (a kernel spec asks its map; ``signed_kernel``: not ``nonnegative``)."""
 
     model_config = ConfigDict(frozen=True)
     WHERE: ClassVar[str] = "model"
-    #: Adam learning rate of the calibrated recipe.
     default_lr: ClassVar[float] = FALLBACK_LR
-    #: A module written elsewhere: it trains alone (one seed per stack), its size unknown
-    #: before it is built (:mod:`.sizing`), outside the two-candidate reduction.
+    #: A module written elsewhere: it trains alone, its size unknown before it is built.
     built_elsewhere: ClassVar[bool] = False
-    #: Whether ``train.restarts`` applies (fresh starts are for the models kernelgap builds).
     restartable: ClassVar[bool] = True
-    #: The module written elsewhere it trains, ``package.module:Class`` (None: none).
     target: ClassVar[str | None] = None
-    # A kernel spec's map's facts of these names (:class:`~.feature_maps.FeatureMap`;
-    # ``signed_kernel``: not ``nonnegative``, ``map_facts``: ``facts()``), as a model without
-    # a map has them: ``train.distill`` and ``train.prune_from`` do not apply, no schedule.
     signed_kernel: ClassVar[bool] = False
     log_space: ClassVar[bool] = False
     maskable: ClassVar[bool] = False
@@ -102,23 +82,23 @@ class BaseSpec(Config):
 
     @property
     def stack_rank(self) -> int | None:
-        """The rank a stack pads its members to: its ``rank`` (None for dense softmax)."""
+        """The rank a stack pads its members to (None for dense softmax)."""
         return getattr(self, "rank", None)
 
     def feature_count(self) -> int | None:
-        """Total features actually used (a kernel's ``H · r``; None for dense softmax)."""
+        """Total features used (a kernel's ``H · r``; None for dense softmax)."""
         return self.stack_rank
 
     @property
     def attention_shape(self) -> tuple[int, bool, bool]:
-        """Heads, position dependence and causal mask (a module: one head, neither)."""
+        """Heads, position dependence and causal mask."""
         return self.heads, self.position_dependent, self.causal
 
 
 class KernelSpec(BaseSpec):
     """Kernel attention ``α(x, z) = <φ_Q(x), φ_K(z)>`` with a registered feature map ``φ``
-    (:mod:`.feature_maps`); ``temperature`` divides a log-space map's log-features.  The
-    fields it is not given that its map's ``recipe_model`` sets take the map's values."""
+    (:mod:`.feature_maps`); the fields it is not given that its map's ``recipe_model`` sets
+    take the map's values."""
 
     kind: Literal["kernel"] = Field("kernel", description=KIND_TEXT)
     feature_map: str = Field("table", description="a registered feature map of a kernel model")
@@ -132,7 +112,6 @@ class KernelSpec(BaseSpec):
     temperature: Temperature = 1.0
     init_scale: InitScale = INIT_SCALE
     _map: type[FeatureMap] = PrivateAttr()
-    # What BaseSpec asks: its map's facts.
     default_lr = property(lambda self: self._map.default_lr)
     signed_kernel = property(lambda self: not self._map.nonnegative)
     log_space = property(lambda self: self._map.log_space)
@@ -163,8 +142,7 @@ class KernelSpec(BaseSpec):
         return self._map
 
     def identity(self) -> dict:
-        """Its fields; a map in linear space without ``temperature`` (normalized attention is
-        invariant to it, so the kernel scorer ignores it)."""
+        """Its fields; a linear-space map's without ``temperature`` (the scorer ignores it)."""
         out = self.model_dump()
         if not self._map.log_space:
             del out["temperature"]
@@ -174,8 +152,7 @@ class KernelSpec(BaseSpec):
         return self.heads * self._map.output_size(self.rank)
 
     def scorer(self, m: int, ranks: list[int], key_positions: int, vocabulary=None):
-        """Its stacked scorer, one member per entry of ``ranks`` on ``m``-bit tokens (torch);
-        a table map indexes ``vocabulary [V, m]``."""
+        """Its stacked scorer, one member per entry of ``ranks`` on ``m``-bit tokens."""
         from .scorers import KernelScorer
 
         fm = self._map.build(m, max(ranks), len(ranks) * self.heads, self.heads)
@@ -187,10 +164,9 @@ class KernelSpec(BaseSpec):
 
 class SoftmaxSpec(BaseSpec):
     """Dense softmax ``log α(x, z) = <q(x), k(z)> / τ`` with ``q, k ∈ R^d`` (``d = score_dim``,
-    default the token width m); ``scaled_scores`` divides by ``τ·√d`` instead (scaled
-    dot-product attention).  The defaults, ``τ·√d`` with τ = 4, are the calibrated recipe:
-    attention starts near uniform and the scorer trains slower than the readout, which it
-    needs to find the good candidates (docs/experiments.md, "Training recipe")."""
+    default the token width m); ``scaled_scores`` divides by ``τ·√d`` instead.  The defaults,
+    ``τ·√d`` with τ = 4: attention starts near uniform and the scorer trains slower than the
+    readout, which it needs to find the good candidates."""
 
     default_lr: ClassVar[float] = SOFTMAX_LR
     kind: Literal["softmax"] = Field("softmax", description=KIND_TEXT)
@@ -206,7 +182,7 @@ class SoftmaxSpec(BaseSpec):
     init_scale: InitScale = INIT_SCALE
 
     def scorer(self, m: int, ranks: list, key_positions: int, vocabulary=None):
-        """Its stacked scorer, one member per entry of ``ranks`` on ``m``-bit tokens (torch)."""
+        """Its stacked scorer, one member per entry of ``ranks``."""
         from .scorers import SoftmaxScorer
 
         d = self.score_dim or m
@@ -215,8 +191,7 @@ class SoftmaxSpec(BaseSpec):
 
 
 class ModuleModelSpec(BaseSpec):
-    """A module written elsewhere (:mod:`.external`): which module, with which arguments, at
-    which rank."""
+    """A module written elsewhere (:mod:`.external`) at a rank."""
 
     built_elsewhere: ClassVar[bool] = True
     restartable: ClassVar[bool] = False
@@ -227,7 +202,6 @@ class ModuleModelSpec(BaseSpec):
     target = property(lambda self: self.module.target)
 
 
-#: The spec class of each kind.
 SPECS: dict[str, type[BaseSpec]] = {"kernel": KernelSpec, "softmax": SoftmaxSpec, "module": ModuleModelSpec}
 
 
@@ -238,16 +212,14 @@ def _of_its_kind(value, handler, info: ValidationInfo):
     return SPECS[check_kind(value.get("kind", "kernel"))].model_validate(value, context=info.context)
 
 
-#: A model spec: one class per kind, told apart by ``kind``.
 ModelSpec = Annotated[
     KernelSpec | SoftmaxSpec | ModuleModelSpec, Field(discriminator="kind"), WrapValidator(_of_its_kind)
 ]
 
 
 def every_field() -> dict[str, FieldInfo]:
-    """The model fields of every kind, each once: the kernel's, and each other kind's own
-    field placed before the next of its fields already listed (a softmax's ``score_dim``
-    before ``temperature``), so one order holds every kind's."""
+    """The model fields of every kind, each once, in one order that holds every kind's (a
+    kind's own field placed before the next of its fields already listed)."""
     names: list[str] = []
     infos: dict[str, FieldInfo] = {}
     for cls in SPECS.values():
@@ -262,7 +234,6 @@ def every_field() -> dict[str, FieldInfo]:
 
 
 def check_kind(kind: Any) -> str:
-    """``kind`` if it names a kind; otherwise the one-line error of a bad ``model.kind``."""
     if not isinstance(kind, str) or kind not in SPECS:
         raise invalid(f"must be one of {', '.join(KINDS)}, got {kind!r}", path="kind")
     return kind
@@ -277,8 +248,7 @@ def model_spec(**fields) -> KernelSpec | SoftmaxSpec | ModuleModelSpec:
 
 
 def model_identity(model: dict) -> dict:
-    """:meth:`BaseSpec.identity` of a spec written as a dict (a record's ``config.model``,
-    which also lists the fields other kinds use): the fields of its kind."""
+    """:meth:`BaseSpec.identity` of a spec written as a dict (a record's ``config.model``)."""
     from .feature_maps import FEATURE_MAPS
 
     cls = SPECS.get(model.get("kind"))
@@ -290,9 +260,7 @@ def model_identity(model: dict) -> dict:
 
 
 def model_table_schema(ref_template: str = "#/$defs/{model}") -> dict:
-    """The JSON schema of a ``model`` table as a sweep file writes it: the fields of every
-    kind (a sweep's base table, grid and variants may span kinds), ``kind`` one of
-    :data:`KINDS`; the configs it refers to under ``$defs``."""
+    """The JSON schema of a sweep file's ``model`` table: the fields of every kind."""
     properties: dict = {}
     defs: dict = {}
     for cls in SPECS.values():

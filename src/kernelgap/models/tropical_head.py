@@ -27,10 +27,8 @@ from fractions import Fraction
 import torch
 
 from ..task.families.exhaustive import all_tokens
-from .build import build_model
-from .constructions import _identity_readout
+from .constructions import table_model
 from .devices import resolve_device
-from .specs import KernelSpec
 from .verify import check_exhaustive
 
 
@@ -56,15 +54,9 @@ def cube_head(p_tokens: list[list[int]], q_tokens: list[list[int]], m: int, log_
 def table_head(p_tokens, q_tokens, vocab, length: int, log_t: float, bias: float):
     """The head of integer tables on the tokens ``vocab`` (``p_tokens[t]``: token t's query
     row; ``q_tokens[k][t]``: its key entry), for sequences of ``length``."""
-    rank, m = len(q_tokens), vocab.shape[1]
-    spec = KernelSpec(feature_map="table", rank=rank, d_value=m, readout="linear")
-    model = build_model(spec, m, length, seeds=[0], vocabulary=vocab, dtype=torch.float64)
     q_log = torch.tensor(p_tokens, dtype=torch.float64) * log_t
     k_log = torch.tensor(q_tokens, dtype=torch.float64).T * log_t
-    with torch.no_grad():
-        model.scorer.q_table.theta.copy_(q_log[None])
-        model.scorer.k_table.theta.copy_(k_log[None])
-    _identity_readout(model, m, read_scale=1.0, bias_per_bit=0.0)
+    model = table_model(vocab, length, q_log, k_log, torch.float64, check=False)
     with torch.no_grad():
         model.readout.bias.bias.fill_(float(bias))
     return model
@@ -91,10 +83,8 @@ def score_cube_head(p_tokens, q_tokens, m: int, mode: str, length: int, delta: F
 
 
 def score_product_head(family, order, mode: str, p_tokens, q_tokens, delta: Fraction = Fraction(1, 2)) -> dict:
-    """The head of tables found for a product family (``order``: its
-    :func:`~kernelgap.theory.tropical.product_order_family`; ``p_tokens[j]`` the j-th query's
-    row), t and bias chosen for the family's length, scored on every sequence by the exact
-    worst case of a product family (:func:`~kernelgap.models.worst_case.family_worst_case`)."""
+    """The head of tables found for a product family (``order``: its product order family;
+    ``p_tokens[j]`` the j-th query's row), scored by the exact worst case over the family."""
     from .worst_case import family_worst_case
 
     rank = len(q_tokens)

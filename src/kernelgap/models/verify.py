@@ -1,10 +1,7 @@
 """Exhaustive verification of the constructions (docs/theory.md, "Constructions").
 
-Each construction is evaluated on *all* ``2^{Nm}`` sequences of each length N
-over ``{0,1}^m`` (default N = 1, 2, 3), every position scored, in chunks: its
-per-token tables are computed once and every sequence costs a few scalar look-ups.
-
-Each check is compared with what the theory predicts (:func:`expected_exact`):
+Each construction is evaluated on *all* ``2^{Nm}`` sequences of each length N over
+``{0,1}^m``, every position scored, and compared with what the theory predicts:
 
 * ``rank1`` (``α ≡ 1``, ``p = (2/N)Σ_j <x_i, x_j> − |x_i|``) has max error exactly
   ``m·max(N − 2, 0)/N``: exact for N ≤ 2, failing for N ≥ 3 (except m = 1, N = 3,
@@ -12,11 +9,6 @@ Each check is compared with what the theory predicts (:func:`expected_exact`):
 * ``softmax`` and ``positive_2m`` (``β = ln(2(N − 1)) + 1`` of their own N) err by at
   most ``(N − 1)e^{−β} ≤ 1/(2e) < 1/2``: exact at every N.
 
-:func:`softmax_check` checks dense softmax's construction on a random sample of a product
-family's sequences (the ladder series of the bound curve, :mod:`kernelgap.theory.bound_curve`).
-
-A run is refused in one line when a length's ``2^{mN}·N²`` (query, key) pairs exceed
-:data:`MAX_VERIFY_PAIRS`.
 """
 
 from __future__ import annotations
@@ -111,13 +103,3 @@ def softmax_check(family: ProductFamily, samples: int = SOFTMAX_SAMPLES, seed: i
     with torch.no_grad():
         err = (model(dense)[0, :, pos] - targets(dense)[:, pos]).abs()
     return {"sampled": samples, "max_error": float(err.max()), "exact": bool(err.max() < 0.5)}
-
-
-__all__ = [
-    "check_exhaustive",
-    "check_size",
-    "expected_exact",
-    "softmax_check",
-    "rank1_max_error",
-    "verify_constructions",
-]

@@ -29,15 +29,10 @@ PREDICT_CHUNK = 1 << 16
 
 @dataclass
 class FamilyWorstCase:
-    """A model's worst case over a family, per member ``[E]`` and query ``[E, Q]``.
-
-    ``max_error``: the largest ``|p − t|`` found (the error of a sequence of the family);
-    ``error_bound``: an upper bound on every sequence's error (equal to ``max_error`` when
-    every sequence was evaluated); ``exact``: ``error_bound < 1/2``; ``margin``:
-    ``1/2 − error_bound``; ``queries [Q]``: the query token ids; ``query_errors [E, Q]``:
-    the worst error per query; ``worst_sequences [E, Q, N]``: a sequence (token ids) attaining
-    it; ``evaluated``: ``"dinkelbach"`` (product family) or ``"every sequence"``.
-    """
+    """A model's worst case over a family, per member ``[E]`` and query ``[E, Q]``: ``max_error``
+    (of a sequence of the family), ``error_bound`` (on every sequence's error), ``exact`` and
+    ``margin`` against 1/2, the worst error per query and a sequence attaining it ``[E, Q, N]``;
+    ``evaluated``: ``"dinkelbach"`` (product family) or ``"every sequence"``."""
 
     max_error: np.ndarray
     error_bound: np.ndarray
@@ -48,6 +43,12 @@ class FamilyWorstCase:
     worst_sequences: np.ndarray
     evaluated: str
     guarded: bool = False
+
+    @classmethod
+    def of(cls, max_error, error_bound, queries, query_errors, worst, evaluated: str, guarded: bool = False):
+        """The worst case with ``exact`` and ``margin`` read off ``error_bound``."""
+        exact, margin = error_bound < EXACT_THRESHOLD, EXACT_THRESHOLD - error_bound
+        return cls(max_error, error_bound, exact, margin, queries, query_errors, worst, evaluated, guarded)
 
     def to_json(self, member: int = 0) -> dict:
         """One member's summary as JSON values."""
@@ -62,8 +63,6 @@ class FamilyWorstCase:
 
 
 def _check_model(model) -> None:
-    if not isinstance(model, AttentionModel):
-        raise KernelgapError("the worst case is computed for attention models (kernel or softmax), not modules")
     if model.scorer.heads != 1:
         raise KernelgapError(
             f"the worst case over a product family needs one head, the model has {model.scorer.heads} "
@@ -80,11 +79,11 @@ def family_worst_case(model: AttentionModel, family: AnyFamily, device: str | to
     ``model`` is a single-head :class:`AttentionModel` (kernel with a nonnegative kernel, or
     softmax), causal or not, with position-dependent maps or not (their key positions must
     be the family's length); ``device``: where the tables are computed (the model is there)."""
+    if not isinstance(model, AttentionModel):
+        raise KernelgapError("the worst case is computed for attention models (kernel or softmax), not modules")
     if isinstance(family, ProductFamily):
         _check_model(model)
         return _product_worst_case(model, family, device)
-    if not isinstance(model, AttentionModel):
-        raise KernelgapError("the worst case is computed for attention models (kernel or softmax), not modules")
     return _sequence_worst_case(model, family, device)
 
 
@@ -146,18 +145,7 @@ def _product_worst_case(model: AttentionModel, family: ProductFamily, device) ->
         guarded |= bool(found.guarded.any())
     error, bound, slot = np.concatenate(errors, 1), np.concatenate(bounds, 1), np.concatenate(slots, 1)
     ids = np.where(slot >= 0, candidates[np.maximum(slot, 0)], queries[None, :, None])
-    member_bound = bound.max(axis=1)
-    return FamilyWorstCase(
-        max_error=error.max(axis=1),
-        error_bound=member_bound,
-        exact=member_bound < EXACT_THRESHOLD,
-        margin=EXACT_THRESHOLD - member_bound,
-        queries=queries,
-        query_errors=error,
-        worst_sequences=ids,
-        evaluated="dinkelbach",
-        guarded=guarded,
-    )
+    return FamilyWorstCase.of(error.max(axis=1), bound.max(axis=1), queries, error, ids, "dinkelbach", guarded)
 
 
 def _sequence_worst_case(model: AttentionModel, family: Family, device) -> FamilyWorstCase:
@@ -184,13 +172,4 @@ def _sequence_worst_case(model: AttentionModel, family: Family, device) -> Famil
         query_errors[member, inverse[first]] = flat[member, first]
         worst[member, inverse[first]] = family.index[first // k]
     member_error = flat.max(axis=1)
-    return FamilyWorstCase(
-        max_error=member_error,
-        error_bound=member_error,
-        exact=member_error < EXACT_THRESHOLD,
-        margin=EXACT_THRESHOLD - member_error,
-        queries=queries,
-        query_errors=query_errors,
-        worst_sequences=worst,
-        evaluated="every sequence",
-    )
+    return FamilyWorstCase.of(member_error, member_error, queries, query_errors, worst, "every sequence")

@@ -13,8 +13,7 @@ TRAIN_FLAGS = ("lr", "mse_steps", "max_steps", "power", "restarts", "distill", "
 
 
 def train_fields() -> dict:
-    """The fields ``kernelgap train`` takes as flags, in its ``--help``'s order: the model's,
-    the seed, the schedule's (:func:`kernelgap.args.field_flags` makes the flags)."""
+    """The fields ``kernelgap train`` takes as flags, in its ``--help``'s order."""
     model, train = every_field(), TrainConfig.model_fields
     return {
         **{name: model[name] for name in MODEL_FLAGS},
@@ -25,10 +24,7 @@ def train_fields() -> dict:
 
 def command_line_run(family: str, params: list[str], given: dict, early_stop: bool = True) -> RunConfig:
     """The validated run of ``kernelgap train``'s flags (``given``: the fields given, by name),
-    with the same models, defaults and checks as a sweep file's run: a model field the kind
-    does not use, given on the command line, is refused as in a sweep file's ``[model]``
-    table.  The family argument and every field are checked before torch is imported; then
-    the run is made (its feature map resolved)."""
+    every field checked before torch is imported."""
     from ..task.registry import check_family_argument
 
     check_family_argument(family, key_values(params))  # a family file loaded, parameters checked

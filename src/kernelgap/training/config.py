@@ -1,19 +1,11 @@
 """What one training run is: a family, a model, a schedule and a seed.
 
-Every config is a pydantic model (:class:`kernelgap.validation.Config`) that checks its
-fields when it is made — a one-line :class:`~kernelgap.errors.ConfigError` naming the
-field — and :meth:`RunConfig.parse` is how the CLI and the sweep loader both make a run;
-``validate()`` adds what depends on the machine and the family (devices, family files and
-parameter ranges, memory and rank limits).  The calibrated model defaults are the specs'
-own (:mod:`kernelgap.models.specs`; a kernel map's readout and schedule are its own facts,
-applied when the spec and the run are made); :meth:`RunConfig.resolved` fills every default
-that depends on other fields (sized by the family, the learning rate by model), so the
-resolved config is the full description of a run and its hash is the run id.  Runs that
-differ only in seed — and, for maskable feature maps, in rank — share a
-:meth:`RunConfig.stack_key` and train as one stacked program.
-
-The calibrated defaults are documented, with the commands that measured them, in
-docs/experiments.md ("Training recipe").
+Every config checks its fields when it is made (a one-line ConfigError naming the field);
+``validate()`` adds what depends on the machine and the family.  :meth:`RunConfig.resolved`
+fills every default that depends on other fields, so the resolved config is the full
+description of a run and its hash is the run id.  Runs that differ only in seed (and, for
+maskable maps, rank) share a :meth:`RunConfig.stack_key` and train as one stack.  The
+calibrated defaults: docs/experiments.md ("Training recipe").
 """
 
 from __future__ import annotations
@@ -63,34 +55,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: A model spec from its fields (:func:`~kernelgap.models.specs.model_spec`): every spec's
-#: defaults are the calibrated training recipe.
+#: A model spec from its fields; every spec's defaults are the calibrated training recipe.
 default_model = model_spec
-
-
-DType = one_of(DTYPE_NAMES)
-
-
-#: Steps of a phase: 0 (skip it) up to :data:`kernelgap.limits.MAX_STEPS`.
 Steps = between(0, MAX_STEPS)
-#: Fresh starts of a run that ends not exact: 0 up to :data:`kernelgap.limits.MAX_RESTARTS`.
-Restarts = between(0, MAX_RESTARTS)
 
 
 class TrainConfig(Config):
-    """Full-batch Adam in two phases, each with its own cosine decay to zero.
-
-    Phase 1: ``mse_steps`` of mean squared error.  Phase 2: ``max_steps`` of
-    the power mean ``(mean |e|^power)^(1/power)``, a smooth stand-in for the
-    max error (exactness needs max error < 1/2, not low MSE).  A member stops
-    as soon as its train max error is below ``stop_below`` (``None`` or ``0``:
-    never; the default 0.5 is "exact").  A run with ``restarts = K`` that ends not exact
-    trains again from a fresh initialisation, up to K times, and keeps its best try
-    (:mod:`.restarts`); one with ``distill`` starts from a table trained first (:mod:`.distill`), one
-    with ``prune_from`` from a wider table cut to its rank (:mod:`.prune`).
-    A run that sets neither phase's steps trains on its feature map's calibrated schedule
-    (``RunConfig._recipe_schedule``; ``table``: the power mean alone, docs/experiments.md).
-    """
+    """Full-batch Adam in two phases, each with its own cosine decay to zero: ``mse_steps`` of
+    mean squared error, then ``max_steps`` of the power mean ``(mean |e|^power)^(1/power)``, a
+    smooth stand-in for the max error (exactness needs max error < 1/2, not low MSE).  A member
+    stops once its max error is below ``stop_below`` (``None`` or ``0``: never)."""
 
     WHERE: ClassVar[str] = "train"
 
@@ -101,15 +75,14 @@ class TrainConfig(Config):
     )
     power: Power = Field(8.0, description="power of the power-mean loss (default: 8, more for a large product family)")
     stop_below: StopBelow | None = Field(0.5, description="stop a member once its max error is below it (0: never)")
-    restarts: Restarts = Field(
+    restarts: between(0, MAX_RESTARTS) = Field(
         0, description="fresh starts of a run that ends not exact, up to this many; its best try is kept"
     )
     distill: bool = Field(False, description="start from a table of the same rank trained first (kernel models)")
     prune_from: PruneFrom = Field(
         1.0, description="train a table at this many times the rank first and keep its most-used features; 1: off"
     )
-    dtype: DType = "float32"
-    #: A torch device ("cuda", "cuda:1"); results are recorded per device.
+    dtype: one_of(DTYPE_NAMES) = "float32"
     device: Device = Field(
         "cpu", description="a torch device (cpu, cuda, cuda:1, mps); results are recorded per device"
     )
@@ -119,8 +92,7 @@ class TrainConfig(Config):
             self.stop_below = None
 
     def validate(self, where: str = "train") -> TrainConfig:
-        """That the device exists here (its name was checked when it was made:
-        :data:`~kernelgap.run_values.Device`)."""
+        """That the device exists here."""
         from ..models.devices import resolve_device
 
         try:
@@ -136,21 +108,12 @@ TYPES_ONLY = "types_only"
 
 
 class FamilySpec(Config):
-    """A registered family and its builder's parameters (``task.build_family``), or a family
-    file (either layout).  A product family stays a product (:meth:`load`): training expands
-    it only where it is small and of length 3 or the model is not covered by the two-candidate
-    form, and otherwise trains on the product itself, scored on the whole family
-    (:func:`kernelgap.training.product.training_family`; docs/theory.md, "Training on product
-    families").  :meth:`build` is the family as sequences, for what works per sequence.
+    """A registered family and its builder's parameters, or a family file (either layout).
 
     A file is identified by its content: ``sha256`` (and ``name``, the file's stem) enter the
-    run id, ``file`` — where the bytes are read from — does not, so a sweep can train from
-    its own copy of the file (docs/formats.md, "Results folders") and a run is the same run
-    wherever the file lies.  :meth:`build` reads the file once and refuses bytes whose hash
-    is not ``sha256``: a record can never name content other than what was trained on.
-
-    A registered family's name and parameter names are checked when the spec is made;
-    :meth:`validate` checks the parameters' values (or loads the file).
+    run id, ``file`` does not, so a run is the same run wherever the file lies; bytes whose
+    hash is not ``sha256`` are refused, so a record never names content other than what was
+    trained on.  :meth:`validate` checks the parameters' values (or loads the file).
     """
 
     WHERE: ClassVar[str] = "family"
@@ -168,8 +131,7 @@ class FamilySpec(Config):
 
     @classmethod
     def named_or_file(cls, family: str, params: list[str]) -> FamilySpec:
-        """A command line's ``--family``: a registered family by name with its ``-p key=value``
-        parameters, or a family file (a path that exists or ends in .json)."""
+        """A command line's ``--family`` and ``-p key=value``s, or a family file."""
         from ..task.registry import check_family_argument
 
         values = check_family_argument(family, key_values(params), load=False)
@@ -191,8 +153,7 @@ class FamilySpec(Config):
         return self
 
     def validate(self, where: str = "family") -> FamilySpec:
-        """The parameters' types, ranges and sizes (``task.registry.check_params``, before any
-        build), or the file loaded: one line naming the problem."""
+        """The parameters' types, ranges and sizes (before any build), or the file loaded."""
         if self.file is not None:
             self.load()  # a one-line FamilyError naming the problem
             return self
@@ -205,8 +166,7 @@ class FamilySpec(Config):
         return self
 
     def build(self) -> Family:
-        """The family as sequences (a product family expanded; refused above
-        :data:`~kernelgap.task.family.MAX_EXPANDED` sequences)."""
+        """The family as sequences (a product family expanded, within MAX_EXPANDED)."""
         return as_sequences(self.load())
 
     def load(self) -> AnyFamily:
@@ -224,7 +184,6 @@ class FamilySpec(Config):
 
 
 def read_file_bytes(path: str | Path) -> bytes:
-    """The bytes of a family file; a missing or unreadable file is a one-line error."""
     return read_input(path, "family file", FamilyError)
 
 
@@ -233,11 +192,9 @@ def file_sha256(path: str | Path) -> str:
 
 
 def run_identity(config: dict) -> dict:
-    """What a run id hashes: the resolved config less what does not make the run — where
-    family files are read from (a file is named by its ``sha256``; see :class:`FamilySpec`),
-    the model fields its kind does not use (:func:`~kernelgap.models.specs.model_identity`:
-    a softmax run has no feature map or rank), ``train.restarts`` at 0, ``train.distill``
-    off and ``train.prune_from`` at 1 (a run without them keeps the id it had before they existed)."""
+    """What a run id hashes: the resolved config less what does not make the run — where a
+    family file lies, the model fields its kind does not use, and ``restarts``, ``distill``
+    and ``prune_from`` when off (a run without them keeps the id it had before they existed)."""
     out = dict(config)
     if isinstance(out.get("train"), dict):
         unset = {"restarts": 0, "distill": False, "prune_from": 1.0}
@@ -251,44 +208,36 @@ def run_identity(config: dict) -> dict:
     return out
 
 
-#: Key of the validation context that lists the model fields a sweep file sets for a run
-#: (besides its grid axes): those its kind does not use must keep their defaults.
+#: Validation context key: the model fields a sweep file sets (those its kind does not use
+#: must keep their defaults).
 EXPLICIT_MODEL_KEYS = "explicit_model_keys"
 
 
 @functools.cache
 def unused_values() -> dict:
-    """Every model field of every kind at the value a run whose kind does not use it may give
-    it explicitly (it changes nothing; another value is a mistake): its default (the first
-    kind's that has it), but a kernel's map and a softmax model's score scaling at the values
-    the probe's sweep tables have always written (the text of those tables names its folders)."""
+    """Every model field at the value a run whose kind does not use it may give it: its
+    default, but the map and score scaling at the values the probe's sweep tables have
+    always written (the text of those tables names its folders)."""
     fields = {name: None if f.is_required() else f.get_default() for name, f in every_field().items()}
     return {**fields, "feature_map": "mlp_exp", "scaled_scores": False}
 
 
 def record_model(spec: ModelSpec) -> dict:
-    """A model as a record and a checkpoint write it: every model field of every kind, so
-    records of every kind have one layout (report rows, the columns of ``results.csv``),
-    its spec's fields with their values and the fields its kind does not use null (a
-    softmax run has no rank, a module no heads); :func:`run_identity` keeps only its kind's
-    fields."""
+    """A model as a record writes it: every model field of every kind (one layout for every
+    record), those its kind does not use null."""
     return {**dict.fromkeys(every_field()), **spec.model_dump()}
 
 
 def sweep_table_model(spec: ModelSpec) -> dict:
-    """A model as the probe writes it into a sweep file's ``model`` table: its spec's fields
-    over :func:`unused_values` (the other kinds' fields at the values they may be given;
-    the layout whose hash names the probe's baseline and recipe folders, kept so those
-    folders are found again)."""
+    """A model as the probe writes it into a sweep file's table: its fields over
+    :func:`unused_values` (the layout whose hash names the probe's folders)."""
     return {**unused_values(), **spec.model_dump()}
 
 
 def model_table(table: dict, explicit=()) -> dict:
-    """A run's ``model`` table ready for its kind's spec: the fields other kinds use dropped —
-    the base table of a sweep, its grid and a record span kinds — unless set explicitly
-    (``explicit``: :data:`EXPLICIT_MODEL_KEYS`) to a value other than :func:`unused_values`
-    gives it: a field that changes nothing, set, is a mistake.  ``module`` is given exactly for
-    a module."""
+    """A run's ``model`` table ready for its kind's spec: the fields other kinds use dropped,
+    unless set in ``explicit`` to a value other than :func:`unused_values` gives it (a field
+    that changes nothing, set, is a mistake)."""
     kind = check_kind(table.get("kind", "kernel"))
     own = SPECS[kind].model_fields
     if ("module" in own) != (table.get("module") is not None):
@@ -308,18 +257,13 @@ def model_table(table: dict, explicit=()) -> dict:
 
 
 class RunConfig(Config):
-    """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too.
-
-    A ``model`` given as a table holds its kind's fields (:func:`model_table`); its spec's
-    defaults are the calibrated training recipe, its feature map's schedule included
-    (:meth:`_recipe_schedule`)."""
+    """One run: train ``model`` from ``seed`` on ``family``; score ``test_family`` too."""
 
     family: FamilySpec
     model: ModelSpec = Field(default_factory=KernelSpec)
     train: TrainConfig = Field(default_factory=TrainConfig)
     seed: Seed = Field(0, description="initialisation seed, 0..2^64 − 1")
     test_family: FamilySpec | None = None
-    #: ``train`` is the map's own schedule (:meth:`sized` may lengthen it); sized; what sizing found.
     _recipe_steps: bool = PrivateAttr(False)
     _sized: bool = PrivateAttr(False)
     _recipe: dict | None = PrivateAttr(None)
@@ -327,17 +271,14 @@ class RunConfig(Config):
     @field_validator("model", mode="wrap")
     @classmethod
     def _kind_fields(cls, value, handler, info: ValidationInfo):
-        """A table holds its kind's fields (:func:`model_table`)."""
         if not isinstance(value, dict):
             return handler(value)
         return handler(model_table(value, (info.context or {}).get(EXPLICIT_MODEL_KEYS) or ()))
 
     @model_validator(mode="after")
     def _recipe_schedule(self, info: ValidationInfo) -> RunConfig:
-        """A kernel map's calibrated schedule (:attr:`~kernelgap.models.feature_maps.FeatureMap.recipe_schedule`)
-        for a run that sets neither ``mse_steps`` nor ``max_steps``; one that sets either keeps
-        :class:`TrainConfig`'s defaults for the other; a distilled run the power mean alone,
-        with its teacher's readout where it gives none (:func:`.distill.student_model`)."""
+        """A kernel map's calibrated schedule for a run that sets neither phase's steps; a
+        distilled run the power mean alone, with its teacher's readout where it gives none."""
         if self.train.restarts and not self.model.restartable:
             raise invalid(
                 "a module trains once (fresh starts are for kernel and softmax models)", path="train.restarts"
@@ -364,8 +305,8 @@ class RunConfig(Config):
         return self
 
     def validate(self) -> RunConfig:
-        """What depends on the machine and the family, before any training (its fields were
-        checked when it was made): family files and parameters, devices, rank and memory limits."""
+        """What depends on the machine and the family: family files and parameters, devices,
+        rank and memory limits."""
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
@@ -382,12 +323,12 @@ class RunConfig(Config):
 
     @classmethod
     def from_dict(cls, d: dict) -> RunConfig:
-        """The run of :meth:`as_dict`'s output (a record's ``config``, a checkpoint's runs)."""
+        """The run of :meth:`as_dict`'s output."""
         return cls.parse(d)
 
     @property
     def recipe_steps(self) -> bool:
-        """Whether its schedule is its map's calibrated one, which :meth:`sized` may lengthen."""
+        """Whether its schedule is its map's calibrated one (:meth:`sized` may lengthen it)."""
         return self._recipe_steps
 
     @property
@@ -396,16 +337,13 @@ class RunConfig(Config):
         return self._recipe
 
     def sized(self) -> RunConfig:
-        """The same run with the fields it left unset sized by its family (value width,
-        temperature, steps: :func:`~kernelgap.training.recipe.sized_fields`); idempotent.  A
-        run read back from a record has every field set and is its own sizing."""
+        """The same run with the fields it left unset sized by its family (idempotent)."""
         from .recipe import sized_run
 
         return self if self._sized else sized_run(self)
 
     def resolved(self) -> RunConfig:
-        """The same run with every derived default filled in: sized by its family
-        (:meth:`sized`), then the calibrated learning rate."""
+        """The same run sized by its family, with the calibrated learning rate."""
         run = self.sized()
         if run.train.lr is not None:
             return run
@@ -426,13 +364,11 @@ class RunConfig(Config):
         return run_identity(out)
 
     def run_id(self) -> str:
-        """``sha256`` of the canonical JSON of the resolved config's :func:`run_identity`,
-        16 hex digits."""
+        """16 hex digits of the ``sha256`` of the canonical JSON of :meth:`identity`."""
         return config_hash(self.identity())
 
     def stack_key(self) -> str:
-        """Runs with equal keys can train in one stack (seed and maskable rank vary;
-        a module trains alone)."""
+        """Runs with equal keys train in one stack (a module trains alone)."""
         if self.model.built_elsewhere:
             return self.run_id()
         d = self.identity()

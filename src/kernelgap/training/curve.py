@@ -1,12 +1,7 @@
-"""Training curves: each run's max error and loss every :data:`CURVE_EVERY` steps.
-
-The stacked trainer evaluates the whole training family at every step anyway; the curve
-keeps, every :data:`CURVE_EVERY` steps, each member's max error and its loss (the
-trainer's objective of that phase: ``mean e²`` in the mean-squared phase, the power
-mean ``(mean |e|^p)^(1/p)`` after it), on the device until a member's record is written,
-so reading it costs no synchronisation per step.  The record also carries the loss of the
-member's final errors at the last phase's power (``final``), the number a probe compares
-with the query-blind optimum (docs/theory.md, "The query-blind floor").
+"""Training curves: each member's max error and loss (its phase's objective) every
+:data:`CURVE_EVERY` steps, kept on the device until a record is written.  The record also
+carries the loss of the final errors at the last phase's power (``final``), the number a
+probe compares with the query-blind optimum (docs/theory.md, "The query-blind floor").
 """
 
 from __future__ import annotations
@@ -15,13 +10,11 @@ import math
 
 import torch
 
-#: Steps between two points of a training curve (a point at step 0 and every CURVE_EVERY-th step).
 CURVE_EVERY = 50
 
 
 def final_power(max_steps: int, power: float) -> float:
-    """The power of the trainer's last phase: ``power`` after a max-error phase, else 2 (the
-    mean-squared phase, read as the power mean ``(mean e²)^(1/2)``)."""
+    """The power of the trainer's last phase: ``power``, or 2 with no max-error phase."""
     return float(power) if max_steps > 0 else 2.0
 
 
@@ -63,17 +56,15 @@ class Curve:
         self.pending.append(point)
 
     def latest(self) -> tuple[int, torch.Tensor | list[list[float]]] | None:
-        """The latest point: its step and ``[max errors, losses]`` of every member, as a
-        float64 tensor where it still is (on the device) or as read to the host; None before
-        the first point.  Reads nothing."""
+        """The latest point's step and ``[max errors, losses]`` (a tensor while on the device), or
+        None; reads nothing."""
         if not self.steps:
             return None
         return self.steps[-1], self.pending[-1] if self.pending else self.read[-1]
 
     def of(self, member: int, step: int, final_err: torch.Tensor) -> dict:
-        """The curve of ``member`` up to its last step ``step`` (the points before it), with
-        ``final``: its step, max error and the power-mean loss of ``final_err`` at the last
-        phase's power."""
+        """The curve of ``member`` up to its last step, with ``final``: its step, max error and
+        the power-mean loss of ``final_err``."""
         if self.pending:
             self.read += torch.stack(self.pending).tolist()
             self.pending = []

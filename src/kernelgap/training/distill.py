@@ -1,27 +1,16 @@
 """Distillation from a table: a map's attention fitted to a trained table's first
 (``train.distill``; docs/experiments.md, "Distilled from the table").
 
-A run that ends not exact may have a map that cannot reach the family at its rank, or a map
-that can but whose training from a random start does not find how.  Distillation tells the
-two apart.  A run with ``train.distill = true`` (a kernel model whose map is not ``table``)
-trains in three steps:
+A run that ends not exact may have a map that cannot reach the family at its rank, or one
+whose training from a random start does not find how; distillation tells the two apart:
 
-1. **Teacher.**  The same model with the ``table`` map (a free feature vector per token, the
-   lower bound's model) is trained on the family from the same member seeds, on the table's
-   calibrated recipe (:func:`teacher_runs`).
-2. **Fit.**  For every query token ``x`` of the family and every head and key position,
-   attention is a distribution over the key tokens ``z`` that ``x`` meets in the family's
-   sequences, ``p(z | x) ∝ α(x, z)``.  The student's scorer is fitted to the teacher's by
-   Adam on ``Σ_x KL(p_teacher(· | x) ‖ p_student(· | x))`` at the student's learning rate
-   until every member's KL is below :data:`FIT_KL` (at most :data:`FIT_STEPS` steps;
-   Hedgehog's loss, arXiv:2402.04347, with a trained table as the teacher instead of softmax).  Where the two distributions agree the two models attend
-   alike on every sequence of the family, since a sequence's attention is ``p`` restricted
-   to its tokens and renormalised.  The student's readout starts as the teacher's, so the
-   student must share its readout shape.
+1. **Teacher.**  The same model with the ``table`` map is trained from the same seeds.
+2. **Fit.**  The student's scorer is fitted by Adam to the teacher's attention
+   ``p(z | x) ∝ α(x, z)`` over the tokens ``z`` each query token ``x`` meets, on
+   ``Σ_x KL(p_teacher ‖ p_student)`` (Hedgehog's loss, arXiv:2402.04347, with a table as the
+   teacher).  Where they agree the two attend alike on every sequence (a sequence's attention
+   is ``p`` restricted to its tokens).  The student's readout starts as the teacher's.
 3. **Training.**  The student then trains on its own schedule and is judged as any run is.
-
-A student exact after distillation shows the map reaches the family at that rank.  The
-record's ``distilled`` keeps the teacher's outcome and the fit's final KL per member.
 """
 
 from __future__ import annotations
@@ -36,11 +25,10 @@ from ..models.feature_maps import feature_map_class
 from ..task import Family
 from .two_candidate import training_family
 
-#: The fit stops once every member's KL (nats, mean over its rows) is below this ...
+#: The fit stops once every member's KL (nats, mean over its rows) is below FIT_KL, checked
+#: every FIT_CHECK_EVERY steps, or after FIT_STEPS.
 FIT_KL = 1e-3
-#: ... checked every this many steps ...
 FIT_CHECK_EVERY = 100
-#: ... or after this many Adam steps.
 FIT_STEPS = 10_000
 #: Most (query token, key token) pairs a fit scores per member and head (its memory bound).
 MAX_FIT_PAIRS = 1 << 22
@@ -49,16 +37,14 @@ SHARED_FIELDS = ("rank", "heads", "readout", "d_value", "hidden", "position_depe
 
 
 def student_model(spec):
-    """A distilled run's model spec with the readout its teacher's must match: the ``table``
-    map's calibrated one where the run gives none (so the student starts from its teacher's)."""
+    """A distilled run's model spec, with the table's calibrated readout where it gives none."""
     if "readout" in spec.model_fields_set:
         return spec
     return spec.model_copy(update={"readout": feature_map_class("table").recipe_model["readout"]})
 
 
 def teacher_runs(runs: list):
-    """The teacher of each run: the same family, seed, rank and readout with the ``table``
-    map on its calibrated recipe (sized by the family as any run is)."""
+    """The teacher of each run: the same family, seed and shape with the ``table`` map's recipe."""
     out = []
     for run in runs:
         model = {"kind": "kernel", "feature_map": "table", **{k: getattr(run.model, k) for k in SHARED_FIELDS}}
@@ -84,8 +70,8 @@ def meetings(family: Family) -> tuple[np.ndarray, np.ndarray]:
 
 
 def attention_log_probs(model, tokens: torch.Tensor, queries: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``log p(z | x)`` ``[E, H, P, Q, T]`` of every member, head and key position: the
-    scores of the query tokens against every token, restricted to ``mask`` and normalised."""
+    """``log p(z | x)`` ``[E, H, P, Q, T]``: the query tokens' scores against every token,
+    restricted to ``mask`` and normalised."""
     scorer = model.scorer
     ids = model.token_ids(tokens)
     q = scorer.query_features(tokens[queries], None if ids is None else ids[queries])
@@ -98,8 +84,7 @@ def attention_log_probs(model, tokens: torch.Tensor, queries: torch.Tensor, mask
 
 
 def check_distillable(run) -> None:
-    """Refuse, before any training, a distilled run whose family the fit cannot read: a product
-    family that trains on its two-candidate sequences, or over :data:`MAX_FIT_PAIRS` pairs."""
+    """Refuse, before any training, a distilled run whose family the fit cannot read."""
     if not run.train.distill:
         return
     family = training_family(run.family.load(), run.model)
@@ -117,9 +102,8 @@ def check_distillable(run) -> None:
 
 
 def fit_attention(student, teacher, family: Family, lr: float, steps: int = FIT_STEPS) -> tuple[list[float], int]:
-    """Fit ``student``'s scorer to ``teacher``'s attention on the family's pairs (module
-    docstring, step 2) and give it the teacher's readout: the final KL per member (nats,
-    mean over query tokens, heads and key positions) and the steps taken (at most ``steps``)."""
+    """Step 2: the final KL per member (nats, mean over query tokens, heads and key positions)
+    and the steps taken."""
     queries, mask = meetings(family)
     first = next(student.parameters())
     device, dtype = first.device, first.dtype
@@ -150,10 +134,9 @@ def fit_attention(student, teacher, family: Family, lr: float, steps: int = FIT_
 
 
 def distill(student, runs: list, seeds: list[int], family: Family, train) -> list[dict]:
-    """Steps 1 and 2 of the module docstring for a stack ``student`` of ``runs`` (one stack
-    key, :func:`check_distillable`) started from member seeds ``seeds``: the teacher trained by ``train(runs, seeds)``
-    (which gives the trained stack and one result per run), the student's scorer fitted and
-    its readout the teacher's.  One ``distilled`` record entry per member."""
+    """Steps 1 and 2 for a stack ``student`` of ``runs`` from member ``seeds``, the teacher trained
+    by ``train(runs, seeds)`` (the trained stack and one result per run); one ``distilled``
+    record entry per member."""
     teachers = teacher_runs(runs)
     teacher, taught = train(teachers, seeds)
     fit_start = time.perf_counter()
@@ -161,13 +144,7 @@ def distill(student, runs: list, seeds: list[int], family: Family, train) -> lis
     fit_s = time.perf_counter() - fit_start
     return [
         {
-            "teacher": {
-                "feature_map": "table",
-                "lr": teachers[0].train.lr,
-                "status": t.status,
-                "steps": t.steps,
-                "max_error": t.train.get("max_error"),
-            },
+            "teacher": {"feature_map": "table", "lr": teachers[0].train.lr, **t.summary()},
             "fit_steps": fitted,
             "kl": k,
             "wall_time_s": t.wall_time_s + fit_s,

@@ -1,46 +1,22 @@
 """Training on a product family of any length N, scored on the whole family (docs/theory.md,
 "Training on product families").
 
-A :class:`~kernelgap.task.family.ProductFamily` of length N holds, for each query x, every
-sequence with x at the query position and any N − 1 candidates in the other slots:
-``Q·C^(N−1)`` sequences, never materialised.
+A product family of length N holds ``Q·C^(N−1)`` sequences, never materialised.  For one
+head with position-free maps, no causal mask and a nonnegative kernel, the prediction is a
+linear-fractional function of N − 1 independent slots, so by Dinkelbach's condition the
+extreme errors over the whole family are those of the ``Q·C²`` *two-candidate sequences*
+``(x; c, c′, …, c′)`` (the proof: docs/theory.md).  With ``k = N − 2`` copies of c′,
 
-**The two-candidate reduction.**  Take one head whose key and value maps do not depend on
-the position, no causal mask, and a nonnegative kernel.  At x, with ``a(c) = α(x, c) ≥ 0``,
-``U(c) = U[x, c]`` and the self terms ``S = α(x, x)``, ``A = S·U[x, x]``, the prediction on
-slots ``c_1 … c_(N−1)`` is
+    p = (A + a(c)U(c) + k·a(c′)U(c′)) / (S + a(c) + k·a(c′)) + b,
 
-    p = (A + Σ_j a(c_j) U(c_j)) / (S + Σ_j a(c_j)) + b[x],
+in log space ``ū(c) + σ(log a(c′) + log k − log(S + a(c)))·(U(c′) − ū(c))``.  A linear-space
+map whose total weight falls below the guard divides by the guard instead, which a record
+reports (``guarded``: nothing is then claimed for the whole family).  Mean errors and the
+share of exact sequences are over the two-candidate sequences (``averaged_over``).
 
-a linear-fractional function of N − 1 independent, identical slots, and the target is
-``t = min_j <x, c_j>`` (the query's own overlap ``|x|`` is never below it).  Fix a level t:
-the tuples of target t have one slot (by symmetry, the first) at a candidate c of level t
-and every other slot at a level ≥ t.  For fixed c let ``λ*`` be the largest p over the free
-N − 2 slots (a finite set, so attained).  Every tuple then has
-``(A + a(c)U(c) − λ*(S + a(c))) + Σ_{j≥2} a(c_j)(U(c_j) − λ*) ≤ 0``, with equality at the
-maximiser; the left side is a sum over independent slots, so its maximum is the sum of the
-slot-wise maxima, which all slots attain at one candidate c′ (a maximiser of
-``a(c′)(U(c′) − λ*)``).  That tuple, ``(x; c, c′, …, c′)``, reaches ``λ*`` (Dinkelbach's
-condition).  The same holds for the smallest p (maximise −p).  So the extreme errors of the
-tuples of target t are those of the *two-candidate sequences* ``(x; c, c′, …, c′)``; each of
-these is itself a sequence of the family, with target ``min(<x, c>, <x, c′>)``, so
-
-    max over the whole family |p − t|  =  max over the Q·C² two-candidate sequences |p − t|.
-
-Their predictions need only the ``[E, Q, C]`` tables: with k = N − 2 copies of c′,
-``p = (A + a(c)U(c) + k·a(c′)U(c′)) / (S + a(c) + k·a(c′)) + b`` — in log space
-``p = ū(c) + σ(log a(c′) + log k − log(S + a(c)))·(U(c′) − ū(c))``, ``ū(c)`` the self/c
-average, ``σ`` the logistic function — O(Q·C²), no gather over N positions.  The argument
-needs positive denominators: in log space they are; a linear-space map whose total weight
-falls below the model's guard divides by the guard instead, which a record reports
-(``guarded``: then the two-candidate maximum is not claimed for the whole family).
-
-Mean errors and the share of exact sequences are averages over the two-candidate sequences
-(``averaged_over``), not over the family, whose tuples they weight differently.
-
-**Other models** (several heads, position-dependent maps, a causal mask, signed kernels,
-modules) train on the expanded family where it is small, else on sampled sequences
-(:mod:`.sampled`).
+Other models train on the expanded family where it is small, else on its two-candidate
+sequences plus :data:`SAMPLED_TUPLES` random tuples, the record adding the exact worst case
+over the whole family where it applies (one head, a nonnegative kernel).
 """
 
 from __future__ import annotations
@@ -56,24 +32,85 @@ from ..models import ModelSpec
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
 from ..models.pairs import PairPlan
 from ..task import EXACT_THRESHOLD
-from ..task.family import AnyFamily, ProductFamily, count_json
+from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
 from . import two_candidate
 from .config import TrainConfig
-from .sampled import SAMPLED_TUPLES, SampledScored, sampled_family
 from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
 from .two_candidate import firsts_per_step, reducible_spec, two_candidate_count, two_candidate_form
 
-#: Most pairs a step or a chunk must score at least: one query's ``C²`` (a chunk of the
-#: whole-family check) or ``Q·C`` (a step with one first-slot candidate); a family with more
-#: is refused (each pair holds a few floats per member, forward and backward).
+#: Most pairs a step or a chunk must score at least (one query's ``C²``, or ``Q·C``).
 MAX_PAIRS_PER_QUERY = 1 << 26
-#: Seed of the batched query schedule: one schedule for every member of a stack, so a
-#: member's run does not depend on its stack mates.
+#: Seed of the batched schedule: one for every member, so no run depends on its stack mates.
 SCHEDULE_SEED = 0
-#: What a record's ``train.evaluated`` says for the reduction.
+#: What a record's ``train.evaluated`` says for the reduction, and for a diverged batched member.
 WHOLE_FAMILY = "whole product family (two-candidate form)"
-#: ... and for a member whose batched training diverged (its last finite batch).
 LAST_BATCH = "last finite batch (diverged)"
+
+
+SAMPLED_TUPLES = 1 << 16
+SAMPLE_SEED = 0
+
+
+def sampled_family(family: ProductFamily, tuples: int = SAMPLED_TUPLES, seed: int = SAMPLE_SEED) -> Family:
+    """The two-candidate sequences of ``family`` and ``tuples`` random ones, as a sequence family."""
+    q, c, n = len(family.queries), len(family.candidates), family.length
+    pairs = q * c * c  # (x; c, c′, …, c′) for every query x and candidates c, c′
+    if pairs + tuples > MAX_EXPANDED:
+        raise FamilyError(
+            f"product family {family.name!r}: a model the two-candidate form does not cover trains on the "
+            f"{pairs:,} two-candidate sequences and {tuples:,} sampled ones; at most {MAX_EXPANDED:,} are formed"
+        )
+    others = [p for p in range(n) if p != family.query_position - 1]
+    grid = np.meshgrid(np.arange(q), np.arange(c), np.arange(c), indexing="ij")
+    qi, ci, di = (g.ravel() for g in grid)
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, c, size=(tuples, n - 1))
+    index = np.empty((pairs + tuples, n), dtype=np.int64)
+    index[:pairs, family.query_position - 1] = family.queries[qi]
+    index[:pairs, others[0]] = family.candidates[ci]
+    index[:pairs, others[1:]] = family.candidates[di][:, None]
+    index[pairs:, family.query_position - 1] = family.queries[rng.integers(0, q, size=tuples)]
+    index[pairs:, others] = family.candidates[drawn]
+    return Family(family.tokens, index, family.query_position, [], family.name, dict(family.meta))
+
+
+def sampled_evaluated(tuples: int = SAMPLED_TUPLES) -> str:
+    """What a record's ``train.evaluated`` says for a model trained on :func:`sampled_family`."""
+    return f"two-candidate sequences and {tuples:,} sampled tuples (not the whole family)"
+
+
+def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
+    """Per member, the exact worst case over the whole family, or None where it does not apply."""
+    from ..models.worst_case import family_worst_case
+
+    try:
+        found = family_worst_case(model, family, device=next(model.parameters()).device)
+    except KernelgapError:
+        return None
+    return [found.to_json(e) for e in range(model.members)]
+
+
+@dataclass
+class SampledScored(Scored):
+    """:func:`sampled_family`'s sequences; each record adds ``whole_family``."""
+
+    product: ProductFamily | None = None
+    tuples: int = SAMPLED_TUPLES
+    checked: tuple | None = field(default=None, repr=False)  # (parameter versions, per-member checks)
+
+    def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
+        out = {**metrics_of(err), "evaluated": sampled_evaluated(self.tuples)}
+        if model is not None and self.product is not None:
+            out["whole_family"] = self.check(model)[member]
+        return out
+
+    def check(self, model) -> list:
+        """:func:`whole_family_check` of the present parameters (once per update)."""
+        versions = tuple(p._version for p in model.parameters())
+        if self.checked is None or self.checked[0] != versions:
+            found = whole_family_check(model, self.product)
+            self.checked = (versions, found if found is not None else [None] * model.members)
+        return self.checked[1]
 
 
 def reducible(model) -> bool:
@@ -85,8 +122,7 @@ def reducible(model) -> bool:
 
 
 def block_plan(model: AttentionModel, tokens: torch.Tensor, ids, rows: torch.Tensor, cols: torch.Tensor) -> PairPlan:
-    """The ``rows × cols`` block of the model's tables (and the rows' self pairs), as a
-    :class:`PairPlan` bound to the tokens (no sequence index: nothing is gathered)."""
+    """The ``rows × cols`` block of the model's tables and the rows' self pairs (nothing gathered)."""
     keys, where = torch.unique(torch.cat([rows, cols]), return_inverse=True)
     empty = torch.zeros(0, dtype=torch.long, device=rows.device)
     plan = PairPlan(rows, cols, empty, empty, None, where[len(rows) :], where[: len(rows)], keys)
@@ -129,16 +165,9 @@ def min_denominators(model: AttentionModel, plan: PairPlan, length: int) -> torc
 
 @dataclass
 class ProductScored:
-    """A product family scored through its two-candidate sequences (module docstring): the
-    :class:`~kernelgap.training.trainer.Scored` of a product.
-
-    ``errors(model)`` are every member's errors on all ``Q·C²`` two-candidate sequences,
-    ``[E, Q·C², 1]`` (full batch, ``batch`` None); with ``batch`` first-slot candidates per
-    step, ``batch_errors(model, step)`` are those of every query with the step's c and every
-    c′ (a seeded schedule: a fresh permutation of the candidates each epoch) and
-    :meth:`whole` scores every query in chunks.  Its metrics are over the whole family
-    (:meth:`metrics`).
-    """
+    """The :class:`~.stack.Scored` of a product family, through its two-candidate sequences:
+    full batch (``batch`` None), or ``batch`` first-slot candidates per step from a seeded
+    schedule, the whole family then scored in chunks (:meth:`whole`)."""
 
     family: ProductFamily
     tokens: torch.Tensor
@@ -198,15 +227,7 @@ class ProductScored:
         """``min(<x, c>, <x, c′>)`` ``[R, C, C]`` of rows of overlaps ``[R, C]``."""
         return torch.minimum(levels[:, :, None], levels[:, None, :])
 
-    def token_ids(self, model) -> torch.Tensor | None:
-        """Rows of the family's tokens in ``model``'s vocabulary (found once), or None."""
-        vocab = model.vocabulary
-        if vocab is None:
-            return None
-        if self.found_ids is None or self.found_ids[0] is not vocab:
-            self.plans.clear()
-            self.found_ids = (vocab, model.token_ids(self.tokens))
-        return self.found_ids[1]
+    token_ids = Scored.token_ids
 
     def plan(self, model, rows: torch.Tensor | None = None) -> PairPlan:
         """The block of ``rows`` (query positions in ``queries``; None: all, built once)."""
@@ -233,10 +254,8 @@ class ProductScored:
         return pred.reshape(pred.shape[0], -1, 1) - self.target
 
     def batch_firsts(self, step: int) -> torch.Tensor:
-        """The first-slot candidate positions of training step ``step`` (the schedule):
-        ``batch`` of them at every step, the epoch's last batch filled up from the start of
-        its permutation, so every step's errors have one shape (what the stop bookkeeping
-        compares) and every candidate pair is seen at least once per epoch."""
+        """The first-slot candidate positions of step ``step``: ``batch`` of a fresh permutation
+        per epoch, the last batch filled up from its start (every step's errors one shape)."""
         per = self.steps_per_epoch
         epoch, at = divmod(step, per)
         gen = torch.Generator().manual_seed(SCHEDULE_SEED + epoch)
@@ -244,8 +263,7 @@ class ProductScored:
         return order[(at * self.batch + torch.arange(self.batch)) % len(order)].to(self.device)
 
     def batch_errors(self, model, step: int) -> torch.Tensor:
-        """``pred − target`` of every query with the step's first-slot candidates,
-        ``[E, Q·b·C, 1]``."""
+        """``pred − target`` of every query with the step's first-slot candidates, ``[E, Q·b·C, 1]``."""
         if self.batch is None:
             return self.errors(model)
         first = self.batch_firsts(step)
@@ -261,9 +279,8 @@ class ProductScored:
 
     @torch.no_grad()
     def whole(self, model) -> dict[str, torch.Tensor]:
-        """Every member's metrics over all two-candidate sequences, in chunks: ``max`` (the
-        family's max error), ``abs_sum`` and ``below`` (errors under the exact threshold),
-        each ``[E]`` float64 (a NaN error counts as ``inf``)."""
+        """Every member's ``max``, ``abs_sum`` and ``below`` (the exact threshold) error over all
+        two-candidate sequences, in chunks, each ``[E]`` float64 (NaN counts as ``inf``)."""
         e = model.members
         top = torch.zeros(e, dtype=torch.float64, device=self.device)
         total = torch.zeros_like(top)
@@ -296,8 +313,8 @@ class ProductScored:
         return self.labelled(metrics_of(err), model, member)
 
     def labelled(self, out: dict, model, member: int) -> dict:
-        """``out`` with the family's exact sequence count and what was evaluated: the max
-        error and ``exact`` hold for the whole family unless ``guarded`` (module docstring)."""
+        """``out`` with the family's sequence count and what was evaluated (``guarded``: the
+        max error holds for the two-candidate sequences only)."""
         guarded = False
         if model is not None and not model.scorer.log_space:
             with torch.no_grad():
@@ -313,10 +330,9 @@ class ProductScored:
 
 
 def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
-    """``(slots, block)`` of one member's training step on a product family that trains as a
-    product (:func:`.two_candidate.training_family`), for the sweep planner's cost model: three weighted
-    terms per two-candidate sequence of a step (N per sequence of :func:`sampled_family` for
-    the models the reduction does not cover), and the ``Q × (C + 1)`` block of tables."""
+    """``(slots, block)`` of one member's step on a product family, for the sweep planner: three
+    weighted terms per two-candidate sequence (N per sampled sequence for the models the
+    reduction does not cover), and the ``Q × (C + 1)`` block of tables."""
     q, c = len(family.queries), len(family.candidates)
     if not reducible_spec(model):
         return (two_candidate_count(family) + SAMPLED_TUPLES) * family.length, q * (c + 1)
@@ -324,18 +340,10 @@ def product_cost(family: ProductFamily, model: ModelSpec) -> tuple[int, int]:
 
 
 class BatchedProductTrainer(StackTrainer):
-    """:class:`~kernelgap.training.trainer.StackTrainer` on a product family scored in batches
-    of queries (:class:`ProductScored` with ``batch``).
-
-    Each step trains on every query with its batch of first-slot candidates and every c′.  The
-    stop rule is the sequence families' — a member stops at the first step whose errors before
-    the update are all below ``stop_below`` — read on the whole family at the first step of each
-    epoch of the schedule (every pair seen once since the last reading): there
-    :meth:`ProductScored.whole` scores every query (only when some member's batch is below it
-    already, since the whole family's max error is at least the batch's).  A member that diverges stops at once, with
-    the metrics of its last finite batch.  Records carry the whole family's metrics at the stop
-    step or after the last one.
-    """
+    """:class:`~.stack.StackTrainer` on a product family scored in batches.  A member stops when
+    the whole family's max error is below ``stop_below``, read at the first step of each epoch
+    (only when its batch is below it already: the family's max is at least the batch's); one
+    that diverges stops at once with its last finite batch's metrics."""
 
     def __init__(
         self, model, train: ProductScored, cfg: TrainConfig, test=None, check_every: int = CHECK_EVERY, observer=None
@@ -358,9 +366,8 @@ class BatchedProductTrainer(StackTrainer):
         return diverged, exact
 
     def final_errors(self, step: int) -> torch.Tensor:
-        """The whole family's metrics of every member still training (kept for its record),
-        and the errors of the schedule's next batch, non-finite for a member whose whole-family
-        error is not finite (it is then recorded as diverged)."""
+        """The next batch's errors, after keeping every member's whole-family metrics for its
+        record; non-finite (diverged) for a member whose whole-family error is not finite."""
         whole = self.train.whole(self.model)
         for e, r in enumerate(self.results):
             if r is None:
@@ -406,9 +413,8 @@ def _count(family: ProductFamily) -> str:
 
 
 def product_trainer(model, family: ProductFamily, cfg: TrainConfig, test=None, observer=None) -> StackTrainer:
-    """The trainer of a stack on a product family (module docstring): the two-candidate form
-    (full batch or batched) for the models it covers, else the sampled sequences; ``observer``
-    is told its progress (:mod:`.progress`)."""
+    """The trainer of a stack on a product family: the two-candidate form (full batch or
+    batched) for the models it covers, else the sampled sequences."""
     from .config import DTYPES
 
     dtype = DTYPES[cfg.dtype]

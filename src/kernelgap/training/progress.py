@@ -1,14 +1,9 @@
 """Progress of a training run as it goes: what the trainer tells an observer, and a live
-terminal view of it (docs/experiments.md, "Training recipe").
+terminal view of it.
 
-An observer is any callable taking a :class:`TrainingProgress`.  The trainer
-(:class:`~kernelgap.training.stack.StackTrainer`) calls it once per point of its training
-curve (:mod:`.curve`: every ``CURVE_EVERY`` steps), read in the same transfer as the stop
-marks the host reads anyway, so observing adds no synchronisation and no forward pass and
-changes no number;
-and once at the end with every member's recorded result (``done``).  Without an observer
-nothing is read and nothing is printed.  :func:`watch` gives the command line's observer: a
-rich bar on a stream that is a terminal, updated in place at most four times a second.
+An observer is any callable taking a :class:`TrainingProgress`.  The trainer calls it once
+per point of its training curve, read in the same transfer as the stop marks (so observing
+adds no synchronisation and changes no number), and once at the end (``done``).
 """
 
 from __future__ import annotations
@@ -20,17 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
-#: Redraws of the terminal view per second, at most.
 REFRESH_PER_SECOND = 4
 
 
 @dataclass(frozen=True)
 class TrainingProgress:
-    """Where a stack's training is: the curve point's ``step`` of ``total`` (both phases),
-    its ``phase`` (``mse`` or ``max``, the max-error power mean), each member's max error and
-    loss there (None where not finite), the members still training; ``done``: the last
-    report, each member's recorded max error and final loss at its last step (``step``: the
-    last of them)."""
+    """Where a stack's training is: ``step`` of ``total``, the ``phase`` (``mse`` or ``max``),
+    each member's max error and loss (None where not finite), the members still training;
+    ``done``: the last report, with each member's recorded max error and final loss."""
 
     step: int
     total: int
@@ -41,19 +33,16 @@ class TrainingProgress:
     done: bool = False
 
 
-#: What the trainer calls with its progress.
 Observer = Callable[[TrainingProgress], None]
 
 
 def phase_of(step: int, mse_steps: int) -> str:
-    """The phase a step belongs to: the mean-squared steps first, then the max-error ones."""
     return "mse" if step < mse_steps else "max"
 
 
 def staged(observer: Observer | None, stage: str) -> Observer | None:
-    """``observer`` told of a first stage trained before the run itself (a pruned table's wide
-    run, a distilled map's teacher): each point's phase is prefixed with ``stage``, and the
-    stage's end is one more point, not the run's end."""
+    """``observer`` told of a first stage trained before the run (a wide table, a teacher): its
+    phase prefixed with ``stage``, its end one more point, not the run's end."""
     if observer is None:
         return None
 
@@ -69,7 +58,7 @@ def _finite(values: Sequence[float | None]) -> tuple[float | None, ...]:
 
 
 def at_point(step: int, cfg, max_errors, losses, left: int) -> TrainingProgress:
-    """The progress at a curve point of a run trained with ``cfg`` (a :class:`~.config.TrainConfig`)."""
+    """The progress at a curve point of a run trained with ``cfg``."""
     total = cfg.mse_steps + cfg.max_steps
     return TrainingProgress(step, total, phase_of(step, cfg.mse_steps), _finite(max_errors), _finite(losses), left)
 
@@ -89,7 +78,7 @@ def finished(results, cfg) -> TrainingProgress:
 
 
 def number(values: tuple[float | None, ...]) -> str:
-    """One member's value, or the smallest of a stack's (``best … of E``); ``—`` where none is finite."""
+    """One member's value, or the smallest of a stack's; ``—`` where none is finite."""
     finite = [v for v in values if v is not None]
     if not finite:
         return "—"
@@ -98,8 +87,8 @@ def number(values: tuple[float | None, ...]) -> str:
 
 
 class TerminalProgress:
-    """A rich bar on ``console``: the phase, step of total, loss and max error, elapsed time.
-    Use it as a context manager (the bar shows between enter and exit) and as the observer."""
+    """A rich bar on ``console`` (the phase, step of total, loss, max error, elapsed time): a
+    context manager and the observer."""
 
     def __init__(self, console) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -145,8 +134,7 @@ def _is_terminal(stream) -> bool:
 
 @contextlib.contextmanager
 def watch(stream: TextIO | None) -> Iterator[Observer | None]:
-    """A :class:`TerminalProgress` on ``stream`` while the block runs when ``stream`` is a
-    terminal; None (nothing shown) otherwise."""
+    """A :class:`TerminalProgress` on ``stream`` where it is a terminal; None otherwise."""
     if not _is_terminal(stream):
         yield None
         return

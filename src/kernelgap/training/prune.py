@@ -1,28 +1,19 @@
 """Pruned from a wider table: a ``table`` trained at a larger rank first, cut to its own rank,
 trained on (``train.prune_from``; docs/experiments.md, "Pruned from a wider table").
 
-At a rank the certificate pins, a table must give (nearly) every query a feature of its own,
-as the query one-hot construction does.  From a random start two queries often come to share
-one feature and leave another query without one; Adam does not move a query off a shared
-feature (a feature's gradient in a row is its share of that row), so the run stalls above the
-exact threshold.  A wider table has features to spare.  A run with ``prune_from = f`` trains
-in three steps:
+At a rank the certificate pins, a table must give (nearly) every query a feature of its own.
+From a random start two queries often share one feature and Adam does not move a query off
+it, so the run stalls; a wider table has features to spare.  With ``prune_from = f``:
 
-1. **Wide.**  The same run at rank ``R = ⌈f·r⌉`` trains on its schedule from the member seeds
-   (:func:`wide_runs`).
-2. **Cut.**  For each query token ``x`` of the family and feature ``k``, the share of ``k`` in
-   the row, averaged over the keys ``z``,
+1. **Wide.**  The same run at rank ``⌈f·r⌉`` trains from the member seeds.
+2. **Cut.**  The share of feature ``k`` in query ``x``'s attention, averaged over keys ``z``,
 
-       s(x, k) = mean_z  φ_Q(x)_k φ_K(z)_k / Σ_j φ_Q(x)_j φ_K(z)_j,
+       s(x, k) = mean_z  φ_Q(x)_k φ_K(z)_k / Σ_j φ_Q(x)_j φ_K(z)_j;
 
-   says how much of x's attention runs through k.  The cut keeps each query's own feature
-   (``argmax_k s(x, k)``) — the ones most used first where there are more than r of them —
-   then the most used others, ``max_x s(x, k)``, up to r (:func:`kept_features`); their
-   columns of ``θ_Q`` and ``θ_K`` and the whole readout are copied into the rank-r model.
-3. **Training.**  The rank-r model then trains on its own schedule and is judged as any run is.
-
-Only the weights of the rank-r model are kept; the record's ``pruned`` keeps the wide run's
-outcome and how many distinct own features the cut found.
+   the cut keeps each query's own feature ``argmax_k s(x, k)`` (the most used first), then
+   the most used others by ``max_x s(x, k)``, up to r; their columns and the whole readout
+   are copied into the rank-r model.
+3. **Training.**  The rank-r model trains on its own schedule and is judged as any run is.
 """
 
 from __future__ import annotations
@@ -45,7 +36,7 @@ def wide_rank(rank: int, factor: float) -> int:
 
 
 def wide_runs(runs: list) -> list:
-    """Each run at its wide rank (:func:`wide_rank`), without ``prune_from`` (step 1)."""
+    """Each run at its wide rank, without ``prune_from`` (step 1)."""
     out = []
     for run in runs:
         model = run.model.model_copy(update={"rank": wide_rank(run.model.rank, run.train.prune_from)})
@@ -71,7 +62,7 @@ def feature_shares(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 def kept_features(share: torch.Tensor, rank: int) -> tuple[torch.Tensor, int]:
     """The ``rank`` columns the cut keeps (ascending) from ``share [Q, R]``, and the number of
-    distinct own features (module docstring, step 2)."""
+    distinct own features."""
     usage = share.max(0).values
     own = torch.unique(share.argmax(1))
     own = own[torch.argsort(usage[own], descending=True, stable=True)]
@@ -112,10 +103,8 @@ def cut(narrow, wide, ranks: list[int], family) -> list[int]:
 
 
 def prune(narrow, runs: list, seeds: list[int], family, train) -> list[dict]:
-    """Steps 1 and 2 of the module docstring for a stack ``narrow`` of ``runs`` (one stack key)
-    started from member seeds ``seeds``: the wide stack trained by ``train(runs, seeds)`` (which
-    gives the trained stack and one result per run), then cut into ``narrow``.  One ``pruned``
-    record entry per member."""
+    """Steps 1 and 2 for a stack ``narrow`` of ``runs``: the wide stack trained by ``train(runs,
+    seeds)``, then cut into ``narrow``; one ``pruned`` record entry per member."""
     wide, taught = train(wide_runs(runs), seeds)
     start = time.perf_counter()
     owned = cut(narrow, wide, [run.model.rank for run in runs], family)
@@ -123,7 +112,7 @@ def prune(narrow, runs: list, seeds: list[int], family, train) -> list[dict]:
     return [
         {
             "from_rank": wide_rank(run.model.rank, run.train.prune_from),
-            "wide": {"status": t.status, "steps": t.steps, "max_error": t.train.get("max_error")},
+            "wide": t.summary(),
             "own_features": own,
             "wall_time_s": t.wall_time_s + cut_s,
         }

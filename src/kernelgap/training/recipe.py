@@ -1,41 +1,20 @@
 """A training recipe sized by its family (docs/experiments.md, "A recipe sized by its family").
 
-A map's calibrated recipe (its ``default_lr``, ``recipe_model``, ``recipe_schedule``) is one
-setting for every family.  Three facts of the family decide what the recipe must adapt, and
-:func:`sized_fields` fills them into a run's fields that the run leaves unset (a run that sets
-a field keeps it; a run read back from a record has every field set, so sizing never runs twice):
+A map's calibrated recipe is one setting for every family; :func:`sized_fields` fills what
+the family decides into the fields a run leaves unset (a run read back from a record has
+every field set, so sizing never runs twice), and the record keeps it (``recipe``):
 
-- **Value width.**  On a sequence ``(x; c, c)`` attention splits between ``c`` and ``x`` only,
-  so a linear readout ``U[x, c] = <a(x), v(c)> + b(x)`` must reproduce the overlap ``<x, c>``
-  on the family's pairs: a bilinear form whose rank is that of the overlap matrix ``O`` of the
-  query tokens against every token they attend to.  ``d_value = max(default, rank O)``.
-- **Kernel slope.**  A query with its target candidate at level ``k`` and a bad one at level
-  ``k + d`` is within 1/2 on their pair sequences only where the kernel falls as
-  ``a(k)/a(k + d) > 2d − 1``.  The *span* ``S`` of a family is the largest, over its queries,
-  of ``Σ log(2d_i − 1)`` over the gaps ``d_i`` between consecutive levels of the query's
-  candidates (the log-kernel range the pairs demand).  A log-space map whose family has ``S``
-  above :data:`STEEP_SPAN` divides its log-features by :data:`STEEP_TEMPERATURE` (Adam then
-  moves the kernel twice as fast) and trains :data:`STEEP_STEPS` times as many steps.  At
-  length N a bad level needs ``(N − 2)`` times the ratio, but halving τ does not help there
-  (measured on the layer family; docs), so the span is the pairs' alone.
-- **Batches.**  A product family too large for a full-batch step trains on batches of
-  first-slot candidates (:func:`kernelgap.training.two_candidate.firsts_per_step`); its schedule has
-  ``√(batches per epoch)`` times as many steps.
-- **Hidden width of a distilled map.**  A run distilled from a table (:mod:`.distill`) must
-  reproduce its teacher's free feature vectors on the family's tokens, and a two-layer MLP
-  interpolates ``h`` generic points with ``h`` hidden units; at exactly that width the fit
-  stalls on some seeds (docs), so an MLP map's ``hidden`` is
-  ``max(default, HIDDEN_PER_TOKEN · tokens)`` (tokens: the queries and every token they
-  attend to).  A run trained from a random start keeps its width.
-- **Power at length N.**  The power mean ``(mean |e|^p)^(1/p)`` of ``S`` errors is within a
-  factor ``S^(1/p)`` of their maximum, so it tracks the worst sequence only where
-  ``p ≳ ln S``.  At length 3 the calibrated ``p = 8`` stands (it was measured there on
-  families of every size).  At length ``N > 3`` a family whose step scores ``S`` sequences
-  trains at ``p = max(8, round(POWER_PER_LOG · ln S))``: on the layer families the worst
-  sequences are a few in 10⁵ and ``p = 8`` leaves them behind (docs).
-
-:func:`family_shape` computes the facts (numpy; cached per family), :func:`sized_fields` the
-fields.  The record of a run keeps both (``recipe``).
+- **Value width**: a linear readout must reproduce the overlaps ``<x, c>`` on the family's
+  pairs, a bilinear form of the overlap matrix's rank: ``d_value = max(default, rank O)``.
+- **Kernel slope**: a target at level ``k`` beats a bad candidate at ``k + d`` only where
+  ``a(k)/a(k + d) > 2d − 1``; a log-space map on a family whose *span* (the largest
+  ``Σ log(2d_i − 1)`` over a query's level gaps) exceeds :data:`STEEP_SPAN` trains at
+  :data:`STEEP_TEMPERATURE` for :data:`STEEP_STEPS` times the steps.
+- **Batches**: a product family trained in batches takes ``√(batches per epoch)`` times the steps.
+- **Hidden width of a distilled MLP map**: ``max(default, HIDDEN_PER_TOKEN · tokens)``, to
+  interpolate its teacher's feature vectors.
+- **Power at length N > 3**: the power mean of ``S`` errors is within ``S^(1/p)`` of their
+  maximum, so ``p = max(8, round(POWER_PER_LOG · ln S))``.
 """
 
 from __future__ import annotations
@@ -51,29 +30,20 @@ from ..task.constructions import candidate_tokens, query_tokens
 from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
 from .two_candidate import firsts_per_step, reducible_spec, two_candidate_count
 
-#: Span (natural log units of kernel ratio) above which a family is *steep*: every held-out
-#: Hadamard and constant-weight family of length 3 has S ≤ 3.43 and trains at temperature 1;
-#: the ladder families m = 48 (S = 4.32) and m = 64 (S = 6.54) train faster or only at 1/2.
+#: Span (log kernel ratio) above which a family is *steep*: held-out families of length 3
+#: have S ≤ 3.43; the ladders m = 48 (S = 4.32) and m = 64 (S = 6.54) train only at τ = 1/2.
 STEEP_SPAN = 4.0
-#: Temperature of a log-space map on a steep family.
 STEEP_TEMPERATURE = 0.5
-#: How many times the recipe's steps a steep family trains.
 STEEP_STEPS = 2
-#: Hidden units per token of a distilled MLP map (module docstring): calibrated on the held-out
-#: constant-weight family m = 120, n = 36 (72 tokens), where 72 units fit 2 of 4 seeds' teachers
-#: and 144 fit all four.
+#: Calibrated on constant-weight m = 120, n = 36 (72 tokens): 72 units fit 2 of 4 seeds, 144 all.
 HIDDEN_PER_TOKEN = 2
-#: At length N > 3, the power of the power-mean loss per unit of ``ln S`` (S: sequences a
-#: step scores); calibrated on the layer family m = 10, N = 7 (S = 17,576: p = 20).
+#: Calibrated on the layer family m = 10, N = 7 (S = 17,576: p = 20).
 POWER_PER_LOG = 2.0
 
 
 @dataclass(frozen=True)
 class FamilyShape:
-    """What sizes the recipe: ``overlap_rank`` (rank of the queries' overlaps with every token
-    they attend to), ``span`` (see the module docstring), ``length`` N, ``queries``, ``tokens``,
-    ``sequences`` (what one full-batch step scores: a product family's two-candidate sequences
-    in a batch, else the family's sequences)."""
+    """What sizes the recipe (module docstring); ``sequences``: what one step scores."""
 
     overlap_rank: int
     span: float
@@ -84,7 +54,7 @@ class FamilyShape:
     sequences: int = 0
 
     def power(self, calibrated: float) -> float:
-        """The power-mean power the family needs, at least the ``calibrated`` one (module docstring)."""
+        """The power-mean power the family needs, at least the ``calibrated`` one."""
         if self.length <= 3 or self.sequences < 2:
             return calibrated
         return float(max(calibrated, round(POWER_PER_LOG * math.log(self.sequences))))
@@ -97,7 +67,7 @@ class FamilyShape:
         return {**asdict(self), "span": round(self.span, 4), "steep": self.steep}
 
 
-#: Query rows scored at a time by :func:`level_span` (bounds its memory on a large family).
+#: Query rows scored at a time by :func:`level_span` (bounds its memory).
 SPAN_BLOCK = 1024
 
 
@@ -123,8 +93,7 @@ def overlap_rank(queries: np.ndarray, attended: np.ndarray) -> int:
 
 
 def family_shape(family: AnyFamily) -> FamilyShape:
-    """The :class:`FamilyShape` of a family (either layout): the candidates' levels are those
-    of every candidate token of the family (a product family's sequences draw from them all)."""
+    """The :class:`FamilyShape` of a family (either layout), levels over every candidate token."""
     bits = family.tokens.astype(np.int64)
     queries, candidates = query_tokens(family), candidate_tokens(family)
     attended = np.union1d(queries, candidates)
@@ -140,8 +109,7 @@ def family_shape(family: AnyFamily) -> FamilyShape:
 
 
 def step_sequences(family: AnyFamily) -> int:
-    """Sequences one step scores: a product family's two-candidate sequences (a batch of them
-    where it trains in batches), else the family's sequences."""
+    """Sequences one step scores: a product's two-candidate sequences (a batch), else all."""
     if not isinstance(family, ProductFamily):
         return len(family)
     batch = firsts_per_step(family)
@@ -150,9 +118,7 @@ def step_sequences(family: AnyFamily) -> int:
 
 
 def product_batches(family: AnyFamily) -> int:
-    """Training steps that see every two-candidate sequence once, for a model in the
-    two-candidate form: 1 unless ``family`` is a product trained in batches of first-slot
-    candidates (:func:`kernelgap.training.two_candidate.firsts_per_step`)."""
+    """Steps that see every two-candidate sequence once (1 unless a product trained in batches)."""
     if not isinstance(family, ProductFamily) or (family.length == 3 and family.sequence_count <= MAX_EXPANDED):
         return 1
     batch = firsts_per_step(family)
@@ -165,14 +131,12 @@ def _shape_of(key: str, spec_type: type) -> FamilyShape:
 
 
 def shape_of(spec) -> FamilyShape:
-    """:func:`family_shape` of a :class:`~kernelgap.training.config.FamilySpec`, remembered per
-    spec (a sweep sizes many runs of one family)."""
+    """:func:`family_shape` of a FamilySpec, remembered per spec (a sweep sizes many runs)."""
     return _shape_of(json.dumps(spec.model_dump(), sort_keys=True), type(spec))
 
 
 def sized_run(run):
-    """``run`` (a :class:`~kernelgap.training.config.RunConfig`) with the fields it left unset
-    sized (:func:`sized_fields`), marked sized and carrying its ``recipe``."""
+    """``run`` with the fields it left unset sized, marked sized and carrying its ``recipe``."""
     model_update, train_update, recipe = sized_fields(run)
     update = {}
     if model_update:
@@ -185,10 +149,8 @@ def sized_run(run):
 
 
 def sized_fields(run) -> tuple[dict, dict, dict | None]:
-    """``(model updates, train updates, recipe)`` for a :class:`~kernelgap.training.config.RunConfig`:
-    the fields the module docstring sizes that the run left unset, and ``recipe`` — what the
-    record keeps (``{"family": FamilyShape.as_dict(), "sized": {field: value}}``), or None
-    when nothing could be sized (a module, or every sizable field given)."""
+    """``(model updates, train updates, recipe)`` of a RunConfig: the fields it left unset,
+    sized, and what the record keeps (None when nothing could be sized)."""
     model = run.model
     if model.built_elsewhere:
         return {}, {}, None

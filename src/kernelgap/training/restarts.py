@@ -1,13 +1,9 @@
 """Fresh starts for runs that end not exact (``train.restarts``; docs/experiments.md, "Restarts").
 
-A run with ``restarts = K`` whose first try ends with max error ≥ 1/2 (or diverges) trains
-again from a fresh initialisation, the member seed of try ``k`` being :func:`restart_seed`
-``(seed, k)``, up to ``K`` times, stopping at the first exact try.  The run keeps its best
-try (exact, else the smallest max error; the earlier on ties): its weights replace the first
-try's in the stack's checkpoint (:func:`copy_member`), and its record lists every try
-(``restarts``).  A try's start depends only on the run's seed and the try's number, never
-on the other members of the stack.  Below the certificate no try can be exact, so ``K``
-fresh starts there cost ``K`` whole schedules: a sweep sets restarts only where it wants them.
+A run with ``restarts = K`` that ends not exact trains again from a fresh initialisation
+(:func:`restart_seed`: it depends only on the run's seed and the try's number), up to ``K``
+times, stopping at the first exact try.  The run keeps its best try (exact, else the smallest
+max error; the earlier on ties) in the checkpoint, and its record lists every try.
 """
 
 from __future__ import annotations
@@ -40,10 +36,7 @@ def _badness(result: MemberResult) -> tuple[int, float]:
 
 def copy_member(source: torch.nn.Module, k: int, target: torch.nn.Module, e: int) -> None:
     """Member ``k`` of stacked model ``source`` into member ``e`` of ``target`` (same spec).
-
-    Every stacked tensor has a leading slot axis of ``members × s`` slots (``s`` per member:
-    heads, key positions); a tensor without one (a vocabulary) is the same in both models.
-    A stack is as wide as its largest rank, and a member's columns past its own rank are zero
+    Stacked tensors lead with ``members × s`` slots; a member's columns past its rank are zero
     and masked, so a member of a narrower ``source`` fills the leading block of its slots."""
     src, dst = source.state_dict(), target.state_dict()
     ns, nt = source.members, target.members
@@ -60,10 +53,8 @@ def copy_member(source: torch.nn.Module, k: int, target: torch.nn.Module, e: int
 
 
 def restart_unfit(runs, model, results: list[MemberResult], train_again) -> list[MemberResult]:
-    """``results`` of the members of ``model`` (``runs``, one stack) after their fresh starts.
-
-    ``train_again(runs, seeds)`` trains a new stack of ``runs`` from member seeds ``seeds``
-    and gives ``(model, results)``; the kept tries' weights are copied into ``model``."""
+    """``results`` of the members of ``model`` after their fresh starts; ``train_again(runs,
+    seeds)`` gives ``(model, results)`` of a new stack, whose kept members are copied in."""
     best = list(results)
     tries = [[_try(runs[e].seed, r)] for e, r in enumerate(results)]
     for attempt in range(1, runs[0].train.restarts + 1):
@@ -83,10 +74,4 @@ def restart_unfit(runs, model, results: list[MemberResult], train_again) -> list
 
 
 def _try(seed: int, result: MemberResult) -> dict:
-    return {
-        "seed": seed,
-        "status": result.status,
-        "steps": result.steps,
-        "max_error": result.train.get("max_error"),
-        "wall_time_s": result.wall_time_s,
-    }
+    return {"seed": seed, **result.summary(), "wall_time_s": result.wall_time_s}

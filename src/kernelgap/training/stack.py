@@ -1,15 +1,10 @@
 """The stack of members and its trainer: full-batch Adam with per-member stops (docs/experiments.md,
 "Training recipe").
 
-A stack of ``E`` members (one :class:`~kernelgap.models.AttentionModel`)
-trains on the loss ``L = Σ_e L_e``: member ``e``'s parameters only reach
-``L_e``, so ``∂L/∂θ_e = ∂L_e/∂θ_e`` and Adam (elementwise) updates each member
-exactly as if it trained alone.  Every step evaluates the train family anyway,
-so each member's max error is known per step: a member that becomes exact
-(max error < ``stop_below``) or diverges (non-finite loss) is recorded at that
-step — the same step it would be recorded at alone — and dropped from the
-loss; the stack stops when no member is left.  A product family of any length trains
-through its two-candidate sequences and is scored on the whole family (:mod:`.product`).
+A stack of ``E`` members trains on ``L = Σ_e L_e``: member ``e``'s parameters only reach
+``L_e``, so Adam (elementwise) updates each member exactly as if it trained alone.  A member
+that becomes exact (max error < ``stop_below``) or diverges is recorded at that step and
+dropped from the loss; the stack stops when no member is left.
 """
 
 from __future__ import annotations
@@ -36,14 +31,10 @@ CHECK_EVERY = 16
 
 
 def configure_worker(threads: int = 1, seed: int | None = None) -> None:
-    """One intra-op thread, flushed denormals (exp features underflow) and
-    determinism: deterministic algorithms on and, given ``seed``, the
-    python, numpy and torch global generators seeded.  Models draw their
-    initialisation from per-member generators and train full batch, so the
-    global generators are never meant to matter: seeding them only pins down
-    anything that would otherwise slip in.  For a process that only trains (a
-    worker, the CLI); a library call uses :func:`training_settings`, which puts
-    everything back."""
+    """One intra-op thread, flushed denormals (exp features underflow), deterministic
+    algorithms and, given ``seed``, the global generators seeded (models draw from their own
+    generators; this only pins down anything that slips in).  For a process that only
+    trains; a library call uses :func:`training_settings`, which puts everything back."""
     torch.set_flush_denormal(True)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
@@ -100,11 +91,8 @@ def mse_loss(err: torch.Tensor) -> torch.Tensor:
 
 
 def power_mean_loss(err: torch.Tensor, power: float) -> torch.Tensor:
-    """``(mean |e|^p)^(1/p)`` per member, computed as ``M·(mean (|e|/M)^p)^(1/p)``.
-
-    ``M = max |e|`` (detached) keeps ``|e|^p`` from overflowing; the value is
-    unchanged and tends to ``max |e|`` as ``p → ∞``.
-    """
+    """``(mean |e|^p)^(1/p)`` per member, as ``M·(mean (|e|/M)^p)^(1/p)`` with ``M = max |e|``
+    (detached) so ``|e|^p`` cannot overflow; it tends to ``max |e|`` as ``p → ∞``."""
     a = err.abs()
     scale = a.detach().amax(dim=(1, 2), keepdim=True).clamp_min(1e-12)
     return scale.reshape(-1) * integer_power(a / scale, power).mean(dim=(1, 2)).pow(1.0 / power)
@@ -132,13 +120,9 @@ def cosine_lr(base: float, step: int, total: int) -> float:
 
 @dataclass
 class Scored:
-    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``.
-
-    ``planned``: predict through the block of pairs the family uses
-    (:meth:`AttentionModel.plan`) where it is smaller than the dense tables.  A model
-    whose map indexes tokens by id gets the family's tokens' rows in its vocabulary,
-    found once (:meth:`token_ids`).
-    """
+    """Tensors to evaluate a family: float tokens, ids, scored positions, targets ``[S, Q]``;
+    ``planned``: predict through the block of pairs the family uses where it is smaller than
+    the dense tables."""
 
     tokens: torch.Tensor
     index: torch.Tensor
@@ -193,28 +177,29 @@ class Scored:
 
     def errors(self, model) -> torch.Tensor:
         """``pred − target`` of every member, ``[E, S, Q]``."""
-        plan = self.plan(model)
-        if plan is not None:
-            return model.predict(self.tokens, self.index, self.positions, plan=plan) - self.target
-        ids = self.token_ids(model)
-        if ids is None:
-            return model.predict(self.tokens, self.index, self.positions) - self.target
-        return model.predict(self.tokens, self.index, self.positions, ids=ids) - self.target
+        given = {"plan": self.plan(model), "ids": self.token_ids(model)}
+        given = {k: v for k, v in given.items() if v is not None}  # a module takes neither
+        return model.predict(self.tokens, self.index, self.positions, **given) - self.target
 
 
 @dataclass
 class MemberResult:
-    """Outcome of one member: status ``ok``/``diverged``, metrics at its last step."""
+    """Outcome of one member: status ``ok``/``diverged``, metrics at its last step; a run
+    with fresh starts, distilled or pruned adds its tries, teacher or wide run."""
 
     status: str
     steps: int
     wall_time_s: float
     train: dict
     test: dict | None
-    curve: dict | None = None  # max error and loss every CURVE_EVERY steps (training/curve.py)
-    tries: list[dict] | None = None  # every try of a run with fresh starts (training/restarts.py)
-    distilled: dict | None = None  # the teacher and the fit of a distilled run (training/distill.py)
-    pruned: dict | None = None  # the wide run and the cut of a pruned run (training/prune.py)
+    curve: dict | None = None
+    tries: list[dict] | None = None
+    distilled: dict | None = None
+    pruned: dict | None = None
+
+    def summary(self) -> dict:
+        """Its status, steps and max error (a try, teacher or wide run in a record)."""
+        return {"status": self.status, "steps": self.steps, "max_error": self.train.get("max_error")}
 
 
 def metrics_of(err: torch.Tensor) -> dict:
@@ -225,16 +210,11 @@ def metrics_of(err: torch.Tensor) -> dict:
 
 
 class StackTrainer:
-    """Trains one stack; see the module docstring for the per-member bookkeeping.
-
-    The stop conditions are kept on the device: each step marks the members that
-    just became exact or diverged, snapshots their errors and excludes them from
-    the loss, and their Adam moments are held at zero, so their parameters stay
-    exactly as they were at their stop step.  The host reads the marks every
-    :data:`CHECK_EVERY` steps (no synchronisation per step on an accelerator),
-    then scores the stopped members' test family and writes their results — the
-    same numbers a per-step reading would give.
-    """
+    """Trains one stack.  The stop marks stay on the device: each step marks the members
+    that just stopped, snapshots their errors and holds their Adam moments at zero, so their
+    parameters stay as at their stop step.  The host reads the marks every
+    :data:`CHECK_EVERY` steps (no synchronisation per step) and writes the results — the
+    same numbers a per-step reading would give."""
 
     def __init__(
         self,
@@ -313,9 +293,7 @@ class StackTrainer:
         """The errors training step ``step`` is scored on (the whole training family)."""
         return self.train.errors(self.model)
 
-    def final_errors(self, step: int) -> torch.Tensor:
-        """The errors after the last step (the whole training family)."""
-        return self.train.errors(self.model)
+    final_errors = step_errors  # the errors after the last step
 
     def stop_marks(self, err: torch.Tensor, losses: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """On the device, ``[E]`` masks of the active members that diverged (a non-finite loss

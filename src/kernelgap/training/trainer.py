@@ -25,20 +25,7 @@ from .distill import distill
 from .progress import Observer, staged, watch
 from .prune import prune
 from .restarts import restart_unfit
-from .stack import (  # noqa: F401  (re-exported: the trainer's public names)
-    CHECK_EVERY,
-    MemberResult,
-    Scored,
-    StackTrainer,
-    configure_worker,
-    cosine_lr,
-    flush_denormal_enabled,
-    integer_power,
-    metrics_of,
-    mse_loss,
-    power_mean_loss,
-    training_settings,
-)
+from .stack import MemberResult, Scored, StackTrainer, configure_worker, training_settings  # noqa: F401
 
 
 def train_stack(
@@ -48,10 +35,8 @@ def train_stack(
     test_family: Family | None = None,
     observer: Observer | None = None,
 ) -> list[MemberResult]:
-    """Train every member of ``model`` on ``family``; one result per member.  A product family
-    trains through its two-candidate sequences and is scored on the whole family
-    (:mod:`.product`, docs/theory.md, "Training on product families").  ``observer`` is told
-    the progress as it goes (:mod:`.progress`; it changes no number)."""
+    """Train every member of ``model`` on ``family``; one result per member (a product family:
+    :mod:`.product`).  ``observer`` is told the progress (it changes no number)."""
     if cfg.lr is None:
         raise ValueError("train_stack needs TrainConfig.lr; RunConfig.resolved() fills in the calibrated one")
     from .product import product_trainer, scored_of
@@ -110,10 +95,8 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
 
 
 def build_stack(runs: list[RunConfig], seeds: list[int] | None = None):
-    """The untrained stacked model of ``runs`` (resolved, one stack key) with its training
-    and test families: what :func:`train_runs` trains and a checkpoint is loaded into.  A
-    product family stays a product unless it trains expanded (:func:`.product.training_family`).
-    ``seeds``: the members' initialisation seeds (default: the runs'; a fresh start's differ)."""
+    """The untrained stacked model of ``runs`` (resolved, one stack key) with its training and
+    test families; ``seeds``: the members' initialisation seeds (default: the runs')."""
     from .two_candidate import training_family
 
     first = runs[0]
@@ -133,20 +116,14 @@ def build_stack(runs: list[RunConfig], seeds: list[int] | None = None):
 
 
 def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
-    """The JSON record of a finished run (what a sweep writes as ``runs/<id>.json``).
-
-    A run scored on a test family also says whether it ``fit`` its training family
-    (train max error below the exact threshold): a test score of a run that did not
-    fit measures the optimiser, not the model's capacity.  The trained weights are the
-    stack's checkpoint (:func:`train_task` adds ``checkpoint``).
-    """
+    """The JSON record of a finished run (a sweep's ``runs/<id>.json``).  A run scored on a
+    test family also says whether it ``fit`` its training family: a test score of a run that
+    did not fit measures the optimiser, not the model's capacity."""
     from .. import __version__
 
-    fit = (
-        {}
-        if run.test_family is None
-        else {"fit": result.train["max_error"] is not None and result.train["max_error"] < EXACT_THRESHOLD}
-    )
+    stages = {"restarts": result.tries, "distilled": result.distilled, "pruned": result.pruned}
+    top = result.train["max_error"]
+    fit = {} if run.test_family is None else {"fit": top is not None and top < EXACT_THRESHOLD}
     return {
         "id": run.run_id(),
         "config": run.as_dict(),
@@ -161,9 +138,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
         "train": result.train,
         "curve": result.curve,
         "recipe": run.recipe,
-        **({} if result.tries is None else {"restarts": result.tries}),
-        **({} if result.distilled is None else {"distilled": result.distilled}),
-        **({} if result.pruned is None else {"pruned": result.pruned}),
+        **{k: v for k, v in stages.items() if v is not None},
         "test": result.test,
         **fit,
         "version": __version__,
@@ -172,8 +147,7 @@ def run_record(run: RunConfig, result: MemberResult, stack_size: int) -> dict:
 
 @dataclass
 class TaskOutput:
-    """What training one stack gives the driver: a record per run, and the stack's weights
-    (:func:`checkpoint_bytes`) that every record points to (``record["checkpoint"]``)."""
+    """A record per run of one stack, and the stack's weights every record points to."""
 
     records: list[dict]
     checkpoint: bytes
@@ -190,9 +164,8 @@ def checkpoint_file(runs: list[RunConfig]) -> str:
 
 
 def train_task(runs: list[RunConfig], observer: Observer | None = None) -> TaskOutput:
-    """Train one stack of runs: their records and the trained weights (the executors'
-    task; ``observer``: :mod:`.progress`).  Whatever a module written elsewhere raises is one
-    line naming it (``SystemExit`` included)."""
+    """Train one stack of runs: their records and weights.  Whatever a module written elsewhere
+    raises is one line naming it (``SystemExit`` included)."""
     first = runs[0]
     with module_failures(first.model.target, "training", f" at rank {first.model.stack_rank}, seed {first.seed}"):
         model, results = _train(runs, observer)
@@ -205,14 +178,12 @@ def train_task(runs: list[RunConfig], observer: Observer | None = None) -> TaskO
 
 
 def train_records(runs: list[RunConfig], observer: Observer | None = None) -> list[dict]:
-    """The records of :func:`train_task` (training a stack, keeping no weights); ``observer``
-    is told the progress as it goes (:mod:`.progress`)."""
+    """The records of :func:`train_task`, keeping no weights."""
     return train_task(runs, observer).records
 
 
 def train_watched(run: RunConfig, stream: TextIO | None) -> dict:
-    """The record of one run (:func:`train_records`), its progress shown live on ``stream``
-    where that is a terminal (:func:`.progress.watch`; elsewhere nothing is shown)."""
+    """The record of one run, its progress shown live on ``stream`` where that is a terminal."""
     with watch(stream) as observer:
         return train_records([run], observer=observer)[0]
 
@@ -222,9 +193,8 @@ CHECKPOINT_FORMAT = 1
 
 
 def checkpoint_bytes(runs: list[RunConfig], model: torch.nn.Module) -> bytes:
-    """A stack's weights as ``torch.save`` bytes: ``{"format", "runs": [resolved configs in
-    stack order], "state": state_dict on the CPU}`` — plain values and tensors only, so
-    :func:`load_checkpoint` reads it with ``weights_only=True``."""
+    """``torch.save`` bytes of ``{"format", "runs": [resolved configs], "state": CPU state_dict}``:
+    plain values and tensors only, so :func:`load_checkpoint` reads it ``weights_only``."""
     buffer = io.BytesIO()
     state = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
     torch.save({"format": CHECKPOINT_FORMAT, "runs": [r.resolved().as_dict() for r in runs], "state": state}, buffer)

@@ -1,24 +1,19 @@
-"""How a product family trains in its two-candidate form: which models the reduction covers
-and how many first-slot candidates a step takes (docs/theory.md, "Training on product
-families").  Torch-free: the recipe sizes a run's steps from it (:mod:`.recipe`) before any
-model is built; :mod:`.product` trains with it.
-"""
+"""Which models the two-candidate reduction covers and how many first-slot candidates a step
+takes (torch-free: the recipe sizes a run from it before any model is built)."""
 
 from __future__ import annotations
 
 from ..models import ModelSpec
 from ..task.family import MAX_EXPANDED, AnyFamily, ProductFamily
 
-#: Most two-candidate sequences of one member scored in one step: a family with at most
-#: these many (``Q·C²``) trains full batch; above it each step takes every query with a
-#: batch of first-slot candidates c and every c′ (:attr:`ProductScored.batch`), and the
-#: whole family is checked in chunks of about this size.
+#: Most two-candidate sequences of one member scored in one step (more: batches, and the
+#: whole family checked in chunks of about this size).
 PAIRS_PER_STEP = 1 << 20
 
 
 def two_candidate_form(heads: int, position_dependent: bool, causal: bool, nonnegative: bool) -> bool:
-    """Whether an attention model is covered by the two-candidate reduction (module
-    docstring): one head, position-free maps, no causal mask, a nonnegative kernel."""
+    """Whether an attention model is covered: one head, position-free maps, no causal mask, a
+    nonnegative kernel."""
     return heads == 1 and not position_dependent and not causal and nonnegative
 
 
@@ -33,15 +28,10 @@ def two_candidate_count(family: ProductFamily) -> int:
 
 
 def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | None:
-    """First-slot candidates per training step: None (all of them, full batch) when the
-    family has at most ``pairs`` (default :data:`PAIRS_PER_STEP`) two-candidate sequences,
-    else as many as fit with every query and every c′ (at least one).
-
-    Batches of first-slot candidates rather than of queries: every query's and every
-    candidate's parameters then get a gradient at every step, where a batch of queries
-    leaves the others' rows still between its steps; on a large ladder family at its
-    certified rank query batches stall above the exact threshold and candidate batches
-    reach it (docs/experiments.md, "The bound curve", has the measurements)."""
+    """First-slot candidates per step: None (full batch) up to ``pairs`` two-candidate
+    sequences, else as many as fit with every query and every c′ (at least one).  Batches of
+    candidates, not queries: every row then gets a gradient at every step (query batches
+    stall on a large ladder; docs/experiments.md, "The bound curve")."""
     pairs = pairs or PAIRS_PER_STEP
     if two_candidate_count(family) <= pairs:
         return None
@@ -49,11 +39,8 @@ def firsts_per_step(family: ProductFamily, pairs: int | None = None) -> int | No
 
 
 def training_family(family: AnyFamily, spec: ModelSpec) -> AnyFamily:
-    """The family a model of ``spec`` trains on: a sequence family as it is; a product family
-    expanded where that is small (at most :data:`~kernelgap.task.family.MAX_EXPANDED`
-    sequences) and either of length 3 (the two-candidate sequences are then the family
-    itself: the expanded sequences train exactly as they always have) or not covered by the
-    reduction; otherwise the product itself (:func:`.product.product_scored`)."""
+    """The family a model of ``spec`` trains on: a product family expanded where small and of
+    length 3 (its two-candidate sequences are the family) or not covered, else as it is."""
     if not isinstance(family, ProductFamily):
         return family
     if family.sequence_count <= MAX_EXPANDED and (family.length == 3 or not reducible_spec(spec)):

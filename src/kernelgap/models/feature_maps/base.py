@@ -1,11 +1,4 @@
-"""The base of every feature map, and the registry the maps join (docs/adding-a-feature-map.md).
-
-:class:`FeatureMap` is ``φ`` of an already projected head, with the class facts that size
-the scorer around it and that the reports and the recipe read; :func:`register_feature_map`
-enters a subclass under its ``name`` in :data:`FEATURE_MAPS`, which lists the maps by
-:attr:`FeatureMap.order` (then name) wherever they are listed: ``train --feature-map``'s
-choices and ``"*"`` in a sweep's ``model.feature_map`` axis.
-"""
+"""The base of every feature map, and the registry the maps join (docs/adding-a-feature-map.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +14,8 @@ FEATURE_MAPS: dict[str, type[FeatureMap]] = {}
 
 
 def register_feature_map(cls: type[FeatureMap]) -> type[FeatureMap]:
-    """Class decorator: enter ``cls`` under ``cls.name``, in its place among the registered maps;
-    a second class of a name already taken (a copied module left unrenamed) is refused."""
+    """Class decorator: enter ``cls`` under ``cls.name``, in its place; a second class of a name
+    already taken (a copied module left unrenamed) is refused."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise TypeError(f"feature map {cls.__qualname__} has no name")
@@ -43,30 +36,20 @@ def feature_map_class(name: str) -> type[FeatureMap]:
 
 
 class FeatureMap(nn.Module):
-    """``φ`` of a projected head: :meth:`phi` maps ``u [S, T, d]`` (queries) or
-    ``u [S, P, T, d]`` (keys at ``P`` positions) to ``[..., T, r]`` features, or
-    log-features when ``log_space``; ``S`` is the number of slots (members × heads),
-    ``r`` = :meth:`output_size`.
-
-    The class facts size what the scorer builds around the map: :attr:`projection`
-    (which ``u``), :meth:`projection_dim` (its width ``d``), and
-    :attr:`projection_is_feature_axis` (whether ``d`` is the feature axis, so a member
-    of rank r initialises only its first r columns).
-    """
+    """``φ`` of a projected head: :meth:`phi` maps ``u [S, T, d]`` (queries) or ``u [S, P, T, d]``
+    (keys at ``P`` positions) to ``[..., T, r]`` features (log-features when ``log_space``);
+    ``S``: slots (members × heads), ``r`` = :meth:`output_size`.  ``nonnegative``: the kernel
+    is ``≥ 0``; ``maskable``: a rank-r model equals a wider one with features masked."""
 
     name: ClassVar[str]
-    #: Place of the map in every listing of the maps (``train --feature-map``'s choices, ``"*"``
-    #: in a sweep's ``model.feature_map`` axis): ascending, ties by name; a map that sets
-    #: none comes after all that do.  The built-in maps count in tens (10 … 100).
+    #: Place of the map in every listing of the maps (ties by name; the built-ins: 10 … 100).
     order: ClassVar[float] = float("inf")
     log_space: ClassVar[bool] = False
     nonnegative: ClassVar[bool] = True
     maskable: ClassVar[bool] = True
-    #: Adam learning rate of the calibrated recipe (docs/experiments.md, "Training recipe").
+    #: Adam learning rate of the calibrated recipe; the map's colour in figures, its paper.
     default_lr: ClassVar[float] = 3e-3
-    #: Colour of the map in every figure.
     color: ClassVar[str] = "black"
-    #: Where the map comes from: paper and arXiv link (shown in the report).
     citation: ClassVar[str] = ""
     #: What gives the map its input ``u``: ``"linear"`` (``Wx + c``), ``"mlp"`` (``MLP(x)``)
     #: or None (no projection: a free row ``θ[id]`` per distinct token, by token id).
@@ -77,11 +60,9 @@ class FeatureMap(nn.Module):
     exp_init: ClassVar[bool] = False
     #: Table maps: ``θ₀`` is drawn at this multiple of the model's ``init_scale``.
     table_init_scale: ClassVar[float] = 1.0
-    #: Model fields of the map's calibrated recipe, for a spec that leaves them unset
-    #: (:class:`~kernelgap.models.specs.KernelSpec`; docs/experiments.md, "Training recipe").
+    #: The calibrated recipe's model fields and ``mse_steps``/``max_steps``, for a run that
+    #: leaves them unset (docs/experiments.md, "Training recipe").
     recipe_model: ClassVar[dict] = {}
-    #: The map's calibrated ``mse_steps`` and ``max_steps``, for a run that sets neither
-    #: (empty: :class:`~kernelgap.training.config.TrainConfig`'s; docs/experiments.md, "Training recipe").
     recipe_schedule: ClassVar[dict] = {}
     #: Whether a run may start from a table trained first (``train.distill``; the teacher is not).
     distillable: ClassVar[bool] = True
@@ -142,11 +123,8 @@ class MLPFeatureMap(FeatureMap):
 
 
 def vocabulary_ids(vocabulary: torch.Tensor, tokens: torch.Tensor, name: str = "table") -> torch.Tensor:
-    """Row of each token ``[T, m]`` in ``vocabulary [V, m]`` (uint8 bits), ``[T]`` on
-    ``tokens``' device; a token outside the vocabulary is a one-line error naming the map.
-
-    One sort of the vocabulary and the tokens together (``torch.unique`` over rows): rows
-    that compare equal share a class, and each token takes its class's vocabulary row."""
+    """Row of each token ``[T, m]`` in ``vocabulary [V, m]`` (uint8 bits), on ``tokens``' device,
+    by one ``torch.unique`` over both; a token outside it is a one-line error."""
     bits = tokens.detach().to("cpu", torch.uint8)
     vocab = vocabulary.detach().to("cpu")
     if bits.dim() != 2 or bits.shape[1] != vocab.shape[1]:
