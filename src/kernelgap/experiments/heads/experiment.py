@@ -134,13 +134,16 @@ def best_total(fam: dict, h: str) -> int | None:
 
 
 def lowers(fam: dict) -> bool | None:
-    """Whether several heads are exact at a total below what one head needs: below both the
-    one-head certificate and every exact one-head total (None: no multi-head run is exact)."""
+    """Whether several heads are exact at a total below what one head needs: below the one-head
+    certificate (proved) or below the smallest exact one-head total trained; ``False`` where one
+    head is exact at or below every multi-head total, ``None`` where nothing decides it."""
     multi = [t for h in _head_counts(fam) if h != "1" for t in [best_total(fam, h)] if t is not None]
+    one = best_total(fam, "1")
     if not multi:
         return None
-    floor = [t for t in (fam["certified_rank"], best_total(fam, "1")) if t is not None]
-    return bool(floor) and min(multi) < max(floor)
+    if min(multi) < (fam["certified_rank"] or 0) or (one is not None and min(multi) < one):
+        return True
+    return False if one is not None else None
 
 
 def _head_counts(fam: dict) -> list[str]:
