@@ -1,9 +1,6 @@
-"""The figure style every experiment's figures share: colours, axes, bands, saving.
-
-Figures are drawn from ``summary.json`` only, each as PNG and SVG with labelled axes;
-each experiment draws its own (``experiments/<name>/experiment.py``).  The bound
-curve's drawing is here too: ``kernelgap bound-curve`` draws it outside a reproduction (the
-layer series' figures in :mod:`.layer_figures`).
+"""The figure style every experiment's figures share (colours, axes, bands, saving), and the
+bound curve, which ``kernelgap bound-curve`` draws outside a reproduction too.  Figures are
+drawn from ``summary.json`` only, as PNG and SVG.
 """
 
 from __future__ import annotations
@@ -26,14 +23,12 @@ MODULE_COLOR = "#ff7f0e"
 
 
 def map_color(summary: dict, name: str | None) -> str:
-    """The colour a feature map declares (``summary["feature_maps"]``, read from its runs'
-    records), black for a map the summary does not know."""
+    """The colour a feature map declares in ``summary["feature_maps"]`` (else black)."""
     return ((summary.get("feature_maps") or {}).get(name) or {}).get("color", "black")
 
 
 def save(fig, out_dir: Path, stem: str) -> list[str]:
-    """``fig`` as ``out_dir/<stem>.png`` and ``.svg``, each drawn in memory and written
-    atomically (:func:`~kernelgap.io.atomic_write_bytes`): never through a link of that name."""
+    """``fig`` as ``out_dir/<stem>.png`` and ``.svg``, written atomically (never through a link)."""
     names = []
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
@@ -75,8 +70,7 @@ def band(ax, rows: list[dict], xkey: str, ykey: str, label: str, color, ls: str 
 
 
 def map_bands(ax, summary: dict, rows: list[dict], xkey: str, ykey: str, label=str) -> list:
-    """:func:`band` of each feature map's rows in its colour (:func:`map_color`), labelled
-    ``label(map)``; returns the x values."""
+    """:func:`band` of each feature map's rows in its colour, labelled ``label(map)``."""
     xs = []
     for fm in sorted({r["feature_map"] for r in rows}):
         mine = [r for r in rows if r["feature_map"] == fm]
@@ -128,17 +122,14 @@ def accuracy_axes(ax, xs, xlabel: str, title: str, ylabel: str = "test exact-seq
 
 
 def certified_in_full(curve: dict) -> bool:
-    """Whether a bound curve's points each hold the largest family certified in full (one
-    ``certified`` rank with its ``trace`` bound, as the ladder series writes them) rather than
-    a code certified directly and with chains (``certified_direct``, ``certified_chained``)."""
+    """Whether a bound curve's points hold a family certified in full (``certified``) rather
+    than directly and with chains (``certified_direct``, ``certified_chained``)."""
     return any("certified" in p for p in curve.get("points") or ())
 
 
 def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
-    """Certified rank against m (log2 axis) beside the 2^m positive construction and the
-    m-dimensional softmax scores; for a series certified in full (:func:`certified_in_full`)
-    with the fitted growth line, and the smallest exact trained ranks of
-    ``payload["trained"]`` where there are any."""
+    """Certified rank against m (log2 axis) beside the 2^m positive construction, the
+    m-dimensional softmax scores and the smallest exact trained ranks, if any."""
     pts = payload["points"]
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -182,8 +173,7 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
 
 
 def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
-    """A series' ranks certified in full and their trace bounds, the fitted growth line, and
-    the points where the search limit was reached (the certified rank a lower bound there)."""
+    """Ranks certified in full, their trace bounds, the growth fit and the capped points."""
     pts = payload["points"]
     ax.plot(
         ms,
@@ -218,10 +208,9 @@ def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
 
 
 def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: str) -> list[str]:
-    """Max error on the training family against step (log y axis), one line per run of
-    ``curves`` (each ``{"label", "step", "max_error", "mse_steps"}``, from its record's
-    training curve), the exact threshold 1/2 dashed and, where runs have a mean-squared
-    phase, its end dotted; ``[]`` when no run has a point to draw."""
+    """Max error on the training family against step (log y), one line per run of ``curves``
+    (``{"label", "step", "max_error", "mse_steps"}``), the end of a mean-squared phase
+    dotted; ``[]`` when no run has a point to draw."""
     lines = []
     for c in curves:
         pts = [(s, e) for s, e in zip(c["step"], c["max_error"]) if e is not None and e > 0]

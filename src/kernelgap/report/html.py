@@ -55,8 +55,7 @@ def page(title: str, parts: list[str]) -> str:
 
 
 class Page:
-    """What an experiment's ``html(summary, page)`` is given: the figures drawn
-    (``drawn``: figure name → files, in ``fig_dir``) and their captions."""
+    """What an experiment's ``html(summary, page)`` is given: the figures drawn and their captions."""
 
     def __init__(
         self, summary: dict, drawn: Mapping[str, list[str]], fig_dir: Path, figures: Mapping[str, object] | None = None

@@ -1,12 +1,9 @@
 """The layer series' figures (``kernelgap bound-curve --code layer`` and the context
 experiment; docs/theory.md, "The layer family" and "The whole set by rule").
 
-Each tolerance δ has its code: at δ = 1/2 the largest Graham–Sloane class of the weight-m/2
-layer, below 1/2 the whole layer.  The figures draw every δ of a payload (its points and
-curves carry their ``delta``) beside ``C(m, m/2)`` and the ``2^m`` features of the positive
-construction, and against m the share ``r/2^m`` and ``log2 r / m`` beside the ceiling of every
-pair certificate (``ceiling``: ``C(m, ⌊m/2⌋)`` at gap 1) and the middle layer's
-``√(2/(πm))``.  Every number drawn is in the payload.
+Each tolerance δ has its code (at 1/2 a Graham–Sloane class of the weight-m/2 layer, below
+it the whole layer); every δ of a payload is drawn beside ``C(m, m/2)``, ``2^m`` and the
+pair certificates' ceiling.  Every number drawn is in the payload.
 """
 
 from __future__ import annotations
@@ -44,10 +41,8 @@ def _style(k: int) -> tuple[str, str, str]:
 
 
 def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length") -> list[str]:
-    """The certified rank against context length N (log y axis), one curve per (m, δ) —
-    colour by m, line style by δ — with the code size n where it is a class (dotted),
-    ``C(m, m/2)`` (dashed) and ``2^m`` (dash-dot) once per m, and the least N listed that
-    certifies all n marked."""
+    """The certified rank against context length N (log y), one curve per (m, δ) — colour by
+    m, style by δ — with n, ``C(m, m/2)`` and ``2^m``, and the least N certifying all n."""
     curves = payload["curves"]
     if not curves:
         return []
@@ -91,8 +86,7 @@ def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length"
 
 
 def _size_lines(ax, curves: list[dict], ms: list[int]) -> None:
-    """Once per m: ``C(m, m/2)`` dashed and ``2^m`` dash-dot, in that m's colour; a log N axis
-    where the lengths span more than a factor 40 (δ < 1/2 needs far longer contexts)."""
+    """Once per m, ``C(m, m/2)`` and ``2^m``; a log N axis where lengths span over a factor 40."""
     for k, m in enumerate(ms):
         c = next(c for c in curves if c["m"] == m)
         color = LAYER_COLORS[k % len(LAYER_COLORS)]
@@ -114,9 +108,8 @@ def _size_lines(ax, curves: list[dict], ms: list[int]) -> None:
 
 
 def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") -> list[str]:
-    """Per (m, δ), the certified rank at the smallest N that certifies its whole code (log2 y
-    axis), each point labelled with ``log2 r / m`` and that N, beside the class size n,
-    ``C(m, m/2)`` and ``2^m``."""
+    """Per (m, δ), the certified rank at the smallest N certifying the whole code, labelled
+    with ``log2 r / m`` and that N, beside n, ``C(m, m/2)`` and ``2^m``."""
     pts = payload["points"]
     if not pts:
         return []
@@ -165,9 +158,8 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
 
 
 def draw_ratio_curve(payload: dict, out_dir: Path, stem: str = "context_ratio") -> list[str]:
-    """Two panels against m, each δ's certified rank r at its smallest full N: left
-    ``r/2^m`` (log y) beside the pair certificates' ceiling over ``2^m`` and ``√(2/(πm))``;
-    right ``log2 r / m`` beside ``log2 ceiling / m`` and the paper's 1."""
+    """Against m, each δ's certified rank r at its smallest full N: ``r/2^m`` (log y) beside
+    the ceiling and ``√(2/(πm))``, and ``log2 r / m`` beside the paper's 1."""
     pts = payload["points"]
     if not pts or not all("ratio_to_positive" in p for p in pts):
         return []

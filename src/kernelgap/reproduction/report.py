@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
@@ -31,10 +30,9 @@ WRITES = ("summary.json", "summary.schema.json", "report.html")
 
 
 def build_report(out: str | Path, profile: str | None = None, log=print, valid: Valid | None = None) -> Path:
-    """``summary.json`` (with its schema beside it, ``summary.schema.json``) and
-    ``report.html`` for a reproduction folder; refused while a planned run of its sweeps is
-    missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned.
-    ``reproduce.json`` is read once, first (a damaged one is refused by its own line)."""
+    """``summary.json``, its schema and ``report.html`` of a reproduction folder; refused while
+    a result file is missing or damaged (:func:`refuse_damage`): a summary never counts fewer
+    runs than planned.  A damaged ``reproduce.json`` is refused first, by its own line."""
     out = Path(out)
     refuse_links(out)
     meta = read_meta(out)
@@ -46,12 +44,8 @@ def build_report(out: str | Path, profile: str | None = None, log=print, valid: 
         if fits(JsonNumber, wall):
             summary["wall_time_s"] = wall
     experiments = reproduction_experiments(meta)
-    with writing(out):
-        atomic_write_json(out / "summary.json", summary)
-        atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
-        report = atomic_write_text(out / "report.html", render_report(summary, out, experiments))
-    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
-    return report
+    schema = json.dumps(summary_schema(experiments), indent=1) + "\n"
+    return write_report(out, summary, lambda: render_report(summary, out, experiments), log, schema)
 
 
 def is_probe_folder(out: Path) -> bool:
@@ -68,12 +62,9 @@ def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Pat
 
 
 def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = None) -> None:
-    """One line naming the damaged or missing files a report would be built from (runs,
-    checkpoints, family copies, sweep files, step files, probe records:
-    :func:`~.damage.folder_damage`, what ``check`` lists; ``valid``: the sweep runner's check
-    of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any; first, a symbolic
-    link anywhere in the folder (:func:`~kernelgap.folders.refuse_links`: the report writes
-    through none).  ``meta``: the folder's ``reproduce.json``, read already."""
+    """One line naming the damaged or missing files a report would be built from
+    (:func:`~.damage.folder_damage`, what ``check`` lists), if any; first, any symbolic link
+    in the folder (the report writes through none)."""
     refuse_links(out)
     problems = folder_damage(out, valid, meta)
     if problems:
@@ -92,19 +83,24 @@ def in_the_way(out: Path) -> list[str]:
     ]
 
 
-@contextmanager
-def writing(out: Path):
-    """Check that the report's files can be written before writing any (none is a folder,
-    the folder takes a new file); any later write failure is one line too."""
+def write_report(out: Path, summary: dict, render: Callable[[], str], log, schema: str | None = None) -> Path:
+    """``summary.json``, ``summary.schema.json`` (given a ``schema``) and ``report.html``
+    (``render()``), once every one can be written (none is a folder, the folder takes a new
+    file); any write failure is one line."""
     try:
         for name in in_the_way(out):
             raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
         probe = out / f".report-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
-        yield
+        atomic_write_json(out / "summary.json", summary)
+        if schema is not None:
+            atomic_write_text(out / "summary.schema.json", schema)
+        report = atomic_write_text(out / "report.html", render())
     except OSError as exc:
         raise KernelgapError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
+    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
+    return report
 
 
 def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
@@ -113,11 +109,7 @@ def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -
     read_probe_meta(out)  # a damaged probe.json refused first, by its own line (the key, as read)
     refuse_damage(out, valid)
     summary = probe_summary(out)
-    with writing(out):
-        atomic_write_json(out / "summary.json", summary)
-        report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
-    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
-    return report
+    return write_report(out, summary, lambda: render_probe_report(summary, out), log)
 
 
 def probe_summary(out: Path) -> dict:
@@ -136,13 +128,9 @@ def probe_summary(out: Path) -> dict:
 
 
 def summary_drift(out: str | Path) -> list[str]:
-    """``summary.json`` of a reproduction or probe folder against what its result files give
-    now (the summary ``report`` would write: :func:`~.summary.build_summary`,
-    :func:`probe_summary`): each top-level key that differs, as a line ``summary.json: …`` (a
-    summary edited, or results changed since ``report``), or the one line saying why no
-    summary can be built (what ``report`` refuses with).  The version that wrote it is not
-    compared; a plain sweep folder (neither kind, no summary) has none; an output something
-    else occupies (:func:`in_the_way`) is named first; nothing is written."""
+    """``summary.json`` against the summary ``report`` would write now: each top-level key
+    that differs (the version aside), or the one line saying why none can be built; an output
+    something else occupies (:func:`in_the_way`) first.  Read-only."""
     out = Path(out)
     probe = is_probe_folder(out)
     stored = read_json(out / "summary.json")

@@ -1,11 +1,8 @@
 """``docs/results.md``: the latest measured numbers, written from ``summary.json`` files alone.
 
-``kernelgap results DIR [DIR …] --out docs/results.md`` reads each reproduction folder's
-``summary.json`` (made by ``reproduce`` or ``report``; checked against the schema of
-:mod:`.schema` first) and writes one section per folder:
-when and how long it ran, the table "The paper beside ours" and every experiment's
-sentence, each computed by its registered experiment from the summary.  Nothing on the
-page is typed in; a page from older numbers is simply written again (its history is in git).
+``kernelgap results DIR [DIR …]`` writes one section per reproduction folder: when and how
+long it ran, "The paper beside ours" and every experiment's sentence and tables; a second
+folder of one profile is compared with the first.  Nothing on the page is typed in.
 """
 
 from __future__ import annotations
@@ -45,9 +42,7 @@ def _wall(summary: dict) -> str:
 
 
 def timing_lines(summary: dict) -> list[str]:
-    """Where the time went (``summary["timing"]``): the sweeps phase, then per experiment its
-    runs, their training time in worker seconds (two workers side by side: about twice the wall
-    time) and its after-sweep step's wall time, the largest first."""
+    """Where the time went (``summary["timing"]``), the largest first."""
     timing = summary.get("timing")
     if not timing or not timing.get("experiments"):
         return []
@@ -124,7 +119,7 @@ def results_markdown(folders: list[str | Path]) -> str:
 
 
 def _run_on(summary: dict) -> str:
-    """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on, as recorded."""
+    """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on."""
     runs = summary.get("invocations") or []
     kernels = sorted({i["cpu_capability"] for i in runs if i.get("cpu_capability")})
     machines = sorted(
@@ -139,8 +134,8 @@ def _run_on(summary: dict) -> str:
 
 
 def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
-    """A second reproduction of a profile, against the first: when, on which CPU kernels, how
-    long, and every conclusion they differ on (:func:`kernelgap.reproduction.compare.compare_folders`)."""
+    """A second reproduction of a profile against the first: when, on what, how long, and
+    every conclusion they differ on."""
     a, b = read_json(folder_a / "summary.json"), read_json(folder_b / "summary.json")
     c = compare_folders(folder_a, folder_b)
     lines = [

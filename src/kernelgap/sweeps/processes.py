@@ -3,7 +3,9 @@ a zombie, or with its pid reused) and how to die with a parent (Linux)."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -13,13 +15,8 @@ _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 def set_parent_death_signal(sig: int | None = None) -> bool:
     """Have Linux send ``sig`` (default ``SIGKILL``) to this process when the thread that
-    forked it exits.
-
-    ``prctl(PR_SET_PDEATHSIG)`` through libc; the kernel delivers the signal while the
-    parent exits, when it reparents the parent's children, so it does not wait for
-    the parent to be reaped.  Returns ``False`` (and does nothing) off Linux or when
-    libc or ``prctl`` is unavailable.
-    """
+    forked it exits (``prctl(PR_SET_PDEATHSIG)``, delivered whether or not the parent is
+    reaped); ``False`` where it cannot."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -67,13 +64,9 @@ def process_start(pid: int) -> int | None:
 
 
 def driver_gone(driver: int, started: int | None = None) -> bool:
-    """Whether process ``driver`` (which started at ``started``, if known) has exited.
-
-    A zombie counts as gone: a process that has exited but that its parent has not
-    reaped still answers ``os.kill(pid, 0)``, so where ``/proc`` exists its state is
-    read instead (``Z`` or ``X``: exited), and its start time tells a reused pid.
-    Without ``/proc``, ``os.kill(pid, 0)`` is the check, which cannot see zombies.
-    """
+    """Whether process ``driver`` (started at ``started``, if known) has exited.  A zombie
+    counts as gone, so ``/proc`` state ``Z``/``X`` or another start time (a reused pid) is
+    read where it exists; else ``os.kill(pid, 0)``, which cannot see zombies."""
     try:
         fields = _proc_stat(driver)
     except FileNotFoundError:
@@ -85,3 +78,16 @@ def driver_gone(driver: int, started: int | None = None) -> bool:
     except (ProcessLookupError, PermissionError):  # gone, or the pid reused by another user
         return True
     return False
+
+
+def kill(process) -> None:
+    """Kill a process, whatever state it is in (already gone, never started)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        process.kill()
+
+
+def exit_now(status: int) -> None:
+    """Kill this process's children and end it with ``status`` at once."""
+    for child in multiprocessing.active_children():
+        kill(child)
+    os._exit(status)

@@ -79,14 +79,9 @@ class ResultsDir:
     def open_for(
         self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec] | None = None
     ) -> None:
-        """Create the folder for this sweep, or check that it already is its folder, and
-        copy in the family files it names (``family_files``: name as written → spec of the
-        source's content; :meth:`pin_families`).
-
-        Any folder problem (a file in the way, a symbolic link in it, a lock file that is
-        not a plain file, no permission, a read-only or full disk) is a one-line
-        :class:`ConfigError` raised here, before any training starts.
-        """
+        """Create the folder for this sweep, or check that it is its folder, and copy in the
+        family files it names (:meth:`pin_families`).  Any folder problem is one line,
+        raised here, before any training starts."""
         try:
             if self.root.exists() and not self.root.is_dir():
                 raise ConfigError(f"results folder {self.root} is a file, not a folder; choose another --out")
@@ -128,11 +123,9 @@ class ResultsDir:
         self.locks_dir.mkdir(exist_ok=True)
 
     def _restore_toml(self, stored: SweepMeta, config_text: str, sha: str) -> None:
-        """Write ``sweep.toml`` where it is missing or damaged
-        (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
-        ``config_text``, the sweep file this sweep was opened with (its sha256 ``sha``), when that is the file
-        the folder was made with (its sha256 the recorded one; a folder that records none:
-        any file of the same runs); else refused."""
+        """Write a missing or damaged ``sweep.toml`` (a damaged one set aside) from
+        ``config_text`` (sha256 ``sha``), when that is the file the folder was made with
+        (or the folder records none); else refused."""
         path = self.root / "sweep.toml"
         why = toml_problem(self.root, stored)
         if why is None:
@@ -140,12 +133,11 @@ class ResultsDir:
         if stored.toml_sha256 not in (None, sha):
             raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
         if path.exists():
-            self.set_aside_file(path)
+            set_aside_file(path)
         atomic_write_text(path, config_text)
 
     def _check_family_files(self, stored: SweepMeta, family_files: dict[str, FamilySpec]) -> None:
-        """A family file whose content differs from the copy the sweep began with is refused
-        by name (rather than as "a different sweep")."""
+        """A family file changed since the sweep began is refused by name."""
         for written, spec in family_files.items():
             before = stored.family_files.get(written)
             if before is not None and before != spec.sha256:
@@ -155,8 +147,7 @@ class ResultsDir:
                 )
 
     def pin_families(self, family_files: dict[str, FamilySpec]) -> None:
-        """Copy each source file's bytes to ``families/<sha256>.json`` (atomically; bytes whose
-        hash is not the spec's — the file changed since it was read — are refused)."""
+        """Copy each source file to ``families/<sha256>.json`` (refused if it changed since read)."""
         for spec in family_files.values():
             copy = self.families_dir / f"{spec.sha256}.json"
             if copy.is_file():
@@ -167,16 +158,14 @@ class ResultsDir:
             atomic_write_bytes(copy, raw, self.root)
 
     def family_copies(self) -> dict[str, str]:
-        """Name as written in the sweep file → the folder's copy of that family file
-        (refused where a copy is missing or altered: :func:`~kernelgap.report.integrity.family_problems`)."""
+        """Name as written in the sweep file → the folder's copy (refused if missing or altered)."""
         meta = self.meta()
         if damaged := family_problems(self.root, meta):
             raise ConfigError(f"{self.root}/{damaged[0]}; restore it or use a new --out folder")
         return {written: str(self.families_dir / f"{sha}.json") for written, sha in meta.family_files.items()}
 
     def remove_if_unused(self) -> None:
-        """Remove the folder when it holds no result and no claim (a sweep that made it and
-        was refused before training anything leaves nothing behind)."""
+        """Remove the folder when it holds no result and no claim (a refused sweep leaves nothing)."""
         if not self.root.is_dir():
             return
         if any(self.runs_dir.glob("*.json*")) or (self.locks_dir.is_dir() and any(self.locks_dir.iterdir())):
@@ -184,7 +173,7 @@ class ResultsDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def meta(self) -> SweepMeta:
-        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
+        """``sweep.json``, checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
         path = self.root / "sweep.json"
         if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
@@ -198,44 +187,29 @@ class ResultsDir:
         return self.runs_dir / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
-        """The valid record of a run, else ``None`` (missing or corrupted; its checkpoint is
-        checked by :meth:`damaged`)."""
+        """The valid record of a run, else ``None`` (its checkpoint is checked by :meth:`damaged`)."""
         record = read_json(self.result_path(run_id))  # None: gone, a folder, not JSON …
         return record if is_valid_record(record, run_id) else None
 
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
         """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged
-        (:func:`~kernelgap.report.integrity.run_problem`: its record not valid, its config
-        not hashing to its id, the checkpoint it names missing or altered), each checkpoint
-        hashed once.  A result simply not there yet is not damaged."""
+        (:func:`~kernelgap.report.integrity.run_problem`); one not there yet is not damaged."""
         cache: dict = {}
         present = [i for i in run_ids if self.result_path(i).exists()]
         found = {i: run_problem(self.root, i, is_valid_record, cache) for i in present}
         return {i: f"runs/{i}.json {why}" for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
-        """Rename a damaged result out of the way so the run is redone; the checkpoint it
-        names goes aside too when it is there but not the recorded one (a missing one needs
-        nothing).  Nothing is deleted."""
+        """Rename a damaged result aside so the run is redone, with the checkpoint it names
+        when that is there but not the recorded one."""
         record, stamp = self.read(run_id), time.time_ns()
         weights = checkpoint_path(self.root, record) if record is not None else None
         if weights is not None and weights.exists() and checkpoint_problem(self.root, record):
-            self.set_aside_file(weights, stamp)
-        return self.set_aside_file(self.result_path(run_id), stamp)
-
-    def set_aside_file(self, path: Path, stamp: int | None = None) -> Path:
-        """Rename one file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
-        aside = path.with_name(f"{path.name}.corrupt-{stamp or time.time_ns()}")
-        try:
-            os.replace(path, aside)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
-            ) from None
-        return aside
+            set_aside_file(weights, stamp)
+        return set_aside_file(self.result_path(run_id), stamp)
 
     def write(self, record: dict) -> None:
-        """A finished run's record, with its own checksum (:func:`~kernelgap.report.integrity.record_digest`)."""
+        """A finished run's record, with its own checksum."""
         record = {**record, DIGEST_KEY: record_digest(record)}
         try:
             atomic_write_json(self.result_path(record["id"]), record, self.root)
@@ -243,12 +217,9 @@ class ResultsDir:
             raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
     def write_checkpoint(self, relative: str, data: bytes) -> str:
-        """A stack's weights, atomically; returns the file (relative) that holds them.
-
-        A checkpoint is never replaced by different bytes, since records name it by its
-        sha256: the same bytes again are not rewritten; other bytes (a stack trained again
-        in another process: ``torch.save`` writes a per-save id into the file) go beside it
-        as ``<stack>-<sha256 prefix>.pt``."""
+        """A stack's weights, atomically; returns the file (relative) that holds them.  Records
+        name a checkpoint by its sha256, so other bytes (``torch.save`` writes a per-save id)
+        go beside it as ``<stack>-<sha256 prefix>.pt``, never over it."""
         path = self.root / relative
         sha = hashlib.sha256(data).hexdigest()
         held = digest(path)
@@ -304,9 +275,20 @@ class ResultsDir:
         return atomic_write_text(self.root / "results.csv", buf.getvalue(), self.root)
 
 
+def set_aside_file(path: Path, stamp: int | None = None) -> Path:
+    """Rename one damaged file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
+    aside = path.with_name(f"{path.name}.corrupt-{stamp or time.time_ns()}")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
+        ) from None
+    return aside
+
+
 def is_valid_record(record, run_id: str) -> bool:
-    """A result file is valid when a complete, unaltered record
-    (:func:`~kernelgap.report.integrity.record_fault`) whose config hashes to its id."""
+    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id."""
     return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
 
 
