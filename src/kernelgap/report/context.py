@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..io import digest_problem, read_json, read_run_records
-from .criteria import POOLS, rows_of, unique
+from .criteria import POOLS, run_row, unique
 from .integrity import unsealed
 
 
@@ -35,7 +35,7 @@ class Results:
     def rows(self, name: str) -> list[dict]:
         """The experiment's runs as report rows (:func:`.criteria.run_row`)."""
         if name not in self._rows:
-            self._rows[name] = rows_of(self.folder(name))
+            self._rows[name] = [run_row(r) for r in self.records(name)]
         return self._rows[name]
 
     def pool(self, pool: str) -> list[str]:

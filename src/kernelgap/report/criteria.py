@@ -6,9 +6,7 @@ A report only reads result files; these are the rules it reads them by.
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
-from ..io import read_run_records
 from ..task.minip import EXACT_THRESHOLD
 
 #: A run "solves" an unseen test pool when this share of its test sequences is exact.
@@ -140,11 +138,6 @@ def _features(model: dict) -> int | None:
     if model["kind"] == "softmax":
         return None
     return model["rank"] * (model.get("heads") or 1)
-
-
-def rows_of(folder: Path) -> list[dict]:
-    """The rows of every readable run record of a sweep folder."""
-    return [run_row(r) for r in read_run_records(folder)]
 
 
 def sorted_by(rows: list[dict], *keys: str) -> list[dict]:

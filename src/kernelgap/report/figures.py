@@ -136,13 +136,9 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     if certified_in_full(payload):
         _in_full_bounds(ax, payload, ms)
     else:
+        chains = f"certified rank (chains, step {payload.get('chain_step')})"
         ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
-        ax.plot(
-            ms,
-            [p["certified_chained"] for p in pts],
-            "s-",
-            label=f"certified rank (chains, step {payload.get('chain_step')})",
-        )
+        ax.plot(ms, [p["certified_chained"] for p in pts], "s-", label=chains)
         ax.plot(ms, [p["trace_chained"] for p in pts], "x:", label="trace bound (chains)")
         ax.plot(ms, [p["queries"] for p in pts], ":", color="grey", label="queries n (the ceiling)")
     ax.plot(ms, [2.0**m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
@@ -153,21 +149,11 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     ):
         done = [t for t in payload.get("trained", ()) if t.get(key) is not None]
         if done:
-            ax.scatter(
-                [t["m"] for t in done],
-                [t[key] for t in done],
-                marker=marker,
-                s=70,
-                color="#2ca02c",
-                label=label,
-                zorder=3,
-            )
+            xs, ys = [t["m"] for t in done], [t[key] for t in done]
+            ax.scatter(xs, ys, marker=marker, s=70, color="#2ca02c", label=label, zorder=3)
     ax.set_yscale("log", base=2)
-    ax.set(
-        xlabel="token dimension m",
-        ylabel="features (log2)",
-        title=f"Certified feature rank against m ({payload['code']} families)",
-    )
+    title = f"Certified feature rank against m ({payload['code']} families)"
+    ax.set(xlabel="token dimension m", ylabel="features (log2)", title=title)
     legend(ax)
     return save(fig, out_dir, stem)
 
@@ -175,36 +161,19 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
 def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
     """Ranks certified in full, their trace bounds, the growth fit and the capped points."""
     pts = payload["points"]
-    ax.plot(
-        ms,
-        [p["certified"] for p in pts],
-        "o-",
-        color="#d62728",
-        label=f"certified rank (every query of the largest {payload['code']} family)",
-    )
+    label = f"certified rank (every query of the largest {payload['code']} family)"
+    ax.plot(ms, [p["certified"] for p in pts], "o-", color="#d62728", label=label)
     if all("trace" in p for p in pts):
         ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
     growth = payload.get("growth")
     if growth:
         fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
-        ax.plot(
-            ms,
-            fit,
-            "-",
-            color="grey",
-            lw=0.8,
-            label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})",
-        )
+        label = f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})"
+        ax.plot(ms, fit, "-", color="grey", lw=0.8, label=label)
     capped = [p for p in pts if p.get("limit_reached")]
     if capped:
-        ax.scatter(
-            [p["m"] for p in capped],
-            [p["certified"] for p in capped],
-            marker="^",
-            s=60,
-            color="#d62728",
-            label="search limit reached (certified ≥)",
-        )
+        xs, ys = [p["m"] for p in capped], [p["certified"] for p in capped]
+        ax.scatter(xs, ys, marker="^", s=60, color="#d62728", label="search limit reached (certified ≥)")
 
 
 def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: str) -> list[str]:
@@ -220,9 +189,8 @@ def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: st
         return []
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for k, (c, pts) in enumerate(lines):
-        ax.plot(
-            [s for s, _ in pts], [e for _, e in pts], lw=1, color=tone(plt.cm.viridis, k, len(lines)), label=c["label"]
-        )
+        color = tone(plt.cm.viridis, k, len(lines))
+        ax.plot([s for s, _ in pts], [e for _, e in pts], lw=1, color=color, label=c["label"])
     for end in sorted({c.get("mse_steps") or 0 for c, _ in lines} - {0}):
         ax.axvline(end, color="grey", ls=":", lw=1)
     exact_line(ax)

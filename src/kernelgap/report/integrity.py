@@ -253,17 +253,6 @@ def run_problem(
     return why or checkpoint_problem(folder, record, cache)
 
 
-def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
-    """Every problem of one sweep folder, as lines ``<path>: <why>`` relative to ``folder``."""
-    meta, why = read_sweep_meta(folder)
-    if meta is None:
-        return [f"sweep.json: {why}"]
-    cache: dict = {}
-    found = {i: run_problem(folder, i, valid, cache) for i in meta.runs}
-    lines = [f"runs/{i}.json: {why}" for i, why in found.items() if why]
-    return sweep_file_problems(folder, meta) + family_problems(folder, meta) + lines
-
-
 def sweep_folders(root: Path) -> list[Path]:
     """The sweep folders of a results folder: itself when it holds one of :data:`MARKS`, else
     every folder below it that does."""
@@ -277,7 +266,14 @@ def folder_problems(root: Path, valid: Callable[[dict, str], bool] | None = None
     out = []
     for folder in sweep_folders(root):
         prefix = "" if folder == root else f"{folder.relative_to(root)}/"
-        out += [prefix + line for line in sweep_problems(folder, valid)]
+        meta, why = read_sweep_meta(folder)
+        if meta is None:
+            out.append(f"{prefix}sweep.json: {why}")
+            continue
+        cache: dict = {}
+        runs = [(i, run_problem(folder, i, valid, cache)) for i in meta.runs]
+        lines = sweep_file_problems(folder, meta) + family_problems(folder, meta)
+        out += [prefix + line for line in lines + [f"runs/{i}.json: {why}" for i, why in runs if why]]
     return out
 
 

@@ -53,34 +53,17 @@ def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length"
         color = LAYER_COLORS[ms.index(c["m"]) % len(LAYER_COLORS)]
         _, marker, ls = _style(deltas.index(delta_of(c)))
         pts = c["points"]
+        xs, ys = [p["length"] for p in pts], [p["certified"] for p in pts]
         label = f"m = {c['m']}, δ = {delta_of(c)} ({code_name(c)})"
-        ax.plot(
-            [p["length"] for p in pts],
-            [p["certified"] for p in pts],
-            marker=marker,
-            ls=ls,
-            ms=3,
-            color=color,
-            label=f"{label}: certified rank",
-        )
+        ax.plot(xs, ys, marker=marker, ls=ls, ms=3, color=color, label=f"{label}: certified rank")
         if c["n"] != c["layer_size"]:
             ax.axhline(c["n"], color=color, ls=":", lw=1, label=f"m = {c['m']}: class size n = {c['n']:,}")
         if c["full_from"] is not None:
-            ax.scatter(
-                [c["full_from"]],
-                [c["n"]],
-                marker="*",
-                s=120,
-                color=color,
-                zorder=4,
-                label=f"{label}: all n from N = {c['full_from']:,}",
-            )
+            full = f"{label}: all n from N = {c['full_from']:,}"
+            ax.scatter([c["full_from"]], [c["n"]], marker="*", s=120, color=color, zorder=4, label=full)
     _size_lines(ax, curves, ms)
-    ax.set(
-        xlabel="context length N",
-        ylabel="features (log)",
-        title=f"Certified rank against context length N (layer codes, δ = {', '.join(deltas)})",
-    )
+    title = f"Certified rank against context length N (layer codes, δ = {', '.join(deltas)})"
+    ax.set(xlabel="context length N", ylabel="features (log)", title=title)
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(fig, out_dir, stem)
 
@@ -90,17 +73,8 @@ def _size_lines(ax, curves: list[dict], ms: list[int]) -> None:
     for k, m in enumerate(ms):
         c = next(c for c in curves if c["m"] == m)
         color = LAYER_COLORS[k % len(LAYER_COLORS)]
-        ax.axhline(
-            c["layer_size"], color=color, ls="--", lw=0.8, alpha=0.7, label=f"m = {m}: C(m, m/2) = {c['layer_size']:,}"
-        )
-        ax.axhline(
-            c["positive_construction"],
-            color=color,
-            ls="-.",
-            lw=0.8,
-            alpha=0.7,
-            label=f"m = {m}: 2^m = {c['positive_construction']:,}",
-        )
+        for key, ls, name in (("layer_size", "--", "C(m, m/2)"), ("positive_construction", "-.", "2^m")):
+            ax.axhline(c[key], color=color, ls=ls, lw=0.8, alpha=0.7, label=f"m = {m}: {name} = {c[key]:,}")
     ax.set_yscale("log")
     lengths = [p["length"] for c in curves for p in c["points"]]
     if max(lengths) > 40 * min(lengths):
@@ -118,14 +92,8 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
     for k, (delta, rows) in enumerate(by_delta(pts).items()):
         color, marker, ls = _style(k)
         x = [p["m"] for p in rows]
-        ax.plot(
-            x,
-            [p["certified"] for p in rows],
-            marker=marker,
-            ls=ls,
-            color=color,
-            label=f"δ = {delta} ({code_name(rows[0])}): certified at the smallest N certifying all n",
-        )
+        label = f"δ = {delta} ({code_name(rows[0])}): certified at the smallest N certifying all n"
+        ax.plot(x, [p["certified"] for p in rows], marker=marker, ls=ls, color=color, label=label)
         if any(p["n"] != p["layer_size"] for p in rows):
             ax.plot(x, [p["n"] for p in rows], ":", color=color, label=f"δ = {delta}: code size n")
         for p in rows:
@@ -148,11 +116,8 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
     ax.plot([], [], " ", label="labels: log2 r / m, and that N")
     ax.set_yscale("log", base=2)
     ax.set_xticks(ms)
-    ax.set(
-        xlabel="token dimension m",
-        ylabel="features (log2)",
-        title="The whole code certified: rank and log2 r / m against m",
-    )
+    title = "The whole code certified: rank and log2 r / m against m"
+    ax.set(xlabel="token dimension m", ylabel="features (log2)", title=title)
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(fig, out_dir, stem)
 

@@ -13,7 +13,8 @@ Share = Annotated[JsonNumber, Field(ge=0, le=1)]
 
 
 class RunRow(Section):
-    """One trained run as :func:`~kernelgap.report.criteria.run_row` reads its record."""
+    """One trained run as :func:`~kernelgap.report.criteria.run_row` reads its record: the
+    test keys only where it was tested on a pool, the sign use only of a signed kernel."""
 
     id: str
     feature_map: str

@@ -44,7 +44,8 @@ class ExactBelow(Section):
 
 
 class TrainedFamily(Section):
-    """One trained family, its runs by rank, and the sandwich of its minimal rank."""
+    """One trained family (as its step certified it, or as its runs name it: :func:`family_of_rows`),
+    its runs by rank, and the sandwich of its minimal rank."""
 
     family: str
     kind: str | None = None  # (a family of older steps names no kind, no SHA-256: :func:`same_family`)
@@ -71,7 +72,7 @@ class TrainedFamily(Section):
 
 def family_of_rows(row: dict) -> dict:
     """A trained family known only from its runs (the step has not written its certificate)."""
-    params = row["params"]
+    params, unknown = row["params"], ("n", "sequences", "certified_rank", "method", "constructed_rank")
     return {
         "family": row["family"],
         "kind": row["family"],
@@ -79,11 +80,7 @@ def family_of_rows(row: dict) -> dict:
         "sha256": row["family_sha256"],
         "m": params.get("m"),
         "length": params.get("length"),
-        "n": None,
-        "sequences": None,
-        "certified_rank": None,
-        "method": None,
-        "constructed_rank": None,
+        **dict.fromkeys(unknown),
     }
 
 
@@ -106,11 +103,7 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
     mine = [r for r in rows if same_family(r, fam)]
     runs = [
         TrainedRun(
-            feature_map=r["feature_map"],
-            rank=r["rank"],
-            seed=r["seed"],
-            max_error=r["max_error"],
-            exact=r["exact"],
+            **{k: r[k] for k in ("feature_map", "rank", "seed", "max_error", "exact")},
             tries=r.get("tries", 1),
             pruned_from=r.get("pruned_from"),
             whole_family=whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),

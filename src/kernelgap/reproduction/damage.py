@@ -31,24 +31,27 @@ def folder_damage(
 def step_problems(root: Path, meta: dict | None = None) -> list[str]:
     """Each step file of a reproduction folder that is missing or damaged (without a checksum
     allowed where no :data:`SEALED` says otherwise), and a ``reproduce.json`` gone from under
-    its summary.  An unreadable ``reproduce.json`` is left to the report's own refusal."""
+    its summary.  An unreadable ``reproduce.json`` is left to the report's own refusal.  One
+    without a checksum is trusted only where it agrees with the ``summary.json`` built from it
+    (profile, number of invocations)."""
+    summary = read_json(root / "summary.json")
+    built = isinstance(summary, dict)
+    said = (summary.get("invocations") or summary.get("commands") or []) if built else []
     if not (root / META).is_file():
-        return [f"{META}: missing, while summary.json lists its invocations"] if _lost_meta(root) else []
+        return [f"{META}: missing, while summary.json lists its invocations"] if said else []
     try:
         meta = read_meta(root) if meta is None else meta
         experiments = reproduction_experiments(meta)
     except KernelgapError:
         return []
+    out = []
+    agrees = built and summary.get("profile", meta.get("profile")) == meta.get("profile")
+    if built and "record_sha256" not in meta and not (agrees and len(said) == len(invocations(meta))):
+        out.append(f"{META}: carries no checksum and disagrees with summary.json (profile or invocations); restore it")
+    files = [f"{exp.name}/{exp.writes}" for exp in experiments if exp.writes and (root / exp.name).is_dir()]
+    files += [p.relative_to(root).as_posix() for p in sorted(root.glob(f"*/*/{SKIPPED}"))]  # a probe skipped
     required = meta.get(SEALED) is True
-    out = [] if "record_sha256" in meta else _unsealed_meta(root, meta)
-    for exp in experiments:
-        if exp.writes and (root / exp.name).is_dir():
-            why = sealed_problem(root / exp.name / exp.writes, required)
-            out += [f"{exp.name}/{exp.writes}: {why}"] if why else []
-    for path in sorted(root.glob(f"*/*/{SKIPPED}")):  # a profile's probe whose library is missing
-        why = sealed_problem(path, required)
-        out += [f"{path.relative_to(root).as_posix()}: {why}"] if why else []
-    return out
+    return out + [f"{file}: {why}" for file in files if (why := sealed_problem(root / file, required))]
 
 
 def probe_problems(root: Path) -> list[str]:
@@ -61,21 +64,3 @@ def probe_problems(root: Path) -> list[str]:
             why = str(exc).removeprefix(str(path)).lstrip(": ")
             out.append(f"{path.relative_to(root).as_posix()}: {why}")
     return out
-
-
-def _unsealed_meta(root: Path, meta: dict) -> list[str]:
-    """A ``reproduce.json`` without a checksum is trusted only where it agrees with the
-    ``summary.json`` built from it (profile, number of invocations)."""
-    summary = read_json(root / "summary.json")
-    if not isinstance(summary, dict):
-        return []
-    said = summary.get("invocations") or summary.get("commands") or []
-    if summary.get("profile", meta.get("profile")) == meta.get("profile") and len(said) == len(invocations(meta)):
-        return []
-    return [f"{META}: carries no checksum and disagrees with summary.json (profile or invocations); restore it"]
-
-
-def _lost_meta(root: Path) -> bool:
-    """Whether ``reproduce.json`` is gone from a folder whose ``summary.json`` lists invocations."""
-    summary = read_json(root / "summary.json")
-    return isinstance(summary, dict) and bool(summary.get("invocations") or summary.get("commands"))

@@ -159,15 +159,12 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: b
         try:
             for future in futures:
                 future.result()
-        except KeyboardInterrupt:
-            with halted_pools():  # the steps' workers stop, so the threads end soon
-                for future in futures:
-                    future.cancel()
-                pool.shutdown(wait=True)
-            raise
-        except BaseException:
+        except BaseException as exc:
             for future in futures:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                with halted_pools():  # the steps' workers stop, so the threads end soon
+                    pool.shutdown(wait=True)
             raise
 
 

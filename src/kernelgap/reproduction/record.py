@@ -15,7 +15,9 @@ SEALED = "step_checksums"
 
 
 class Invocation(Record):
-    """One ``kernelgap reproduce`` run on the folder: its command, times and the CPU it ran on."""
+    """One ``kernelgap reproduce`` (or ``report``) run on the folder: its command line, when
+    it started, its wall time, its sweeps' and each step's seconds, and the CPU it ran on
+    (PyTorch's SIMD kernels, the processor's name, the cores it could use)."""
 
     command: str
     started: JsonNumber | None = None

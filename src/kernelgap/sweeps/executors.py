@@ -24,7 +24,7 @@ from contextvars import ContextVar
 
 from ..errors import KernelgapError
 from ..models.leash import StepOverrun, StepWatch
-from .processes import driver_gone, exit_now, kill, process_start, set_parent_death_signal
+from .processes import die_with_parent, driver_gone, exit_now, kill, process_start
 
 
 def available_cores() -> int:
@@ -261,9 +261,8 @@ def watch_driver(
     A worker ignores ``SIGINT`` (the driver answers it).  ``step_seconds``: the limit of a
     module's forward pass, posted to the driver's watch in the folder ``board``.
     """
-    parent = os.getppid()
-    if parent != driver and set_parent_death_signal() and os.getppid() != parent:
-        os._exit(1)
+    if os.getppid() != driver:
+        die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if step_seconds is not None:
         from ..models.leash import arm_step_limit
@@ -285,16 +284,8 @@ def watch_driver(
 def _arm_forkserver() -> None:
     """In a forkserver that preloads this module (:func:`forkserver_context`): die with the driver."""
     argv = getattr(sys, "orig_argv", [])
-    if (
-        len(argv) < 2
-        or argv[-2] != "-c"
-        or not argv[-1].startswith(_FORKSERVER_COMMAND)
-        or repr(__name__) not in argv[-1]
-    ):
-        return
-    parent = os.getppid()
-    if set_parent_death_signal() and os.getppid() != parent:
-        os._exit(1)  # the driver died before the signal was armed
+    if argv[-2:-1] == ["-c"] and argv[-1].startswith(_FORKSERVER_COMMAND) and repr(__name__) in argv[-1]:
+        die_with_parent()
 
 
 class InlineExecutor(Executor):

@@ -13,28 +13,20 @@ import sys
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def set_parent_death_signal(sig: int | None = None) -> bool:
-    """Have Linux send ``sig`` (default ``SIGKILL``) to this process when the thread that
-    forked it exits (``prctl(PR_SET_PDEATHSIG)``, delivered whether or not the parent is
-    reaped); ``False`` where it cannot."""
+def die_with_parent() -> None:
+    """Have Linux send ``SIGKILL`` to this process when the thread that forked it exits
+    (``prctl(PR_SET_PDEATHSIG)``, delivered whether or not the parent is reaped); exit now
+    if the parent died before that was armed.  Off Linux, or without ``prctl``: nothing."""
     if not sys.platform.startswith("linux"):
-        return False
+        return
+    parent = os.getppid()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        sig = signal.SIGKILL if sig is None else sig
-        ok = (
-            libc.prctl(
-                ctypes.c_int(_PR_SET_PDEATHSIG),
-                ctypes.c_ulong(int(sig)),
-                ctypes.c_ulong(0),
-                ctypes.c_ulong(0),
-                ctypes.c_ulong(0),
-            )
-            == 0
-        )
+        args = [ctypes.c_ulong(v) for v in (signal.SIGKILL, 0, 0, 0)]
+        armed = ctypes.CDLL(None, use_errno=True).prctl(ctypes.c_int(_PR_SET_PDEATHSIG), *args) == 0
     except (OSError, AttributeError):
-        return False
-    return ok
+        return
+    if armed and os.getppid() != parent:
+        os._exit(1)
 
 
 def _proc_stat(pid: int) -> list[str] | None:

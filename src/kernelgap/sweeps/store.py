@@ -247,10 +247,8 @@ class ResultsDir:
         except BlockingIOError:
             os.close(fd)
             return None
-        if self.read(run_id) is not None:  # finished by someone while we looked
-            path.unlink(missing_ok=True)  # we may have re-created it after its owner removed it
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        if self.read(run_id) is not None:  # finished by someone while we looked: our lock file goes
+            self.release(Claim(run_id, path, fd), finished=True)
             return None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode())
