@@ -29,7 +29,6 @@ class Results:
         return None if isinstance(data, dict) and digest_problem(data) else unsealed(data)
 
     def records(self, name: str) -> list[dict]:
-        """The experiment's run records, as written."""
         return read_run_records(self.folder(name))
 
     def rows(self, name: str) -> list[dict]:

@@ -47,15 +47,8 @@ def timing_lines(summary: dict) -> list[str]:
     if not timing or not timing.get("experiments"):
         return []
     per = sorted(timing["experiments"].items(), key=lambda kv: -(kv[1]["train_s"] + kv[1]["step_s"]))
-    rows = [
-        {
-            "experiment": name,
-            "runs": t["runs"],
-            "training (worker s)": f"{t['train_s']:.0f}",
-            "step (s)": f"{t['step_s']:.0f}",
-        }
-        for name, t in per
-    ]
+    columns = ["experiment", "runs", "training (worker s)", "step (s)"]
+    rows = [dict(zip(columns, (name, t["runs"], f"{t['train_s']:.0f}", f"{t['step_s']:.0f}"))) for name, t in per]
     return [
         "",
         "### Where the time went",
@@ -63,12 +56,11 @@ def timing_lines(summary: dict) -> list[str]:
         f"The sweeps of every experiment on one pool took {timing['sweeps_s']:.0f} s; then the after-sweep steps, "
         "side by side.",
         "",
-        *markdown_table(rows, ["experiment", "runs", "training (worker s)", "step (s)"]),
+        *markdown_table(rows, columns),
     ]
 
 
 def folder_section(folder: Path, summary: dict) -> list[str]:
-    """The section of one reproduction folder."""
     lines = [
         f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
         "",

@@ -38,7 +38,6 @@ def build_sections(root: str | Path, experiments=None) -> dict:
 
 
 def paper(experiments) -> dict:
-    """What the paper reports, as each experiment keeps it."""
     return {k: v for exp in experiments for k, v in exp.paper.items()}
 
 

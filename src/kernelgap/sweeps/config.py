@@ -1,22 +1,4 @@
-"""Sweep files: a base run config plus a grid, in TOML (docs/formats.md, "Sweep files").
-
-    name = "witness"                 # optional label
-    seed = 0                         # base seed (usually a grid axis)
-    [family]                         # task.build_family(name, **params), or
-    name = "witness"                 # file = "F.json" (relative to this file; either layout)
-    params = {}
-    [test_family]                    # optional: scored, not trained on; without a name it is
-    params = {split = "test"}        # the training family with these parameters changed
-    [model]                          # models.ModelSpec fields
-    [train]                          # training.TrainConfig fields
-    [grid]                           # dotted keys → non-empty lists (Cartesian product)
-    seed = [0, 1, 2]
-    model.rank = [1, 2, 4]
-    family.params.n = [4, 8]         # one family parameter as an axis
-    [[variants]]                     # optional: overrides paired with every grid point
-    model.feature_map = "mlp_exp"
-    train.lr = 3e-3
-    grid.model.rank = [8, 16]        # this variant's own axis (replaces the sweep's)
+"""Sweep files: a base run config, a grid and variants, in TOML (docs/formats.md, "Sweep files").
 
 The runs are ``variants × grid`` (one variant, the base, when none is given).  A variant's
 value wins over a grid axis of the same key; its family parameters merge into the base's
@@ -82,7 +64,7 @@ class Variant(Config):
 
 
 class SweepFile(Config):
-    """A sweep file's layout (module docstring); the sections' fields are checked run by run."""
+    """A sweep file's layout; the sections' fields are checked run by run."""
 
     name: str = Field("sweep", description="a label")
     seed: Int | None = Field(None, description="base seed (usually a grid axis)")
@@ -127,8 +109,6 @@ class FamilyFiles:
 
 @dataclass
 class SweepConfig:
-    """A parsed sweep: its label, the base config and the points to run."""
-
     name: str
     base: dict
     grid: dict[str, list]
@@ -197,8 +177,7 @@ def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path
 
 
 def check_sweep(target: str | Path, out: str | Path | None) -> None:
-    """Refuse a bad ``sweep CONFIG --out DIR`` before torch is imported (a results folder is
-    checked when opened)."""
+    """Refuse a bad ``sweep CONFIG --out DIR`` before torch is imported."""
     config_path, _ = sweep_source(target, out)
     if not Path(target).is_dir():
         load_sweep(config_path)
@@ -216,8 +195,7 @@ def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
 
 
 def _merged_params(variant: dict) -> set[str]:
-    """The variant's ``family.params`` / ``test_family.params`` that merge into the base's:
-    those of a variant that names no other family."""
+    """The variant's ``*.params`` that merge into the base's (it names no other family)."""
     return {
         f"{section}.params"
         for section in ("family", "test_family")
@@ -317,8 +295,7 @@ def _table(value, where: str) -> dict:
 
 
 def flatten(table: dict, prefix: str = "", whole_params: bool = False) -> dict:
-    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``; ``whole_params``: a ``params``
-    table stays whole."""
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}`` (``whole_params``: not into ``params``)."""
     out = {}
     for key, value in table.items():
         path = f"{prefix}{key}"

@@ -1,15 +1,13 @@
-"""Executors: where stacks of runs train.
-
-Each is a :class:`concurrent.futures.Executor` (``submit(fn, *args) → Future``,
-``shutdown``), made by name from :data:`EXECUTORS`, so other engines (e.g.
-Dask's ``get_executor()``) plug in with one entry.  A task is one group of
-stackable runs — never one run — because a fresh worker spends seconds
-importing torch.  Workers only compute; the driver writes every result.
+"""Executors: where stacks of runs train, each a :class:`concurrent.futures.Executor` made
+by name from :data:`EXECUTORS` (another engine plugs in with one entry).  A task is a stack
+of runs, never one run: a fresh worker spends seconds importing torch.  Workers only
+compute, the driver writes every result, and a worker ends with its driver (:func:`watch_driver`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -24,11 +22,82 @@ from contextvars import ContextVar
 
 from ..errors import KernelgapError
 from ..models.leash import StepOverrun, StepWatch
-from .processes import die_with_parent, driver_gone, exit_now, kill, process_start
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> None:
+    """Have Linux send ``SIGKILL`` to this process when the thread that forked it exits
+    (``prctl(PR_SET_PDEATHSIG)``, delivered whether or not the parent is reaped); exit now
+    if the parent died before that was armed.  Off Linux, or without ``prctl``: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        args = [ctypes.c_ulong(v) for v in (signal.SIGKILL, 0, 0, 0)]
+        armed = ctypes.CDLL(None, use_errno=True).prctl(ctypes.c_int(_PR_SET_PDEATHSIG), *args) == 0
+    except (OSError, AttributeError):
+        return
+    if armed and os.getppid() != parent:
+        os._exit(1)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, ``None`` when ``/proc``
+    cannot say; :class:`FileNotFoundError` for no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            raise
+        return None
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields if len(fields) > 19 else None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (``None`` without ``/proc``): it tells a reused pid."""
+    try:
+        fields = _proc_stat(pid)
+    except FileNotFoundError:
+        return None
+    return int(fields[19]) if fields else None
+
+
+def driver_gone(driver: int, started: int | None = None) -> bool:
+    """Whether process ``driver`` (started at ``started``, if known) has exited.  A zombie
+    counts as gone, so ``/proc`` state ``Z``/``X`` or another start time (a reused pid) is
+    read where it exists; else ``os.kill(pid, 0)``, which cannot see zombies."""
+    try:
+        fields = _proc_stat(driver)
+    except FileNotFoundError:
+        return True
+    if fields is not None:
+        return fields[0] in ("Z", "X") or (started is not None and int(fields[19]) != started)
+    try:
+        os.kill(driver, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or the pid reused by another user
+        return True
+    return False
+
+
+def kill(process) -> None:
+    """Kill a process, whatever state it is in (already gone, never started)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        process.kill()
+
+
+def exit_now(status: int) -> None:
+    """Kill this process's children and end it with ``status`` at once."""
+    for child in multiprocessing.active_children():
+        kill(child)
+    os._exit(status)
 
 
 def available_cores() -> int:
-    """Cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover (non-Linux)
@@ -111,8 +180,7 @@ class WorkerDied(KernelgapError):
     """A pool worker ended while it ran a task (killed, or an exit from C code)."""
 
 
-#: Seconds the workers of a pool shut down have to exit (a thread a module started, that
-#: never ends, would hold a worker's exit forever) before they are killed.
+#: Seconds the workers of a pool shut down have to exit (a module's thread may never end).
 WORKER_EXIT_S = 5.0
 
 
@@ -389,9 +457,7 @@ def make_executor(name: str, **options) -> Executor:
 
 def executor_width(executor: Executor, requested: int | None) -> int:
     """How many tasks to keep in flight."""
-    return (
-        requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", None) or available_cores()
-    )
+    return requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", available_cores())
 
 
 _arm_forkserver()

@@ -13,8 +13,6 @@ import signal
 import sys
 import threading
 
-from .processes import exit_now
-
 _INTERRUPTED = threading.Event()
 
 
@@ -56,8 +54,8 @@ def settle_interrupt(code, console: bool):
 
 
 def exit_on_interrupt(line: str, status: int = 130) -> None:
-    """From now on (the command done), a ``SIGINT`` prints ``line`` and ends the process with
-    ``status`` at once: what the command wrote is written already, atomically."""
+    """From now on (the command done), a ``SIGINT`` prints ``line`` and exits with ``status`` at once."""
+    from .executors import exit_now
 
     def answer(signum, frame) -> None:
         with contextlib.suppress(OSError, ValueError):

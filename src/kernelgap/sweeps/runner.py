@@ -1,9 +1,6 @@
-"""Run a sweep: plan stacks, claim runs, train on an executor, write results.
-
-Only the driver touches the results folder: it claims each run of a task
-before submitting it, writes each returned record atomically, and frees the
-claim.  A run whose valid result exists is skipped, so a killed sweep resumes
-where it stopped; a corrupted result is renamed aside and redone.
+"""Run a sweep: plan stacks, claim runs, train on an executor, write results.  Only the
+driver touches the results folder; a run whose valid result exists is skipped, so a killed
+sweep resumes where it stopped, and a corrupted result is renamed aside and redone.
 """
 
 from __future__ import annotations
@@ -97,7 +94,6 @@ class StackCosts:
         return sum(top - self.columns(r) for r in stack) * self.column(stack[0])
 
     def column(self, run: RunConfig) -> float:
-        """Cost of one feature column of one member per step."""
         return COLUMN_COST + self.family(run).block / SLOT_COST
 
     def step(self, stack: list[RunConfig]) -> float:
@@ -114,8 +110,6 @@ class StackCosts:
 
 @dataclass
 class SweepSummary:
-    """What a sweep invocation did."""
-
     out: str
     total: int
     done_before: int
@@ -199,7 +193,8 @@ def run_sweeps(
             opened.append(_open(target, out))
         try:
             if any(o.pending for o in opened):
-                _train_opened(opened, executor, workers, address, cpus, gpus, progress, max_stack)
+                pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
+                _train_opened(opened, pool, executor_width(pool, workers), progress, max_stack)
         finally:
             for o in opened:
                 o.store.write_csv(o.ids)
@@ -279,23 +274,12 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _train_opened(
-    opened: list[_Opened],
-    executor: str,
-    workers: int | None,
-    address: str | None,
-    cpus: float,
-    gpus: float,
-    progress: bool,
-    max_stack: int,
-) -> None:
+def _train_opened(opened: list[_Opened], pool, width: int, progress: bool, max_stack: int) -> None:
     """Train what the opened sweeps miss on one pool.
 
     Stacks are planned over the *whole* sweep and every stack holding a pending run trains
     whole, writing only the runs claimed here: a resumed sweep trains exactly the stacks an
     uninterrupted one would, so its numbers are bitwise equal."""
-    pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
-    width = executor_width(pool, workers)
     try:
         costs, tasks = StackCosts(), []
         for o in opened:

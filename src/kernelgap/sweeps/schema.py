@@ -1,6 +1,5 @@
 """The JSON schema of sweep files (docs/formats.md, "Sweep files"), built from the config
-models: ``sweep.schema.json`` beside this module, rewritten by ``make schema`` and checked
-current by the tests."""
+models into ``sweep.schema.json`` beside this module by ``make schema``."""
 
 from __future__ import annotations
 

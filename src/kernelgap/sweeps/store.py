@@ -1,24 +1,11 @@
-"""A sweep's results folder: never overwritten, resumable, shareable.
+"""A sweep's results folder: never overwritten, resumable, shareable (its layout:
+docs/formats.md, "Results folders").  Each finished run is written atomically, a damaged
+result is renamed aside (``.corrupt-<ns>``) and redone, a run in progress is claimed by a
+``flock`` the kernel frees when its holder dies.
 
-    DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        the sweep's plan: its run ids, the sha256 of sweep.toml and of each family
-                          file it names, its own checksum (:class:`~kernelgap.report.integrity.SweepMeta`)
-    DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
-                          run trains and resumes from it, never from the original
-    DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
-    DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone (or a record
-                          of no run the sweep plans, renamed aside and never counted)
-    DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
-                          when its holder dies, so a stale lock is simply taken over)
-    DIR/checkpoints/<stack>.pt   the trained weights of one stack (every run trained in it
-                          names the file, its member index and the file's sha256 and size:
-                          ``record["checkpoint"]``); a missing or altered one is renamed
-                          aside (``.corrupt-<ns>``) with the records naming it, and redone
-    DIR/results.csv       every finished run, one row each
-
-A folder made for one sweep refuses any other (a different run set); a
-non-empty folder that is not a sweep folder is refused too, and so is a folder holding a
-symbolic link or a lock file that is not a plain file (:mod:`kernelgap.folders`).
+A folder made for one sweep refuses any other (a different run set); a non-empty folder
+that is not a sweep folder is refused too, and so is a folder holding a symbolic link or a
+lock file that is not a plain file (:mod:`kernelgap.folders`).
 """
 
 from __future__ import annotations
@@ -67,7 +54,7 @@ class Claim:
 
 
 class ResultsDir:
-    """The folder of one sweep; see the module docstring for its layout."""
+    """The folder of one sweep (module docstring)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
@@ -192,16 +179,14 @@ class ResultsDir:
         return record if is_valid_record(record, run_id) else None
 
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
-        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged
-        (:func:`~kernelgap.report.integrity.run_problem`); one not there yet is not damaged."""
+        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged."""
         cache: dict = {}
         present = [i for i in run_ids if self.result_path(i).exists()]
         found = {i: run_problem(self.root, i, is_valid_record, cache) for i in present}
         return {i: f"runs/{i}.json {why}" for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
-        """Rename a damaged result aside so the run is redone, with the checkpoint it names
-        when that is there but not the recorded one."""
+        """Rename a damaged result aside so it is redone, with its checkpoint where that is altered."""
         record, stamp = self.read(run_id), time.time_ns()
         weights = checkpoint_path(self.root, record) if record is not None else None
         if weights is not None and weights.exists() and checkpoint_problem(self.root, record):
@@ -209,7 +194,6 @@ class ResultsDir:
         return set_aside_file(self.result_path(run_id), stamp)
 
     def write(self, record: dict) -> None:
-        """A finished run's record, with its own checksum."""
         record = {**record, DIGEST_KEY: record_digest(record)}
         try:
             atomic_write_json(self.result_path(record["id"]), record, self.root)

@@ -1,11 +1,9 @@
-"""A sweep's state as text (what ``kernelgap sweep`` prints): its ``--status`` and the summary
-of a run (:func:`.runner.sweep_status`, :class:`.runner.SweepSummary`)."""
+"""What ``kernelgap sweep`` prints: its ``--status``, and what a run did."""
 
 from __future__ import annotations
 
 
 def status_lines(s: dict) -> list[str]:
-    """A results folder's done/left counts."""
     return [
         f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
         f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
@@ -17,7 +15,6 @@ def status_lines(s: dict) -> list[str]:
 
 
 def summary_lines(s: dict) -> list[str]:
-    """What one sweep run did."""
     lines = [
         f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
         f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written"

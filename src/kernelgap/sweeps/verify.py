@@ -1,10 +1,5 @@
-"""``kernelgap check DIR``: verify a whole results folder without changing it.
-
-A sweep folder, or a folder holding several (a reproduction, a probe): every planned run
-has a valid record whose config hashes to its id, every checkpoint a record names has the
-recorded size and sha256, every family copy hashes to its name, and ``summary.json``
-names only verified runs and counts each experiment's runs as its folder holds them
-(docs/formats.md, "Verifying a results folder").
+"""``kernelgap check DIR``: verify a whole results folder (one sweep folder or several)
+without changing it (docs/formats.md, "Verifying a results folder").
 """
 
 from __future__ import annotations
