@@ -1,5 +1,10 @@
 """``kernelgap report DIR``: ``summary.json``, its schema, figures and ``report.html`` of a
-reproduction folder or of a probe folder, from the result files alone (no training)."""
+reproduction folder or of a probe folder, from the result files alone (no training).
+
+A report is refused while any file it is built from is damaged (:func:`folder_damage`), the
+one check ``check`` lists too, so the two never disagree (docs/formats.md, "Verifying a
+results folder"): each problem one line ``<path>: <why>``, relative to the folder.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,13 @@ from pathlib import Path
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
-from ..experiments.probe.record import read_probe_meta
+from ..experiments.probe.record import SKIPPED, read_probe_meta
 from ..experiments.probe.section import probe_section
-from ..folders import check_out, refuse_links
+from ..folders import check_out, link_problems, refuse_links
 from ..io import atomic_write_json, atomic_write_text, read_json
-from ..report.integrity import one_line
+from ..report.integrity import folder_problems, one_line, sealed_problem
 from ..validation import JsonNumber, fits
-from .damage import folder_damage
-from .record import META, read_meta
+from .record import META, SEALED, invocations, read_meta
 from .render import render_report
 from .schema import summary_schema
 from .summary import build_summary, feature_maps, reproduction_experiments
@@ -63,7 +67,7 @@ def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Pat
 
 def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = None) -> None:
     """One line naming the damaged or missing files a report would be built from
-    (:func:`~.damage.folder_damage`, what ``check`` lists), if any; first, any symbolic link
+    (:func:`folder_damage`, what ``check`` lists), if any; first, any symbolic link
     in the folder (the report writes through none)."""
     refuse_links(out)
     problems = folder_damage(out, valid, meta)
@@ -156,3 +160,49 @@ def summary_drift(out: str | Path) -> list[str]:
         f"summary.json: {k[:40]!r} is not what the result files give (edited, or results changed since `report`)"
         for k in keys
     ]
+
+
+def folder_damage(root: str | Path, valid: Valid | None = None, meta: dict | None = None) -> list[str]:
+    """Every problem of ``root``'s sweep folders, step files and probe records, and every link
+    below it; ``meta``: its ``reproduce.json``, where read already."""
+    root = Path(root)
+    links = [why.removeprefix(f"{root}/") for why in link_problems(root)]
+    return links + folder_problems(root, valid) + step_problems(root, meta) + probe_problems(root)
+
+
+def step_problems(root: Path, meta: dict | None = None) -> list[str]:
+    """Each step file of a reproduction folder that is missing or damaged (without a checksum
+    allowed where no :data:`SEALED` says otherwise), and a ``reproduce.json`` gone from under
+    its summary.  An unreadable ``reproduce.json`` is left to the report's own refusal.  One
+    without a checksum is trusted only where it agrees with the ``summary.json`` built from it
+    (profile, number of invocations)."""
+    summary = read_json(root / "summary.json")
+    built = isinstance(summary, dict)
+    said = (summary.get("invocations") or summary.get("commands") or []) if built else []
+    if not (root / META).is_file():
+        return [f"{META}: missing, while summary.json lists its invocations"] if said else []
+    try:
+        meta = read_meta(root) if meta is None else meta
+        experiments = reproduction_experiments(meta)
+    except KernelgapError:
+        return []
+    out = []
+    agrees = built and summary.get("profile", meta.get("profile")) == meta.get("profile")
+    if built and "record_sha256" not in meta and not (agrees and len(said) == len(invocations(meta))):
+        out.append(f"{META}: carries no checksum and disagrees with summary.json (profile or invocations); restore it")
+    files = [f"{exp.name}/{exp.writes}" for exp in experiments if exp.writes and (root / exp.name).is_dir()]
+    files += [p.relative_to(root).as_posix() for p in sorted(root.glob(f"*/*/{SKIPPED}"))]  # a probe skipped
+    required = meta.get(SEALED) is True
+    return out + [f"{file}: {why}" for file in files if (why := sealed_problem(root / file, required))]
+
+
+def probe_problems(root: Path) -> list[str]:
+    """Each ``probe.json`` under ``root`` that a report would refuse."""
+    out = []
+    for path in sorted(root.rglob("probe.json")) if root.is_dir() else ():
+        try:
+            read_probe_meta(path.parent)
+        except KernelgapError as exc:
+            why = str(exc).removeprefix(str(path)).lstrip(": ")
+            out.append(f"{path.relative_to(root).as_posix()}: {why}")
+    return out
