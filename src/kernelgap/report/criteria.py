@@ -1,7 +1,4 @@
-"""Every threshold and criterion of the report, defined once, and the run rows it reads.
-
-A report only reads result files; these are the rules it reads them by.
-"""
+"""Every threshold and criterion of the report, defined once, and the run rows it reads."""
 
 from __future__ import annotations
 

@@ -122,14 +122,12 @@ def accuracy_axes(ax, xs, xlabel: str, title: str, ylabel: str = "test exact-seq
 
 
 def certified_in_full(curve: dict) -> bool:
-    """Whether a bound curve's points hold a family certified in full (``certified``) rather
-    than directly and with chains (``certified_direct``, ``certified_chained``)."""
+    """Whether a bound curve's points hold a family certified in full rather than with chains."""
     return any("certified" in p for p in curve.get("points") or ())
 
 
 def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
-    """Certified rank against m (log2 axis) beside the 2^m positive construction, the
-    m-dimensional softmax scores and the smallest exact trained ranks, if any."""
+    """Certified rank against m beside ``2^m``, ``m`` and the smallest exact trained ranks."""
     pts = payload["points"]
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))

@@ -1,5 +1,4 @@
-"""The HTML skeleton every experiment's section shares: one self-contained page
-(figures embedded as data URIs), tables, and :class:`Page`, what a section is given."""
+"""The HTML skeleton every experiment's section shares: one self-contained page, tables, figures."""
 
 from __future__ import annotations
 

@@ -131,9 +131,8 @@ def checkpoint_path(folder: Path, record: dict) -> Path | None:
 
 
 def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) -> str | None:
-    """Why the checkpoint a valid record names is not the one it was written with (a record
-    with none, trained elsewhere, has none to check).  ``cache``: digests by path, so a
-    stack's members hash their file once."""
+    """Why the checkpoint a valid record names is not the one it was written with (``cache``:
+    digests by path, so a stack's members hash their file once)."""
     where = record.get("checkpoint")
     if where is None:
         return None
@@ -181,8 +180,7 @@ def family_problems(folder: Path, meta: SweepMeta) -> list[str]:
 
 
 def toml_problem(folder: Path, meta: SweepMeta) -> str | None:
-    """Why ``sweep.toml`` is not the sweep file the folder was made with (where ``sweep.json``
-    records no sha256 of it, it need only be TOML)."""
+    """Why ``sweep.toml`` is not the sweep file the folder was made with (or, unrecorded, not TOML)."""
     path = folder / "sweep.toml"
     got = digest(path)
     if got is None:
@@ -226,8 +224,7 @@ def unsealed(data):
 
 
 def sealed_problem(path: Path, required: bool = True) -> str | None:
-    """Why ``path`` is not a file :func:`sealed` wrote; ``required=False``: one with no
-    checksum (older) passes when it is JSON."""
+    """Why ``path`` is not a file :func:`sealed` wrote (``required=False``: JSON without one passes)."""
     if not path.is_file():
         return missing_what(path)
     data = read_json(path)
@@ -241,8 +238,7 @@ def sealed_problem(path: Path, required: bool = True) -> str | None:
 def run_problem(
     folder: Path, run_id: str, valid: Callable[[dict, str], bool] | None = None, cache: dict | None = None
 ) -> str | None:
-    """Why a planned run's record or its checkpoint is missing or damaged (``valid``: a further
-    check, the config's hash); ``None``: it is sound."""
+    """Why a planned run's record or checkpoint is missing or damaged (``valid``: a further check)."""
     path = folder / "runs" / f"{run_id}.json"
     if not path.is_file():
         return missing_what(path)
@@ -254,8 +250,7 @@ def run_problem(
 
 
 def sweep_folders(root: Path) -> list[Path]:
-    """The sweep folders of a results folder: itself when it holds one of :data:`MARKS`, else
-    every folder below it that does."""
+    """The sweep folders of a results folder: itself, or every folder below it, holding one of :data:`MARKS`."""
     if any((root / name).exists() for name in MARKS):
         return [root]
     return sorted({p.parent for name in MARKS for p in root.rglob(name)}) if root.is_dir() else []

@@ -1,9 +1,6 @@
 """The layer series' figures (``kernelgap bound-curve --code layer`` and the context
-experiment; docs/theory.md, "The layer family" and "The whole set by rule").
-
-Each tolerance δ has its code (at 1/2 a Graham–Sloane class of the weight-m/2 layer, below
-it the whole layer); every δ of a payload is drawn beside ``C(m, m/2)``, ``2^m`` and the
-pair certificates' ceiling.  Every number drawn is in the payload.
+experiment; docs/theory.md, "The layer family"): every tolerance δ of a payload beside
+``C(m, m/2)``, ``2^m`` and the pair certificates' ceiling, every number from the payload.
 """
 
 from __future__ import annotations

@@ -144,8 +144,7 @@ def exact_model(row: dict) -> bool:
 
 
 def trained_section(results, name: str, families: list[dict] | None) -> list[dict]:
-    """:func:`trained` of each family the experiment ``name`` trains: those its step wrote, or
-    (``None``, before the step) the runs' own, without certificates."""
+    """:func:`trained` of each family ``name`` trains: its step's, or (``None``) the runs' own."""
     rows = results.rows(name)
     train_of = {rec["id"]: rec.get("train") or {} for rec in results.records(name)}
     if families is None:

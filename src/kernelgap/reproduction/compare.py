@@ -1,10 +1,6 @@
-"""``kernelgap compare DIR_A DIR_B``: the conclusions two reproductions of one profile differ on.
-
-Two reproductions on different CPUs round floats differently, so a run can land on the
-other side of a threshold: what matters is whether a *conclusion* changed.  Each registered
-experiment lists its conclusions as text, and each row of "The paper beside ours" is one
-more; both folders' ``summary.json`` are read (nothing is rebuilt).  Probe folders compare
-the same way.
+"""``kernelgap compare DIR_A DIR_B``: the conclusions two reproductions (or probe folders)
+of one profile differ on, read from their ``summary.json``.  Different CPUs round floats
+differently, so a run can cross a threshold: what matters is whether a *conclusion* changed.
 """
 
 from __future__ import annotations
@@ -157,15 +153,8 @@ def compare_folders(dir_a: str | Path, dir_b: str | Path) -> Comparison:
         differences += [
             Difference(name, key, mine.get(key), theirs.get(key)) for key in keys if mine.get(key) != theirs.get(key)
         ]
-    return Comparison(
-        folder_a,
-        folder_b,
-        kind_a,
-        str(a.get("profile")),
-        (str(a.get("version", "?")), str(b.get("version", "?"))),
-        compared,
-        differences,
-    )
+    versions = (str(a.get("version", "?")), str(b.get("version", "?")))
+    return Comparison(folder_a, folder_b, kind_a, str(a.get("profile")), versions, compared, differences)
 
 
 def compare(dir_a: str | Path, dir_b: str | Path) -> list[Difference]:
@@ -174,8 +163,7 @@ def compare(dir_a: str | Path, dir_b: str | Path) -> list[Difference]:
 
 
 def headline(c: Comparison, sentence: bool = False) -> str:
-    """``3 of 212 conclusions differ`` or ``all 212 conclusions agree`` (as a ``sentence``:
-    capitalised, with a full stop)."""
+    """``3 of 212 conclusions differ`` or ``all 212 conclusions agree`` (or as a ``sentence``)."""
     text = (
         f"all {c.compared} conclusions agree" if c.agree else f"{len(c.differences)} of {c.compared} conclusions differ"
     )

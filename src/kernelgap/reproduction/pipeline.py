@@ -1,10 +1,6 @@
-"""``kernelgap reproduce``: every experiment of a profile, resumable, then the report.
-
-Every experiment's sweep runs into ``OUT/<experiment>/`` on one pool; then each
-after-sweep step writes its numbers beside the runs; then :func:`build_report` assembles
-``summary.json`` and ``report.html`` from those files alone.  ``OUT/reproduce.json``
-records the profile, the profile's own experiment folders and every invocation (stopped
-ones included, so a resumed reproduction's time is their sum).
+"""``kernelgap reproduce``: every experiment's sweep into ``OUT/<experiment>/`` on one pool,
+then the after-sweep steps, then the report; resumable.  ``OUT/reproduce.json`` records
+every invocation, stopped ones included, so a resumed reproduction's time is their sum.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ def cpu_capability() -> str:
 
 
 def cpu_model() -> str | None:
-    """The processor's name, or None where neither /proc/cpuinfo nor ``platform`` says (two
-    CPUs with the same SIMD kernels may still round differently)."""
+    """The processor's name, or None (CPUs with the same SIMD kernels may still round differently)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
@@ -87,8 +82,7 @@ def reproduce(
     address: str | None = None,
     log=print,
 ) -> Path:
-    """Run every experiment of a profile (resumable), then write summary and report.  Every
-    flag is checked before the folder is claimed (a refusal records no invocation)."""
+    """Run every experiment of a profile, then write summary and report (a refusal records no invocation)."""
     check_pool(executor, workers)
     prof = load_profile(profile)
     for exp in prof.experiments:  # each sweep file read and checked as its sweep will read it
@@ -124,8 +118,7 @@ def reproduce(
 
 
 def _run_experiments(prof, out: Path, options: dict, log, invocation: dict, sealed_steps: bool) -> None:
-    """Every experiment's sweep on one pool (:func:`~kernelgap.sweeps.runner.run_sweeps`),
-    then the after-sweep steps; the invocation records their wall times."""
+    """Every sweep on one pool, then the after-sweep steps; the invocation records their times."""
     start = time.perf_counter()
     sweeps = [(exp, prof.sweep_file(exp)) for exp in prof.experiments if prof.sweep_file(exp) is not None]
     for exp, sweep in sweeps:
@@ -142,9 +135,8 @@ def _run_experiments(prof, out: Path, options: dict, log, invocation: dict, seal
 
 
 def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: bool) -> None:
-    """The after-sweep steps, two side by side where the pool has two workers (a step that
-    trains keeps them busy while others compute here); a failure stops the steps not
-    started.  Each one's wall time goes into ``times``."""
+    """The after-sweep steps, two side by side where the pool has two workers (a step that trains
+    keeps them busy while others compute here); a failure stops those not started."""
     steps = [exp for exp in prof.experiments if prof.experiment(exp).step]
     width = min(2, local_width(options, len(steps)))
 
@@ -169,9 +161,8 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: b
 
 
 def run_step(experiment, prof, out: Path, options: dict, sealed_steps: bool) -> None:
-    """The experiment's step; with ``writes``, its payload is sealed into ``out/<writes>`` and
-    not computed again while that file is sound (``sealed_steps``: its checksum required); a
-    damaged one is set aside and redone, as a run record is."""
+    """The experiment's step; with ``writes``, its payload sealed into ``out/<writes>``, not
+    computed again while that is sound (``sealed_steps``: checksum required), else redone."""
     target = out / experiment.writes if experiment.writes else None
     if target is not None and target.exists():
         if sealed_problem(target, required=sealed_steps) is None:

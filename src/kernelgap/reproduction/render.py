@@ -1,5 +1,4 @@
-"""``report.html`` and its figures, from ``summary.json`` alone: the page skeleton, filled by
-each registered experiment's figures and HTML blocks (:data:`kernelgap.experiments.base.REGIONS`)."""
+"""``report.html`` and its figures, from ``summary.json`` alone, filled by each registered experiment."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def present(summary: dict, exp) -> bool:
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
-    """The lines of a Markdown table of ``rows`` (each cell on one line, ``|`` escaped, a
-    missing value ``–``)."""
+    """The lines of a Markdown table of ``rows`` (cells on one line, ``|`` escaped, ``–`` for none)."""
 
     def cell(text) -> str:
         return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
@@ -33,8 +31,7 @@ def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
 
 
 def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[str]]:
-    """Draw every figure whose experiment's section is in the summary; ``{name: [files]}``
-    (figures that drew nothing are left out)."""
+    """Draw every figure whose experiment's section is in the summary; ``{name: [files]}``."""
     drawn = {}
     for exp in _exps(experiments):
         if present(summary, exp):

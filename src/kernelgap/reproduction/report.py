@@ -34,9 +34,8 @@ WRITES = ("summary.json", "summary.schema.json", "report.html")
 
 
 def build_report(out: str | Path, profile: str | None = None, log=print, valid: Valid | None = None) -> Path:
-    """``summary.json``, its schema and ``report.html`` of a reproduction folder; refused while
-    a result file is missing or damaged (:func:`refuse_damage`): a summary never counts fewer
-    runs than planned.  A damaged ``reproduce.json`` is refused first, by its own line."""
+    """``summary.json``, its schema and ``report.html`` of a reproduction folder, refused while a
+    result file is damaged (a summary never counts fewer runs than planned)."""
     out = Path(out)
     refuse_links(out)
     meta = read_meta(out)
@@ -53,14 +52,12 @@ def build_report(out: str | Path, profile: str | None = None, log=print, valid: 
 
 
 def is_probe_folder(out: Path) -> bool:
-    """Whether ``report`` reads ``out`` as a probe folder (``kernelgap probe --out``) rather
-    than a reproduction: it holds a ``probe.json`` and no ``reproduce.json``."""
+    """Whether ``out`` is a probe folder: a ``probe.json`` and no ``reproduce.json``."""
     return (out / "probe.json").is_file() and not (out / META).is_file()
 
 
 def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Path:
-    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder; a
-    name the system cannot look up is one line."""
+    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder."""
     out = check_out(out, "report")
     return build_probe_report(out, log, valid) if is_probe_folder(out) else build_report(out, log=log, valid=valid)
 
@@ -80,8 +77,7 @@ def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = Non
 
 
 def in_the_way(out: Path) -> list[str]:
-    """The report's own outputs that something else occupies: a folder where a file goes, or
-    a file where ``figures/`` goes (``report`` refuses them; ``check`` names them)."""
+    """The report's own outputs that something else occupies (a folder where a file goes, or the reverse)."""
     return [
         name for name in (*WRITES, "figures") if (out / name).exists() and (out / name).is_dir() != (name == "figures")
     ]
@@ -89,8 +85,7 @@ def in_the_way(out: Path) -> list[str]:
 
 def write_report(out: Path, summary: dict, render: Callable[[], str], log, schema: str | None = None) -> Path:
     """``summary.json``, ``summary.schema.json`` (given a ``schema``) and ``report.html``
-    (``render()``), once every one can be written (none is a folder, the folder takes a new
-    file); any write failure is one line."""
+    (``render()``), once every one can be written; any write failure is one line."""
     try:
         for name in in_the_way(out):
             raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
@@ -171,11 +166,9 @@ def folder_damage(root: str | Path, valid: Valid | None = None, meta: dict | Non
 
 
 def step_problems(root: Path, meta: dict | None = None) -> list[str]:
-    """Each step file of a reproduction folder that is missing or damaged (without a checksum
-    allowed where no :data:`SEALED` says otherwise), and a ``reproduce.json`` gone from under
-    its summary.  An unreadable ``reproduce.json`` is left to the report's own refusal.  One
-    without a checksum is trusted only where it agrees with the ``summary.json`` built from it
-    (profile, number of invocations)."""
+    """Each damaged step file (without a checksum allowed unless :data:`SEALED`), and a
+    ``reproduce.json`` gone from under its summary, or without a checksum and disagreeing with
+    it (profile, invocations); an unreadable one is left to the report's own refusal."""
     summary = read_json(root / "summary.json")
     built = isinstance(summary, dict)
     said = (summary.get("invocations") or summary.get("commands") or []) if built else []

@@ -1,8 +1,5 @@
-"""``docs/results.md``: the latest measured numbers, written from ``summary.json`` files alone.
-
-``kernelgap results DIR [DIR …]`` writes one section per reproduction folder: when and how
-long it ran, "The paper beside ours" and every experiment's sentence and tables; a second
-folder of one profile is compared with the first.  Nothing on the page is typed in.
+"""``docs/results.md``: the latest measured numbers, one section per reproduction folder, written
+from ``summary.json`` files alone; a second folder of one profile is compared with the first.
 """
 
 from __future__ import annotations
@@ -114,20 +111,14 @@ def _run_on(summary: dict) -> str:
     """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on."""
     runs = summary.get("invocations") or []
     kernels = sorted({i["cpu_capability"] for i in runs if i.get("cpu_capability")})
-    machines = sorted(
-        {
-            f"{i['cpu_model']} ({i['cores']} cores)" if i.get("cores") else i["cpu_model"]
-            for i in runs
-            if i.get("cpu_model")
-        }
-    )
+    named = [i for i in runs if i.get("cpu_model")]
+    machines = sorted({f"{i['cpu_model']} ({i['cores']} cores)" if i.get("cores") else i["cpu_model"] for i in named})
     said = f"`{'`, `'.join(kernels)}` kernels" if kernels else "kernels not recorded"
     return f"{said} on {'; '.join(machines)}" if machines else said
 
 
 def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
-    """A second reproduction of a profile against the first: when, on what, how long, and
-    every conclusion they differ on."""
+    """A second reproduction of a profile against the first, and every conclusion they differ on."""
     a, b = read_json(folder_a / "summary.json"), read_json(folder_b / "summary.json")
     c = compare_folders(folder_a, folder_b)
     lines = [

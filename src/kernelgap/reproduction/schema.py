@@ -97,8 +97,7 @@ def summary_schema(experiments=None) -> dict:
 
 
 def summary_problem(summary, experiments=None) -> str | None:
-    """The first place where ``summary`` breaks its model (``witness.runs.0.rank: expected
-    integer, got 'x'``), or ``None``."""
+    """The first place where ``summary`` breaks its model (``witness.runs.0.rank: …``), or ``None``."""
     return problem(summary_model(experiments), summary)
 
 

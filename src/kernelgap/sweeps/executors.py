@@ -105,12 +105,9 @@ def available_cores() -> int:
 
 
 def local_executor(workers: int | None = None, **_: object) -> Executor:
-    """A process pool, one worker per core by default (``forkserver``, torch preloaded).
-
-    A driver killed with ``-9``, even one left a zombie, leaves no process behind
-    (:func:`watch_driver`); the resource tracker then exits at end-of-file on its pipe.  The
-    driver kills a worker whose module's forward pass overruns :data:`STEP_LIMIT`.
-    """
+    """A process pool, one worker per core by default (``forkserver``, torch preloaded).  A
+    driver killed with ``-9`` leaves no process behind (:func:`watch_driver`); it kills a
+    worker whose module's forward pass overruns :data:`STEP_LIMIT`."""
     if _HALTED.is_set():
         raise WorkerDied("interrupted: no pool starts now")
     seconds, context = STEP_LIMIT.get(), forkserver_context()  # the forkserver before the watch's thread
@@ -312,19 +309,15 @@ _FORKSERVER_COMMAND = "from multiprocessing.forkserver import main;"
 def watch_driver(
     driver: int, started: int | None = None, step_seconds: float | None = None, board: str | None = None
 ) -> None:
-    """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
+    """Pool-worker initializer: end this process as soon as process ``driver`` has exited,
+    even as a zombie (which still answers ``os.kill(pid, 0)``).
 
-    Two mechanisms, because an exited driver may stay a zombie, which still answers
-    ``os.kill(pid, 0)``:
-
-    * Parent-death signal (Linux).  The driver forks the forkserver, which forks the
-      workers; each arms ``PR_SET_PDEATHSIG`` (``SIGKILL``) against its parent (the
-      forkserver by preloading this module).  The kernel sends it while the parent exits,
-      reaped or not.  It follows the parent *thread*, so only a forkserver started from
-      the driver's main thread is armed, and a worker forked by the driver itself is not.
-    * Polling, the fallback everywhere: a daemon thread checks :func:`driver_gone` every
-      :data:`DRIVER_CHECK_S` seconds.  Once every worker has exited, the forkserver exits
-      at end-of-file on its pipe.
+    * Parent-death signal (Linux): the driver's forkserver (preloading this module) and its
+      workers each die with their parent (:func:`die_with_parent`).  The signal follows the
+      forking *thread*: only a forkserver started from the driver's main thread is armed,
+      and a worker the driver forks itself is not.
+    * Polling, everywhere: a daemon thread checks :func:`driver_gone` every
+      :data:`DRIVER_CHECK_S` seconds; the forkserver exits with its last worker.
 
     A worker ignores ``SIGINT`` (the driver answers it).  ``step_seconds``: the limit of a
     module's forward pass, posted to the driver's watch in the folder ``board``.
@@ -361,9 +354,6 @@ class InlineExecutor(Executor):
     folder it was given in (a module's ``os.chdir`` moves no relative path of the caller)."""
 
     workers = 1
-
-    def __init__(self, **_: object) -> None:
-        pass
 
     def submit(self, fn: Callable, /, *args, **kwargs) -> Future:
         future: Future = Future()
@@ -441,7 +431,7 @@ def _call(fn: Callable, *args, **kwargs):
 EXECUTORS: dict[str, Callable[..., Executor]] = {
     "local": local_executor,
     "ray": RayExecutor,
-    "inline": InlineExecutor,
+    "inline": lambda **_: InlineExecutor(),
 }
 
 

@@ -40,13 +40,11 @@ from .store import ResultsDir, run_ids, set_aside_file
 
 #: Most runs trained in one stack.
 MAX_STACK = 64
-#: Estimated costs of a training step, in sequence slots (one scored (query, key) pair of
-#: one member and head).  Only their ratios matter: they decide which runs share a stack and
-#: how stacks spread over workers, never a result (``benchmarks/bench_stacks.py`` measures
-#: them).  :data:`STEP_OVERHEAD`: a step's fixed cost; :data:`COLUMN_COST`: a member's
-#: feature column, plus one :data:`SLOT_COST`-th of a slot per entry of the pair block (set
-#: high: a stack trains until its last member stops, and padding joins early-stopping high
-#: ranks to low ones).
+#: Estimated costs of a training step in sequence slots (one scored (query, key) pair of one
+#: member and head), measured by ``benchmarks/bench_stacks.py``; only their ratios matter,
+#: and never to a result.  :data:`STEP_OVERHEAD`: a step's fixed cost; :data:`COLUMN_COST`
+#: (set high: a padded stack trains until its last member stops) plus one
+#: :data:`SLOT_COST`-th of a slot per pair-block entry: a member's feature column.
 STEP_OVERHEAD = 60_000
 COLUMN_COST = 30
 SLOT_COST = 300

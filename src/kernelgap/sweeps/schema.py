@@ -61,12 +61,8 @@ def _family_params(defs: dict) -> list[dict]:
     for name in family_names():
         model = PARAMS[name]
         defs[model.__name__] = {**_plain(model.model_json_schema()), "description": f"parameters of the {name} family"}
-        out.append(
-            {
-                "if": {"properties": {"name": {"const": name}}, "required": ["name"]},
-                "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
-            }
-        )
+        named = {"properties": {"name": {"const": name}}, "required": ["name"]}
+        out.append({"if": named, "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}}})
     return out
 
 

@@ -62,7 +62,6 @@ class ResultsDir:
         self.locks_dir = self.root / "locks"
         self.families_dir = self.root / "families"
 
-    # -- creation and identity ------------------------------------------------
     def open_for(
         self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec] | None = None
     ) -> None:
@@ -169,7 +168,6 @@ class ResultsDir:
             raise ConfigError(f"{path} {why}; restore it or use a new --out folder")
         return meta
 
-    # -- results --------------------------------------------------------------
     def result_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.json"
 
@@ -221,7 +219,6 @@ class ResultsDir:
     def records(self, run_ids: list[str]) -> list[dict]:
         return [r for r in (self.read(i) for i in run_ids) if r is not None]
 
-    # -- claims ---------------------------------------------------------------
     def claim(self, run_id: str) -> Claim | None:
         """Take the run's lock without waiting; ``None`` if held or already finished."""
         path = self.locks_dir / f"{run_id}.lock"
@@ -245,7 +242,6 @@ class ResultsDir:
         fcntl.flock(claim.fd, fcntl.LOCK_UN)
         os.close(claim.fd)
 
-    # -- aggregate ------------------------------------------------------------
     def write_csv(self, run_ids: list[str]) -> Path:
         """``results.csv``: one row per finished run, flattened config and metrics."""
         rows = [flatten(r) for r in self.records(run_ids)]  # {"config.model.rank": 16, "train.max_error": 0.07, …}
