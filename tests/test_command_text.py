@@ -1,5 +1,5 @@
 """The text the commands print, beside what it renders: a run record (training/text.py), a
-sweep's status and summary (sweeps/text.py), a written family (task/text.py), the
+sweep's status and summary (sweeps/runner.py), a written family (task/text.py), the
 constructions' verification (models/text.py) and the transcript bound (theory/text.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from kernelgap.models.text import verify_lines
-from kernelgap.sweeps.text import status_lines, summary_lines
+from kernelgap.sweeps.runner import status_lines, summary_lines
 from kernelgap.task.text import written_lines
 from kernelgap.theory.text import transcript_lines
 from kernelgap.training.text import run_lines

@@ -264,7 +264,7 @@ def test_a_skipped_probe_note_is_sealed_and_checked(rep, how):
     is named by the check behind ``report`` and ``check``."""
     from kernelgap.experiments.probe.section import probes_section
     from kernelgap.report.integrity import sealed
-    from kernelgap.reproduction.damage import step_problems
+    from kernelgap.reproduction.report import step_problems
 
     note = {"name": "lib", "target": "lib:Attention", "why": "lib is not installed"}
     path = rep / "probe" / "lib" / "skipped.json"

@@ -300,7 +300,7 @@ def sweep(
     if not status:
         check_sweep(target, out)
     from .sweeps import run_sweep, sweep_status
-    from .sweeps.text import status_lines, summary_lines
+    from .sweeps.runner import status_lines, summary_lines
 
     if status:
         emit(sweep_status(target), as_json, status_lines)
@@ -318,8 +318,7 @@ def check(
 ) -> None:
     """Verify a results folder without changing it: run records, checkpoints (size, sha256),
     family copies, summary.json against the runs; one line per problem, exit 2 if any."""
-    from .reproduction.damage import folder_damage
-    from .reproduction.report import summary_drift
+    from .reproduction.report import folder_damage, summary_drift
     from .sweeps.verify import check_folder, check_lines
 
     result = check_folder(folder, summary_check=summary_drift, damage=folder_damage)

@@ -1,8 +1,5 @@
-"""The result files of a reproduction folder, as the summary sections read them.
-
-:class:`Results` is what an experiment's ``section`` gets: each experiment's folder
-(``root/<name>/``), its run rows (read once), the files its step wrote, and the pools
-(:data:`.criteria.POOLS`) over every registered experiment that joins them.
+"""The result files of a reproduction folder as an experiment's ``section`` reads them
+(:class:`Results`): its folder, run rows, step files, and the pools (:data:`.criteria.POOLS`).
 """
 
 from __future__ import annotations
@@ -10,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..io import digest_problem, read_json, read_run_records
-from .criteria import POOLS, rows_of, unique
+from .criteria import POOLS, run_row, unique
 from .integrity import unsealed
 
 
@@ -27,19 +24,17 @@ class Results:
         return self.root / name
 
     def read(self, name: str, file: str):
-        """The payload of a file an experiment's step wrote (:func:`.integrity.unsealed`);
-        ``None`` when it is missing, unreadable or altered (its content not its checksum's)."""
+        """The payload of a step file; ``None`` when it is missing, unreadable or altered."""
         data = read_json(self.folder(name) / file)
         return None if isinstance(data, dict) and digest_problem(data) else unsealed(data)
 
     def records(self, name: str) -> list[dict]:
-        """The experiment's run records, as written."""
         return read_run_records(self.folder(name))
 
     def rows(self, name: str) -> list[dict]:
         """The experiment's runs as report rows (:func:`.criteria.run_row`)."""
         if name not in self._rows:
-            self._rows[name] = rows_of(self.folder(name))
+            self._rows[name] = [run_row(r) for r in self.records(name)]
         return self._rows[name]
 
     def pool(self, pool: str) -> list[str]:
@@ -54,8 +49,7 @@ class Results:
         return self._pooled[pool]
 
     def witness_certified_rank(self) -> int | None:
-        """The witness family's certified rank, from the first experiment of the witness pool
-        that certified it (``certificate.json``, or an entry of ``certificates.json``)."""
+        """The witness family's certified rank, from the first witness-pool experiment that has it."""
         for name in self.pool("witness"):
             cert = self.read(name, "certificate.json")
             if isinstance(cert, dict) and cert.get("certified_rank"):

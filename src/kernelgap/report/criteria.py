@@ -1,14 +1,9 @@
-"""Every threshold and criterion of the report, defined once, and the run rows it reads.
-
-A report only reads result files; these are the rules it reads them by.
-"""
+"""Every threshold and criterion of the report, defined once, and the run rows it reads."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
-from ..io import read_run_records
 from ..task.minip import EXACT_THRESHOLD
 
 #: A run "solves" an unseen test pool when this share of its test sequences is exact.
@@ -39,8 +34,7 @@ def every(hits: int, seeds: int) -> bool:
 
 def at_edge(hits: int, seeds: int) -> bool:
     """A verdict read by majority sits *at the edge* when its seeds disagree (or there is only
-    one): one seed landing on the other side of the threshold, as another CPU's rounding can
-    make it, changes the verdict.  Seeds that all agree make it firm."""
+    one): another CPU's rounding of one seed can change it."""
     return seeds < 2 or 0 < hits < seeds
 
 
@@ -62,24 +56,19 @@ def sandwich(
 ) -> dict:
     """The minimal rank of a family pinned between a lower bound and upper bounds by example.
 
-    ``certified`` is the certificate's rank (every exact nonnegative single-head model has
-    at least this many features: docs/theory.md, "The lower bound as a certificate") and
-    ``constructed`` the smallest rank of an exact construction (docs/theory.md,
-    "Constructions"), ``None`` where there is none.  ``rows`` are trained runs with
-    ``rank``, ``seed`` and ``exact``; ``exact`` must mean max error < 1/2 *on every
-    sequence of the family* (:func:`exact` of a run's train metrics, which are scored on
-    the whole training family), since only then is the run an exact model of the family,
-    a proof by example that the minimal rank is at most its rank.  Runs are grouped by
-    ``by`` (one training recipe per feature map); a rank's seeds are ``seeds``, default the
-    distinct seeds of the group, so a seed missing at a rank counts as not exact there.
+    ``certified`` is the certificate's rank (docs/theory.md, "The lower bound as a
+    certificate") and ``constructed`` the smallest rank of an exact construction, ``None``
+    where there is none.  ``rows`` are trained runs with ``rank``, ``seed`` and ``exact``,
+    which must mean max error < 1/2 *on every sequence of the family*: only then is a run a
+    proof by example that the minimal rank is at most its rank.  Runs are grouped by ``by``;
+    a rank's seeds are ``seeds``, default the group's, so a seed missing at a rank counts
+    as not exact there.
 
     - ``trained_any``: the smallest rank at which some run is exact;
     - ``trained_most``: the smallest rank at which, in some group, strictly more than half
       of the seeds are exact (:func:`majority`);
-    - ``determined``: ``certified == min(constructed, trained_any)`` (``None`` bounds left
-      out): the minimal rank is then known exactly.  An upper bound below ``certified``
-      would refute the certificate; it leaves the family undetermined (docs/experiments.md,
-      "The series: proved = constructed = trained").
+    - ``determined``: ``certified == min(constructed, trained_any)``: the minimal rank is
+      known exactly (an upper bound below ``certified`` leaves it undetermined).
     """
     groups: dict = defaultdict(list)
     for r in rows:
@@ -142,16 +131,10 @@ def run_row(rec: dict) -> dict:
 
 
 def _features(model: dict) -> int | None:
-    """A record's feature count where it does not list one (older records): rank × heads
-    of a kernel, a module's rank, None for softmax (a module has no heads: null or 1)."""
+    """An older record's feature count: rank × heads (a module's heads: null or 1), None for softmax."""
     if model["kind"] == "softmax":
         return None
     return model["rank"] * (model.get("heads") or 1)
-
-
-def rows_of(folder: Path) -> list[dict]:
-    """The rows of every readable run record of a sweep folder."""
-    return [run_row(r) for r in read_run_records(folder)]
 
 
 def sorted_by(rows: list[dict], *keys: str) -> list[dict]:
@@ -166,10 +149,8 @@ def unique(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
-#: Pools: the runs of every experiment that declares the pool, read together (a run in
-#: two of them counts once, as first listed), each keeping the rows that pass its rule.
-#: ``witness``: single-head kernel runs on the witness family (one "exact from" per map
-#: whichever sweep trained it); ``ood``: kernel runs on OOD pools (pooled per size).
+#: Pools: the runs of every experiment that declares the pool, read together (each run
+#: once), each keeping the rows that pass its rule.
 POOLS = {
     "witness": lambda r: r["family"] == "witness" and r["kind"] == "kernel" and r["heads"] == 1,
     "ood": lambda r: r["kind"] == "kernel",

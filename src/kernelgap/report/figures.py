@@ -1,9 +1,6 @@
-"""The figure style every experiment's figures share: colours, axes, bands, saving.
-
-Figures are drawn from ``summary.json`` only, each as PNG and SVG with labelled axes;
-each experiment draws its own (``experiments/<name>/experiment.py``).  The bound
-curve's drawing is here too: ``kernelgap bound-curve`` draws it outside a reproduction (the
-layer series' figures in :mod:`.layer_figures`).
+"""The figure style every experiment's figures share (colours, axes, bands, saving), and the
+bound curve, which ``kernelgap bound-curve`` draws outside a reproduction too.  Figures are
+drawn from ``summary.json`` only, as PNG and SVG.
 """
 
 from __future__ import annotations
@@ -26,14 +23,12 @@ MODULE_COLOR = "#ff7f0e"
 
 
 def map_color(summary: dict, name: str | None) -> str:
-    """The colour a feature map declares (``summary["feature_maps"]``, read from its runs'
-    records), black for a map the summary does not know."""
+    """The colour a feature map declares in ``summary["feature_maps"]`` (else black)."""
     return ((summary.get("feature_maps") or {}).get(name) or {}).get("color", "black")
 
 
 def save(fig, out_dir: Path, stem: str) -> list[str]:
-    """``fig`` as ``out_dir/<stem>.png`` and ``.svg``, each drawn in memory and written
-    atomically (:func:`~kernelgap.io.atomic_write_bytes`): never through a link of that name."""
+    """``fig`` as ``out_dir/<stem>.png`` and ``.svg``, written atomically (never through a link)."""
     names = []
     for ext in ("png", "svg"):
         path = out_dir / f"{stem}.{ext}"
@@ -75,8 +70,7 @@ def band(ax, rows: list[dict], xkey: str, ykey: str, label: str, color, ls: str 
 
 
 def map_bands(ax, summary: dict, rows: list[dict], xkey: str, ykey: str, label=str) -> list:
-    """:func:`band` of each feature map's rows in its colour (:func:`map_color`), labelled
-    ``label(map)``; returns the x values."""
+    """:func:`band` of each feature map's rows in its colour, labelled ``label(map)``."""
     xs = []
     for fm in sorted({r["feature_map"] for r in rows}):
         mine = [r for r in rows if r["feature_map"] == fm]
@@ -128,30 +122,21 @@ def accuracy_axes(ax, xs, xlabel: str, title: str, ylabel: str = "test exact-seq
 
 
 def certified_in_full(curve: dict) -> bool:
-    """Whether a bound curve's points each hold the largest family certified in full (one
-    ``certified`` rank with its ``trace`` bound, as the ladder series writes them) rather than
-    a code certified directly and with chains (``certified_direct``, ``certified_chained``)."""
+    """Whether a bound curve's points hold a family certified in full rather than with chains."""
     return any("certified" in p for p in curve.get("points") or ())
 
 
 def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") -> list[str]:
-    """Certified rank against m (log2 axis) beside the 2^m positive construction and the
-    m-dimensional softmax scores; for a series certified in full (:func:`certified_in_full`)
-    with the fitted growth line, and the smallest exact trained ranks of
-    ``payload["trained"]`` where there are any."""
+    """Certified rank against m beside ``2^m``, ``m`` and the smallest exact trained ranks."""
     pts = payload["points"]
     ms = [p["m"] for p in pts]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     if certified_in_full(payload):
         _in_full_bounds(ax, payload, ms)
     else:
+        chains = f"certified rank (chains, step {payload.get('chain_step')})"
         ax.plot(ms, [p["certified_direct"] for p in pts], "o-", label="certified rank (direct)")
-        ax.plot(
-            ms,
-            [p["certified_chained"] for p in pts],
-            "s-",
-            label=f"certified rank (chains, step {payload.get('chain_step')})",
-        )
+        ax.plot(ms, [p["certified_chained"] for p in pts], "s-", label=chains)
         ax.plot(ms, [p["trace_chained"] for p in pts], "x:", label="trace bound (chains)")
         ax.plot(ms, [p["queries"] for p in pts], ":", color="grey", label="queries n (the ceiling)")
     ax.plot(ms, [2.0**m for m in ms], "--", color="#1f77b4", label="positive construction 2^m")
@@ -162,66 +147,37 @@ def draw_bound_curve(payload: dict, out_dir: Path, stem: str = "bound_curve") ->
     ):
         done = [t for t in payload.get("trained", ()) if t.get(key) is not None]
         if done:
-            ax.scatter(
-                [t["m"] for t in done],
-                [t[key] for t in done],
-                marker=marker,
-                s=70,
-                color="#2ca02c",
-                label=label,
-                zorder=3,
-            )
+            xs, ys = [t["m"] for t in done], [t[key] for t in done]
+            ax.scatter(xs, ys, marker=marker, s=70, color="#2ca02c", label=label, zorder=3)
     ax.set_yscale("log", base=2)
-    ax.set(
-        xlabel="token dimension m",
-        ylabel="features (log2)",
-        title=f"Certified feature rank against m ({payload['code']} families)",
-    )
+    title = f"Certified feature rank against m ({payload['code']} families)"
+    ax.set(xlabel="token dimension m", ylabel="features (log2)", title=title)
     legend(ax)
     return save(fig, out_dir, stem)
 
 
 def _in_full_bounds(ax, payload: dict, ms: list[int]) -> None:
-    """A series' ranks certified in full and their trace bounds, the fitted growth line, and
-    the points where the search limit was reached (the certified rank a lower bound there)."""
+    """Ranks certified in full, their trace bounds, the growth fit and the capped points."""
     pts = payload["points"]
-    ax.plot(
-        ms,
-        [p["certified"] for p in pts],
-        "o-",
-        color="#d62728",
-        label=f"certified rank (every query of the largest {payload['code']} family)",
-    )
+    label = f"certified rank (every query of the largest {payload['code']} family)"
+    ax.plot(ms, [p["certified"] for p in pts], "o-", color="#d62728", label=label)
     if all("trace" in p for p in pts):
         ax.plot(ms, [p["trace"] for p in pts], "x:", color="#ff7f0e", label="trace bound on the same family")
     growth = payload.get("growth")
     if growth:
         fit = [2.0 ** (growth["log2_per_m"] * m + growth["intercept"]) for m in ms]
-        ax.plot(
-            ms,
-            fit,
-            "-",
-            color="grey",
-            lw=0.8,
-            label=f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})",
-        )
+        label = f"fit: 2^({growth['log2_per_m']:.3f}·m {growth['intercept']:+.2f})"
+        ax.plot(ms, fit, "-", color="grey", lw=0.8, label=label)
     capped = [p for p in pts if p.get("limit_reached")]
     if capped:
-        ax.scatter(
-            [p["m"] for p in capped],
-            [p["certified"] for p in capped],
-            marker="^",
-            s=60,
-            color="#d62728",
-            label="search limit reached (certified ≥)",
-        )
+        xs, ys = [p["m"] for p in capped], [p["certified"] for p in capped]
+        ax.scatter(xs, ys, marker="^", s=60, color="#d62728", label="search limit reached (certified ≥)")
 
 
 def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: str) -> list[str]:
-    """Max error on the training family against step (log y axis), one line per run of
-    ``curves`` (each ``{"label", "step", "max_error", "mse_steps"}``, from its record's
-    training curve), the exact threshold 1/2 dashed and, where runs have a mean-squared
-    phase, its end dotted; ``[]`` when no run has a point to draw."""
+    """Max error on the training family against step (log y), one line per run of ``curves``
+    (``{"label", "step", "max_error", "mse_steps"}``), the end of a mean-squared phase
+    dotted; ``[]`` when no run has a point to draw."""
     lines = []
     for c in curves:
         pts = [(s, e) for s, e in zip(c["step"], c["max_error"]) if e is not None and e > 0]
@@ -231,9 +187,8 @@ def draw_training_curves(curves: list[dict], out_dir: Path, stem: str, title: st
         return []
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for k, (c, pts) in enumerate(lines):
-        ax.plot(
-            [s for s, _ in pts], [e for _, e in pts], lw=1, color=tone(plt.cm.viridis, k, len(lines)), label=c["label"]
-        )
+        color = tone(plt.cm.viridis, k, len(lines))
+        ax.plot([s for s, _ in pts], [e for _, e in pts], lw=1, color=color, label=c["label"])
     for end in sorted({c.get("mse_steps") or 0 for c, _ in lines} - {0}):
         ax.axvline(end, color="grey", ls=":", lw=1)
     exact_line(ax)

@@ -1,5 +1,4 @@
-"""The HTML skeleton every experiment's section shares: one self-contained page
-(figures embedded as data URIs), tables, and :class:`Page`, what a section is given."""
+"""The HTML skeleton every experiment's section shares: one self-contained page, tables, figures."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ def page(title: str, parts: list[str]) -> str:
 
 
 class Page:
-    """What an experiment's ``html(summary, page)`` is given: the figures drawn
-    (``drawn``: figure name → files, in ``fig_dir``) and their captions."""
+    """What an experiment's ``html(summary, page)`` is given: the figures drawn and their captions."""
 
     def __init__(
         self, summary: dict, drawn: Mapping[str, list[str]], fig_dir: Path, figures: Mapping[str, object] | None = None

@@ -1,18 +1,12 @@
-"""What a sweep folder's files must be, checked from the files alone (no torch): every run
-its ``sweep.json`` plans has a record, every record names a checkpoint whose size and
-sha256 are the ones recorded, every family copy hashes to its name (docs/formats.md,
-"Verifying a results folder").
+"""What a sweep folder's files must be, checked from the files alone (no torch): every
+planned run has a record, every record's checkpoint has the recorded size and sha256, every
+family copy hashes to its name (docs/formats.md, "Verifying a results folder").
 
-Each check returns problems as lines ``<path>: <what is wrong>`` (paths relative to the
-folder checked), never raises on a damaged file, and changes nothing.  The sweep runner
-sets aside what these name and redoes it; ``report`` refuses a folder with any;
-``kernelgap check`` prints them all.
-
-A file a step writes (``certificate.json`` …) and ``probe.json`` carry their own checksum
-as a record does (:func:`sealed`, :func:`sealed_problem`); ``sweep.json`` records the
-sha256 of the ``sweep.toml`` beside it (:func:`toml_problem`).  What ``sweep.json``, a run
-record and the checkpoint it names must hold is said once, as models (:class:`SweepMeta`,
-:class:`RunRecord`, :class:`CheckpointRef`): a file that breaks one is a line naming the key.
+Each check returns problems as lines ``<path>: <what is wrong>`` (relative to the folder),
+never raises on a damaged file, and changes nothing: the sweep runner sets aside and redoes
+what they name, ``report`` refuses, ``kernelgap check`` prints them all.  Step files carry
+their own checksum (:func:`sealed`); the shapes of ``sweep.json``, a run record and its
+checkpoint are models (:class:`SweepMeta`, :class:`RunRecord`, :class:`CheckpointRef`).
 """
 
 from __future__ import annotations
@@ -44,11 +38,9 @@ RunName = Annotated[str, Field(pattern=r"^[0-9A-Za-z_-]{1,64}$"), Says("{value} 
 
 
 class SweepMeta(Record):
-    """``sweep.json``, a sweep folder's plan (:mod:`kernelgap.sweeps.store`): its label, its
-    fingerprint (:func:`fingerprint` of its runs), the run ids, the family files the sweep
-    names (as written → sha256 of the content), the sha256 of the ``sweep.toml`` beside it
-    and its own checksum (these two absent in a folder made before they were recorded, never
-    null); no other key.  Fingerprint and checksum are checked by :func:`read_sweep_meta`."""
+    """``sweep.json``, a sweep folder's plan: label, fingerprint, run ids, family files (as
+    written → sha256), the sha256 of ``sweep.toml`` and its own checksum (the last two absent
+    in older folders, never null); no other key."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -65,8 +57,7 @@ class _Trained(Record):
 
 
 class RunRecord(Record):
-    """A run record ``runs/<id>.json``: the keys every record has (docs/formats.md); the
-    others are let through, and its checkpoint is checked on its own (:class:`CheckpointRef`)."""
+    """The keys every run record ``runs/<id>.json`` has; others are let through."""
 
     id: str
     config: dict[str, Any]
@@ -82,9 +73,8 @@ def _inside(file: str) -> str:
 
 
 class CheckpointRef(Record):
-    """A record's ``checkpoint``: its file (relative, inside the folder), the run's member
-    index, and the file's sha256 and size (absent in records written before checkpoints
-    carried them: the file need only exist)."""
+    """A record's ``checkpoint``: its file (inside the folder), the run's member index, and the
+    file's sha256 and size (absent in older records: the file need only exist)."""
 
     file: Annotated[str, AfterValidator(_inside)]
     member: JsonInt | None = None
@@ -97,8 +87,7 @@ class _Checkpointed(Record):
 
 
 def digest(path: Path) -> tuple[str, int] | None:
-    """``(sha256, size in bytes)`` of a regular file, ``None`` when it is missing, not a file
-    or unreadable (read in chunks: a checkpoint is never held whole)."""
+    """``(sha256, size)`` of a regular file, read in chunks; ``None`` when it cannot be read."""
     try:
         if not path.is_file():
             return None
@@ -128,8 +117,7 @@ def _fault(data, model: type[Record]) -> str | None:
 
 
 def record_fault(record, run_id: str) -> str | None:
-    """Why a parsed file is not a complete, unaltered run record of ``run_id`` (``None``:
-    it is).  The config's hash is checked by the runner (:func:`kernelgap.sweeps.store.is_valid_record`)."""
+    """Why a parsed file is not a complete, unaltered run record of ``run_id`` (``None``: it is)."""
     why = _fault(record, RunRecord)
     if why is None and record["id"] != run_id:
         why = f"is corrupted (its id is {record['id'][:20]!r})"
@@ -137,18 +125,14 @@ def record_fault(record, run_id: str) -> str | None:
 
 
 def checkpoint_path(folder: Path, record: dict) -> Path | None:
-    """The checkpoint file a record names (``folder/<file>``), when it names one as a relative
-    path that stays inside ``folder`` (:class:`CheckpointRef`); else ``None``."""
+    """The checkpoint file a record names, when it is a valid :class:`CheckpointRef`."""
     where = record.get("checkpoint")
     return None if where is None or problem(_Checkpointed, record) else folder / where["file"]
 
 
 def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) -> str | None:
-    """Why the checkpoint a valid record names is not the one it was written with: not a
-    :class:`CheckpointRef`, missing, a folder, truncated or altered (size or sha256 not the
-    recorded ones).  A record written before checkpoints carried their sha256 only needs its
-    file to exist; a record without a ``checkpoint`` (trained elsewhere) has none to check.
-    ``cache``: digests by path, so the members of one stack hash their file once."""
+    """Why the checkpoint a valid record names is not the one it was written with (``cache``:
+    digests by path, so a stack's members hash their file once)."""
     where = record.get("checkpoint")
     if where is None:
         return None
@@ -172,8 +156,7 @@ def checkpoint_problem(folder: Path, record: dict, cache: dict | None = None) ->
 
 
 def read_sweep_meta(folder: Path) -> tuple[SweepMeta | None, str | None]:
-    """``(sweep.json, None)``, or ``(None, why it is not a sweep description)``: missing, not
-    a :class:`SweepMeta`, its fingerprint not its runs' or its content not its checksum's."""
+    """``(sweep.json, None)``, or ``(None, why it is not a sound sweep description)``."""
     path = folder / "sweep.json"
     if not path.is_file():
         return None, missing_what(path)
@@ -186,8 +169,7 @@ def read_sweep_meta(folder: Path) -> tuple[SweepMeta | None, str | None]:
 
 
 def family_problems(folder: Path, meta: SweepMeta) -> list[str]:
-    """Every family copy ``families/<sha256>.json`` the sweep names that is missing or whose
-    bytes do not hash to its name."""
+    """Every family copy ``families/<sha256>.json`` that is missing or does not hash to its name."""
     out = []
     for written, sha in sorted(meta.family_files.items()):
         copy = f"families/{sha}.json"
@@ -198,9 +180,7 @@ def family_problems(folder: Path, meta: SweepMeta) -> list[str]:
 
 
 def toml_problem(folder: Path, meta: SweepMeta) -> str | None:
-    """Why ``sweep.toml`` is not the sweep file the folder was made with: missing, a folder,
-    or (where ``sweep.json`` records its sha256) other bytes; one written before that was
-    recorded need only be readable TOML."""
+    """Why ``sweep.toml`` is not the sweep file the folder was made with (or, unrecorded, not TOML)."""
     path = folder / "sweep.toml"
     got = digest(path)
     if got is None:
@@ -215,16 +195,14 @@ def toml_problem(folder: Path, meta: SweepMeta) -> str | None:
 
 
 def foreign_records(folder: Path, meta: SweepMeta) -> list[str]:
-    """The names in ``runs/`` that look like records (``*.json``) but are no run ``sweep.json``
-    plans: copied in from another folder, or a run of another sweep.  Never counted."""
+    """The ``runs/*.json`` of no run ``sweep.json`` plans (never counted)."""
     planned = set(meta.runs)
     runs = folder / "runs"
     return sorted(p.name for p in runs.glob("*.json") if p.stem not in planned) if runs.is_dir() else []
 
 
 def sweep_file_problems(folder: Path, meta: SweepMeta) -> list[str]:
-    """The problems of a sweep folder that are neither a planned run's nor a family copy's:
-    its ``sweep.toml``, and every record it holds that its sweep does not plan."""
+    """The problems of ``sweep.toml`` and of records of no planned run."""
     why = toml_problem(folder, meta)
     lines = [f"sweep.toml: {why}"] if why else []
     foreign = foreign_records(folder, meta)
@@ -232,8 +210,7 @@ def sweep_file_problems(folder: Path, meta: SweepMeta) -> list[str]:
 
 
 def sealed(payload) -> dict:
-    """A step's payload as it is written, with its own checksum (:data:`DIGEST_KEY`, as a run
-    record carries it); a list goes under :data:`ROWS_KEY`."""
+    """A step's payload with its own checksum, as a run record carries it (a list under :data:`ROWS_KEY`)."""
     body = payload if isinstance(payload, dict) else {ROWS_KEY: payload}
     return {**body, DIGEST_KEY: record_digest(body)}
 
@@ -247,9 +224,7 @@ def unsealed(data):
 
 
 def sealed_problem(path: Path, required: bool = True) -> str | None:
-    """Why the file at ``path`` is not one :func:`sealed` wrote (``None``: it is): missing, a
-    folder, not JSON, or its content not its checksum's.  ``required=False``: a file with no
-    checksum (written before files carried one) passes when it is JSON."""
+    """Why ``path`` is not a file :func:`sealed` wrote (``required=False``: JSON without one passes)."""
     if not path.is_file():
         return missing_what(path)
     data = read_json(path)
@@ -263,9 +238,7 @@ def sealed_problem(path: Path, required: bool = True) -> str | None:
 def run_problem(
     folder: Path, run_id: str, valid: Callable[[dict, str], bool] | None = None, cache: dict | None = None
 ) -> str | None:
-    """Why a planned run's record is missing or damaged (:func:`record_fault`; ``valid``: a
-    further check of a record, e.g. its config's hash) or its checkpoint is not the recorded
-    one (:func:`checkpoint_problem`, digests kept in ``cache``); ``None``: it is sound."""
+    """Why a planned run's record or checkpoint is missing or damaged (``valid``: a further check)."""
     path = folder / "runs" / f"{run_id}.json"
     if not path.is_file():
         return missing_what(path)
@@ -276,21 +249,8 @@ def run_problem(
     return why or checkpoint_problem(folder, record, cache)
 
 
-def sweep_problems(folder: Path, valid: Callable[[dict, str], bool] | None = None) -> list[str]:
-    """Every problem of one sweep folder, as lines ``<path>: <why>`` relative to ``folder``."""
-    meta, why = read_sweep_meta(folder)
-    if meta is None:
-        return [f"sweep.json: {why}"]
-    cache: dict = {}
-    found = {i: run_problem(folder, i, valid, cache) for i in meta.runs}
-    lines = [f"runs/{i}.json: {why}" for i, why in found.items() if why]
-    return sweep_file_problems(folder, meta) + family_problems(folder, meta) + lines
-
-
 def sweep_folders(root: Path) -> list[Path]:
-    """The sweep folders of a results folder: itself when it holds ``sweep.json`` (or the
-    ``sweep.toml`` every sweep folder keeps beside it), else every folder below it that does
-    (a reproduction: one per experiment; a probe: one per suite)."""
+    """The sweep folders of a results folder: itself, or every folder below it, holding one of :data:`MARKS`."""
     if any((root / name).exists() for name in MARKS):
         return [root]
     return sorted({p.parent for name in MARKS for p in root.rglob(name)}) if root.is_dir() else []
@@ -301,11 +261,18 @@ def folder_problems(root: Path, valid: Callable[[dict, str], bool] | None = None
     out = []
     for folder in sweep_folders(root):
         prefix = "" if folder == root else f"{folder.relative_to(root)}/"
-        out += [prefix + line for line in sweep_problems(folder, valid)]
+        meta, why = read_sweep_meta(folder)
+        if meta is None:
+            out.append(f"{prefix}sweep.json: {why}")
+            continue
+        cache: dict = {}
+        runs = [(i, run_problem(folder, i, valid, cache)) for i in meta.runs]
+        lines = sweep_file_problems(folder, meta) + family_problems(folder, meta)
+        out += [prefix + line for line in lines + [f"runs/{i}.json: {why}" for i, why in runs if why]]
     return out
 
 
 def one_line(problems: list[str], shown: int = 3) -> str:
-    """The first ``shown`` problems on one line (for a refusal), and how many more there are."""
+    """The first ``shown`` problems on one line, and how many more there are."""
     more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
     return " ".join("; ".join(problems[:shown]).split()) + more

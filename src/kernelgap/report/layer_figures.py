@@ -1,12 +1,6 @@
 """The layer series' figures (``kernelgap bound-curve --code layer`` and the context
-experiment; docs/theory.md, "The layer family" and "The whole set by rule").
-
-Each tolerance δ has its code: at δ = 1/2 the largest Graham–Sloane class of the weight-m/2
-layer, below 1/2 the whole layer.  The figures draw every δ of a payload (its points and
-curves carry their ``delta``) beside ``C(m, m/2)`` and the ``2^m`` features of the positive
-construction, and against m the share ``r/2^m`` and ``log2 r / m`` beside the ceiling of every
-pair certificate (``ceiling``: ``C(m, ⌊m/2⌋)`` at gap 1) and the middle layer's
-``√(2/(πm))``.  Every number drawn is in the payload.
+experiment; docs/theory.md, "The layer family"): every tolerance δ of a payload beside
+``C(m, m/2)``, ``2^m`` and the pair certificates' ceiling, every number from the payload.
 """
 
 from __future__ import annotations
@@ -44,10 +38,8 @@ def _style(k: int) -> tuple[str, str, str]:
 
 
 def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length") -> list[str]:
-    """The certified rank against context length N (log y axis), one curve per (m, δ) —
-    colour by m, line style by δ — with the code size n where it is a class (dotted),
-    ``C(m, m/2)`` (dashed) and ``2^m`` (dash-dot) once per m, and the least N listed that
-    certifies all n marked."""
+    """The certified rank against context length N (log y), one curve per (m, δ) — colour by
+    m, style by δ — with n, ``C(m, m/2)`` and ``2^m``, and the least N certifying all n."""
     curves = payload["curves"]
     if not curves:
         return []
@@ -58,55 +50,28 @@ def draw_length_curve(payload: dict, out_dir: Path, stem: str = "context_length"
         color = LAYER_COLORS[ms.index(c["m"]) % len(LAYER_COLORS)]
         _, marker, ls = _style(deltas.index(delta_of(c)))
         pts = c["points"]
+        xs, ys = [p["length"] for p in pts], [p["certified"] for p in pts]
         label = f"m = {c['m']}, δ = {delta_of(c)} ({code_name(c)})"
-        ax.plot(
-            [p["length"] for p in pts],
-            [p["certified"] for p in pts],
-            marker=marker,
-            ls=ls,
-            ms=3,
-            color=color,
-            label=f"{label}: certified rank",
-        )
+        ax.plot(xs, ys, marker=marker, ls=ls, ms=3, color=color, label=f"{label}: certified rank")
         if c["n"] != c["layer_size"]:
             ax.axhline(c["n"], color=color, ls=":", lw=1, label=f"m = {c['m']}: class size n = {c['n']:,}")
         if c["full_from"] is not None:
-            ax.scatter(
-                [c["full_from"]],
-                [c["n"]],
-                marker="*",
-                s=120,
-                color=color,
-                zorder=4,
-                label=f"{label}: all n from N = {c['full_from']:,}",
-            )
+            full = f"{label}: all n from N = {c['full_from']:,}"
+            ax.scatter([c["full_from"]], [c["n"]], marker="*", s=120, color=color, zorder=4, label=full)
     _size_lines(ax, curves, ms)
-    ax.set(
-        xlabel="context length N",
-        ylabel="features (log)",
-        title=f"Certified rank against context length N (layer codes, δ = {', '.join(deltas)})",
-    )
+    title = f"Certified rank against context length N (layer codes, δ = {', '.join(deltas)})"
+    ax.set(xlabel="context length N", ylabel="features (log)", title=title)
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(fig, out_dir, stem)
 
 
 def _size_lines(ax, curves: list[dict], ms: list[int]) -> None:
-    """Once per m: ``C(m, m/2)`` dashed and ``2^m`` dash-dot, in that m's colour; a log N axis
-    where the lengths span more than a factor 40 (δ < 1/2 needs far longer contexts)."""
+    """Once per m, ``C(m, m/2)`` and ``2^m``; a log N axis where lengths span over a factor 40."""
     for k, m in enumerate(ms):
         c = next(c for c in curves if c["m"] == m)
         color = LAYER_COLORS[k % len(LAYER_COLORS)]
-        ax.axhline(
-            c["layer_size"], color=color, ls="--", lw=0.8, alpha=0.7, label=f"m = {m}: C(m, m/2) = {c['layer_size']:,}"
-        )
-        ax.axhline(
-            c["positive_construction"],
-            color=color,
-            ls="-.",
-            lw=0.8,
-            alpha=0.7,
-            label=f"m = {m}: 2^m = {c['positive_construction']:,}",
-        )
+        for key, ls, name in (("layer_size", "--", "C(m, m/2)"), ("positive_construction", "-.", "2^m")):
+            ax.axhline(c[key], color=color, ls=ls, lw=0.8, alpha=0.7, label=f"m = {m}: {name} = {c[key]:,}")
     ax.set_yscale("log")
     lengths = [p["length"] for c in curves for p in c["points"]]
     if max(lengths) > 40 * min(lengths):
@@ -114,9 +79,8 @@ def _size_lines(ax, curves: list[dict], ms: list[int]) -> None:
 
 
 def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") -> list[str]:
-    """Per (m, δ), the certified rank at the smallest N that certifies its whole code (log2 y
-    axis), each point labelled with ``log2 r / m`` and that N, beside the class size n,
-    ``C(m, m/2)`` and ``2^m``."""
+    """Per (m, δ), the certified rank at the smallest N certifying the whole code, labelled
+    with ``log2 r / m`` and that N, beside n, ``C(m, m/2)`` and ``2^m``."""
     pts = payload["points"]
     if not pts:
         return []
@@ -125,14 +89,8 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
     for k, (delta, rows) in enumerate(by_delta(pts).items()):
         color, marker, ls = _style(k)
         x = [p["m"] for p in rows]
-        ax.plot(
-            x,
-            [p["certified"] for p in rows],
-            marker=marker,
-            ls=ls,
-            color=color,
-            label=f"δ = {delta} ({code_name(rows[0])}): certified at the smallest N certifying all n",
-        )
+        label = f"δ = {delta} ({code_name(rows[0])}): certified at the smallest N certifying all n"
+        ax.plot(x, [p["certified"] for p in rows], marker=marker, ls=ls, color=color, label=label)
         if any(p["n"] != p["layer_size"] for p in rows):
             ax.plot(x, [p["n"] for p in rows], ":", color=color, label=f"δ = {delta}: code size n")
         for p in rows:
@@ -155,19 +113,15 @@ def draw_wall_curve(payload: dict, out_dir: Path, stem: str = "context_wall") ->
     ax.plot([], [], " ", label="labels: log2 r / m, and that N")
     ax.set_yscale("log", base=2)
     ax.set_xticks(ms)
-    ax.set(
-        xlabel="token dimension m",
-        ylabel="features (log2)",
-        title="The whole code certified: rank and log2 r / m against m",
-    )
+    title = "The whole code certified: rank and log2 r / m against m"
+    ax.set(xlabel="token dimension m", ylabel="features (log2)", title=title)
     legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save(fig, out_dir, stem)
 
 
 def draw_ratio_curve(payload: dict, out_dir: Path, stem: str = "context_ratio") -> list[str]:
-    """Two panels against m, each δ's certified rank r at its smallest full N: left
-    ``r/2^m`` (log y) beside the pair certificates' ceiling over ``2^m`` and ``√(2/(πm))``;
-    right ``log2 r / m`` beside ``log2 ceiling / m`` and the paper's 1."""
+    """Against m, each δ's certified rank r at its smallest full N: ``r/2^m`` (log y) beside
+    the ceiling and ``√(2/(πm))``, and ``log2 r / m`` beside the paper's 1."""
     pts = payload["points"]
     if not pts or not all("ratio_to_positive" in p for p in pts):
         return []

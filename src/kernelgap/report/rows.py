@@ -1,10 +1,4 @@
-"""The rows several experiments' parts of ``summary.json`` share, as models: a trained run
-(:func:`kernelgap.report.criteria.run_row`, every key of it), a softmax run, and one map's
-transition.
-
-Each experiment's section is a :class:`~kernelgap.validation.Section` of these (every key
-named and typed, no other); the summary's JSON schema is generated from them
-(:mod:`kernelgap.reproduction.schema`, docs/formats.md)."""
+"""The rows several experiments' sections of ``summary.json`` share, as models."""
 
 from __future__ import annotations
 

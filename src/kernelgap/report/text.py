@@ -1,5 +1,4 @@
-"""Shared helpers of the report's sentences: every sentence is computed from ``summary.json``
-(never typed in); each experiment writes its own (``experiments/<name>/experiment.py``)."""
+"""Shared helpers of the report's sentences, each computed from ``summary.json``, never typed in."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Trained families beside their certificates: the runs of an experiment on each family it
-trains, the sandwich of the minimal rank between the certificate and the smallest exact
-construction or run (:func:`~kernelgap.report.criteria.sandwich`; docs/experiments.md, "The
-series").  A run counts as an exact model only when it was scored on every sequence of its
-family (product families train on their two-candidate sequences and are scored whole)."""
+"""Trained families beside their certificates: the runs on each family an experiment
+trains, and the sandwich of its minimal rank (:func:`~kernelgap.report.criteria.sandwich`).
+A run counts as an exact model only when it was scored on every sequence of its family."""
 
 from __future__ import annotations
 
@@ -74,7 +72,7 @@ class TrainedFamily(Section):
 
 def family_of_rows(row: dict) -> dict:
     """A trained family known only from its runs (the step has not written its certificate)."""
-    params = row["params"]
+    params, unknown = row["params"], ("n", "sequences", "certified_rank", "method", "constructed_rank")
     return {
         "family": row["family"],
         "kind": row["family"],
@@ -82,17 +80,12 @@ def family_of_rows(row: dict) -> dict:
         "sha256": row["family_sha256"],
         "m": params.get("m"),
         "length": params.get("length"),
-        "n": None,
-        "sequences": None,
-        "certified_rank": None,
-        "method": None,
-        "constructed_rank": None,
+        **dict.fromkeys(unknown),
     }
 
 
 def same_family(row: dict, fam: dict) -> bool:
-    """Whether a run trained on ``fam``: the same registered name and parameters, and for a
-    family file the same content (its SHA-256; two files of one stem are two families)."""
+    """Whether a run trained on ``fam``: the same name, parameters and file content."""
     return (
         row["family"] == fam.get("kind", row["family"])  # (a series.json of older runs names no kind)
         and row["params"] == fam["params"]
@@ -101,23 +94,16 @@ def same_family(row: dict, fam: dict) -> bool:
 
 
 def whole_family(train: dict, sequences) -> bool:
-    """Whether a run's train metrics hold for every sequence of its family: scored on as many
-    sequences as the family has, and not on guarded weights (product training)."""
+    """Whether a run was scored on every sequence of its family, not on guarded weights."""
     return sequences is not None and train.get("sequences") == sequences and not train.get("guarded", False)
 
 
 def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
-    """The runs on one trained family, and the minimal rank pinned between its certificate
-    and the smallest exact construction or run (:func:`~kernelgap.report.criteria.sandwich`).
-    A run bounds the minimal rank only when it is exact on every sequence of the family."""
+    """The runs on one trained family, and the sandwich of its minimal rank."""
     mine = [r for r in rows if same_family(r, fam)]
     runs = [
         TrainedRun(
-            feature_map=r["feature_map"],
-            rank=r["rank"],
-            seed=r["seed"],
-            max_error=r["max_error"],
-            exact=r["exact"],
+            **{k: r[k] for k in ("feature_map", "rank", "seed", "max_error", "exact")},
             tries=r.get("tries", 1),
             pruned_from=r.get("pruned_from"),
             whole_family=whole_family(train_of.get(r["id"]) or {}, fam["sequences"]),
@@ -153,15 +139,12 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
 
 
 def exact_model(row: dict) -> bool:
-    """A run that is an exact model of its whole family: max error < 1/2 (:func:`exact`),
-    scored on every sequence (``exact`` of :func:`trained`'s models says both)."""
+    """A run that is an exact model of its whole family (``exact`` of :func:`trained`'s models)."""
     return exact(row) and row["exact"]
 
 
 def trained_section(results, name: str, families: list[dict] | None) -> list[dict]:
-    """Per family the experiment ``name`` trains, :func:`trained` of its runs.  ``families``
-    are what its step wrote (certificate included); None before the step ran: the families
-    of the runs, without certificates."""
+    """:func:`trained` of each family ``name`` trains: its step's, or (``None``) the runs' own."""
     rows = results.rows(name)
     train_of = {rec["id"]: rec.get("train") or {} for rec in results.records(name)}
     if families is None:
@@ -182,9 +165,7 @@ def minimal_rank(fam: dict) -> str:
 
 
 def trained_conclusions(t: dict, name: str) -> dict[str, str]:
-    """The conclusions on one trained family (:func:`trained`), each named ``name: …``:
-    seeds exact at the certificate, where some and most seeds become exact, the sandwich,
-    and the runs that bound nothing or contradict the certificate."""
+    """The conclusions on one trained family (:func:`trained`), each named ``name: …``."""
     top = max((r["rank"] for r in t["runs"]), default=None)
     cert = t["certified_rank"]
     at = [r for r in t["ranks"] if cert is not None and r["rank"] == cert]

@@ -1,14 +1,6 @@
-"""``kernelgap compare DIR_A DIR_B``: the conclusions two reproductions of one profile differ on.
-
-Two reproductions of a profile on different CPUs round floats differently (other SIMD
-kernels), so a run can land on the other side of a threshold.  What matters is whether a
-*conclusion* changed, not a digit: each registered experiment lists its conclusions
-(:attr:`~kernelgap.experiments.base.Experiment.conclusions`: verdicts, counts, transition
-ranks, as text) and each row of "The paper beside ours" is one more (its ``ours``, or its
-``conclusion`` where the row gives one, ``None`` leaving it out).  :func:`compare` reads
-both folders' ``summary.json`` (nothing is rebuilt) and lists every conclusion whose text
-differs, or that one folder has and the other has not.  Probe folders (``kernelgap probe
-… --out DIR``) compare the same way, on the probe's conclusions.
+"""``kernelgap compare DIR_A DIR_B``: the conclusions two reproductions (or probe folders)
+of one profile differ on, read from their ``summary.json``.  Different CPUs round floats
+differently, so a run can cross a threshold: what matters is whether a *conclusion* changed.
 """
 
 from __future__ import annotations
@@ -84,8 +76,7 @@ class Comparison:
 
 
 def _read(folder: Path) -> tuple[dict, str]:
-    """A folder's summary and its kind; a missing folder or file, or a damaged summary, is one
-    :class:`KernelgapError`."""
+    """A folder's summary and its kind (``reproduction`` or ``probe``), checked."""
     if not folder.is_dir():
         raise KernelgapError(f"results folder {folder} does not exist")
     path = folder / "summary.json"
@@ -106,8 +97,7 @@ def _read(folder: Path) -> tuple[dict, str]:
 
 
 def _experiments(folder: Path, kind: str) -> list:
-    """The experiments whose conclusions a folder's summary holds: the built-in ones and the
-    profile's own where they still load (a copied folder may not find them: built-ins only)."""
+    """The experiments of a folder's summary: the built-in ones and the profile's own where they still load."""
     if kind == "probe":
         return [e for e in registered() if e.name == "probe"]
     try:
@@ -117,9 +107,8 @@ def _experiments(folder: Path, kind: str) -> list:
 
 
 def conclusions(summary: dict, experiments, where: Path | str = "summary.json") -> dict[str, dict[str, str]]:
-    """``{experiment: {conclusion: value}}`` of a summary: each present experiment's
-    conclusions, then its rows of "The paper beside ours".  A section its experiment cannot
-    read is one :class:`KernelgapError` naming ``where``."""
+    """``{experiment: {conclusion: value}}`` of a summary (a row's ``conclusion``, else its
+    ``ours``); a section its experiment cannot read is one line naming ``where``."""
     out: dict[str, dict[str, str]] = {}
     for exp in experiments:
         found: dict[str, str] = {}
@@ -164,15 +153,8 @@ def compare_folders(dir_a: str | Path, dir_b: str | Path) -> Comparison:
         differences += [
             Difference(name, key, mine.get(key), theirs.get(key)) for key in keys if mine.get(key) != theirs.get(key)
         ]
-    return Comparison(
-        folder_a,
-        folder_b,
-        kind_a,
-        str(a.get("profile")),
-        (str(a.get("version", "?")), str(b.get("version", "?"))),
-        compared,
-        differences,
-    )
+    versions = (str(a.get("version", "?")), str(b.get("version", "?")))
+    return Comparison(folder_a, folder_b, kind_a, str(a.get("profile")), versions, compared, differences)
 
 
 def compare(dir_a: str | Path, dir_b: str | Path) -> list[Difference]:
@@ -180,11 +162,12 @@ def compare(dir_a: str | Path, dir_b: str | Path) -> list[Difference]:
     return compare_folders(dir_a, dir_b).differences
 
 
-def headline(c: Comparison) -> str:
-    """``3 of 212 conclusions differ`` or ``all 212 conclusions agree``."""
-    if c.agree:
-        return f"all {c.compared} conclusions agree"
-    return f"{len(c.differences)} of {c.compared} conclusions differ"
+def headline(c: Comparison, sentence: bool = False) -> str:
+    """``3 of 212 conclusions differ`` or ``all 212 conclusions agree`` (or as a ``sentence``)."""
+    text = (
+        f"all {c.compared} conclusions agree" if c.agree else f"{len(c.differences)} of {c.compared} conclusions differ"
+    )
+    return text[:1].upper() + text[1:] + "." if sentence else text
 
 
 def markdown(c: Comparison) -> str:
@@ -194,7 +177,7 @@ def markdown(c: Comparison) -> str:
         "",
         f"A: `{c.folder_a}` (kernelgap {c.versions[0]}); B: `{c.folder_b}` (kernelgap {c.versions[1]}).",
         "",
-        headline(c)[:1].upper() + headline(c)[1:] + ".",
+        headline(c, sentence=True),
     ]
     if c.differences:
         lines += ["", *markdown_table([d.cells() for d in c.differences], COLUMNS)]
@@ -202,8 +185,7 @@ def markdown(c: Comparison) -> str:
 
 
 def print_comparison(c: Comparison, console=None) -> None:
-    """The differences as a table on the terminal, then the count (text taken literally, never
-    as rich markup)."""
+    """The differences as a table on the terminal, then the count (text never read as markup)."""
     console = console or Console(highlight=False)
     if not console.is_terminal:
         console.width = max(console.width, 160)
@@ -215,4 +197,4 @@ def print_comparison(c: Comparison, console=None) -> None:
         for d in c.differences:
             table.add_row(*map(Text, d.cells().values()))
         console.print(table)
-    console.print(Text(headline(c)[:1].upper() + headline(c)[1:] + "."))
+    console.print(Text(headline(c, sentence=True)))

@@ -1,20 +1,10 @@
-"""``kernelgap reproduce``: every experiment of a profile, resumable, then the report.
-
-Each experiment with a sweep file runs through the resumable sweep runner into
-``OUT/<experiment>/``, all of them on one pool; then each after-sweep step
-(``Experiment.step``, imported only here) writes the untrained numbers beside the
-runs; then
-:func:`kernelgap.reproduction.build_report` assembles ``summary.json`` and
-``report.html`` from those files alone.  ``OUT/reproduce.json`` records the
-profile, the folders of the profile's own experiments (``user_experiments``, so
-``kernelgap report OUT`` finds their report part) and every invocation (command,
-start, wall time, the CPU it ran on, and whether it finished or stopped), so a resumed
-reproduction's total time is their sum, stopped invocations included.
+"""``kernelgap reproduce``: every experiment's sweep into ``OUT/<experiment>/`` on one pool,
+then the after-sweep steps, then the report; resumable.  ``OUT/reproduce.json`` records
+every invocation, stopped ones included, so a resumed reproduction's time is their sum.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import shlex
 import sys
@@ -34,7 +24,7 @@ from ..report.integrity import sealed, sealed_problem
 from ..sweeps.config import load_sweep
 from ..sweeps.executors import available_cores, halted_pools
 from ..sweeps.runner import check_pool, run_sweeps
-from ..sweeps.store import is_valid_record
+from ..sweeps.store import is_valid_record, set_aside_file
 from .record import META, SEALED, read_meta
 from .report import build_report
 
@@ -44,18 +34,13 @@ def command_line() -> str:
 
 
 def cpu_capability() -> str:
-    """The SIMD kernels PyTorch runs on this CPU (``default``, ``avx2``, ``avx512``; lowered by
-    ``ATEN_CPU_CAPABILITY``): two reproductions agree bitwise only under the same ones
-    (docs/formats.md, "What bitwise covers")."""
+    """The SIMD kernels PyTorch runs on this CPU: two reproductions agree bitwise only under
+    the same ones (docs/formats.md, "What bitwise covers")."""
     return torch.backends.cpu.get_cpu_capability().lower()
 
 
 def cpu_model() -> str | None:
-    """The processor's name (``model name`` in /proc/cpuinfo, else ``platform.processor()``),
-    or None where neither says: with :func:`cpu_capability` and the core count, what a
-    reproduction's wall time and its floating-point rounding were measured on (two CPUs
-    with the same SIMD kernels may still round differently: docs/formats.md, "What bitwise
-    covers")."""
+    """The processor's name, or None (CPUs with the same SIMD kernels may still round differently)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:
@@ -68,8 +53,7 @@ def cpu_model() -> str | None:
 
 
 def claim_output(out: Path, profile: str) -> dict:
-    """Create or reuse ``out``; refuse a folder that holds something else, or a symbolic link
-    anywhere in it (:func:`~kernelgap.folders.refuse_links`).  Its metadata."""
+    """Create or reuse ``out`` (refused when it holds something else, or a symbolic link); its metadata."""
     check_out(out)
     if out.exists() and not out.is_dir():
         raise KernelgapError(f"--out {out} exists and is not a folder")
@@ -98,8 +82,7 @@ def reproduce(
     address: str | None = None,
     log=print,
 ) -> Path:
-    """Run every experiment of a profile (resumable), then write summary and report.  Every
-    flag is checked before the folder is claimed: a refused command appends no invocation."""
+    """Run every experiment of a profile, then write summary and report (a refusal records no invocation)."""
     check_pool(executor, workers)
     prof = load_profile(profile)
     for exp in prof.experiments:  # each sweep file read and checked as its sweep will read it
@@ -135,14 +118,7 @@ def reproduce(
 
 
 def _run_experiments(prof, out: Path, options: dict, log, invocation: dict, sealed_steps: bool) -> None:
-    """Every experiment's sweep (resumable) on one pool, then each after-sweep step in order.
-
-    The sweeps share the pool (:func:`~kernelgap.sweeps.runner.run_sweeps`): each is planned
-    alone, so its numbers are those of a sweep run alone, and the workers go from one
-    experiment's last long stack to the next experiment's runs instead of idling.  The
-    invocation records the sweeps' wall time (``sweeps_s``) and each step's (``steps_s``);
-    ``sealed_steps``: whether the folder's step files all carry their checksum
-    (:data:`.record.SEALED`)."""
+    """Every sweep on one pool, then the after-sweep steps; the invocation records their times."""
     start = time.perf_counter()
     sweeps = [(exp, prof.sweep_file(exp)) for exp in prof.experiments if prof.sweep_file(exp) is not None]
     for exp, sweep in sweeps:
@@ -159,10 +135,8 @@ def _run_experiments(prof, out: Path, options: dict, log, invocation: dict, seal
 
 
 def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: bool) -> None:
-    """The after-sweep steps, in order, side by side on two threads where the local pool
-    has two workers: a step that trains (the probe) keeps the workers busy while the others
-    compute certificates in this process.  A step that fails stops the steps not started.
-    Each finished step's wall time goes into ``times`` (a step skipped as done: 0)."""
+    """The after-sweep steps, two side by side where the pool has two workers (a step that trains
+    keeps them busy while others compute here); a failure stops those not started."""
     steps = [exp for exp in prof.experiments if prof.experiment(exp).step]
     width = min(2, local_width(options, len(steps)))
 
@@ -177,39 +151,23 @@ def _run_steps(prof, out: Path, options: dict, log, times: dict, sealed_steps: b
         try:
             for future in futures:
                 future.result()
-        except KeyboardInterrupt:
-            with halted_pools():  # the steps' workers stop, so the threads end soon
-                for future in futures:
-                    future.cancel()
-                pool.shutdown(wait=True)
-            raise
-        except BaseException:
+        except BaseException as exc:
             for future in futures:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                with halted_pools():  # the steps' workers stop, so the threads end soon
+                    pool.shutdown(wait=True)
             raise
 
 
 def run_step(experiment, prof, out: Path, options: dict, sealed_steps: bool) -> None:
-    """The experiment's step; with ``writes``, its payload goes to ``out/<writes>`` with its
-    checksum (:func:`~kernelgap.report.integrity.sealed`), and the step is not run again
-    while that file is sound (``sealed_steps``: its checksum required); a damaged one (cut,
-    altered, a folder) is renamed aside (``.corrupt-<ns>``) and the step redone, as a damaged
-    run record is."""
+    """The experiment's step; with ``writes``, its payload sealed into ``out/<writes>``, not
+    computed again while that is sound (``sealed_steps``: checksum required), else redone."""
     target = out / experiment.writes if experiment.writes else None
     if target is not None and target.exists():
         if sealed_problem(target, required=sealed_steps) is None:
             return
-        _set_aside(target)
+        set_aside_file(target)
     payload = experiment.load_step()(prof, out, options)
     if target is not None:
         atomic_write_json(target, sealed(payload), out)
-
-
-def _set_aside(path: Path) -> None:
-    """Rename a damaged step file out of the way; nothing is deleted."""
-    try:
-        os.replace(path, path.with_name(f"{path.name}.corrupt-{time.time_ns()}"))
-    except OSError as exc:
-        raise KernelgapError(
-            f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
-        ) from None

@@ -1,6 +1,4 @@
-"""``reproduce.json``: a reproduction folder's own record (profile, the profile's experiment
-folders, every invocation), read and checked where it is read against
-:class:`ReproduceRecord` (docs/formats.md)."""
+"""``reproduce.json``: a reproduction folder's own record (docs/formats.md)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,7 @@ from ..validation import JsonInt, JsonNumber, Record, problem
 
 #: A reproduction's own record (profile, the profile's experiment folders, invocations).
 META = "reproduce.json"
-#: Its key saying every file the folder's steps write carries its checksum (a folder made
-#: by an older kernelgap has none: its step files need only be JSON).
+#: Its key saying every step file carries its checksum (older folders: they need only be JSON).
 SEALED = "step_checksums"
 
 
@@ -35,9 +32,8 @@ class Invocation(Record):
 
 
 class ReproduceRecord(Record):
-    """``reproduce.json``: the profile, the profile's own experiment folders (name → path),
-    the commands of older versions, every invocation, and whether its step files carry
-    their checksums (``step_checksums``)."""
+    """``reproduce.json``: the profile, its own experiment folders (name → path), the commands
+    of older versions, every invocation, and whether its step files carry checksums."""
 
     profile: str = "unknown"
     step_checksums: bool | None = None
@@ -47,9 +43,8 @@ class ReproduceRecord(Record):
 
 
 def read_meta(root: str | Path) -> dict:
-    """``reproduce.json`` of a reproduction folder (``{}`` when there is none), checked
-    against :class:`ReproduceRecord` and its own checksum (``record_sha256``, where it has
-    one) where it is read: anything else is one :class:`KernelgapError` naming the file."""
+    """``reproduce.json`` of a reproduction folder (``{}`` when there is none), checked against
+    :class:`ReproduceRecord` and its checksum; anything else is one line naming the file."""
     path = Path(root) / META
     if not path.exists():
         return {}

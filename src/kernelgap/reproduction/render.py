@@ -1,5 +1,4 @@
-"""``report.html`` and its figures, from ``summary.json`` alone: the page skeleton, filled by
-each registered experiment's figures and HTML blocks (:data:`kernelgap.experiments.base.REGIONS`)."""
+"""``report.html`` and its figures, from ``summary.json`` alone, filled by each registered experiment."""
 
 from __future__ import annotations
 
@@ -12,14 +11,17 @@ from ..experiments.registry import experiments as registered
 from ..report.html import Page, page, provenance, table, titled
 
 
+def _exps(experiments) -> list:
+    return registered() if experiments is None else list(experiments)
+
+
 def present(summary: dict, exp) -> bool:
     """Whether the summary holds the experiment's section (not null, not empty)."""
     return summary.get(exp.summary_key) not in (None, [], {})
 
 
 def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
-    """The lines of a Markdown table of ``rows`` (each cell on one line, ``|`` escaped, a
-    missing value ``–``)."""
+    """The lines of a Markdown table of ``rows`` (cells on one line, ``|`` escaped, ``–`` for none)."""
 
     def cell(text) -> str:
         return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
@@ -29,10 +31,9 @@ def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
 
 
 def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[str]]:
-    """Draw every figure whose experiment's section is in the summary; ``{name: [files]}``
-    (figures that drew nothing are left out)."""
+    """Draw every figure whose experiment's section is in the summary; ``{name: [files]}``."""
     drawn = {}
-    for exp in registered() if experiments is None else experiments:
+    for exp in _exps(experiments):
         if present(summary, exp):
             for fig in exp.figures:
                 files = fig.draw(summary, out_dir)
@@ -43,18 +44,13 @@ def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[s
 
 def comparison_rows(summary: dict, experiments=None) -> list[dict]:
     """The rows of "The paper beside ours", experiment after experiment."""
-    return [
-        row
-        for exp in (registered() if experiments is None else experiments)
-        if exp.paper_rows
-        for row in exp.paper_rows(summary)
-    ]
+    return [row for exp in _exps(experiments) if exp.paper_rows for row in exp.paper_rows(summary)]
 
 
 def sentences(summary: dict, experiments=None) -> dict[str, str]:
     """Each experiment's sentence, where its numbers are present."""
     out = {}
-    for exp in registered() if experiments is None else experiments:
+    for exp in _exps(experiments):
         text = exp.sentence(summary) if exp.sentence and present(summary, exp) else None
         if text:
             out[exp.name] = text
@@ -67,8 +63,9 @@ def _default_html(exp, summary: dict, pg: Page) -> dict[str, list[str]]:
     return {exp.region: titled(exp.title, text, pg.figures(*(f.name for f in exp.figures)))}
 
 
-def blocks(summary: dict, pg: Page, experiments) -> dict[str, list[str]]:
+def blocks(summary: dict, drawn: dict, fig_dir: Path, experiments) -> dict[str, list[str]]:
     """Every present experiment's HTML per region, in registry order: ``region → [(title, [html, …])]``."""
+    pg = Page(summary, drawn, fig_dir, {f.name: f for e in experiments for f in e.figures})
     out: dict[str, list] = {r: [] for r in REGIONS}
     for exp in experiments:
         if not present(summary, exp):
@@ -87,9 +84,7 @@ def _lower_first(text: str) -> str:
 
 def region(summary: dict, drawn: dict, fig_dir: Path, name: str, experiments=None) -> list[str]:
     """One region of the page: its heading (for ``beyond``) and its experiments' blocks."""
-    exps = registered() if experiments is None else list(experiments)
-    pg = Page(summary, drawn, fig_dir, {f.name: f for e in exps for f in e.figures})
-    return _region(name, blocks(summary, pg, exps)[name])
+    return _region(name, blocks(summary, drawn, fig_dir, _exps(experiments))[name])
 
 
 def _region(name: str, entries: list) -> list[str]:
@@ -101,11 +96,8 @@ def _region(name: str, entries: list) -> list[str]:
 
 
 def render_report(summary: dict, out_dir: Path, experiments=None) -> str:
-    exps = registered() if experiments is None else list(experiments)
-    fig_dir = out_dir / "figures"
-    drawn = draw_all(summary, fig_dir, exps)
-    pg = Page(summary, drawn, fig_dir, {f.name: f for e in exps for f in e.figures})
-    regions = blocks(summary, pg, exps)
+    exps, fig_dir = _exps(experiments), out_dir / "figures"
+    regions = blocks(summary, draw_all(summary, fig_dir, exps), fig_dir, exps)
     rows = comparison_rows(summary, exps)
     comparison = ["<h2>The paper beside ours</h2>", table(rows, ["quantity", "paper", "ours", "note"])] if rows else []
     parts = [

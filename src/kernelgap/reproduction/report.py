@@ -1,25 +1,28 @@
 """``kernelgap report DIR``: ``summary.json``, its schema, figures and ``report.html`` of a
-reproduction folder or of a probe folder, from the result files alone (no training)."""
+reproduction folder or of a probe folder, from the result files alone (no training).
+
+A report is refused while any file it is built from is damaged (:func:`folder_damage`), the
+one check ``check`` lists too, so the two never disagree (docs/formats.md, "Verifying a
+results folder"): each problem one line ``<path>: <why>``, relative to the folder.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
-from ..experiments.probe.record import read_probe_meta
+from ..experiments.probe.record import SKIPPED, read_probe_meta
 from ..experiments.probe.section import probe_section
-from ..folders import check_out, refuse_links
+from ..folders import check_out, link_problems, refuse_links
 from ..io import atomic_write_json, atomic_write_text, read_json
-from ..report.integrity import one_line
+from ..report.integrity import folder_problems, one_line, sealed_problem
 from ..validation import JsonNumber, fits
-from .damage import folder_damage
-from .record import META, read_meta
+from .record import META, SEALED, invocations, read_meta
 from .render import render_report
 from .schema import summary_schema
 from .summary import build_summary, feature_maps, reproduction_experiments
@@ -31,10 +34,8 @@ WRITES = ("summary.json", "summary.schema.json", "report.html")
 
 
 def build_report(out: str | Path, profile: str | None = None, log=print, valid: Valid | None = None) -> Path:
-    """``summary.json`` (with its schema beside it, ``summary.schema.json``) and
-    ``report.html`` for a reproduction folder; refused while a planned run of its sweeps is
-    missing or damaged (:func:`refuse_damage`): a summary never counts fewer runs than planned.
-    ``reproduce.json`` is read once, first (a damaged one is refused by its own line)."""
+    """``summary.json``, its schema and ``report.html`` of a reproduction folder, refused while a
+    result file is damaged (a summary never counts fewer runs than planned)."""
     out = Path(out)
     refuse_links(out)
     meta = read_meta(out)
@@ -46,34 +47,25 @@ def build_report(out: str | Path, profile: str | None = None, log=print, valid: 
         if fits(JsonNumber, wall):
             summary["wall_time_s"] = wall
     experiments = reproduction_experiments(meta)
-    with writing(out):
-        atomic_write_json(out / "summary.json", summary)
-        atomic_write_text(out / "summary.schema.json", json.dumps(summary_schema(experiments), indent=1) + "\n")
-        report = atomic_write_text(out / "report.html", render_report(summary, out, experiments))
-    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
-    return report
+    schema = json.dumps(summary_schema(experiments), indent=1) + "\n"
+    return write_report(out, summary, lambda: render_report(summary, out, experiments), log, schema)
 
 
 def is_probe_folder(out: Path) -> bool:
-    """Whether ``report`` reads ``out`` as a probe folder (``kernelgap probe --out``) rather
-    than a reproduction: it holds a ``probe.json`` and no ``reproduce.json``."""
+    """Whether ``out`` is a probe folder: a ``probe.json`` and no ``reproduce.json``."""
     return (out / "probe.json").is_file() and not (out / META).is_file()
 
 
 def report_folder(out: str | Path, log=print, valid: Valid | None = None) -> Path:
-    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder; a
-    name the system cannot look up is one line."""
+    """``kernelgap report DIR``: the report of a probe folder or of a reproduction folder."""
     out = check_out(out, "report")
     return build_probe_report(out, log, valid) if is_probe_folder(out) else build_report(out, log=log, valid=valid)
 
 
 def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = None) -> None:
-    """One line naming the damaged or missing files a report would be built from (runs,
-    checkpoints, family copies, sweep files, step files, probe records:
-    :func:`~.damage.folder_damage`, what ``check`` lists; ``valid``: the sweep runner's check
-    of a record, :func:`kernelgap.sweeps.store.is_valid_record`), if any; first, a symbolic
-    link anywhere in the folder (:func:`~kernelgap.folders.refuse_links`: the report writes
-    through none).  ``meta``: the folder's ``reproduce.json``, read already."""
+    """One line naming the damaged or missing files a report would be built from
+    (:func:`folder_damage`, what ``check`` lists), if any; first, any symbolic link
+    in the folder (the report writes through none)."""
     refuse_links(out)
     problems = folder_damage(out, valid, meta)
     if problems:
@@ -85,26 +77,29 @@ def refuse_damage(out: Path, valid: Valid | None = None, meta: dict | None = Non
 
 
 def in_the_way(out: Path) -> list[str]:
-    """The report's own outputs that something else occupies: a folder where a file goes, or
-    a file where ``figures/`` goes (``report`` refuses them; ``check`` names them)."""
+    """The report's own outputs that something else occupies (a folder where a file goes, or the reverse)."""
     return [
         name for name in (*WRITES, "figures") if (out / name).exists() and (out / name).is_dir() != (name == "figures")
     ]
 
 
-@contextmanager
-def writing(out: Path):
-    """Check that the report's files can be written before writing any (none is a folder,
-    the folder takes a new file); any later write failure is one line too."""
+def write_report(out: Path, summary: dict, render: Callable[[], str], log, schema: str | None = None) -> Path:
+    """``summary.json``, ``summary.schema.json`` (given a ``schema``) and ``report.html``
+    (``render()``), once every one can be written; any write failure is one line."""
     try:
         for name in in_the_way(out):
             raise KernelgapError(f"{out / name} is in the way of the report; move it away and run again")
         probe = out / f".report-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
-        yield
+        atomic_write_json(out / "summary.json", summary)
+        if schema is not None:
+            atomic_write_text(out / "summary.schema.json", schema)
+        report = atomic_write_text(out / "report.html", render())
     except OSError as exc:
         raise KernelgapError(f"cannot write the report into {out}: {exc.strerror or exc}") from None
+    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
+    return report
 
 
 def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -> Path:
@@ -113,11 +108,7 @@ def build_probe_report(out: str | Path, log=print, valid: Valid | None = None) -
     read_probe_meta(out)  # a damaged probe.json refused first, by its own line (the key, as read)
     refuse_damage(out, valid)
     summary = probe_summary(out)
-    with writing(out):
-        atomic_write_json(out / "summary.json", summary)
-        report = atomic_write_text(out / "report.html", render_probe_report(summary, out))
-    log(f"summary: {out / 'summary.json'}\nreport:  {report}")
-    return report
+    return write_report(out, summary, lambda: render_probe_report(summary, out), log)
 
 
 def probe_summary(out: Path) -> dict:
@@ -136,13 +127,9 @@ def probe_summary(out: Path) -> dict:
 
 
 def summary_drift(out: str | Path) -> list[str]:
-    """``summary.json`` of a reproduction or probe folder against what its result files give
-    now (the summary ``report`` would write: :func:`~.summary.build_summary`,
-    :func:`probe_summary`): each top-level key that differs, as a line ``summary.json: …`` (a
-    summary edited, or results changed since ``report``), or the one line saying why no
-    summary can be built (what ``report`` refuses with).  The version that wrote it is not
-    compared; a plain sweep folder (neither kind, no summary) has none; an output something
-    else occupies (:func:`in_the_way`) is named first; nothing is written."""
+    """``summary.json`` against the summary ``report`` would write now: each top-level key
+    that differs (the version aside), or the one line saying why none can be built; an output
+    something else occupies (:func:`in_the_way`) first.  Read-only."""
     out = Path(out)
     probe = is_probe_folder(out)
     stored = read_json(out / "summary.json")
@@ -168,3 +155,47 @@ def summary_drift(out: str | Path) -> list[str]:
         f"summary.json: {k[:40]!r} is not what the result files give (edited, or results changed since `report`)"
         for k in keys
     ]
+
+
+def folder_damage(root: str | Path, valid: Valid | None = None, meta: dict | None = None) -> list[str]:
+    """Every problem of ``root``'s sweep folders, step files and probe records, and every link
+    below it; ``meta``: its ``reproduce.json``, where read already."""
+    root = Path(root)
+    links = [why.removeprefix(f"{root}/") for why in link_problems(root)]
+    return links + folder_problems(root, valid) + step_problems(root, meta) + probe_problems(root)
+
+
+def step_problems(root: Path, meta: dict | None = None) -> list[str]:
+    """Each damaged step file (without a checksum allowed unless :data:`SEALED`), and a
+    ``reproduce.json`` gone from under its summary, or without a checksum and disagreeing with
+    it (profile, invocations); an unreadable one is left to the report's own refusal."""
+    summary = read_json(root / "summary.json")
+    built = isinstance(summary, dict)
+    said = (summary.get("invocations") or summary.get("commands") or []) if built else []
+    if not (root / META).is_file():
+        return [f"{META}: missing, while summary.json lists its invocations"] if said else []
+    try:
+        meta = read_meta(root) if meta is None else meta
+        experiments = reproduction_experiments(meta)
+    except KernelgapError:
+        return []
+    out = []
+    agrees = built and summary.get("profile", meta.get("profile")) == meta.get("profile")
+    if built and "record_sha256" not in meta and not (agrees and len(said) == len(invocations(meta))):
+        out.append(f"{META}: carries no checksum and disagrees with summary.json (profile or invocations); restore it")
+    files = [f"{exp.name}/{exp.writes}" for exp in experiments if exp.writes and (root / exp.name).is_dir()]
+    files += [p.relative_to(root).as_posix() for p in sorted(root.glob(f"*/*/{SKIPPED}"))]  # a probe skipped
+    required = meta.get(SEALED) is True
+    return out + [f"{file}: {why}" for file in files if (why := sealed_problem(root / file, required))]
+
+
+def probe_problems(root: Path) -> list[str]:
+    """Each ``probe.json`` under ``root`` that a report would refuse."""
+    out = []
+    for path in sorted(root.rglob("probe.json")) if root.is_dir() else ():
+        try:
+            read_probe_meta(path.parent)
+        except KernelgapError as exc:
+            why = str(exc).removeprefix(str(path)).lstrip(": ")
+            out.append(f"{path.relative_to(root).as_posix()}: {why}")
+    return out

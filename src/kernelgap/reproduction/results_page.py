@@ -1,11 +1,5 @@
-"""``docs/results.md``: the latest measured numbers, written from ``summary.json`` files alone.
-
-``kernelgap results DIR [DIR …] --out docs/results.md`` reads each reproduction folder's
-``summary.json`` (made by ``reproduce`` or ``report``; checked against the schema of
-:mod:`.schema` first) and writes one section per folder:
-when and how long it ran, the table "The paper beside ours" and every experiment's
-sentence, each computed by its registered experiment from the summary.  Nothing on the
-page is typed in; a page from older numbers is simply written again (its history is in git).
+"""``docs/results.md``: the latest measured numbers, one section per reproduction folder, written
+from ``summary.json`` files alone; a second folder of one profile is compared with the first.
 """
 
 from __future__ import annotations
@@ -45,22 +39,13 @@ def _wall(summary: dict) -> str:
 
 
 def timing_lines(summary: dict) -> list[str]:
-    """Where the time went (``summary["timing"]``): the sweeps phase, then per experiment its
-    runs, their training time in worker seconds (two workers side by side: about twice the wall
-    time) and its after-sweep step's wall time, the largest first."""
+    """Where the time went (``summary["timing"]``), the largest first."""
     timing = summary.get("timing")
     if not timing or not timing.get("experiments"):
         return []
     per = sorted(timing["experiments"].items(), key=lambda kv: -(kv[1]["train_s"] + kv[1]["step_s"]))
-    rows = [
-        {
-            "experiment": name,
-            "runs": t["runs"],
-            "training (worker s)": f"{t['train_s']:.0f}",
-            "step (s)": f"{t['step_s']:.0f}",
-        }
-        for name, t in per
-    ]
+    columns = ["experiment", "runs", "training (worker s)", "step (s)"]
+    rows = [dict(zip(columns, (name, t["runs"], f"{t['train_s']:.0f}", f"{t['step_s']:.0f}"))) for name, t in per]
     return [
         "",
         "### Where the time went",
@@ -68,12 +53,11 @@ def timing_lines(summary: dict) -> list[str]:
         f"The sweeps of every experiment on one pool took {timing['sweeps_s']:.0f} s; then the after-sweep steps, "
         "side by side.",
         "",
-        *markdown_table(rows, ["experiment", "runs", "training (worker s)", "step (s)"]),
+        *markdown_table(rows, columns),
     ]
 
 
 def folder_section(folder: Path, summary: dict) -> list[str]:
-    """The section of one reproduction folder."""
     lines = [
         f"## {summary.get('profile', '?')} profile ({_when(summary)}, kernelgap {summary.get('version', '?')})",
         "",
@@ -124,23 +108,17 @@ def results_markdown(folders: list[str | Path]) -> str:
 
 
 def _run_on(summary: dict) -> str:
-    """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on, as recorded."""
+    """``'`avx512` kernels on AMD EPYC (2 cores)'``: what every invocation ran on."""
     runs = summary.get("invocations") or []
     kernels = sorted({i["cpu_capability"] for i in runs if i.get("cpu_capability")})
-    machines = sorted(
-        {
-            f"{i['cpu_model']} ({i['cores']} cores)" if i.get("cores") else i["cpu_model"]
-            for i in runs
-            if i.get("cpu_model")
-        }
-    )
+    named = [i for i in runs if i.get("cpu_model")]
+    machines = sorted({f"{i['cpu_model']} ({i['cores']} cores)" if i.get("cores") else i["cpu_model"] for i in named})
     said = f"`{'`, `'.join(kernels)}` kernels" if kernels else "kernels not recorded"
     return f"{said} on {'; '.join(machines)}" if machines else said
 
 
 def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
-    """A second reproduction of a profile, against the first: when, on which CPU kernels, how
-    long, and every conclusion they differ on (:func:`kernelgap.reproduction.compare.compare_folders`)."""
+    """A second reproduction of a profile against the first, and every conclusion they differ on."""
     a, b = read_json(folder_a / "summary.json"), read_json(folder_b / "summary.json")
     c = compare_folders(folder_a, folder_b)
     lines = [

@@ -1,9 +1,7 @@
 """The model of ``summary.json``: the part every reproduction shares (:class:`SummaryBase`)
-with each registered experiment's section model under its key (experiments sharing a key
-merge theirs).  Its JSON schema (:func:`summary_schema`, written beside every summary as
-``summary.schema.json``) is generated from the models, and a summary read back
-(``kernelgap results``, ``compare``) is checked against them (:func:`summary_problem`):
-one set of models, one check (docs/formats.md, "summary.json")."""
+and each registered experiment's section model under its key (sharing a key merges them).
+Its JSON schema and the check of a summary read back are generated from the models
+(docs/formats.md, "summary.json")."""
 
 from __future__ import annotations
 
@@ -62,8 +60,7 @@ class SummaryBase(Record):
 
 
 def summary_model(experiments=None) -> type[BaseModel]:
-    """The model a summary of these experiments (default: the built-in ones) follows: every
-    section with a model is required (``None`` where the section may be null)."""
+    """The model a summary of these experiments (default: the built-in ones) follows."""
     exps = registered() if experiments is None else experiments
     return _summary_model(tuple((e.summary_key, e.schema) for e in exps if e.section is not None))
 
@@ -79,8 +76,7 @@ def _summary_model(sections: tuple) -> type[BaseModel]:
 
 
 def _merge(key: str, first, second):
-    """The sections of two experiments sharing ``key``: one model with both models' fields
-    (null where the second may be); ``second`` alone where either is not a model."""
+    """One model with both sections' fields (null where ``second`` may be); else ``second``."""
     models = [_model_in(first), _model_in(second)]
     if None in models:
         return second
@@ -95,15 +91,13 @@ def _model_in(kind) -> type[BaseModel] | None:
 
 
 def summary_schema(experiments=None) -> dict:
-    """The JSON schema (draft 2020-12) a summary of these experiments follows, generated
-    from :func:`summary_model`."""
+    """The JSON schema (draft 2020-12) of :func:`summary_model`."""
     schema = summary_model(experiments).model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def summary_problem(summary, experiments=None) -> str | None:
-    """The first place where ``summary`` breaks its model (``witness.runs.0.rank: expected
-    integer, got 'x'``), or ``None``."""
+    """The first place where ``summary`` breaks its model (``witness.runs.0.rank: …``), or ``None``."""
     return problem(summary_model(experiments), summary)
 
 
@@ -124,8 +118,7 @@ def section_schema(experiment) -> dict:
 
 
 def section_problem(experiment, value) -> str | None:
-    """Where one experiment's section breaks its model (named from its key:
-    ``series.1.determined: expected boolean, got None``), or ``None``."""
+    """Where one experiment's section breaks its model (named from its key), or ``None``."""
     return problem(_section_model(experiment.summary_key, experiment.schema), {experiment.summary_key: value})
 
 

@@ -1,10 +1,5 @@
-"""``summary.json``: every number of a reproduction, read from its result files.
-
-A reproduction folder holds one folder per experiment (``runs/<id>.json`` records and
-the files its after-sweep step wrote).  Each registered experiment's ``section`` reads
-them into its key of the summary (:mod:`kernelgap.experiments.registry`); this module
-only assembles.  Schema: :func:`kernelgap.reproduction.schema.summary_schema`, generated
-from the sections' models.
+"""``summary.json``: every number of a reproduction, read from its result files.  Each
+registered experiment's ``section`` reads its folder into its key; this module assembles.
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ def build_sections(root: str | Path, experiments=None) -> dict:
 
 
 def paper(experiments) -> dict:
-    """What the paper reports, as each experiment keeps it."""
     return {k: v for exp in experiments for k, v in exp.paper.items()}
 
 
@@ -58,8 +52,7 @@ def reproduction_experiments(meta: dict) -> list:
 
 
 def build_summary(root: str | Path, meta: dict, profile: str | None = None) -> dict:
-    """Assemble ``summary.json`` for a reproduction folder, whose ``reproduce.json`` is
-    ``meta`` (:func:`~.record.read_meta`)."""
+    """Assemble ``summary.json`` for a reproduction folder whose ``reproduce.json`` is ``meta``."""
     root = Path(root)
     if not root.is_dir():
         raise KernelgapError(f"results folder {root} does not exist")
@@ -84,12 +77,9 @@ def build_summary(root: str | Path, meta: dict, profile: str | None = None) -> d
 
 
 def timing(root: Path, runs: list[dict], experiments) -> dict:
-    """Where a reproduction's time went, summed over its invocations: the sweeps phase
-    (``sweeps_s``, every sweep on one pool) and, per experiment, its runs (``runs``), their
-    training time (``train_s``: worker seconds, each stack of runs trained together counted
-    once, at its slowest member's ``wall_time_s``, so stacks side by side add up) and its
-    after-sweep step's wall time (``step_s``; a step that trains, the probe, counts its
-    training here)."""
+    """Where a reproduction's time went, summed over its invocations: the sweeps phase and,
+    per experiment, its runs, their training (``train_s``: worker seconds, each stack once,
+    at its slowest member's time) and its step's wall time."""
     per: dict[str, dict] = {}
     for exp in experiments:
         records = list(_records(root / exp.name))
@@ -112,8 +102,7 @@ def timing(root: Path, runs: list[dict], experiments) -> dict:
 
 
 def _records(folder: Path):
-    """``(path, record)`` of every readable run record under ``folder`` (a probe keeps several
-    ``runs/`` folders)."""
+    """``(path, record)`` of every readable run record under ``folder``."""
     for path in sorted(folder.rglob("runs/*.json")) if folder.is_dir() else ():
         record = read_json(path)
         if isinstance(record, dict):
@@ -121,8 +110,7 @@ def _records(folder: Path):
 
 
 def feature_maps(root: Path) -> dict:
-    """The facts (colour, citation, learning rate) of every feature map a run under ``root``
-    trained, as its record states them: figures colour each map by its own fact."""
+    """The facts (colour, citation, learning rate) of every feature map trained under ``root``."""
     out = {}
     for _, record in _records(root):
         facts = record.get("map_facts")

@@ -1,9 +1,5 @@
-"""Resumable sweeps of stacked training runs.
-
-The names below are imported when first used (PEP 562), so that :mod:`.config` — reading
-and checking a sweep file — loads without the runner (and torch): a bad sweep file is
-refused before torch is imported.
-"""
+"""Resumable sweeps of stacked training runs (names imported when first used, so a bad
+sweep file is refused before torch is imported)."""
 
 from .. import lazy_names
 

@@ -1,37 +1,14 @@
-"""Sweep files: a base run config plus a grid, in TOML (docs/formats.md, "Sweep files").
+"""Sweep files: a base run config, a grid and variants, in TOML (docs/formats.md, "Sweep files").
 
-    name = "witness"                 # optional label
-    seed = 0                         # base seed (usually a grid axis)
-    [family]                         # task.build_family(name, **params), or
-    name = "witness"                 # file = "F.json" (relative to this file; either layout)
-    params = {}
-    [test_family]                    # optional: scored, not trained on; without a name it is
-    params = {split = "test"}        # the training family with these parameters changed
-    [model]                          # models.ModelSpec fields
-    [train]                          # training.TrainConfig fields
-    [grid]                           # dotted keys → non-empty lists (Cartesian product)
-    seed = [0, 1, 2]
-    model.rank = [1, 2, 4]
-    family.params.n = [4, 8]         # one family parameter as an axis
-    [[variants]]                     # optional: overrides paired with every grid point
-    model.feature_map = "mlp_exp"
-    train.lr = 3e-3
-    grid.model.rank = [8, 16]        # this variant's own axis (replaces the sweep's)
-
-The runs are ``variants × grid`` (one variant, the base, when none is given).
-A variant's value wins over a grid axis of the same key; a variant's family
-parameters (``family.params.n = 16``, or a ``params`` table) merge into the base's and
-the grid's unless the variant names another family (``family.name`` or ``file``), which
-starts from its own.  Duplicate runs are dropped: a variant with ``model.kind = "softmax"``
-gives one softmax run per seed however many ranks the grid lists (a softmax model has no rank).  Every mistake is a
-one-line :class:`~kernelgap.errors.ConfigError` that names the key: unknown key, wrong type, empty grid, non-positive
-size, more than :data:`~kernelgap.limits.MAX_SWEEP_RUNS` runs (counted from the axes, before any is built).  The
-file's layout is a config model (:class:`SweepFile`, :class:`Variant`); this module walks its grids, family files and
-registry axes, and each run's sections are validated by the config models themselves (:meth:`RunConfig.parse`, which
-turns pydantic's errors into that line).  A model field the run's kind does not use may not be set, in the base
-``[model]`` table of a run of that kind or in its variant, to a value other than its default (``kind = "softmax"``
-with ``feature_map = "elu1"``); grid axes span every kind and may (a softmax run ignores the rank axis).
-:func:`~.schema.sweep_schema` is the JSON schema of a sweep file, built from these models.
+The runs are ``variants × grid`` (one variant, the base, when none is given).  A variant's
+value wins over a grid axis of the same key; its family parameters merge into the base's
+and the grid's unless it names another family.  Duplicate runs are dropped (a softmax
+variant gives one run per seed however many ranks the grid lists).  Every mistake is a
+one-line :class:`~kernelgap.errors.ConfigError` naming the key, including more than
+:data:`~kernelgap.limits.MAX_SWEEP_RUNS` runs (counted before any is built).  Each run's
+sections are validated by the config models; a model field the run's kind does not use may
+not be set to other than its default in the base ``[model]`` table or a variant (grid axes
+span every kind and may).
 """
 
 from __future__ import annotations
@@ -56,8 +33,7 @@ from ..validation import Config, Int
 
 #: Top-level sections and the config model each one fills.
 SECTIONS: dict[str, type] = {"family": FamilySpec, "test_family": FamilySpec, "model": ModelSpec, "train": TrainConfig}
-#: A schema node naming one of the sweep schema's definitions (``$ref`` once generated:
-#: pydantic resolves references only among its own models).
+#: A schema node naming one of the sweep schema's definitions (``$ref`` once generated).
 DEF_KEY = "x-def"
 
 
@@ -66,10 +42,9 @@ def _ref(name: str):
     return Annotated[dict[str, Any], WithJsonSchema({DEF_KEY: name})]
 
 
-#: A section of a sweep file: a table of its config model's fields, all optional here (the
-#: base, a grid point and a variant make a run together; :func:`build_run` checks each run).
+#: A section of a sweep file: its config model's fields, all optional (checked run by run).
 FamilyTable, ModelTable, TrainTable = _ref("FamilySection"), _ref("ModelSpec"), _ref("TrainConfig")
-#: Grid axes: each key a non-empty list of values, tables walked down to their lists (:func:`flatten`).
+#: Grid axes: each key a non-empty list of values.
 GridTable = _ref("Grid")
 
 
@@ -89,8 +64,7 @@ class Variant(Config):
 
 
 class SweepFile(Config):
-    """A sweep file as :func:`tomllib.loads` reads it (module docstring): its layout, each
-    section a table; the sections' fields are checked run by run (:func:`build_run`)."""
+    """A sweep file's layout; the sections' fields are checked run by run."""
 
     name: str = Field("sweep", description="a label")
     seed: Int | None = Field(None, description="base seed (usually a grid axis)")
@@ -108,13 +82,9 @@ class SweepFile(Config):
 
 @dataclass
 class FamilyFiles:
-    """Where the family files a sweep names (``file = "F.json"``) are read from.
-
-    By default relative to the sweep file's folder; a results folder *pins* each name to its
-    own content-addressed copy (``pinned``: name as written → path of the copy), so a resumed
-    sweep reads exactly the bytes it began with, wherever the original went.  Each name is
-    hashed once (``seen``): every run of one load names one content.
-    """
+    """Where the family files a sweep names are read from: relative to the sweep file, or
+    ``pinned`` (name as written → the results folder's copy), so a resumed sweep reads the
+    bytes it began with.  Each name is hashed once (``seen``)."""
 
     base_dir: str = "."
     pinned: dict[str, str] | None = None
@@ -139,8 +109,6 @@ class FamilyFiles:
 
 @dataclass
 class SweepConfig:
-    """A parsed sweep: its label, the base config and the points to run."""
-
     name: str
     base: dict
     grid: dict[str, list]
@@ -148,8 +116,7 @@ class SweepConfig:
     files: FamilyFiles = field(default_factory=FamilyFiles)
 
     def runs(self) -> list[RunConfig]:
-        """Every run of ``variants × grid``, in file order, duplicates removed (a variant's
-        own ``grid.*`` axes replace or extend the sweep's grid for that variant)."""
+        """Every run of ``variants × grid``, in file order, duplicates removed."""
         out: dict[str, RunConfig] = {}
         for variant in self.variants:
             grid = self._grid(variant)
@@ -172,13 +139,12 @@ class SweepConfig:
         return {**self.grid, **{k[len("grid.") :]: v for k, v in variant.items() if k.startswith("grid.")}}
 
     def planned(self) -> int:
-        """The runs ``variants × grid`` lists (duplicates included), counted from the axes' sizes."""
+        """The runs ``variants × grid`` lists, duplicates included."""
         return sum(math.prod(len(axis) for axis in self._grid(variant).values()) for variant in self.variants)
 
     def _explicit_model_keys(self, variant: dict, grid: dict) -> set[str]:
-        """The model fields set for a variant's runs other than by a grid axis: the variant's,
-        and the base ``[model]`` table's unless the variant or the grid chooses the kind
-        (the base table then spans kinds, as the grid does)."""
+        """The model fields set other than by a grid axis: the variant's, and the base
+        ``[model]`` table's unless the variant or the grid chooses the kind."""
         keys = {k.split(".")[1] for k in variant if k.startswith("model.")}
         base = self.base.get("model")
         if isinstance(base, dict) and "model.kind" not in variant and "model.kind" not in grid:
@@ -187,8 +153,7 @@ class SweepConfig:
 
 
 def load_sweep(path: str | Path, pinned: dict[str, str] | None = None) -> SweepConfig:
-    """Read and validate a sweep file (every run is resolved once to check it); family
-    files it names are found relative to its folder, or in ``pinned`` (:class:`FamilyFiles`)."""
+    """Read and validate a sweep file, every run resolved once (:class:`FamilyFiles` for ``pinned``)."""
     p = Path(path)
     data = load_toml(p, "sweep config", ConfigError)
     try:
@@ -212,17 +177,14 @@ def sweep_source(target: str | Path, out: str | Path | None) -> tuple[Path, Path
 
 
 def check_sweep(target: str | Path, out: str | Path | None) -> None:
-    """Refuse a bad ``sweep CONFIG --out DIR`` before the runner (and torch) is imported: the
-    pair of arguments, and the sweep file read and validated as the run will read it.  A
-    results folder is checked when it is opened (its family copies are needed)."""
+    """Refuse a bad ``sweep CONFIG --out DIR`` before torch is imported."""
     config_path, _ = sweep_source(target, out)
     if not Path(target).is_dir():
         load_sweep(config_path)
 
 
 def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
-    """Validate the structure of a parsed TOML document (:class:`SweepFile`), and walk its
-    grids down to their axes."""
+    """Validate a parsed TOML document (:class:`SweepFile`) and walk its grids to their axes."""
     sweep = SweepFile.parse(data, where="")
     grid = _grid_axes(sweep.grid, "grid")
     variants = [_variant(v.overrides(), f"variants.{i}") for i, v in enumerate(sweep.variants)]
@@ -233,9 +195,7 @@ def parse_sweep(data: dict, files: FamilyFiles | None = None) -> SweepConfig:
 
 
 def _merged_params(variant: dict) -> set[str]:
-    """The variant's ``family.params`` / ``test_family.params`` keys that merge into the
-    base's parameters: those of a variant that keeps the section's family (sets neither its
-    ``name`` nor its ``file``).  A variant naming another family starts from its own params."""
+    """The variant's ``*.params`` that merge into the base's (it names no other family)."""
     return {
         f"{section}.params"
         for section in ("family", "test_family")
@@ -264,8 +224,7 @@ def _grid_axes(grid: dict, where: str) -> dict[str, list]:
     return out
 
 
-#: In a ``model.feature_map`` axis, ``"*"`` stands for every registered map and ``"!name"``
-#: removes one (``["*", "!table"]``): a grid over the registry follows it.
+#: In a ``model.feature_map`` axis, ``"*"`` is every registered map and ``"!name"`` removes one.
 EVERY_MAP, NOT_MAP = "*", "!"
 
 
@@ -289,10 +248,8 @@ def _expand_registered(key: str, values: list, where: str) -> list:
 
 
 def build_run(raw: dict, files: FamilyFiles | None = None, explicit_model: set[str] | None = None) -> RunConfig:
-    """A :class:`RunConfig` from nested plain values, every key and type checked by the
-    config models; family files are found through ``files`` (by default relative to the
-    working folder).  Fields in ``explicit_model`` that the model's kind does not use must
-    keep their defaults (:meth:`RunConfig._only_what_applies`)."""
+    """A :class:`RunConfig` from nested plain values, checked by the config models; fields in
+    ``explicit_model`` that the model's kind does not use must keep their defaults."""
     files = files or FamilyFiles()
     raw = dict(_test_family_follows(raw))
     for section in ("family", "test_family"):
@@ -338,9 +295,7 @@ def _table(value, where: str) -> dict:
 
 
 def flatten(table: dict, prefix: str = "", whole_params: bool = False) -> dict:
-    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}``, every table walked down to its
-    values (a grid, a run record's columns); ``whole_params``: a ``params`` table stays whole
-    (in variants, where it is given whole)."""
+    """``{"model": {"rank": [1]}}`` → ``{"model.rank": [1]}`` (``whole_params``: not into ``params``)."""
     out = {}
     for key, value in table.items():
         path = f"{prefix}{key}"

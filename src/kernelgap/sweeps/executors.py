@@ -1,15 +1,13 @@
-"""Executors: where stacks of runs train.
-
-Each is a :class:`concurrent.futures.Executor` (``submit(fn, *args) → Future``,
-``shutdown``), made by name from :data:`EXECUTORS`, so other engines (e.g.
-Dask's ``get_executor()``) plug in with one entry.  A task is one group of
-stackable runs — never one run — because a fresh worker spends seconds
-importing torch.  Workers only compute; the driver writes every result.
+"""Executors: where stacks of runs train, each a :class:`concurrent.futures.Executor` made
+by name from :data:`EXECUTORS` (another engine plugs in with one entry).  A task is a stack
+of runs, never one run: a fresh worker spends seconds importing torch.  Workers only
+compute, the driver writes every result, and a worker ends with its driver (:func:`watch_driver`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -24,11 +22,82 @@ from contextvars import ContextVar
 
 from ..errors import KernelgapError
 from ..models.leash import StepOverrun, StepWatch
-from .processes import driver_gone, process_start, set_parent_death_signal
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_parent() -> None:
+    """Have Linux send ``SIGKILL`` to this process when the thread that forked it exits
+    (``prctl(PR_SET_PDEATHSIG)``, delivered whether or not the parent is reaped); exit now
+    if the parent died before that was armed.  Off Linux, or without ``prctl``: nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        args = [ctypes.c_ulong(v) for v in (signal.SIGKILL, 0, 0, 0)]
+        armed = ctypes.CDLL(None, use_errno=True).prctl(ctypes.c_int(_PR_SET_PDEATHSIG), *args) == 0
+    except (OSError, AttributeError):
+        return
+    if armed and os.getppid() != parent:
+        os._exit(1)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, ``None`` when ``/proc``
+    cannot say; :class:`FileNotFoundError` for no such pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            raise
+        return None
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields if len(fields) > 19 else None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (``None`` without ``/proc``): it tells a reused pid."""
+    try:
+        fields = _proc_stat(pid)
+    except FileNotFoundError:
+        return None
+    return int(fields[19]) if fields else None
+
+
+def driver_gone(driver: int, started: int | None = None) -> bool:
+    """Whether process ``driver`` (started at ``started``, if known) has exited.  A zombie
+    counts as gone, so ``/proc`` state ``Z``/``X`` or another start time (a reused pid) is
+    read where it exists; else ``os.kill(pid, 0)``, which cannot see zombies."""
+    try:
+        fields = _proc_stat(driver)
+    except FileNotFoundError:
+        return True
+    if fields is not None:
+        return fields[0] in ("Z", "X") or (started is not None and int(fields[19]) != started)
+    try:
+        os.kill(driver, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or the pid reused by another user
+        return True
+    return False
+
+
+def kill(process) -> None:
+    """Kill a process, whatever state it is in (already gone, never started)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        process.kill()
+
+
+def exit_now(status: int) -> None:
+    """Kill this process's children and end it with ``status`` at once."""
+    for child in multiprocessing.active_children():
+        kill(child)
+    os._exit(status)
 
 
 def available_cores() -> int:
-    """Cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover (non-Linux)
@@ -36,15 +105,9 @@ def available_cores() -> int:
 
 
 def local_executor(workers: int | None = None, **_: object) -> Executor:
-    """A process pool, one worker per core by default (``forkserver``, torch preloaded).
-
-    A driver killed with ``-9`` leaves no process behind, even while it is a zombie
-    that its own parent has not reaped (see :func:`watch_driver` for the mechanism):
-    its forkserver and workers die with it, and then the resource tracker exits at
-    end-of-file on its pipe, whose write ends only they and the driver held.  Each
-    worker holds a module's forward passes to :data:`STEP_LIMIT` (:func:`step_limit`), and
-    the driver kills one that overruns it (:class:`~kernelgap.models.leash.StepWatch`).
-    """
+    """A process pool, one worker per core by default (``forkserver``, torch preloaded).  A
+    driver killed with ``-9`` leaves no process behind (:func:`watch_driver`); it kills a
+    worker whose module's forward pass overruns :data:`STEP_LIMIT`."""
     if _HALTED.is_set():
         raise WorkerDied("interrupted: no pool starts now")
     seconds, context = STEP_LIMIT.get(), forkserver_context()  # the forkserver before the watch's thread
@@ -59,18 +122,15 @@ def local_executor(workers: int | None = None, **_: object) -> Executor:
 
 
 def forkserver_context():
-    """The ``forkserver`` context, its server started (torch preloaded) from the main thread
-    where possible, armed to die with this process (:func:`local_executor`)."""
+    """The ``forkserver`` context, its server started from the main thread where possible."""
     from multiprocessing import forkserver
 
     ctx = multiprocessing.get_context("forkserver")
     preload = ["kernelgap.training.trainer"]  # torch and the trainer, imported once for every worker
     if threading.current_thread() is threading.main_thread():
-        # Start the forkserver now, from the main thread, with this module preloaded
-        # (importing it arms the forkserver's parent-death signal); one that
-        # ``ensure_running`` restarts later, from whichever thread, is left unarmed.
-        # It starts with SIGINT ignored (kept across exec, and by its workers): a terminal's
-        # Ctrl-C reaches the whole process group, and only the driver may answer it.
+        # Preloading this module arms the forkserver's parent-death signal, which follows the
+        # forking thread (a restart from another thread is left unarmed).  It starts with
+        # SIGINT ignored, as its workers: a Ctrl-C reaches the whole group; the driver answers.
         ctx.set_forkserver_preload([__name__, *preload])
         with _sigint_held():
             try:
@@ -84,10 +144,9 @@ def forkserver_context():
 
 @contextlib.contextmanager
 def _sigint_held():
-    """Meanwhile (main thread), SIGINT is ignored, so processes started meanwhile begin
-    ignoring it, and blocked: Linux keeps a blocked signal pending even while ignored, so a
-    Ctrl-C meanwhile reaches this process's own handler afterwards.  The resource tracker
-    starts first: its start unblocks SIGINT (and it ignores SIGINT by itself)."""
+    """Meanwhile SIGINT is ignored (processes started meanwhile inherit that) and blocked (so
+    a Ctrl-C meanwhile stays pending for this process's handler).  The resource tracker
+    starts first: its start unblocks SIGINT."""
     from multiprocessing import resource_tracker
 
     resource_tracker.ensure_running()
@@ -100,15 +159,13 @@ def _sigint_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-#: Seconds a pool worker gives one forward pass of a module written elsewhere (None: no
-#: limit); a probe sets its ``step`` limit meanwhile (:func:`step_limit`).
+#: Seconds a pool worker gives one forward pass of a module written elsewhere (None: no limit).
 STEP_LIMIT: ContextVar[float | None] = ContextVar("kernelgap_step_limit", default=600.0)
 
 
 @contextlib.contextmanager
 def step_limit(seconds: float | None):
-    """Pools made meanwhile (in this context) hold each module forward pass of their
-    workers to ``seconds`` (:func:`kernelgap.models.leash.arm_step_limit`)."""
+    """Pools made meanwhile hold each module forward pass of their workers to ``seconds``."""
     token = STEP_LIMIT.set(seconds)
     try:
         yield
@@ -120,32 +177,27 @@ class WorkerDied(KernelgapError):
     """A pool worker ended while it ran a task (killed, or an exit from C code)."""
 
 
-#: Seconds the workers of a pool shut down have to exit (a thread a module started, that
-#: never ends, would hold a worker's exit forever) before they are killed.
+#: Seconds the workers of a pool shut down have to exit (a module's thread may never end).
 WORKER_EXIT_S = 5.0
 
 
 def _reap(processes: list, manager: threading.Thread | None, tasks: list[Future]) -> None:
-    """Once the ``tasks`` in flight are done, give pool workers that were told to stop
-    :data:`WORKER_EXIT_S` to exit, then kill them; then wait for the pool's ``manager`` thread."""
+    """Once ``tasks`` are done, give the workers :data:`WORKER_EXIT_S` to exit, then kill them."""
     wait(tasks)
     deadline = time.monotonic() + WORKER_EXIT_S
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))
         if process.exitcode is None:
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                process.kill()
+            kill(process)
     if manager is not None:
         manager.join()
 
 
 class LocalPool(ProcessPoolExecutor):
-    """A process pool whose ``shutdown(wait=False)`` stops the workers that are still busy:
-    the driver was interrupted or failed with tasks in flight, and no worker may go on
-    training after it is gone (the standard pool lets them finish, and the driver's exit
-    waits for them).  ``shutdown(wait=True)`` gives the workers :data:`WORKER_EXIT_S` to
-    exit.  A task whose worker died is one line (:class:`WorkerDied`, or the step limit's
-    line when :attr:`watch` killed it)."""
+    """A process pool whose ``shutdown(wait=False)`` kills the busy workers (no worker may
+    train on after its driver failed or was interrupted; the standard pool lets them
+    finish), and whose ``shutdown(wait=True)`` gives them :data:`WORKER_EXIT_S` to exit.  A
+    task whose worker died is one line (:class:`WorkerDied`, or the step limit's)."""
 
     def __init__(self, *args, watch: StepWatch | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -154,17 +206,19 @@ class LocalPool(ProcessPoolExecutor):
             watch.workers = lambda: getattr(self, "_processes", None)
         _POOLS.add(self)
 
+    def processes(self) -> list:
+        return list((getattr(self, "_processes", None) or {}).values())
+
     def stop_busy(self) -> None:
         """Kill the workers while tasks are in flight (none left training)."""
         if getattr(self, "_pending_work_items", None):
-            for process in list((getattr(self, "_processes", None) or {}).values()):
-                with contextlib.suppress(OSError, ValueError, AttributeError):
-                    process.kill()
+            for process in self.processes():
+                kill(process)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if not wait:
             self.stop_busy()
-        processes = list((getattr(self, "_processes", None) or {}).values())
+        processes = self.processes()
         manager = getattr(self, "_executor_manager_thread", None)
         tasks = [item.future for item in list(getattr(self, "_pending_work_items", {}).values())]
         super().shutdown(wait=False, cancel_futures=cancel_futures)
@@ -220,34 +274,23 @@ INTERRUPT_GRACE_S = 15.0
 
 def end_interrupted(status: int, bounded: bool, seconds: float = INTERRUPT_GRACE_S) -> None:
     """After Ctrl-C, in a process about to exit with ``status``: every local pool's busy
-    workers stop now.  ``bounded`` (the process's own entry point, never a call from a
-    program that goes on): a second Ctrl-C is ignored (it must not break the clean-up), and
-    should the exit's clean-up still be waiting after ``seconds``, this process's children
-    are killed and it ends with ``status``.  Results are written atomically by the driver,
-    so nothing finished is lost; an interrupt must never hang."""
+    workers stop now.  ``bounded`` (the command line's own process): a second Ctrl-C is
+    ignored, and a clean-up still waiting after ``seconds`` is cut short (:func:`exit_now`).
+    Results are written atomically, so nothing finished is lost; an interrupt never hangs."""
     for pool in list(_POOLS):
         pool.stop_busy()
     if not bounded:
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def force() -> None:
-        for child in multiprocessing.active_children():
-            with contextlib.suppress(OSError, ValueError, AttributeError):
-                child.kill()
-        os._exit(status)
-
-    timer = threading.Timer(seconds, force)
+    timer = threading.Timer(seconds, exit_now, (status,))
     timer.daemon = True
     timer.start()
 
 
 @contextlib.contextmanager
 def halted_pools():
-    """Meanwhile, every local pool of this process stops its busy workers and takes no new
-    task (a :class:`WorkerDied` line), and no new pool starts: after an interrupt, the pools
-    other threads drive (the reproduction's steps, its probes side by side) stop too, so
-    waiting for those threads is short."""
+    """Meanwhile every local pool stops its busy workers and takes no new task, and no pool
+    starts: after an interrupt, the pools other threads drive stop too."""
     _HALTED.set()
     try:
         for pool in list(_POOLS):
@@ -266,38 +309,21 @@ _FORKSERVER_COMMAND = "from multiprocessing.forkserver import main;"
 def watch_driver(
     driver: int, started: int | None = None, step_seconds: float | None = None, board: str | None = None
 ) -> None:
-    """Pool-worker initializer: end this process as soon as process ``driver`` has exited.
+    """Pool-worker initializer: end this process as soon as process ``driver`` has exited,
+    even as a zombie (which still answers ``os.kill(pid, 0)``).
 
-    Two mechanisms, because an exited driver may stay a zombie (its own parent has not
-    called ``wait``), and a zombie still answers ``os.kill(pid, 0)``:
+    * Parent-death signal (Linux): the driver's forkserver (preloading this module) and its
+      workers each die with their parent (:func:`die_with_parent`).  The signal follows the
+      forking *thread*: only a forkserver started from the driver's main thread is armed,
+      and a worker the driver forks itself is not.
+    * Polling, everywhere: a daemon thread checks :func:`driver_gone` every
+      :data:`DRIVER_CHECK_S` seconds; the forkserver exits with its last worker.
 
-    * Parent-death signal (Linux).  A worker's parent is the forkserver, not the
-      driver, and the forkserver's parent is the driver.  The forkserver preloads this
-      module, which arms ``PR_SET_PDEATHSIG`` with ``SIGKILL`` in it; here each worker
-      arms the same against the forkserver.  The kernel sends the signal while the
-      parent exits, whether or not the parent is ever reaped, so the driver's death
-      kills the forkserver and the forkserver's death kills the workers.  The signal
-      follows the parent *thread* that forked the child: the forkserver forks workers
-      from its main thread, and :func:`local_executor` starts the forkserver from the
-      driver's main thread (else it leaves it unarmed).  A worker whose parent is the
-      driver itself (another start method) is not armed, since the forking thread may
-      be any.  If the parent died before the signal was armed, the worker exits.
-    * Polling, the fallback everywhere: a daemon thread checks :func:`driver_gone`
-      every :data:`DRIVER_CHECK_S` seconds (``/proc/<driver>/stat`` state ``Z``/``X``,
-      or a different start time, means gone) and calls ``os._exit(1)``.  Once every
-      worker has exited, the forkserver exits too (end-of-file on the pipe that only
-      the driver and the workers hold open).
-
-    Neither touches what a worker computes.  A worker ignores ``SIGINT``: the driver
-    answers an interrupt and stops its workers.  ``step_seconds``: the time limit of a
-    module's forward pass in this worker, posted to the driver's watch in the folder
-    ``board`` (:func:`~kernelgap.models.leash.arm_step_limit`).
+    A worker ignores ``SIGINT`` (the driver answers it).  ``step_seconds``: the limit of a
+    module's forward pass, posted to the driver's watch in the folder ``board``.
     """
-    parent = os.getppid()
-    if parent != driver and set_parent_death_signal() and os.getppid() != parent:
-        os._exit(1)
-    # Ctrl-C reaches the whole process group: the driver answers it and stops the workers
-    # (:class:`LocalPool`); an idle worker must not print its own traceback meanwhile.
+    if os.getppid() != driver:
+        die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if step_seconds is not None:
         from ..models.leash import arm_step_limit
@@ -317,23 +343,10 @@ def watch_driver(
 
 
 def _arm_forkserver() -> None:
-    """In a forkserver that preloads this module: die with the parent (the driver).
-
-    :func:`local_executor` names this module in the forkserver's preload list only when
-    it starts the forkserver from the driver's main thread, which exits only with the
-    whole driver; the forkserver imports it from its command line's preload list.
-    """
+    """In a forkserver that preloads this module (:func:`forkserver_context`): die with the driver."""
     argv = getattr(sys, "orig_argv", [])
-    if (
-        len(argv) < 2
-        or argv[-2] != "-c"
-        or not argv[-1].startswith(_FORKSERVER_COMMAND)
-        or repr(__name__) not in argv[-1]
-    ):
-        return
-    parent = os.getppid()
-    if set_parent_death_signal() and os.getppid() != parent:
-        os._exit(1)  # the driver died before the signal was armed
+    if argv[-2:-1] == ["-c"] and argv[-1].startswith(_FORKSERVER_COMMAND) and repr(__name__) in argv[-1]:
+        die_with_parent()
 
 
 class InlineExecutor(Executor):
@@ -354,25 +367,19 @@ class InlineExecutor(Executor):
         return future
 
 
-def inline_executor(**_: object) -> Executor:
-    return InlineExecutor()
-
-
 class RayExecutor(Executor):
     """Ray tasks of ``cpus``/``gpus`` (fractions allowed) each; ``address=None`` starts Ray locally."""
 
     def __init__(
-        self, workers: int | None = None, address: str | None = None, cpus: float = 1.0, gpus: float = 0.0
+        self, workers: int | None = None, address: str | None = None, cpus: float = 1.0, gpus: float = 0.0, **_: object
     ) -> None:
         try:
             import ray
         except ImportError:
             raise KernelgapError("the ray executor needs Ray: pip install 'kernelgap[ray]' (ray==2.58.0)") from None
         self._ray = ray
-        # Ray prints its start-up lines, and later its own messages ("a worker died …", from a
-        # thread of its own, to sys.stdout whatever log_to_driver says), to standard output: for
-        # as long as Ray is up, file descriptor 1 goes to standard error, so --json output
-        # printed after the work parses whole
+        # Ray prints to standard output whatever log_to_driver says: while it is up, file
+        # descriptor 1 goes to standard error, so --json output printed after the work parses
         self._quiet = contextlib.ExitStack()
         self._quiet.enter_context(stdout_to_stderr())
         try:
@@ -420,17 +427,11 @@ def _call(fn: Callable, *args, **kwargs):
     return fn(*args, **kwargs)
 
 
-def ray_executor(
-    workers: int | None = None, address: str | None = None, cpus: float = 1.0, gpus: float = 0.0, **_: object
-) -> Executor:
-    return RayExecutor(workers, address, cpus, gpus)
-
-
 #: Executor factories by name: ``factory(workers=…, address=…, cpus=…, gpus=…)``.
 EXECUTORS: dict[str, Callable[..., Executor]] = {
     "local": local_executor,
-    "ray": ray_executor,
-    "inline": inline_executor,
+    "ray": RayExecutor,
+    "inline": lambda **_: InlineExecutor(),
 }
 
 
@@ -446,9 +447,7 @@ def make_executor(name: str, **options) -> Executor:
 
 def executor_width(executor: Executor, requested: int | None) -> int:
     """How many tasks to keep in flight."""
-    return (
-        requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", None) or available_cores()
-    )
+    return requested or getattr(executor, "workers", None) or getattr(executor, "_max_workers", available_cores())
 
 
 _arm_forkserver()

@@ -1,9 +1,6 @@
-"""Run a sweep: plan stacks, claim runs, train on an executor, write results.
-
-Only the driver touches the results folder: it claims each run of a task
-before submitting it, writes each returned record atomically, and frees the
-claim.  A run whose valid result exists is skipped, so a killed sweep resumes
-where it stopped; a corrupted result is renamed aside and redone.
+"""Run a sweep: plan stacks, claim runs, train on an executor, write results.  Only the
+driver touches the results folder; a run whose valid result exists is skipped, so a killed
+sweep resumes where it stopped, and a corrupted result is renamed aside and redone.
 """
 
 from __future__ import annotations
@@ -39,20 +36,15 @@ from ..training.trainer import train_task
 from ..training.two_candidate import training_family
 from .config import load_sweep, sweep_source
 from .executors import check_executor, executor_width, make_executor
-from .store import ResultsDir, run_ids
+from .store import ResultsDir, run_ids, set_aside_file
 
 #: Most runs trained in one stack.
 MAX_STACK = 64
-#: Estimated costs of a training step on one CPU thread, in sequence slots (one slot: one
-#: scored (query, key) pair of one member and head, gathered, normalised and scattered
-#: back).  Only their ratios matter: they decide which runs share a stack and how the
-#: stacks are spread over workers, never a result.  ``python benchmarks/bench_stacks.py``
-#: measures them on this machine.  :data:`STEP_OVERHEAD` is the fixed cost of a step
-#: whatever its members; :data:`COLUMN_COST` a member's feature column in slots per entry of
-#: the pair block (the column's share of the matrix products, one :data:`SLOT_COST`-th of a
-#: slot per entry); it is set at the costly end of what the benchmark reports because a
-#: stack trains until its last member stops: padding joins high ranks, which stop early on
-#: the witness family, to low ranks, which never do.
+#: Estimated costs of a training step in sequence slots (one scored (query, key) pair of one
+#: member and head), measured by ``benchmarks/bench_stacks.py``; only their ratios matter,
+#: and never to a result.  :data:`STEP_OVERHEAD`: a step's fixed cost; :data:`COLUMN_COST`
+#: (set high: a padded stack trains until its last member stops) plus one
+#: :data:`SLOT_COST`-th of a slot per pair-block entry: a member's feature column.
 STEP_OVERHEAD = 60_000
 COLUMN_COST = 30
 SLOT_COST = 300
@@ -61,8 +53,7 @@ SLOT_COST = 300
 @dataclass(frozen=True)
 class FamilyCost:
     """What one member costs per step on a family: ``slots`` (sequences × scored positions ×
-    keys) and ``block`` (table entries per feature column: the pair block of
-    :func:`~kernelgap.models.pairs.plan_pairs`, once per key position)."""
+    keys) and ``block`` (table entries per feature column)."""
 
     slots: int
     block: int
@@ -101,7 +92,6 @@ class StackCosts:
         return sum(top - self.columns(r) for r in stack) * self.column(stack[0])
 
     def column(self, run: RunConfig) -> float:
-        """Cost of one feature column of one member per step."""
         return COLUMN_COST + self.family(run).block / SLOT_COST
 
     def step(self, stack: list[RunConfig]) -> float:
@@ -118,8 +108,6 @@ class StackCosts:
 
 @dataclass
 class SweepSummary:
-    """What a sweep invocation did."""
-
     out: str
     total: int
     done_before: int
@@ -139,12 +127,9 @@ def plan_tasks(
 ) -> list[list[RunConfig]]:
     """Split runs into stacks: one stack key each, similar ranks together.
 
-    The chunk size ``⌈pending / workers⌉`` (at most ``max_stack``) keeps every
-    worker busy while keeping stacks as large as that allows; within it a stack
-    takes runs from the largest rank down while padding every member to the
-    stack's largest rank costs at most what a separate stack's fixed step cost
-    would (:data:`STEP_OVERHEAD`): small families, where a step's cost is mostly
-    fixed, stack every rank; large ones split by rank.
+    Chunks of ``⌈runs / workers⌉`` (at most ``max_stack``) keep every worker busy; within
+    one, a stack takes runs from the largest rank down while padding them to its largest
+    rank costs at most a separate stack's :data:`STEP_OVERHEAD`.
     """
     if not runs:
         return []
@@ -175,16 +160,13 @@ def _padding_limited(members: list[RunConfig], costs: StackCosts) -> list[list[R
 
 
 def longest_first(tasks: list, costs: StackCosts | None = None, stack=lambda task: task) -> list:
-    """Tasks in order of their estimated work (:meth:`StackCosts.work` of ``stack(task)``),
-    largest first, so the pool's last tasks are short ones and no worker idles long at the
-    end of a sweep.  The order changes no result."""
+    """Tasks largest estimated work first, so no worker idles long at the end of a sweep."""
     costs = costs or StackCosts()
     return sorted(tasks, key=lambda task: costs.work(stack(task)), reverse=True)
 
 
 def run_sweep(target: str | Path, out: str | Path | None = None, **options) -> SweepSummary:
-    """Run every run of a sweep whose result is missing; aggregate ``results.csv``
-    (:func:`run_sweeps` with one sweep; ``options`` are its keyword arguments)."""
+    """Run every run of a sweep whose result is missing; write ``results.csv`` (:func:`run_sweeps`)."""
     (summary,) = run_sweeps([(target, out)], **options)
     return summary
 
@@ -199,10 +181,8 @@ def run_sweeps(
     progress: bool = True,
     max_stack: int = MAX_STACK,
 ) -> list[SweepSummary]:
-    """Several sweeps ``(target, out)`` on one pool: each opened (and refused) as
-    :func:`run_sweep` would, its stacks planned alone, so every number is what it would be
-    alone; then all their tasks run longest first, so that no worker idles at the end of
-    one sweep while another has work.  One summary per sweep, in order."""
+    """Several sweeps ``(target, out)`` on one pool, each opened and planned alone (so every
+    number is what it would be alone), their tasks run longest first.  One summary each."""
     start = time.perf_counter()
     check_pool(executor, workers, cpus, gpus)
     opened: list[_Opened] = []
@@ -211,7 +191,8 @@ def run_sweeps(
             opened.append(_open(target, out))
         try:
             if any(o.pending for o in opened):
-                _train_opened(opened, executor, workers, address, cpus, gpus, progress, max_stack)
+                pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
+                _train_opened(opened, pool, executor_width(pool, workers), progress, max_stack)
         finally:
             for o in opened:
                 o.store.write_csv(o.ids)
@@ -226,8 +207,7 @@ def run_sweeps(
 
 
 def check_pool(executor: str, workers: int | None, cpus: float = 1.0, gpus: float = 0.0) -> None:
-    """The pool's flags (``--executor``, ``--workers``, ``--cpus-per-task``,
-    ``--gpus-per-task``), checked by every command that trains before it opens a folder."""
+    """The pool's flags, checked by every command that trains before it opens a folder."""
     check_executor(executor)
     check_workers(workers)
     if not (math.isfinite(cpus) and cpus >= 0) or not (math.isfinite(gpus) and gpus >= 0):
@@ -272,7 +252,7 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
                 store.set_aside(run_id)
             damaged |= found
         for name in foreign_records(store.root, store.meta()):  # never counted: set aside
-            store.set_aside_file(store.runs_dir / name)
+            set_aside_file(store.runs_dir / name)
     except BaseException:
         if opened.created:
             store.remove_if_unused()
@@ -285,32 +265,19 @@ def _open(target: str | Path, out: str | Path | None) -> _Opened:
 
 
 def _exists(path: Path) -> bool:
-    """``path.exists()``, where a path the system cannot even look up (a name too long, a
-    file in the way) counts as present: opening it then says what is wrong, in one line."""
+    """``path.exists()``; a path the system cannot look up counts as present (opening it says why)."""
     try:
         return path.exists()
     except OSError:
         return True
 
 
-def _train_opened(
-    opened: list[_Opened],
-    executor: str,
-    workers: int | None,
-    address: str | None,
-    cpus: float,
-    gpus: float,
-    progress: bool,
-    max_stack: int,
-) -> None:
+def _train_opened(opened: list[_Opened], pool, width: int, progress: bool, max_stack: int) -> None:
     """Train what the opened sweeps miss on one pool.
 
-    Each sweep's stacks are planned over the *whole* sweep and every stack that holds a
-    pending run trains *whole*, writing only the runs this invocation claimed: a resumed
-    sweep (or one sharing the folder) trains exactly the stacks an uninterrupted one would,
-    so its numbers are bitwise equal; finished results are never rewritten."""
-    pool = make_executor(executor, workers=workers, address=address, cpus=cpus, gpus=gpus)
-    width = executor_width(pool, workers)
+    Stacks are planned over the *whole* sweep and every stack holding a pending run trains
+    whole, writing only the runs claimed here: a resumed sweep trains exactly the stacks an
+    uninterrupted one would, so its numbers are bitwise equal."""
     try:
         costs, tasks = StackCosts(), []
         for o in opened:
@@ -322,8 +289,7 @@ def _train_opened(
 
 
 def _drive(pool, width: int, tasks: list[tuple[_Opened, list[RunConfig]]], show: bool) -> None:
-    """Keep ``width`` tasks in flight; write each result as it returns (into its sweep's
-    summary: ``ran``, ``skipped_locked``)."""
+    """Keep ``width`` tasks in flight; write each result as it returns."""
     queue = list(reversed(tasks))
     in_flight: dict[Future, tuple[_Opened, list]] = {}
     failures: list[str] = []
@@ -384,8 +350,8 @@ def _collect(fut: Future, claims, store: ResultsDir, failures: list[str]) -> int
 
 
 def _failure_line(exc: BaseException) -> str:
-    """One line for a failed task: a user error (a module's failure, a family file) as its
-    message, anything else with its type; Ray's wrapper gives way to the error it carries."""
+    """One line for a failed task: a user error as its message, anything else with its type
+    (Ray's wrapper gives way to the error it carries)."""
     exc = getattr(exc, "cause", None) or exc
     text = " ".join(str(exc).split())
     return text if isinstance(exc, KernelgapError) else f"{type(exc).__name__}: {text}"
@@ -406,10 +372,8 @@ def _progress(show: bool) -> Progress:
 
 
 def sweep_status(target: str | Path) -> dict:
-    """Done / left / corrupted / locked counts of a results folder (read-only); ``damage``:
-    each damaged planned run; ``family_damage``: each damaged family copy; ``file_damage``: a
-    damaged ``sweep.toml`` and each record of no planned run.  Found as ``check`` and
-    ``report`` find them (:func:`~kernelgap.report.integrity.sweep_problems` and its parts)."""
+    """Done / left / corrupted / locked counts of a results folder and its damage, found as
+    ``check`` finds it (read-only)."""
     store = ResultsDir(target)
     meta = store.meta()
     ids = meta.runs
@@ -429,3 +393,27 @@ def sweep_status(target: str | Path) -> dict:
         "diverged": sum(1 for r in done if r["status"] == "diverged"),
         "lock_files": len(list(store.locks_dir.glob("*.lock"))),  # held, or left by a killed sweep: free to take
     }
+
+
+def status_lines(s: dict) -> list[str]:
+    return [
+        f"{s['out']} ({s['name']}): {s['done']}/{s['total']} done, {s['left']} left, "
+        f"{s['exact']} exact, {s['diverged']} diverged, {s['corrupt']} corrupted, "
+        f"{s['lock_files']} lock files"
+    ] + [
+        f"corrupted: {why}"
+        for why in [*s.get("damage", {}).values(), *s.get("family_damage", []), *s.get("file_damage", [])]
+    ]
+
+
+def summary_lines(s: dict) -> list[str]:
+    lines = [
+        f"{s['out']}: ran {s['ran']}, {s['done_before']} already done, {s['left']} left "
+        f"of {s['total']} in {s['wall_time_s']:.1f}s; results.csv written"
+    ]
+    if s["skipped_locked"]:
+        lines.append(f"{len(s['skipped_locked'])} runs are claimed by another sweep process")
+    if s["set_aside"]:
+        lines.append(f"{len(s['set_aside'])} corrupted result files renamed aside and redone")
+        lines += [f"  {why}" for why in s.get("damage", {}).values()]
+    return lines

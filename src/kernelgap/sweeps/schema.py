@@ -1,6 +1,5 @@
 """The JSON schema of sweep files (docs/formats.md, "Sweep files"), built from the config
-models: ``sweep.schema.json`` beside this module, rewritten by ``make schema`` and checked
-current by the tests."""
+models into ``sweep.schema.json`` beside this module by ``make schema``."""
 
 from __future__ import annotations
 
@@ -17,12 +16,9 @@ SCHEMA_FILE = Path(__file__).with_name("sweep.schema.json")
 
 
 def sweep_schema() -> dict:
-    """The JSON schema (draft 2020-12) of a sweep file as :func:`tomllib.loads` reads it,
-    built from the config models' ``model_json_schema()``: the sections and their types,
-    ranges and choices, the grid (every field an axis: a non-empty list of its values;
-    tables walked down to their lists) and the variants (the sections' fields, with a grid
-    of their own).  Section fields are all optional here (a run is the base, a grid point
-    and a variant together; :func:`load_sweep` checks each run and the cross-field rules)."""
+    """The JSON schema (draft 2020-12) of a sweep file, built from the config models: the
+    sections, the grid (every field an axis) and the variants.  Section fields are all
+    optional here (:func:`load_sweep` checks each run and the cross-field rules)."""
     defs: dict = {}
     for name, schema in (
         ("FamilySpec", FamilySpec.model_json_schema(ref_template="#/$defs/{model}")),
@@ -60,18 +56,13 @@ def _first_line(cls: type) -> str:
 
 
 def _family_params(defs: dict) -> list[dict]:
-    """For each registered family, its parameters' schema (its model, :data:`PARAMS`) where a
-    section names it; ``defs`` gains the models."""
+    """For each registered family, its parameters' schema where a section names it."""
     out = []
     for name in family_names():
         model = PARAMS[name]
         defs[model.__name__] = {**_plain(model.model_json_schema()), "description": f"parameters of the {name} family"}
-        out.append(
-            {
-                "if": {"properties": {"name": {"const": name}}, "required": ["name"]},
-                "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}},
-            }
-        )
+        named = {"properties": {"name": {"const": name}}, "required": ["name"]}
+        out.append({"if": named, "then": {"properties": {"params": {"$ref": f"#/$defs/{model.__name__}"}}}})
     return out
 
 
@@ -87,9 +78,8 @@ def _section_def(section: str) -> str:
 
 
 def _plain(node):
-    """A schema as a sweep file meets it: no pydantic titles, no class docstrings, no
-    ``required`` lists (every section field is optional in a sweep file: the base, a grid
-    point and a variant make a run together) and no null (TOML has none)."""
+    """A schema as a sweep file meets it: no titles, class docstrings, ``required`` lists or
+    null (TOML has none)."""
     if isinstance(node, list):
         return [_plain(v) for v in node]
     if not isinstance(node, dict):
@@ -108,8 +98,7 @@ def _plain(node):
 
 
 def _axes(properties: dict, defs: dict, description: str | None = None) -> dict:
-    """A table of grid axes over ``properties``: each one a non-empty list of its values, or,
-    for a table (a section, ``params``, a module), a table of axes below it."""
+    """A table of grid axes over ``properties`` (:func:`_axis`)."""
     out = {
         "type": "object",
         "additionalProperties": False,
@@ -121,8 +110,7 @@ def _axes(properties: dict, defs: dict, description: str | None = None) -> dict:
 
 
 def _axis(schema: dict, defs: dict) -> dict:
-    """One grid axis: a non-empty list of values of ``schema``; for a table, also a table of
-    axes below it (the grid walks tables down to their lists)."""
+    """One grid axis: a non-empty list of values of ``schema``; for a table, also a table of axes."""
     values = {"type": "array", "minItems": 1, "items": {k: v for k, v in schema.items() if k != "default"}}
     options = [o for o in schema.get("anyOf", [schema]) if o.get("type") != "null"]
     target = options[0] if len(options) == 1 else {}

@@ -1,24 +1,11 @@
-"""A sweep's results folder: never overwritten, resumable, shareable.
+"""A sweep's results folder: never overwritten, resumable, shareable (its layout:
+docs/formats.md, "Results folders").  Each finished run is written atomically, a damaged
+result is renamed aside (``.corrupt-<ns>``) and redone, a run in progress is claimed by a
+``flock`` the kernel frees when its holder dies.
 
-    DIR/sweep.toml        the sweep file, copied verbatim when the folder is made
-    DIR/sweep.json        the sweep's plan: its run ids, the sha256 of sweep.toml and of each family
-                          file it names, its own checksum (:class:`~kernelgap.report.integrity.SweepMeta`)
-    DIR/families/<sha256>.json   a copy of each family file, made when the sweep begins: every
-                          run trains and resumes from it, never from the original
-    DIR/runs/<id>.json    one finished run, written atomically (write, fsync, rename)
-    DIR/runs/<id>.json.corrupt-<ns>   an unreadable result, renamed aside and redone (or a record
-                          of no run the sweep plans, renamed aside and never counted)
-    DIR/locks/<id>.lock   claim of a run in progress (``flock``: freed by the kernel
-                          when its holder dies, so a stale lock is simply taken over)
-    DIR/checkpoints/<stack>.pt   the trained weights of one stack (every run trained in it
-                          names the file, its member index and the file's sha256 and size:
-                          ``record["checkpoint"]``); a missing or altered one is renamed
-                          aside (``.corrupt-<ns>``) with the records naming it, and redone
-    DIR/results.csv       every finished run, one row each
-
-A folder made for one sweep refuses any other (a different run set); a
-non-empty folder that is not a sweep folder is refused too, and so is a folder holding a
-symbolic link or a lock file that is not a plain file (:mod:`kernelgap.folders`).
+A folder made for one sweep refuses any other (a different run set); a non-empty folder
+that is not a sweep folder is refused too, and so is a folder holding a symbolic link or a
+lock file that is not a plain file (:mod:`kernelgap.folders`).
 """
 
 from __future__ import annotations
@@ -67,7 +54,7 @@ class Claim:
 
 
 class ResultsDir:
-    """The folder of one sweep; see the module docstring for its layout."""
+    """The folder of one sweep (module docstring)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root)
@@ -75,18 +62,12 @@ class ResultsDir:
         self.locks_dir = self.root / "locks"
         self.families_dir = self.root / "families"
 
-    # -- creation and identity ------------------------------------------------
     def open_for(
         self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec] | None = None
     ) -> None:
-        """Create the folder for this sweep, or check that it already is its folder, and
-        copy in the family files it names (``family_files``: name as written → spec of the
-        source's content; :meth:`pin_families`).
-
-        Any folder problem (a file in the way, a symbolic link in it, a lock file that is
-        not a plain file, no permission, a read-only or full disk) is a one-line
-        :class:`ConfigError` raised here, before any training starts.
-        """
+        """Create the folder for this sweep, or check that it is its folder, and copy in the
+        family files it names (:meth:`pin_families`).  Any folder problem is one line,
+        raised here, before any training starts."""
         try:
             if self.root.exists() and not self.root.is_dir():
                 raise ConfigError(f"results folder {self.root} is a file, not a folder; choose another --out")
@@ -128,11 +109,9 @@ class ResultsDir:
         self.locks_dir.mkdir(exist_ok=True)
 
     def _restore_toml(self, stored: SweepMeta, config_text: str, sha: str) -> None:
-        """Write ``sweep.toml`` where it is missing or damaged
-        (:func:`~kernelgap.report.integrity.toml_problem`; a damaged one renamed aside) from
-        ``config_text``, the sweep file this sweep was opened with (its sha256 ``sha``), when that is the file
-        the folder was made with (its sha256 the recorded one; a folder that records none:
-        any file of the same runs); else refused."""
+        """Write a missing or damaged ``sweep.toml`` (a damaged one set aside) from
+        ``config_text`` (sha256 ``sha``), when that is the file the folder was made with
+        (or the folder records none); else refused."""
         path = self.root / "sweep.toml"
         why = toml_problem(self.root, stored)
         if why is None:
@@ -140,12 +119,11 @@ class ResultsDir:
         if stored.toml_sha256 not in (None, sha):
             raise ConfigError(f"{path} {why}; restore it, or run the sweep file the folder was made with")
         if path.exists():
-            self.set_aside_file(path)
+            set_aside_file(path)
         atomic_write_text(path, config_text)
 
     def _check_family_files(self, stored: SweepMeta, family_files: dict[str, FamilySpec]) -> None:
-        """A family file whose content differs from the copy the sweep began with is refused
-        by name (rather than as "a different sweep")."""
+        """A family file changed since the sweep began is refused by name."""
         for written, spec in family_files.items():
             before = stored.family_files.get(written)
             if before is not None and before != spec.sha256:
@@ -155,8 +133,7 @@ class ResultsDir:
                 )
 
     def pin_families(self, family_files: dict[str, FamilySpec]) -> None:
-        """Copy each source file's bytes to ``families/<sha256>.json`` (atomically; bytes whose
-        hash is not the spec's — the file changed since it was read — are refused)."""
+        """Copy each source file to ``families/<sha256>.json`` (refused if it changed since read)."""
         for spec in family_files.values():
             copy = self.families_dir / f"{spec.sha256}.json"
             if copy.is_file():
@@ -167,16 +144,14 @@ class ResultsDir:
             atomic_write_bytes(copy, raw, self.root)
 
     def family_copies(self) -> dict[str, str]:
-        """Name as written in the sweep file → the folder's copy of that family file
-        (refused where a copy is missing or altered: :func:`~kernelgap.report.integrity.family_problems`)."""
+        """Name as written in the sweep file → the folder's copy (refused if missing or altered)."""
         meta = self.meta()
         if damaged := family_problems(self.root, meta):
             raise ConfigError(f"{self.root}/{damaged[0]}; restore it or use a new --out folder")
         return {written: str(self.families_dir / f"{sha}.json") for written, sha in meta.family_files.items()}
 
     def remove_if_unused(self) -> None:
-        """Remove the folder when it holds no result and no claim (a sweep that made it and
-        was refused before training anything leaves nothing behind)."""
+        """Remove the folder when it holds no result and no claim (a refused sweep leaves nothing)."""
         if not self.root.is_dir():
             return
         if any(self.runs_dir.glob("*.json*")) or (self.locks_dir.is_dir() and any(self.locks_dir.iterdir())):
@@ -184,7 +159,7 @@ class ResultsDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def meta(self) -> SweepMeta:
-        """``sweep.json``, its shape checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
+        """``sweep.json``, checked (:func:`~kernelgap.report.integrity.read_sweep_meta`)."""
         path = self.root / "sweep.json"
         if not path.exists():
             raise ConfigError(f"{self.root} is not a kernelgap sweep folder (no sweep.json)")
@@ -193,49 +168,30 @@ class ResultsDir:
             raise ConfigError(f"{path} {why}; restore it or use a new --out folder")
         return meta
 
-    # -- results --------------------------------------------------------------
     def result_path(self, run_id: str) -> Path:
         return self.runs_dir / f"{run_id}.json"
 
     def read(self, run_id: str) -> dict | None:
-        """The valid record of a run, else ``None`` (missing or corrupted; its checkpoint is
-        checked by :meth:`damaged`)."""
+        """The valid record of a run, else ``None`` (its checkpoint is checked by :meth:`damaged`)."""
         record = read_json(self.result_path(run_id))  # None: gone, a folder, not JSON …
         return record if is_valid_record(record, run_id) else None
 
     def damaged(self, run_ids: list[str]) -> dict[str, str]:
-        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged
-        (:func:`~kernelgap.report.integrity.run_problem`: its record not valid, its config
-        not hashing to its id, the checkpoint it names missing or altered), each checkpoint
-        hashed once.  A result simply not there yet is not damaged."""
+        """``{run id: "runs/<id>.json <why>"}`` of every result present but damaged."""
         cache: dict = {}
         present = [i for i in run_ids if self.result_path(i).exists()]
         found = {i: run_problem(self.root, i, is_valid_record, cache) for i in present}
         return {i: f"runs/{i}.json {why}" for i, why in found.items() if why}
 
     def set_aside(self, run_id: str) -> Path:
-        """Rename a damaged result out of the way so the run is redone; the checkpoint it
-        names goes aside too when it is there but not the recorded one (a missing one needs
-        nothing).  Nothing is deleted."""
+        """Rename a damaged result aside so it is redone, with its checkpoint where that is altered."""
         record, stamp = self.read(run_id), time.time_ns()
         weights = checkpoint_path(self.root, record) if record is not None else None
         if weights is not None and weights.exists() and checkpoint_problem(self.root, record):
-            self.set_aside_file(weights, stamp)
-        return self.set_aside_file(self.result_path(run_id), stamp)
-
-    def set_aside_file(self, path: Path, stamp: int | None = None) -> Path:
-        """Rename one file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
-        aside = path.with_name(f"{path.name}.corrupt-{stamp or time.time_ns()}")
-        try:
-            os.replace(path, aside)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
-            ) from None
-        return aside
+            set_aside_file(weights, stamp)
+        return set_aside_file(self.result_path(run_id), stamp)
 
     def write(self, record: dict) -> None:
-        """A finished run's record, with its own checksum (:func:`~kernelgap.report.integrity.record_digest`)."""
         record = {**record, DIGEST_KEY: record_digest(record)}
         try:
             atomic_write_json(self.result_path(record["id"]), record, self.root)
@@ -243,12 +199,9 @@ class ResultsDir:
             raise ConfigError(f"cannot write result {self.result_path(record['id'])}: {exc.strerror or exc}") from None
 
     def write_checkpoint(self, relative: str, data: bytes) -> str:
-        """A stack's weights, atomically; returns the file (relative) that holds them.
-
-        A checkpoint is never replaced by different bytes, since records name it by its
-        sha256: the same bytes again are not rewritten; other bytes (a stack trained again
-        in another process: ``torch.save`` writes a per-save id into the file) go beside it
-        as ``<stack>-<sha256 prefix>.pt``."""
+        """A stack's weights, atomically; returns the file (relative) that holds them.  Records
+        name a checkpoint by its sha256, so other bytes (``torch.save`` writes a per-save id)
+        go beside it as ``<stack>-<sha256 prefix>.pt``, never over it."""
         path = self.root / relative
         sha = hashlib.sha256(data).hexdigest()
         held = digest(path)
@@ -266,7 +219,6 @@ class ResultsDir:
     def records(self, run_ids: list[str]) -> list[dict]:
         return [r for r in (self.read(i) for i in run_ids) if r is not None]
 
-    # -- claims ---------------------------------------------------------------
     def claim(self, run_id: str) -> Claim | None:
         """Take the run's lock without waiting; ``None`` if held or already finished."""
         path = self.locks_dir / f"{run_id}.lock"
@@ -276,10 +228,8 @@ class ResultsDir:
         except BlockingIOError:
             os.close(fd)
             return None
-        if self.read(run_id) is not None:  # finished by someone while we looked
-            path.unlink(missing_ok=True)  # we may have re-created it after its owner removed it
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        if self.read(run_id) is not None:  # finished by someone while we looked: our lock file goes
+            self.release(Claim(run_id, path, fd), finished=True)
             return None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode())
@@ -292,7 +242,6 @@ class ResultsDir:
         fcntl.flock(claim.fd, fcntl.LOCK_UN)
         os.close(claim.fd)
 
-    # -- aggregate ------------------------------------------------------------
     def write_csv(self, run_ids: list[str]) -> Path:
         """``results.csv``: one row per finished run, flattened config and metrics."""
         rows = [flatten(r) for r in self.records(run_ids)]  # {"config.model.rank": 16, "train.max_error": 0.07, …}
@@ -304,9 +253,20 @@ class ResultsDir:
         return atomic_write_text(self.root / "results.csv", buf.getvalue(), self.root)
 
 
+def set_aside_file(path: Path, stamp: int | None = None) -> Path:
+    """Rename one damaged file out of the way (``<name>.corrupt-<ns>``): nothing is deleted."""
+    aside = path.with_name(f"{path.name}.corrupt-{stamp or time.time_ns()}")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot set aside the damaged file {path}: {exc.strerror or exc}; move it away by hand"
+        ) from None
+    return aside
+
+
 def is_valid_record(record, run_id: str) -> bool:
-    """A result file is valid when a complete, unaltered record
-    (:func:`~kernelgap.report.integrity.record_fault`) whose config hashes to its id."""
+    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id."""
     return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
 
 

@@ -1,10 +1,5 @@
-"""``kernelgap check DIR``: verify a whole results folder without changing it.
-
-A sweep folder, or a folder holding several (a reproduction, a probe): every planned run
-has a valid record whose config hashes to its id, every checkpoint a record names has the
-recorded size and sha256, every family copy hashes to its name, and ``summary.json``
-names only verified runs and counts each experiment's runs as its folder holds them
-(docs/formats.md, "Verifying a results folder").
+"""``kernelgap check DIR``: verify a whole results folder (one sweep folder or several)
+without changing it (docs/formats.md, "Verifying a results folder").
 """
 
 from __future__ import annotations
@@ -24,13 +19,10 @@ def check_folder(
     summary_check: Callable[[Path], list[str]] | None = None,
     damage: Callable[[Path, Callable], list[str]] | None = None,
 ) -> dict:
-    """``{"folder", "sweeps", "runs", "checkpoints", "unverified_checkpoints", "family_copies",
-    "problems"}``: what was verified and every problem found, one line each (read-only).
-    ``summary_check``: further problems of ``summary.json`` (the reproduction's own rebuild
-    of it, which this layer cannot import); ``damage(root, valid)``: the folder's problems as
-    ``report`` finds them (:func:`kernelgap.reproduction.damage.folder_damage`: the sweeps'
-    and the step files'), by default the sweep folders' alone; ``valid`` is
-    :func:`~.store.is_valid_record`, as for the runner."""
+    """What was verified and every problem found, one line each (read-only).  The
+    reproduction layer, which this one cannot import, gives ``summary_check`` (further
+    problems of ``summary.json``) and ``damage(root, valid)`` (the problems ``report`` finds;
+    by default the sweep folders' alone)."""
     root = Path(root)
     if not root.is_dir():
         why = "is a file, not a folder" if root.exists() else "does not exist"
@@ -87,9 +79,8 @@ def check_lines(result: dict) -> list[str]:
 
 
 def summary_problems(root: Path, record_ids: set[str], counts: dict[str, int]) -> list[str]:
-    """``summary.json`` against the runs: every run id it names is a verified record of the
-    folder (``record_ids``), and each experiment's run count is the number of records in its
-    folder (``counts``: experiment → verified records)."""
+    """``summary.json`` against the runs: every run id it names is verified (``record_ids``),
+    and each experiment's run count is its folder's (``counts``)."""
     path = root / "summary.json"
     if not path.exists():
         return []
