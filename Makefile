@@ -46,8 +46,8 @@ test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not ray"
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/deptry src
 
 bench: install
