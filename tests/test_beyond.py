@@ -340,7 +340,7 @@ def test_profiles_list_every_beyond_experiment(profile):
     ]
     assert {r.model.feature_map for r in pooled} == set(FEATURE_MAPS)
     heads = load_sweep(prof.sweep_file("heads")).runs()
-    assert {r.model.heads for r in heads} == ({1, 2, 4, 8} if profile == "paper" else {1, 2})
+    assert {r.model.heads for r in heads} == ({1, 2, 4, 8} if profile == "paper" else {2})
     # two-level families (witness, Hadamard) and ones whose queries see more levels (cw, ladder)
     assert {"witness", "hadamard", "cw", "ladder"} <= {r.family.name for r in heads}
 
