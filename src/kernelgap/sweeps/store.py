@@ -33,7 +33,6 @@ from ..report.integrity import (
     checkpoint_problem,
     digest,
     family_problems,
-    fingerprint,
     read_sweep_meta,
     record_digest,
     record_fault,
@@ -83,7 +82,8 @@ class ResultsDir:
 
     def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
-        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
+        runs = sorted(run_ids)
+        meta = {"name": name, "fingerprint": config_hash(runs), "runs": runs, "family_files": shas}
         meta[TOML_KEY] = hashlib.sha256(config_text.encode()).hexdigest()
         meta[DIGEST_KEY] = record_digest(meta)
         meta_path = self.root / "sweep.json"
