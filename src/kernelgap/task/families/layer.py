@@ -149,8 +149,7 @@ def _layer_memory(p: FamilyParams) -> int:
     where the rule falls short of the whole set, the dense certificate of the first
     :data:`~kernelgap.limits.DENSE_QUERIES` entries at :data:`DENSE_PAIR_BYTES` a pair
     (docs/theory.md, "The whole set by rule")."""
-    weight = p.w or p.m // 2
-    words = _resolved(p.m, weight, p.distance, p.residue)[2]
+    weight, _, words = _resolved(p.m, p.w, p.distance, p.residue)
     words = min(words, p.n) if p.n is not None else words
     rule = subword_bytes(words, subword_key_count(words, weight, p.distance // 2 - 1))
     dense = DENSE_PAIR_BYTES * min(words, DENSE_QUERIES) ** 2
@@ -238,7 +237,7 @@ def layer_packed(m: int, w: int, distance: int, residue: int | None, n: int | No
 
 def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
     """The query words, ``uint8 [W, m]`` (module docstring), and the residue used."""
-    packed, a = layer_packed(m, w or m // 2, distance, residue, n)
+    packed, a = layer_packed(m, w, distance, residue, n)
     return unpack_words(packed, m), a
 
 
