@@ -266,16 +266,14 @@ def set_aside_file(path: Path, stamp: int | None = None) -> Path:
 
 
 def is_valid_record(record, run_id: str) -> bool:
-    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id."""
-    return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
-
-
-def _config_hash(config: dict) -> str | None:
-    """The run id a record's config hashes to; ``None`` for a config too damaged to hash."""
+    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id
+    (a config too damaged to hash: not)."""
+    if record_fault(record, run_id) is not None:
+        return False
     try:
-        return config_hash(run_identity(config))
+        return config_hash(run_identity(record["config"])) == run_id
     except (TypeError, ValueError, AttributeError, RecursionError):
-        return None
+        return False
 
 
 def _column_order(column: str) -> tuple:
