@@ -262,7 +262,7 @@ def test_check_refuses_what_is_not_a_results_folder(tmp_path, cli):
 
 @pytest.mark.parametrize("file", ["../outside.pt", "/tmp/outside.pt", 3, None])
 def test_a_record_naming_a_checkpoint_outside_its_folder_is_set_aside_alone(rep, cli, file):
-    from kernelgap.report.integrity import record_digest
+    from kernelgap.io import record_digest
 
     outside = rep / "outside.pt"
     outside.write_bytes(b"not ours")

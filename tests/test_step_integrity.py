@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelgap.report.integrity import record_digest
+from kernelgap.io import record_digest
 from kernelgap.reproduction.pipeline import reproduce
 from kernelgap.training import config_hash, run_identity
 from test_integrity import WITNESS, is_refusal, tiny_reproduction

@@ -146,25 +146,9 @@ def family_cmd(
     as_json: Json = False,
 ) -> None:
     """Build a registered family and write it as a family file."""
-    from .task import build_family, parse_params
-    from .task.family import count_json, sequence_count
-    from .task.family_file import save_family
-    from .task.text import written_lines
+    from .task.text import write_family, written_lines
 
-    family = build_family(name, **parse_params(name, key_values(param)))
-    path = save_family(family, out, overwrite=force)
-    emit(
-        {
-            "family": family.name,
-            "sequences": count_json(sequence_count(family)),
-            "tokens": len(family.tokens),
-            "m": family.m,
-            "matching": len(family.matching),
-            "out": str(path),
-        },
-        as_json,
-        written_lines,
-    )
+    emit(write_family(name, key_values(param), out, force), as_json, written_lines)
 
 
 @app.command("certify")

@@ -182,6 +182,12 @@ def confined(folder: str | os.PathLike, name: str, what: str, error: type[Except
 DIGEST_KEY = "record_sha256"
 
 
+def config_hash(obj) -> str:
+    """A run id (of a run's identity) or a sweep's fingerprint (of its sorted run ids): the
+    first 16 hex digits of the sha256 of ``obj``'s canonical JSON."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
 def record_digest(record: dict) -> str:
     """A record's own checksum (``record["record_sha256"]``, also in ``sweep.json``): the
     sha256 of its canonical JSON without that key, so any edit of a written record shows."""

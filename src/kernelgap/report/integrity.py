@@ -12,7 +12,6 @@ checkpoint are models (:class:`SweepMeta`, :class:`RunRecord`, :class:`Checkpoin
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import tomllib
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field
 
-from ..io import DIGEST_KEY, digest_problem, read_json, record_digest  # noqa: F401  (re-exported)
+from ..io import DIGEST_KEY, config_hash, digest_problem, read_json, record_digest
 from ..validation import JsonInt, JsonNumber, Record, Says, invalid, problem
 
 #: The files that make a folder a sweep folder.
@@ -97,12 +96,6 @@ def digest(path: Path) -> tuple[str, int] | None:
         return None
 
 
-def fingerprint(run_ids: list[str]) -> str:
-    """A sweep's fingerprint: the hash of its sorted run ids (as a run id hashes its config)."""
-    text = json.dumps(sorted(run_ids), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def missing_what(path: Path) -> str:
     """Why ``path`` cannot be read as a file: a folder, or missing."""
     return "is a folder, not a file" if path.is_dir() else "is missing"
@@ -162,7 +155,7 @@ def read_sweep_meta(folder: Path) -> tuple[SweepMeta | None, str | None]:
         return None, missing_what(path)
     data = read_json(path)
     why = _fault(data, SweepMeta)
-    if why is None and data["fingerprint"] != fingerprint(data["runs"]):
+    if why is None and data["fingerprint"] != config_hash(sorted(data["runs"])):
         why = "was altered (its fingerprint is not the hash of its run ids)"
     why = why or digest_problem(data)
     return (None, why) if why else (SweepMeta.model_validate(data), None)

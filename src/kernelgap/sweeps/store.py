@@ -33,7 +33,6 @@ from ..report.integrity import (
     checkpoint_problem,
     digest,
     family_problems,
-    fingerprint,
     read_sweep_meta,
     record_digest,
     record_fault,
@@ -83,7 +82,8 @@ class ResultsDir:
 
     def _open_for(self, name: str, config_text: str, run_ids: list[str], family_files: dict[str, FamilySpec]) -> None:
         shas = {written: spec.sha256 for written, spec in family_files.items()}
-        meta = {"name": name, "fingerprint": fingerprint(run_ids), "runs": sorted(run_ids), "family_files": shas}
+        runs = sorted(run_ids)
+        meta = {"name": name, "fingerprint": config_hash(runs), "runs": runs, "family_files": shas}
         meta[TOML_KEY] = hashlib.sha256(config_text.encode()).hexdigest()
         meta[DIGEST_KEY] = record_digest(meta)
         meta_path = self.root / "sweep.json"
@@ -266,16 +266,14 @@ def set_aside_file(path: Path, stamp: int | None = None) -> Path:
 
 
 def is_valid_record(record, run_id: str) -> bool:
-    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id."""
-    return record_fault(record, run_id) is None and _config_hash(record["config"]) == run_id
-
-
-def _config_hash(config: dict) -> str | None:
-    """The run id a record's config hashes to; ``None`` for a config too damaged to hash."""
+    """Whether a parsed result file is a complete, unaltered record whose config hashes to its id
+    (a config too damaged to hash: not)."""
+    if record_fault(record, run_id) is not None:
+        return False
     try:
-        return config_hash(run_identity(config))
+        return config_hash(run_identity(record["config"])) == run_id
     except (TypeError, ValueError, AttributeError, RecursionError):
-        return None
+        return False
 
 
 def _column_order(column: str) -> tuple:

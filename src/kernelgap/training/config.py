@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,7 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from ..args import key_values
 from ..errors import ConfigError, FamilyError, KernelgapError
-from ..io import read_input
+from ..io import config_hash, read_input
 from ..limits import MAX_RESTARTS, MAX_STEPS
 from ..models.specs import (  # noqa: F401 (FALLBACK_LR, SOFTMAX_LR: names of kernelgap.training)
     FALLBACK_LR,
@@ -376,8 +375,3 @@ class RunConfig(Config):
         if self.model.maskable:
             d["model"] = {k: v for k, v in d["model"].items() if k != "rank"}
         return config_hash(d)
-
-
-def config_hash(obj) -> str:
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -43,7 +43,7 @@ from ..family import MAX_PRODUCT_LENGTH, ProductFamily
 from ..packed import PackedCode, popcount
 from ..registry import FamilyParams, register_family
 from .johnson_search import grow_code
-from .layer import checked_weight, complement_family, layer_packed, layer_words
+from .layer import checked_weight, complement_family, element_index, group_classes, labels, layer_packed, layer_words
 
 #: Largest m of a group code (its whole layer is generated and labelled: C(26, 13) ≈ 10⁷ words).
 MAX_GROUP_M = 26
@@ -92,33 +92,6 @@ def abelian_groups(m: int) -> list[tuple[int, ...]]:
     return out or [(1,)]
 
 
-def _labels(orders: tuple[int, ...], m: int) -> np.ndarray:
-    """``digits[p, c]``: component c of position p's label, the p-th element in mixed radix."""
-    return np.array(list(product(*[range(o) for o in orders]))[:m], dtype=np.int64).reshape(m, len(orders))
-
-
-def _element_index(digits: np.ndarray, orders: tuple[int, ...]) -> np.ndarray:
-    """Each row of component digits as one integer ``0..|G| − 1``."""
-    index = np.zeros(len(digits), dtype=np.int64)
-    for c, o in enumerate(orders):
-        index = index * o + digits[:, c] % o
-    return index
-
-
-def group_classes(m: int, w: int, orders: tuple[int, ...]) -> np.ndarray:
-    """``sizes[a]``: the weight-w words whose labels sum to element a, exact (a subset-sum count
-    over the group, ``O(m·w·|G|)``)."""
-    elements = digits = _labels(orders, m)  # |G| = m: the labels are the group's elements
-    count = np.zeros((w + 1, m), dtype=object)
-    count[0, 0] = 1
-    for p in range(m):  # position p: a k-subset with sum s gains (k + 1, s + label p)
-        shifted = _element_index(elements + digits[p], orders)
-        moved = np.zeros_like(count)
-        moved[1:, shifted] = count[:-1]
-        count = count + moved
-    return count[w]
-
-
 def best_group(m: int, w: int) -> tuple[tuple[int, ...], int, int]:
     """``(orders, a, size)``: the group and element with the largest class (the first on a tie)."""
     best = None
@@ -134,12 +107,12 @@ def group_code(m: int, w: int) -> tuple[np.ndarray, dict]:
     """The largest group class (module docstring) as packed words, descending, and its group."""
     orders, a, size = best_group(m, w)
     words = layer_words(m, w, None, comb(m, w))
-    digits = _labels(orders, m)
+    digits = labels(orders, m)
     sums = np.zeros((len(words), len(orders)), dtype=np.int64)
     for p in range(m):
         bit = ((words >> np.uint64(m - 1 - p)) & np.uint64(1)).astype(np.int64)
         sums += bit[:, None] * digits[p]
-    keep = words[_element_index(sums, orders) == a]
+    keep = words[element_index(sums, orders) == a]
     if len(keep) != size:
         raise AssertionError(f"the group class has {len(keep)} words, counted {size}")
     return keep, {"group": "×".join(f"Z{o}" for o in orders), "element": a}

@@ -33,6 +33,7 @@ m = 32 (18,784,170 words) at N = 4337.
 
 from __future__ import annotations
 
+from itertools import product
 from math import comb
 from typing import Annotated
 
@@ -63,15 +64,37 @@ WORD_BYTES = 200
 DENSE_PAIR_BYTES = 64
 
 
-def class_sizes(m: int, w: int) -> list[int]:
-    """``sizes[a]``: the weight-w words of length m whose support sums to a (mod m), exact
-    (a subset-sum count over positions ``0..m − 1``, ``O(m²w)`` integer additions)."""
-    big = comb(m, w) >= 1 << 62
-    count = np.zeros((w + 1, m), dtype=object if big else np.int64)
+def labels(orders: tuple[int, ...], m: int) -> np.ndarray:
+    """``digits[p, c]``: component c of position p's label, the p-th element in mixed radix."""
+    return np.array(list(product(*[range(o) for o in orders]))[:m], dtype=np.int64).reshape(m, len(orders))
+
+
+def element_index(digits: np.ndarray, orders: tuple[int, ...]) -> np.ndarray:
+    """Each row of component digits as one integer ``0..|G| − 1``."""
+    index = np.zeros(len(digits), dtype=np.int64)
+    for c, o in enumerate(orders):
+        index = index * o + digits[:, c] % o
+    return index
+
+
+def group_classes(m: int, w: int, orders: tuple[int, ...]) -> np.ndarray:
+    """``sizes[a]``: the weight-w words whose labels sum to element a, exact (a subset-sum count
+    over the group, ``O(m·w·|G|)``)."""
+    elements = digits = labels(orders, m)  # |G| = m: the labels are the group's elements
+    count = np.zeros((w + 1, m), dtype=object)
     count[0, 0] = 1
-    for i in range(m):  # add position i: a subset of size k and sum s gains (k + 1, s + i)
-        count[1:] = count[1:] + np.roll(count[:-1], i, axis=1)
-    return [int(v) for v in count[w]]
+    for p in range(m):  # position p: a k-subset with sum s gains (k + 1, s + label p)
+        shifted = element_index(elements + digits[p], orders)
+        moved = np.zeros_like(count)
+        moved[1:, shifted] = count[:-1]
+        count = count + moved
+    return count[w]
+
+
+def class_sizes(m: int, w: int) -> list[int]:
+    """``sizes[a]``: the weight-w words of length m whose support sums to a (mod m), exact (the
+    classes of the cyclic group, positions ``0..m − 1`` its elements)."""
+    return [int(v) for v in group_classes(m, w, (m,))]
 
 
 def _resolved(m: int, w: int, distance: int, residue: int | None) -> tuple[int, int | None, int]:
@@ -126,8 +149,7 @@ def _layer_memory(p: FamilyParams) -> int:
     where the rule falls short of the whole set, the dense certificate of the first
     :data:`~kernelgap.limits.DENSE_QUERIES` entries at :data:`DENSE_PAIR_BYTES` a pair
     (docs/theory.md, "The whole set by rule")."""
-    weight = p.w or p.m // 2
-    words = _resolved(p.m, weight, p.distance, p.residue)[2]
+    weight, _, words = _resolved(p.m, p.w, p.distance, p.residue)
     words = min(words, p.n) if p.n is not None else words
     rule = subword_bytes(words, subword_key_count(words, weight, p.distance // 2 - 1))
     dense = DENSE_PAIR_BYTES * min(words, DENSE_QUERIES) ** 2
@@ -215,7 +237,7 @@ def layer_packed(m: int, w: int, distance: int, residue: int | None, n: int | No
 
 def layer_code(m: int, w: int, distance: int, residue: int | None, n: int | None) -> tuple[np.ndarray, int | None]:
     """The query words, ``uint8 [W, m]`` (module docstring), and the residue used."""
-    packed, a = layer_packed(m, w or m // 2, distance, residue, n)
+    packed, a = layer_packed(m, w, distance, residue, n)
     return unpack_words(packed, m), a
 
 
