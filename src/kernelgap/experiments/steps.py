@@ -126,7 +126,7 @@ def trained_families(profile, experiment: str, delta, budget_s: float) -> list[d
                 "sequences": count_json(sequence_count(family)),
                 "certified_rank": cert.certified_rank,
                 "method": cert.method,
-                "constructed_rank": constructed_rank(family, cert),
+                "constructed_rank": constructed_rank(family),
             }
         )
     return out

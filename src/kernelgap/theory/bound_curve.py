@@ -141,10 +141,7 @@ class CodeSeries(PointSeries):
         params: Callable[[int, CurveOptions], dict],
         valid_m: Callable[[int], bool] = lambda m: True,
     ):
-        self.name, self.words, self.params, self.valid_m = name, words, params, valid_m
-
-    def has_family(self, m: int) -> bool:
-        return self.valid_m(m)
+        self.name, self.words, self.params, self.has_family = name, words, params, valid_m
 
     def family(self, m: int, options: CurveOptions) -> tuple[str, dict]:
         return self.name, self.params(m, options)
@@ -171,8 +168,7 @@ class CodeSeries(PointSeries):
     def extras(self, points: list[dict], options: CurveOptions) -> dict:
         return {"chain_step": options.chain_step}
 
-    def lines(self, payload: dict) -> list[str]:
-        return code_curve_lines(payload)
+    lines = staticmethod(code_curve_lines)
 
 
 class LadderSeries(PointSeries):
@@ -191,8 +187,7 @@ class LadderSeries(PointSeries):
     def extras(self, points: list[dict], options: CurveOptions) -> dict:
         return {"seed": options.seed, "growth": growth_rate(points)}
 
-    def lines(self, payload: dict) -> list[str]:
-        return ladder_curve_lines(payload)
+    lines = staticmethod(ladder_curve_lines)
 
 
 def ladder_point(m: int, max_queries: int, seed: int = 0, log=None) -> dict:
@@ -264,8 +259,7 @@ class LayerSeries(Series):
     def length_curve(self, ms: list[int], lengths: list[int], options: CurveOptions, log=None) -> dict:
         return length_curve(ms, lengths, log=log, deltas=options.deltas)
 
-    def lines(self, payload: dict) -> list[str]:
-        return layer_lines(payload)
+    lines = staticmethod(layer_lines)
 
 
 #: Every series, by its ``--code``.

@@ -63,10 +63,9 @@ def usable_gap(delta: Fraction | str | int) -> int:
 
 
 def _check_m_gap(m: int, gap: int) -> None:
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise KernelgapError(f"m must be an integer ≥ 1, got {m!r}")
-    if isinstance(gap, bool) or not isinstance(gap, int) or gap < 1:
-        raise KernelgapError(f"the gap must be an integer ≥ 1, got {gap!r}")
+    for name, value in (("m", m), ("the gap", gap)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KernelgapError(f"{name} must be an integer ≥ 1, got {value!r}")
 
 
 def shadow_weight(m: int, gap: int, k: int) -> Fraction:

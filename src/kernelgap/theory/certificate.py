@@ -40,7 +40,7 @@ from ..task.family import (
     sequence_count,
     sorted_unique,
 )
-from .certificate_json import certificate_json, chromatic_json
+from .certificate_json import BoundsJson, CertificateJson, RadonJson, RuleJson, TraceJson, chromatic_json
 from .chains import chain_pair_bounds, complete_quads
 from .chromatic import ChromaticBound, chromatic_bound
 from .least_gap import ComplementShape, LeastGap, complement_shape, least_gap
@@ -114,48 +114,46 @@ class Certificate:
         numbers and its reason in ``bounds.trace.skipped``; the Radon block is :meth:`_radon_json`."""
         t = self.trace
         done = t.skipped is None
-        trace = {
-            "rank": t.rank if done else None,
-            "bound": frac_str(t.bound) if done else None,
-            "sum_eps2": frac_str(t.sum_eps2) if done else None,
-            "queries": len(t.kept) if done else None,
-            "skipped": t.skipped,
-        }
-        return certificate_json(
-            {
-                "family": self.family,
-                "m": self.m,
-                "sequences": count_json(self.sequences),
-                "length": self.length,
-                "query_position": self.query_position,
-                "delta": frac_str(self.delta),
-                "queries_total": self.queries_total,
-                "queries": trace["queries"],
-                "sum_eps2": trace["sum_eps2"],
-                "bound": trace["bound"],
-                "bound_float": float(t.bound) if done else None,
-                "strict": t.strict if done else None,
-                "certified_rank": self.certified_rank,
-                "method": self.method,
-                "bounds": {
-                    "trace": trace,
-                    "radon": self._radon_json(),
-                    "chromatic": chromatic_json(self.chromatic, self.chromatic_queries),
-                },
-                "comparisons": self.comparisons,
-                "comparisons_at_least": self.comparisons_at_least,
-                "rule": _rule_json(self.rule),
-                "subfamily": self.subfamily,
-                "weakest_pair": self.weakest_pair,
-                "unbounded_count": len(self.unbounded_pairs),
-                "unbounded_pairs": self.unbounded_pairs[:limit],
-                "dropped_count": len(self.dropped_queries),
-                "dropped_queries": self.dropped_queries[:limit],
-                "seconds": round(self.seconds, 4),
-            }
+        trace = TraceJson(
+            rank=t.rank if done else None,
+            bound=t.bound if done else None,
+            sum_eps2=t.sum_eps2 if done else None,
+            queries=len(t.kept) if done else None,
+            skipped=t.skipped,
         )
+        return CertificateJson(
+            family=self.family,
+            m=self.m,
+            sequences=count_json(self.sequences),
+            length=self.length,
+            query_position=self.query_position,
+            delta=self.delta,
+            queries_total=self.queries_total,
+            queries=trace.queries,
+            sum_eps2=trace.sum_eps2,
+            bound=trace.bound,
+            bound_float=float(t.bound) if done else None,
+            strict=t.strict if done else None,
+            certified_rank=self.certified_rank,
+            method=self.method,
+            bounds=BoundsJson(
+                trace=trace,
+                radon=self._radon_json(),
+                chromatic=chromatic_json(self.chromatic, self.chromatic_queries),
+            ),
+            comparisons=self.comparisons,
+            comparisons_at_least=self.comparisons_at_least,
+            rule=_rule_json(self.rule),
+            subfamily=self.subfamily,
+            weakest_pair=self.weakest_pair,
+            unbounded_count=len(self.unbounded_pairs),
+            unbounded_pairs=self.unbounded_pairs[:limit],
+            dropped_count=len(self.dropped_queries),
+            dropped_queries=self.dropped_queries[:limit],
+            seconds=round(self.seconds, 4),
+        ).model_dump()
 
-    def _radon_json(self) -> dict:
+    def _radon_json(self) -> RadonJson:
         """The Radon block of :meth:`to_json`: the members are ``"all"`` only when they are every
         one of the family's ``of`` distinct queries (every matching entry, and no query without
         one), else ``"first"`` (the first ``count`` entries, by rule) or ``"listed"``, with their
@@ -163,37 +161,36 @@ class Certificate:
         r = self.radon
         count = len(r.members)
         of = self.queries_total if self.family_queries is None else self.family_queries
-        members = "all" if count == self.queries_total == of else "first" if r.by_rule else "listed"
-        return {
-            "rank": r.rank,
-            "level": r.level,
-            "members": members,
-            "count": count,
-            "of": of,
-            "queries": self.radon_queries,
-            "max_product": frac_str(r.max_product) if r.max_product is not None else None,
-            "max_product_bound": frac_str(r.max_product_bound) if r.max_product_bound is not None else None,
-            "exact_search": r.exact_search,
-            "whole_set": r.whole_set,
-            "by_rule": r.by_rule,
-            "seconds": round(r.seconds, 4),
-        }
+        return RadonJson(
+            rank=r.rank,
+            level=r.level,
+            members="all" if count == self.queries_total == of else "first" if r.by_rule else "listed",
+            count=count,
+            of=of,
+            queries=self.radon_queries,
+            max_product=r.max_product,
+            max_product_bound=r.max_product_bound,
+            exact_search=r.exact_search,
+            whole_set=r.whole_set,
+            by_rule=r.by_rule,
+            seconds=round(r.seconds, 4),
+        )
 
 
-def _rule_json(rule: LeastGap | None) -> dict | None:
+def _rule_json(rule: LeastGap | None) -> RuleJson | None:
     if rule is None:
         return None
-    return {
-        "min_distance": rule.distance,
-        "min_distance_exact": rule.exact,
-        "least_gap": rule.gap,
-        "eps": frac_str(rule.eps) if rule.eps is not None else None,
-        "product": frac_str(rule.product) if rule.product is not None else None,
-        "level": rule.level,
-        "rank": rule.rank,
-        "whole_set": rule.whole_set,
-        "dense_limit": DENSE_QUERIES,
-    }
+    return RuleJson(
+        min_distance=rule.distance,
+        min_distance_exact=rule.exact,
+        least_gap=rule.gap,
+        eps=rule.eps,
+        product=rule.product,
+        level=rule.level,
+        rank=rule.rank,
+        whole_set=rule.whole_set,
+        dense_limit=DENSE_QUERIES,
+    )
 
 
 def check_family(family: AnyFamily) -> None:

@@ -6,14 +6,15 @@ each strictly typed; :meth:`~kernelgap.theory.certificate.Certificate.to_json` f
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
+from ..rationals import frac_str
 from ..validation import Int, Number
 
-#: A rational written exactly, as ``"p/q"`` (or ``"p"``).
-Rational = str
+#: A rational written exactly, as ``"p/q"`` (or ``"p"``); a :class:`Fraction` given is written so.
+Rational = Annotated[str, BeforeValidator(lambda v: frac_str(v) if isinstance(v, Fraction) else v)]
 
 
 class Written(BaseModel):
@@ -119,11 +120,6 @@ class CertificateJson(Written):
     seconds: Number
 
 
-def certificate_json(fields: dict) -> dict:
-    """``fields`` checked against :class:`CertificateJson`, as the plain dict written."""
-    return CertificateJson.model_validate(fields).model_dump()
-
-
 def _plain(value):
     """Witness values as JSON: rationals as ``"p/q"``, lists element by element."""
     if isinstance(value, Fraction):
@@ -133,20 +129,20 @@ def _plain(value):
     return value
 
 
-def chromatic_json(bound, queries: list[str] | None) -> dict | None:
+def chromatic_json(bound, queries: list[str] | None) -> ChromaticJson | None:
     """The ``bounds.chromatic`` block of a :class:`~.chromatic.ChromaticBound` (None: not tried)."""
     if bound is None:
         return None
-    return {
-        "rank": bound.rank,
-        "level": bound.level,
-        "method": bound.method,
-        "queries": list(queries or []),
-        "edges": [list(e) for e in bound.edges],
-        "witness": {k: _plain(v) for k, v in bound.witness.items()},
-        "exact_search": bound.exact_search,
-        "steps": bound.steps,
-        "work": bound.work,
-        "guard_hit": bound.guard_hit,
-        "skipped": bound.skipped,
-    }
+    return ChromaticJson(
+        rank=bound.rank,
+        level=bound.level,
+        method=bound.method,
+        queries=list(queries or []),
+        edges=[list(e) for e in bound.edges],
+        witness={k: _plain(v) for k, v in bound.witness.items()},
+        exact_search=bound.exact_search,
+        steps=bound.steps,
+        work=bound.work,
+        guard_hit=bound.guard_hit,
+        skipped=bound.skipped,
+    )

@@ -35,7 +35,7 @@ from fractions import Fraction
 import numpy as np
 
 from .pair_bounds import PairBounds
-from .radon import _core, _greedy_clique, distinct_triples
+from .radon import _core, _greedy_clique, exact_levels
 from .work import OutOfWork, Work, bitsets, complement, max_clique
 
 #: Largest number of matching entries the chromatic certificate is tried on (n² exact levels).
@@ -95,10 +95,7 @@ def chromatic_levels(bounds: PairBounds) -> np.ndarray:
     np.fill_diagonal(ok, False)
     i, j = np.nonzero(ok)
     if len(i):
-        strict = bounds.strict[i, j] | bounds.strict[j, i]
-        combos, inverse = distinct_triples(bounds.eps_id[i, j], bounds.eps_id[j, i], strict, len(bounds.values))
-        exact = np.array([colour_level(bounds.values[a] * bounds.values[b], bool(s), n) for a, b, s in combos.tolist()])
-        out[i, j] = exact[inverse.reshape(-1)]
+        out[i, j] = exact_levels(bounds, i, j, colour_level, n)
     return out
 
 

@@ -179,11 +179,8 @@ def _sequence_check(family, construction: str, beta: float) -> float:
     return worst
 
 
-def constructed_rank(family: AnyFamily, cert) -> int | None:
-    """The ``constructed_rank`` a certificate's JSON records, else :func:`constructed`'s."""
-    payload = cert.to_json(limit=0)
-    if "constructed_rank" in payload:
-        return payload["constructed_rank"]
+def constructed_rank(family: AnyFamily) -> int | None:
+    """The least rank of an exact one-hot construction on ``family`` (:func:`constructed`)."""
     return constructed(family)["constructed_rank"]
 
 

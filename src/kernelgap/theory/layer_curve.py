@@ -36,7 +36,7 @@ from ..task import build_family
 from ..task.families.layer import class_sizes
 from ..task.family import MAX_PRODUCT_LENGTH
 from ..task.registry import check_params
-from .ceiling import certificate_ceiling, pair_ceiling, usable_gap
+from .ceiling import certificate_ceiling, usable_gap
 from .certificate import certify
 from .construction import constructed
 
@@ -92,18 +92,6 @@ def wall_rule(delta: Fraction = LAYER_DELTA) -> str:
         return "2 + ⌈√(n − 1)⌉"
     scale = _pair_scale(delta)
     return f"3 + ⌊√({scale}(n − 1))⌋" if scale.denominator == 1 else f"3 + ⌊√(({scale})(n − 1))⌋"
-
-
-def ceiling_at(m: int, delta: Fraction, length: int) -> tuple[int | None, int]:
-    """The proven ceiling on the queries any pair certificate certifies at (m, δ, N)
-    (:func:`~.ceiling.certificate_ceiling`), and the gap it is stated at.  Where none is
-    stated at δ's gap g*, the gap-1 bound :func:`~.ceiling.pair_ceiling` ``(m, 1)``: a
-    set-pair system whose pairs differ by ``g* ≥ 1`` is one with gap 1 (docs/theory.md)."""
-    gap = usable_gap(delta)
-    bound = certificate_ceiling(m, delta, length)
-    if bound is None and gap > 1:
-        return pair_ceiling(m, 1), 1
-    return bound, gap
 
 
 def _deltas(deltas: Sequence[Fraction] | None) -> list[Fraction]:
@@ -259,7 +247,7 @@ def wall_point(m: int, certificates: LayerCertificates, delta: Fraction = LAYER_
     """At (m, δ): the smallest N whose certificate reaches every one of the n code words, found
     from :func:`wall_guess` and checked by the certificates at N (all n) and N − 1 (fewer);
     the rank there, its share ``r/2^m`` and ``log2 r / m`` beside the ceiling of every pair
-    certificate (:func:`ceiling_at`) and the middle layer's ``√(2/(πm))`` (``C(m, m/2)/2^m``
+    certificate (:func:`~.ceiling.certificate_ceiling`) and the middle layer's ``√(2/(πm))`` (``C(m, m/2)/2^m``
     to first order), and the query one-hot construction checked there."""
     n = code_size(m, delta)
     guess = wall_guess(n, delta)
@@ -291,7 +279,7 @@ def wall_point(m: int, certificates: LayerCertificates, delta: Fraction = LAYER_
 
 def _ratios(m: int, rank: int, delta: Fraction, length: int) -> dict:
     """How close a rank r at m gets to ``2^m``, beside ``C(m, m/2)`` and the pair ceiling."""
-    ceiling, gap = ceiling_at(m, delta, length)
+    ceiling = certificate_ceiling(m, delta, length)
     return {
         "log2_rank_per_m": math.log2(rank) / m,
         "log2_layer_per_m": math.log2(math.comb(m, m // 2)) / m,
@@ -299,10 +287,10 @@ def _ratios(m: int, rank: int, delta: Fraction, length: int) -> dict:
         "layer_ratio": math.comb(m, m // 2) / 2**m,
         "layer_asymptote": math.sqrt(2 / (math.pi * m)),
         "ceiling": ceiling,
-        "ceiling_gap": gap,
-        "ceiling_ratio": None if ceiling is None else ceiling / 2**m,
-        "log2_ceiling_per_m": None if ceiling is None else math.log2(ceiling) / m,
-        "at_ceiling": None if ceiling is None else rank >= ceiling,
+        "ceiling_gap": usable_gap(delta),
+        "ceiling_ratio": ceiling / 2**m,
+        "log2_ceiling_per_m": math.log2(ceiling) / m,
+        "at_ceiling": rank >= ceiling,
     }
 
 

@@ -68,10 +68,6 @@ def meets_pair_condition(family: list[int]) -> bool:
     return all(not _conflict(a, b) for i, a in enumerate(family) for b in family[i + 1 :])
 
 
-def _neighbourhoods(m: int) -> list[list[int]]:
-    return [[t] + [t ^ (1 << k) for k in range(m)] for t in range(1 << m)]
-
-
 def highs_maximum(m: int, nodes: int = DEFAULT_NODES) -> tuple[list[int], bool]:
     """The largest family HiGHS finds within ``nodes`` branch-and-bound nodes, and whether it
     proved that family optimal."""
@@ -86,7 +82,7 @@ def highs_maximum(m: int, nodes: int = DEFAULT_NODES) -> tuple[list[int], bool]:
     h.changeColsIntegrality(n, np.arange(n, dtype=np.int32), np.full(n, highspy.HighsVarType.kInteger))
     h.changeColsCost(n, np.arange(n, dtype=np.int32), -np.ones(n))
     covered = set()
-    for group in _neighbourhoods(m):
+    for group in ([t] + [t ^ (1 << k) for k in range(m)] for t in range(n)):  # T and its m neighbours
         h.addRow(-highspy.kHighsInf, 1, len(group), np.array(group, dtype=np.int32), np.ones(len(group)))
         covered.update((min(a, b), max(a, b)) for a in group for b in group if a != b)
     for a in range(n):

@@ -94,6 +94,15 @@ def distinct_triples(a: np.ndarray, b: np.ndarray, strict: np.ndarray, width: in
     return combos, inverse
 
 
+def exact_levels(bounds: PairBounds, i: np.ndarray, j: np.ndarray, level, cap: int) -> np.ndarray:
+    """``level(ε_ij·ε_ji, strict, cap)`` of each pair ``(i[k], j[k])``, in exact rationals,
+    computed once per distinct ``(ε_ij, ε_ji, strict)``."""
+    strict = bounds.strict[i, j] | bounds.strict[j, i]
+    combos, inverse = distinct_triples(bounds.eps_id[i, j], bounds.eps_id[j, i], strict, len(bounds.values))
+    exact = np.array([level(bounds.values[a] * bounds.values[b], bool(s), cap) for a, b, s in combos.tolist()])
+    return exact[inverse.reshape(-1)]
+
+
 def exact_level(p: Fraction, strict: bool, cap: int) -> int:
     """Largest r with ``p ≤ 1/r`` (strict bounds) or ``p < 1/r`` (otherwise), at most ``cap``."""
     if p == 0:
@@ -114,7 +123,6 @@ def pair_levels(bounds: PairBounds) -> np.ndarray:
         sl = slice(start, min(n, start + ROW_CHUNK))
         eid, eid_t = bounds.eps_id[sl], bounds.eps_id[:, sl].T
         usable = ok[sl] & ok[:, sl].T
-        strict = bounds.strict[sl] | bounds.strict[:, sl].T
         with np.errstate(divide="ignore", invalid="ignore"):
             inv = 1.0 / (vals[np.maximum(eid, 0)] * vals[np.maximum(eid_t, 0)])
             level = np.where(np.isinf(inv), n, np.floor(np.minimum(inv, n)))
@@ -125,11 +133,8 @@ def pair_levels(bounds: PairBounds) -> np.ndarray:
                 & (np.abs(inv - np.rint(inv)) <= NEAR_INTEGER * np.maximum(inv, 1.0))
             )
         if near.any():
-            combos, inverse = distinct_triples(eid[near], eid_t[near], strict[near], len(bounds.values))
-            exact = np.array(
-                [exact_level(bounds.values[a] * bounds.values[b], bool(s), n) for a, b, s in combos.tolist()]
-            )
-            level[near] = exact[inverse.reshape(-1)]
+            i, j = np.nonzero(near)
+            level[near] = exact_levels(bounds, i + start, j, exact_level, n)
         out[sl] = np.where(usable, level, -1)
     np.fill_diagonal(out, n)
     return out
@@ -231,11 +236,7 @@ def whole_set_qualifies(bounds: PairBounds) -> bool:
     large_value = np.array([v >= cut for v in bounds.values], dtype=bool)
     large = large_value[np.maximum(bounds.eps_id, 0)] & off
     i, j = np.nonzero(np.triu(large & large.T, 1))
-    if not len(i):
-        return True
-    strict = bounds.strict[i, j] | bounds.strict[j, i]
-    combos, _ = distinct_triples(bounds.eps_id[i, j], bounds.eps_id[j, i], strict, len(bounds.values))
-    return all(exact_level(bounds.values[a] * bounds.values[b], bool(st), n) >= n - 1 for a, b, st in combos.tolist())
+    return not len(i) or bool((exact_levels(bounds, i, j, exact_level, n) >= n - 1).all())
 
 
 def radon_bound(bounds: PairBounds, budget_s: float = DEFAULT_BUDGET_S, work: Work | None = None) -> RadonBound:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 
 from .tropical import OrderFamily, cube_family, margin
-from .tropical_solve import Solved, z3_answer
+from .tropical_solve import Solved, z3_answer, z3_row
 
 
 def shift(x: int, m: int, times: int = 1) -> int:
@@ -41,7 +41,7 @@ def solve_cyclic(m: int, mode: str, rank: int, rlimit: int) -> Solved:
     p, q = _tables(z3, ctx, m, rank)
     reps = sorted({min(shift(x, m, i) for i in range(m)) for x in range(1 << m)})
     for x in reps:
-        _order(z3, ctx, solver, family, mode, x, p[x], q)
+        _order(z3, solver, family, mode, x, p[x], q)
     return z3_answer(solver, "z3-cyclic", rank, p, q, start)
 
 
@@ -58,22 +58,11 @@ def _tables(z3, ctx, m: int, rank: int):
     return p, q
 
 
-def _order(z3, ctx, solver, family: OrderFamily, mode: str, x: int, row, q) -> None:
-    """Query x's conditions: per constrained level a lower bound on every candidate's T and an
-    upper bound some feature meets, and each constrained pair of levels ordered."""
+def _order(z3, solver, family: OrderFamily, mode: str, x: int, row, q) -> None:
+    """Query x's conditions (:func:`~.tropical_solve.z3_row`), its levels in the order met."""
     levels: dict[int, list[int]] = {}
     for z in family.candidates[x]:
         levels.setdefault(family.overlap(x, z), []).append(z)
     pairs = [(lo, hi, margin(hi - lo, mode)) for lo in levels for hi in levels if hi > lo]
     pairs = [(lo, hi, need) for lo, hi, need in pairs if need is not None]
-    a = {hi: z3.Real(f"a{x}_{hi}", ctx) for _, hi, _ in pairs}
-    b = {lo: z3.Real(f"b{x}_{lo}", ctx) for lo, _, _ in pairs}
-    for lo, hi, need in pairs:
-        solver.add(b[lo] + need <= a[hi])
-    for level, keys in levels.items():
-        for z in keys:
-            sums = [row[k] + q[k][z] for k in range(len(q))]
-            if level in a:
-                solver.add(*[s >= a[level] for s in sums])
-            if level in b:
-                solver.add(z3.Or([s <= b[level] for s in sums], ctx))
+    z3_row(z3, solver, x, row, q, [(z, level) for level, keys in levels.items() for z in keys], pairs)

@@ -76,19 +76,28 @@ def solve_z3(problem: OrderProblem, rank: int, rlimit: int = DEFAULT_RLIMIT) -> 
     q = [[z3.Real(f"q{k}_{z}", ctx) for z in range(problem.keys)] for k in range(rank)]
     clauses = 0
     for i, row in enumerate(problem.rows):
-        pairs = list(problem.pairs(i))
-        a = {hi: z3.Real(f"a{i}_{hi}", ctx) for _, hi, _ in pairs}
-        b = {lo: z3.Real(f"b{i}_{lo}", ctx) for lo, _, _ in pairs}
-        for lo, hi, need in pairs:
-            solver.add(b[lo] + need <= a[hi])
-        for key, level in row:
-            if level in a:
-                solver.add(*[p[i][k] + q[k][key] >= a[level] for k in range(rank)])
-            if level in b:
-                witnesses = range(min(rank, clauses + 1))  # symmetry breaking
-                solver.add(z3.Or([p[i][k] + q[k][key] <= b[level] for k in witnesses], ctx))
-                clauses += 1
+        clauses = z3_row(z3, solver, i, p[i], q, row, list(problem.pairs(i)), clauses)
     return z3_answer(solver, "z3", rank, p, q, start)
+
+
+def z3_row(z3, solver, x: int, row, q, cells, pairs, clauses: int | None = None) -> int | None:
+    """Row x's conditions (module docstring): each constrained pair of levels ordered, and per
+    ``(key, level)`` of ``cells`` its T bounded below by the level's ``a`` and above by its ``b``.
+    ``clauses``: the disjunctions before this row, for symmetry breaking (None: none); returns
+    the count after it."""
+    ctx = solver.ctx
+    a = {hi: z3.Real(f"a{x}_{hi}", ctx) for _, hi, _ in pairs}
+    b = {lo: z3.Real(f"b{x}_{lo}", ctx) for lo, _, _ in pairs}
+    for lo, hi, need in pairs:
+        solver.add(b[lo] + need <= a[hi])
+    for key, level in cells:
+        if level in a:
+            solver.add(*[row[k] + q[k][key] >= a[level] for k in range(len(row))])
+        if level in b:
+            witnesses = range(len(row) if clauses is None else min(len(row), clauses + 1))
+            solver.add(z3.Or([row[k] + q[k][key] <= b[level] for k in witnesses], ctx))
+            clauses = None if clauses is None else clauses + 1
+    return clauses
 
 
 def z3_answer(solver, name: str, rank: int, p, q, start: float) -> Solved:
