@@ -310,7 +310,7 @@ class RunConfig(Config):
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
-        from ..models.sizing import check_model
+        from ..models.build import check_model
         from .distill import check_distillable
 
         try:

@@ -30,7 +30,7 @@ import torch
 from ..errors import FamilyError, KernelgapError
 from ..models import ModelSpec
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
-from ..models.pairs import PairPlan
+from ..models.scorers import PairPlan
 from ..task import EXACT_THRESHOLD
 from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
 from . import two_candidate

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..models import AttentionModel
-from ..models.pairs import PairPlan
+from ..models.scorers import PairPlan
 from ..task import Family, error_metrics
 from .config import TrainConfig
 from .curve import Curve
