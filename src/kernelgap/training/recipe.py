@@ -138,12 +138,8 @@ def shape_of(spec) -> FamilyShape:
 def sized_run(run):
     """``run`` with the fields it left unset sized, marked sized and carrying its ``recipe``."""
     model_update, train_update, recipe = sized_fields(run)
-    update = {}
-    if model_update:
-        update["model"] = run.model.model_copy(update=model_update)
-    if train_update:
-        update["train"] = run.train.model_copy(update=train_update)
-    out = run.model_copy(update=update)
+    model, train = run.model.model_copy(update=model_update), run.train.model_copy(update=train_update)
+    out = run.model_copy(update={"model": model, "train": train})
     out._sized, out._recipe_steps, out._recipe = True, False, recipe
     return out
 
