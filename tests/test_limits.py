@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kernelgap.errors import FamilyError, KernelgapError
 from kernelgap.limits import MAX_RANK, check_memory, format_bytes, memory_limit
 from kernelgap.models import KernelSpec, SoftmaxSpec
-from kernelgap.models.sizing import check_model
+from kernelgap.models.build import check_model
 from kernelgap.task import FAMILIES, build_family
 from kernelgap.task.codes import check_constant_weight, greedy_constant_weight, johnson_bound, random_constant_weight
 from kernelgap.task.registry import MEMORY, check_params, family_parameters, memory_estimate, parameter_schemas

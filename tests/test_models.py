@@ -12,7 +12,7 @@ from kernelgap.models import (
     SoftmaxSpec,
     build_model,
 )
-from kernelgap.models.sizing import parameter_count
+from kernelgap.models.build import parameter_count
 from kernelgap.task import build_family
 
 FAM = build_family("exhaustive", m=3, length=3)

@@ -27,7 +27,7 @@ from kernelgap.probe.verdicts import COLLAPSE_TOLERANCE, collapsed, needs_recipe
 from kernelgap.report.criteria import run_row
 from kernelgap.task import build_family
 from kernelgap.training import FamilySpec, RunConfig, TrainConfig, default_model, train_records
-from kernelgap.training.curve import CURVE_EVERY
+from kernelgap.training.stack import CURVE_EVERY
 
 EXAMPLES = "kernelgap.probe.examples"
 QUIET = {"log": lambda *_: None, "executor": "inline"}

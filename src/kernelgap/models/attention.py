@@ -9,7 +9,7 @@ per head and key position (``log α(x, z)`` for log-space maps and softmax, else
 a value table ``U[x, z] = <a_h(x), v_h(z)>`` and a bias ``b[x]``.  A prediction is then
 scalar look-ups, ``p = Σ_h Σ_j w_hj U_h[q, k_j] + b[q]`` with ``w`` the normalized weights.
 Parameters are stacked (``E`` members), so E models train as one program.  With a pair
-plan (:mod:`.pairs`) only the block of pairs a family uses is computed; the dense tables
+plan (:class:`.scorers.PairPlan`) only the block of pairs a family uses is computed; the dense tables
 stay as the reference path.
 """
 
@@ -21,8 +21,7 @@ import torch
 from torch import nn
 
 from ..errors import KernelgapError
-from .pairs import PairPlan, plan_pairs
-from .scorers import Scorer
+from .scorers import PairPlan, Scorer, plan_pairs
 from .stacked import StackedLinear, StackedMLP
 
 #: Denominators with |Σ α| below this are guarded (signed kernels; all-zero relu rows).

@@ -27,8 +27,7 @@ from ..task.constructions import candidate_tokens, one_hot_beta, query_tokens, s
 from ..task.families.exhaustive import all_tokens
 from ..task.family import AnyFamily
 from .attention import AttentionModel
-from .build import build_model
-from .sizing import check_model
+from .build import build_model, check_model
 from .specs import KernelSpec, SoftmaxSpec
 
 Construction = Callable[[int, int], AttentionModel]

@@ -196,14 +196,10 @@ def build_external(
 ) -> ModuleModel:
     """The module of a run, refused when its source is no longer the one the run names."""
     with leashed(target_label(spec.target), "being built"):
-        return _build_external(spec, m, rank, seed, dtype, device)
-
-
-def _build_external(spec: ModuleSpec, m: int, rank: int, seed: int, dtype, device) -> ModuleModel:
-    cls = load_target(spec.target)
-    if spec.source_hash and source_hash(cls) != spec.source_hash:
-        raise ModuleFailure(
-            f"the source of {target_label(spec.target)} changed after the run was configured "
-            f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again"
-        )
-    return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)
+        cls = load_target(spec.target)
+        if spec.source_hash and source_hash(cls) != spec.source_hash:
+            raise ModuleFailure(
+                f"the source of {target_label(spec.target)} changed after the run was configured "
+                f"(sha256 {spec.source_hash[:12]}… → {source_hash(cls)[:12]}…); run it again"
+            )
+        return ModuleModel(build_module(cls, spec, m, rank, seed), spec.target).to(device=device, dtype=dtype)

@@ -48,7 +48,7 @@ from ..task import build_family
 from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
 from ..training.config import sweep_table_model
-from ..training.curve import final_power
+from ..training.stack import final_power
 from .config import ProbeConfig
 from .floor import query_blind
 from .leash import rehearse

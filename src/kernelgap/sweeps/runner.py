@@ -27,7 +27,7 @@ from rich.progress import (
 
 from ..errors import ConfigError, KernelgapError
 from ..limits import check_workers
-from ..models.pairs import plan_pairs
+from ..models.scorers import plan_pairs
 from ..report.integrity import family_problems, foreign_records, sweep_file_problems, toml_problem
 from ..task import ProductFamily
 from ..training import RunConfig

@@ -217,8 +217,7 @@ def two_head_model(family, dtype=None):
     import torch
 
     from ..errors import KernelgapError
-    from ..models.build import build_model
-    from ..models.sizing import check_model
+    from ..models.build import build_model, check_model
     from ..models.specs import KernelSpec
 
     try:

@@ -37,20 +37,15 @@ from ..run_values import Device, LearningRate, Power, PruneFrom, Seed, StopBelow
 from ..task import AnyFamily, Family, as_sequences, build_family, family_parameters, parse_family_bytes
 from ..validation import Config, between, invalid, one_of
 
-#: Floating-point types a run may train in, by name (:func:`torch_dtype`: the torch type).
+#: Floating-point types a run may train in, by name.
 DTYPE_NAMES = ("float32", "float64")
 
 
-def torch_dtype(name: str):
-    """The torch type of a :data:`DTYPE_NAMES` name (torch is imported here, not with the config)."""
-    import torch
-
-    return {"float32": torch.float32, "float64": torch.float64}[name]
-
-
 def __getattr__(name: str):
-    if name == "DTYPES":  # the torch types by name, imported when asked for
-        return {n: torch_dtype(n) for n in DTYPE_NAMES}
+    if name == "DTYPES":  # the torch types by name, imported when asked for (not with the config)
+        import torch
+
+        return {n: getattr(torch, n) for n in DTYPE_NAMES}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -309,7 +304,7 @@ class RunConfig(Config):
         self.family.validate("family")
         if self.test_family is not None:
             self.test_family.validate("test_family")
-        from ..models.sizing import check_model
+        from ..models.build import check_model
         from .distill import check_distillable
 
         try:
@@ -351,16 +346,12 @@ class RunConfig(Config):
     def as_dict(self) -> dict:
         """The resolved run as plain values, its model in the record layout (:func:`record_model`)."""
         run = self.resolved()
-        out = run.model_dump()
-        out["model"] = record_model(run.model)
-        return out
+        return {**run.model_dump(), "model": record_model(run.model)}
 
     def identity(self) -> dict:
         """What its run id hashes (:func:`run_identity`)."""
         run = self.resolved()
-        out = run.model_dump()
-        out["model"] = run.model.identity()
-        return run_identity(out)
+        return run_identity({**run.model_dump(), "model": run.model.identity()})
 
     def run_id(self) -> str:
         """16 hex digits of the ``sha256`` of the canonical JSON of :meth:`identity`."""

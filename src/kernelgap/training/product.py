@@ -30,9 +30,9 @@ import torch
 from ..errors import FamilyError, KernelgapError
 from ..models import ModelSpec
 from ..models.attention import DENOMINATOR_GUARD, AttentionModel, guard_denominator
-from ..models.pairs import PairPlan
+from ..models.scorers import PairPlan
 from ..task import EXACT_THRESHOLD
-from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json
+from ..task.family import MAX_EXPANDED, AnyFamily, Family, ProductFamily, count_json, count_text
 from . import two_candidate
 from .config import TrainConfig
 from .stack import CHECK_EVERY, Scored, StackTrainer, metrics_of
@@ -74,11 +74,6 @@ def sampled_family(family: ProductFamily, tuples: int = SAMPLED_TUPLES, seed: in
     return Family(family.tokens, index, family.query_position, [], family.name, dict(family.meta))
 
 
-def sampled_evaluated(tuples: int = SAMPLED_TUPLES) -> str:
-    """What a record's ``train.evaluated`` says for a model trained on :func:`sampled_family`."""
-    return f"two-candidate sequences and {tuples:,} sampled tuples (not the whole family)"
-
-
 def whole_family_check(model, family: ProductFamily) -> list[dict] | None:
     """Per member, the exact worst case over the whole family, or None where it does not apply."""
     from ..models.worst_case import family_worst_case
@@ -99,7 +94,8 @@ class SampledScored(Scored):
     checked: tuple | None = field(default=None, repr=False)  # (parameter versions, per-member checks)
 
     def metrics(self, err: torch.Tensor, model=None, member: int = 0) -> dict:
-        out = {**metrics_of(err), "evaluated": sampled_evaluated(self.tuples)}
+        evaluated = f"two-candidate sequences and {self.tuples:,} sampled tuples (not the whole family)"
+        out = {**metrics_of(err), "evaluated": evaluated}
         if model is not None and self.product is not None:
             out["whole_family"] = self.check(model)[member]
         return out
@@ -394,8 +390,9 @@ def scored_of(family: AnyFamily, model, dtype: torch.dtype, device, test: bool =
     what = "test family" if test else "family"
     if not reducible(model):
         raise KernelgapError(
-            f"{what} {family.name!r}: {_count(family)} sequences are too many to expand for a model the "
-            f"two-candidate form does not cover (one head, position-free maps, no causal mask, nonnegative kernel)"
+            f"{what} {family.name!r}: {count_text(count_json(family.sequence_count))} sequences are too many to "
+            f"expand for a model the two-candidate form does not cover (one head, position-free maps, no causal "
+            f"mask, nonnegative kernel)"
         )
     scored = ProductScored.of(family, dtype, device)
     if test and scored.batch is not None:
@@ -404,12 +401,6 @@ def scored_of(family: AnyFamily, model, dtype: torch.dtype, device, test: bool =
             f"than the {two_candidate.PAIRS_PER_STEP:,} a test family is scored on at once"
         )
     return scored
-
-
-def _count(family: ProductFamily) -> str:
-    from ..task.family import count_text
-
-    return count_text(count_json(family.sequence_count))
 
 
 def product_trainer(model, family: ProductFamily, cfg: TrainConfig, test=None, observer=None) -> StackTrainer:

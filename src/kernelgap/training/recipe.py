@@ -138,12 +138,8 @@ def shape_of(spec) -> FamilyShape:
 def sized_run(run):
     """``run`` with the fields it left unset sized, marked sized and carrying its ``recipe``."""
     model_update, train_update, recipe = sized_fields(run)
-    update = {}
-    if model_update:
-        update["model"] = run.model.model_copy(update=model_update)
-    if train_update:
-        update["train"] = run.train.model_copy(update=train_update)
-    out = run.model_copy(update=update)
+    model, train = run.model.model_copy(update=model_update), run.train.model_copy(update=train_update)
+    out = run.model_copy(update={"model": model, "train": train})
     out._sized, out._recipe_steps, out._recipe = True, False, recipe
     return out
 
@@ -165,24 +161,17 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
     shape = shape_of(run.family)
     model_update, train_update = {}, {}
     if wants_width:
-        default = type(model).model_fields["d_value"].default
-        width = max(default, shape.overlap_rank)
-        if width != model.d_value:
-            model_update["d_value"] = width
+        model_update["d_value"] = max(type(model).model_fields["d_value"].default, shape.overlap_rank)
     if wants_hidden:
-        hidden = max(type(model).model_fields["hidden"].default, HIDDEN_PER_TOKEN * shape.tokens)
-        if hidden != model.hidden:
-            model_update["hidden"] = hidden
+        model_update["hidden"] = max(type(model).model_fields["hidden"].default, HIDDEN_PER_TOKEN * shape.tokens)
+    model_update = {k: v for k, v in model_update.items() if v != getattr(model, k)}  # what changes
     if wants_slope and shape.steep:
         model_update["temperature"] = STEEP_TEMPERATURE
     if wants_power:
-        power = shape.power(type(run.train).model_fields["power"].default)
-        if power != run.train.power:
-            train_update["power"] = power
+        train_update["power"] = shape.power(type(run.train).model_fields["power"].default)
     if wants_steps:
         batches = shape.batches if reducible_spec(model) else 1
         factor = (STEEP_STEPS if shape.steep else 1) * math.sqrt(batches)
-        steps = math.ceil(run.train.max_steps * factor)
-        if steps != run.train.max_steps:
-            train_update["max_steps"] = steps
+        train_update["max_steps"] = math.ceil(run.train.max_steps * factor)
+    train_update = {k: v for k, v in train_update.items() if v != getattr(run.train, k)}
     return model_update, train_update, {"family": shape.as_dict(), "sized": {**model_update, **train_update}}

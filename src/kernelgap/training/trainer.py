@@ -70,17 +70,12 @@ def _train(runs: list[RunConfig], observer: Observer | None = None) -> tuple[tor
         with training_settings(seed=seeds[0]):
             model, family, test_family = build_stack(members, seeds)
             first, before = None, None  # the first stage's record field and entries
-            if members[0].train.distill:  # the teacher, watched as a first stage
-                first, before = (
-                    "distilled",
-                    distill(model, members, seeds, family, lambda r, s: train_from(r, s, staged(observer, "teacher"))),
-                )
-            elif members[0].train.prune_from > 1:  # so is the wide table
-                first, before = (
-                    "pruned",
-                    prune(model, members, seeds, family, lambda r, s: train_from(r, s, staged(observer, "wide"))),
-                )
-            results = train_stack(model, family, members[0].train, test_family, observer)
+            train = members[0].train
+            stage = ("distilled", distill, "teacher") if train.distill else ("pruned", prune, "wide")
+            if train.distill or train.prune_from > 1:  # the teacher or the wide table, watched as a first stage
+                first, fit, name = stage
+                before = fit(model, members, seeds, family, lambda r, s: train_from(r, s, staged(observer, name)))
+            results = train_stack(model, family, train, test_family, observer)
         if first is None:
             return model, results
         return model, [
@@ -153,23 +148,13 @@ class TaskOutput:
     checkpoint: bytes
 
 
-def stack_id(runs: list[RunConfig]) -> str:
-    """The name of a stack: the hash of its members' run ids, in stack order."""
-    return config_hash([r.run_id() for r in runs])
-
-
-def checkpoint_file(runs: list[RunConfig]) -> str:
-    """Where a stack's weights lie in a results folder (relative to it)."""
-    return f"checkpoints/{stack_id(runs)}.pt"
-
-
 def train_task(runs: list[RunConfig], observer: Observer | None = None) -> TaskOutput:
     """Train one stack of runs: their records and weights.  Whatever a module written elsewhere
     raises is one line naming it (``SystemExit`` included)."""
     first = runs[0]
     with module_failures(first.model.target, "training", f" at rank {first.model.stack_rank}, seed {first.seed}"):
         model, results = _train(runs, observer)
-    where = checkpoint_file(runs)
+    where = f"checkpoints/{config_hash([r.run_id() for r in runs])}.pt"  # the hash of its members' ids, in order
     records = [
         {**run_record(r.resolved(), res, len(runs)), "checkpoint": {"file": where, "member": e}}
         for e, (r, res) in enumerate(zip(runs, results))
