@@ -137,6 +137,19 @@ def _features(model: dict) -> int | None:
     return model["rank"] * (model.get("heads") or 1)
 
 
+def family_size(row: dict) -> int:
+    """The size ``n`` of a run's family (0 for a family without one)."""
+    return int(row["params"].get("n") or 0)
+
+
+def grouped(rows, key) -> dict:
+    """``{key(row): [rows…]}``, the keys in the order they first appear."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
 def sorted_by(rows: list[dict], *keys: str) -> list[dict]:
     return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
 

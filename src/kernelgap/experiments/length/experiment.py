@@ -116,9 +116,7 @@ def conclusions(s: dict) -> dict[str, str]:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    rows = s.get("length") or []
-    if not rows:
-        return []
+    rows = s["length"]
     parts = []
     for source in ("constructed", "trained"):
         at = {n: exact_at(rows, n, source) for n in (1, 2, 3)}

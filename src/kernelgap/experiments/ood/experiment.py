@@ -165,7 +165,7 @@ def conclusions(s: dict) -> dict[str, str]:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    scales = (s.get("ood") or {}).get("scales") or []
+    scales = s["ood"].get("scales") or []
     if not scales:
         return []
     monotone = grows(scales)

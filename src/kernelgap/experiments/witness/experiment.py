@@ -100,9 +100,7 @@ def coincide(cert, built: dict, trained: list[int]) -> bool:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    w = s.get("witness")
-    if not w:
-        return []
+    w = s["witness"]
     cert = w.get("certified_rank")
     certificate = w.get("certificate") or {}
     bounds = certificate.get("bounds") or {}
