@@ -22,7 +22,7 @@ from kernelgap.experiments.context.step import curves
 from kernelgap.experiments.profile import load_profile
 from kernelgap.experiments.registry import BUILTIN
 from kernelgap.limits import MAX_CURVE_POINTS
-from kernelgap.report.context import Results
+from kernelgap.report.criteria import Results
 from kernelgap.report.html import Page
 from kernelgap.reproduction.schema import section_problem, section_schema
 from kernelgap.reproduction.summary import paper

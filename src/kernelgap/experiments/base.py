@@ -52,11 +52,11 @@ class Experiment:
     """One experiment of a profile, everything outside its sweep file.
 
     ``section(results) → value`` reads the result files (a
-    :class:`kernelgap.report.context.Results`) into the value of ``summary.json``'s key
+    :class:`kernelgap.report.criteria.Results`) into the value of ``summary.json``'s key
     ``key`` (default: the name), ``None`` when there is nothing to report; experiments
     that share a key each give a dict and their dicts are merged in registry order.
     ``schema`` is that value's type: a :class:`~kernelgap.validation.Section` model (``… |
-    None`` where it may be null; rows of :mod:`kernelgap.report.rows` may be used), which
+    None`` where it may be null; rows of :mod:`kernelgap.report.trained` may be used), which
     ``section`` builds the value as (``Model(…).dump()``), or any type pydantic validates;
     the summary's JSON schema is generated from it and a summary read back is checked
     against it (:mod:`kernelgap.reproduction.schema`).  ``sentence(summary)`` and ``figures`` are

@@ -1,10 +1,14 @@
-"""Every threshold and criterion of the report, defined once, and the run rows it reads."""
+"""Every threshold and criterion of the report, defined once, and the run rows it reads from
+a reproduction folder's result files (:class:`Results`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
+from ..io import digest_problem, read_json, read_run_records
 from ..task.minip import EXACT_THRESHOLD
+from .integrity import unsealed
 
 #: A run "solves" an unseen test pool when this share of its test sequences is exact.
 #: Test max error < 1/2 is the stricter reading; MLP readouts leave 0.3–0.9 on a few
@@ -168,3 +172,53 @@ POOLS = {
     "witness": lambda r: r["family"] == "witness" and r["kind"] == "kernel" and r["heads"] == 1,
     "ood": lambda r: r["kind"] == "kernel",
 }
+
+
+class Results:
+    """A reproduction folder read through its registered experiments."""
+
+    def __init__(self, root: str | Path, experiments):
+        self.root = Path(root)
+        self.experiments = list(experiments)
+        self._rows: dict[str, list[dict]] = {}
+        self._pooled: dict[str, list[dict]] = {}
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    def read(self, name: str, file: str):
+        """The payload of a step file; ``None`` when it is missing, unreadable or altered."""
+        data = read_json(self.folder(name) / file)
+        return None if isinstance(data, dict) and digest_problem(data) else unsealed(data)
+
+    def records(self, name: str) -> list[dict]:
+        return read_run_records(self.folder(name))
+
+    def rows(self, name: str) -> list[dict]:
+        """The experiment's runs as report rows (:func:`run_row`)."""
+        if name not in self._rows:
+            self._rows[name] = [run_row(r) for r in self.records(name)]
+        return self._rows[name]
+
+    def pool(self, pool: str) -> list[str]:
+        """The experiments whose runs join ``pool``, in registry order."""
+        return [e.name for e in self.experiments if pool in e.pools]
+
+    def pooled(self, pool: str) -> list[dict]:
+        """Every run of the pool's experiments that passes its rule, each run once."""
+        if pool not in self._pooled:
+            keep = POOLS[pool]
+            self._pooled[pool] = unique([r for name in self.pool(pool) for r in self.rows(name) if keep(r)])
+        return self._pooled[pool]
+
+    def witness_certified_rank(self) -> int | None:
+        """The witness family's certified rank, from the first witness-pool experiment that has it."""
+        for name in self.pool("witness"):
+            cert = self.read(name, "certificate.json")
+            if isinstance(cert, dict) and cert.get("certified_rank"):
+                return cert["certified_rank"]
+            certs = self.read(name, "certificates.json")
+            for entry in certs.values() if isinstance(certs, dict) else ():
+                if isinstance(entry, dict) and entry.get("family") == "witness" and entry.get("certified_rank"):
+                    return entry["certified_rank"]
+        return None

@@ -19,8 +19,8 @@ from ...report.criteria import (
 )
 from ...report.figures import accuracy_axes, band, plt, save, tone
 from ...report.html import table
-from ...report.rows import RunRow
 from ...report.text import fmt, of, reached, yes_no
+from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 

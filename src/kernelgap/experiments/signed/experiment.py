@@ -17,8 +17,8 @@ from ...report.criteria import (
 )
 from ...report.figures import accuracy_axes, band, error_axes, map_bands, plt, save, tone
 from ...report.html import table
-from ...report.rows import RunRow, Transition
 from ...report.text import exact_from, reached, share
+from ...report.trained import RunRow, Transition
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
