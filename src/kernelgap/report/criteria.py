@@ -42,13 +42,18 @@ def at_edge(hits: int, seeds: int) -> bool:
     return seeds < 2 or 0 < hits < seeds
 
 
+def grouped(rows, key) -> dict:
+    """``{key(row): [rows…]}``, the keys in the order they first appear."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
 def first_rank(rows: list[dict], ok, key: str = "rank", rule=majority) -> int | None:
     """Smallest ``key`` value (rank, features, …) at which ``rule(seeds satisfying ok, seeds)``."""
-    by = defaultdict(list)
-    for r in rows:
-        if r.get(key) is not None:
-            by[r[key]].append(bool(ok(r)))
-    return next((k for k in sorted(by) if rule(sum(by[k]), len(by[k]))), None)
+    by = grouped((r for r in rows if r.get(key) is not None), lambda r: r[key])
+    return next((k for k in sorted(by) if rule(sum(bool(ok(r)) for r in by[k]), len(by[k]))), None)
 
 
 def sandwich(
@@ -74,10 +79,7 @@ def sandwich(
     - ``determined``: ``certified == min(constructed, trained_any)``: the minimal rank is
       known exactly (an upper bound below ``certified`` leaves it undetermined).
     """
-    groups: dict = defaultdict(list)
-    for r in rows:
-        if r.get("rank") is not None:
-            groups[r.get(by)].append(r)
+    groups = grouped((r for r in rows if r.get("rank") is not None), lambda r: r.get(by))
     any_ranks, most_ranks = [], []
     for group in groups.values():
         hits: dict[int, set] = defaultdict(set)
@@ -144,14 +146,6 @@ def _features(model: dict) -> int | None:
 def family_size(row: dict) -> int:
     """The size ``n`` of a run's family (0 for a family without one)."""
     return int(row["params"].get("n") or 0)
-
-
-def grouped(rows, key) -> dict:
-    """``{key(row): [rows…]}``, the keys in the order they first appear."""
-    out: dict = {}
-    for r in rows:
-        out.setdefault(key(r), []).append(r)
-    return out
 
 
 def sorted_by(rows: list[dict], *keys: str) -> list[dict]:

@@ -5,13 +5,12 @@ A run counts as an exact model only when it was scored on every sequence of its 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from ..validation import JsonInt, JsonNumber, Section, json_at_least
-from .criteria import exact, first_rank, sandwich
+from .criteria import exact, first_rank, grouped, sandwich
 from .text import fmt, of, reached
 
 #: A share: a number in [0, 1].
@@ -175,9 +174,7 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
         for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
     ]
     models = [{**r, "exact": r["exact"] and r["whole_family"]} for r in runs]
-    by_rank = defaultdict(list)
-    for r in models:
-        by_rank[r["rank"]].append(r)
+    by_rank = grouped(models, lambda r: r["rank"])
     cert = fam["certified_rank"]
     return TrainedFamily(
         **fam,
