@@ -24,9 +24,7 @@ from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wa
 from ...report.trained import Growth, TrainedFamily, trained_section
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
-from .text import PAPER, conclusions, paper_rows, sentence, stays_at_n, trained_text, wall_text
-
-__all__ = ["EXPERIMENT", "PAPER", "conclusions", "paper_rows", "sentence", "stays_at_n", "trained_text", "wall_text"]
+from .text import PAPER, conclusions, paper_rows, sentence
 
 TITLE = "The wall in context length"
 
