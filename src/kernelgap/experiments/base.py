@@ -6,7 +6,7 @@ An experiment is one folder ``<name>/``: its sweep file for each profile
 after its sweep, the module of that step (``step.py``; it may use torch).
 ``experiment.py`` (with any modules beside it that it imports) is the torch-free part:
 the report's assembly (:mod:`kernelgap.reproduction`) imports it, so it imports only the
-report kit (:mod:`kernelgap.report.criteria`, ``.text``, ``.figures``, ``.html``, …),
+report kit (:mod:`kernelgap.report.criteria`, ``.html``, ``.figures``, …),
 other torch-free rules (:mod:`kernelgap.probe.verdicts`) and never the step, which the
 pipeline loads by name (:meth:`Experiment.load_step`).
 """

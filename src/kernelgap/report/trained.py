@@ -11,7 +11,7 @@ from pydantic import Field
 
 from ..validation import JsonInt, JsonNumber, Section, json_at_least
 from .criteria import exact, first_rank, grouped, sandwich
-from .text import fmt, of, reached
+from .html import fmt, of, reached
 
 #: A share: a number in [0, 1].
 Share = Annotated[JsonNumber, Field(ge=0, le=1)]

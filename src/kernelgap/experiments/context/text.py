@@ -13,7 +13,7 @@ tends to 1 while the ratio tends to 0.  No number is typed in.
 from __future__ import annotations
 
 from ...report.criteria import grouped
-from ...report.text import fmt, yes_no
+from ...report.html import fmt, yes_no
 from ...report.trained import trained_conclusions
 
 #: What the paper claims (kept verbatim in summary.json under ``paper.context``).

@@ -25,8 +25,7 @@ from ...limits import MAX_WALL_M, WALL_RLIMIT
 from ...rationals import parse_delta
 from ...report.criteria import grouped
 from ...report.figures import legend, plt, save
-from ...report.html import table
-from ...report.text import of
+from ...report.html import of, table
 from ...validation import JsonInt, JsonNumber, Section, between, invalid, json_at_least
 from ..base import Experiment, Figure
 

@@ -13,7 +13,7 @@ from pydantic import Field
 from ...errors import KernelgapError
 from ...limits import MAX_VERIFY_M, check_verify
 from ...report.figures import exact_line, legend, plt, save
-from ...report.text import of, yes_no
+from ...report.html import of, yes_no
 from ...validation import Int, JsonInt, JsonNumber, Says, Section, json_at_least
 from ..base import Experiment, Figure
 

@@ -18,8 +18,7 @@ from ...report.criteria import (
     test_exact,
 )
 from ...report.figures import accuracy_axes, band, plt, save, tone
-from ...report.html import table
-from ...report.text import fmt, of, reached, yes_no
+from ...report.html import fmt, of, reached, table, yes_no
 from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
-from ...report.html import table
-from ...report.text import of
+from ...report.html import of, table
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 

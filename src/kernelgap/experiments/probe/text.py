@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...probe.verdicts import judges_collapse
 from ...report.criteria import OOD_SOLVED_ACC, at_edge
-from ...report.text import of, reached
+from ...report.html import of, reached
 
 
 def schedules_of(s: dict) -> dict[str, str]:

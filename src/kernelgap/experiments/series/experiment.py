@@ -14,8 +14,7 @@ import html
 
 from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
-from ...report.html import paragraph, table
-from ...report.text import of, reached
+from ...report.html import of, paragraph, reached, table
 from ...report.trained import same_family
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure

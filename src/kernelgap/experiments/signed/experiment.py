@@ -16,8 +16,7 @@ from ...report.criteria import (
     sorted_by,
 )
 from ...report.figures import accuracy_axes, band, error_axes, map_bands, plt, save, tone
-from ...report.html import table
-from ...report.text import exact_from, reached, share
+from ...report.html import exact_from, reached, share, table
 from ...report.trained import RunRow, Transition
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure

@@ -11,8 +11,7 @@ from typing import Any
 
 from ...report.criteria import every, exact, first_rank, majority, sorted_by
 from ...report.figures import error_axes, map_bands, plt, save
-from ...report.html import table
-from ...report.text import fmt, of, reached, yes_no
+from ...report.html import fmt, of, reached, table, yes_no
 from ...report.trained import RunRow, SoftmaxRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from ...report.criteria import OOD_SOLVED_ACC, exact, family_size, first_rank, solves_test_pool
 from ...report.figures import accuracy_axes, error_axes, map_bands, plt, save
-from ...report.html import table
-from ...report.text import of, reached
+from ...report.html import of, reached, table
 from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure
