@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...report.figures import band, error_axes, plt, save
+from ...report.figures import band, draw_length_curve, draw_ratio_curve, draw_wall_curve, error_axes, plt, save
 from ...report.html import table
-from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wall_curve
 from ...report.trained import Growth, TrainedFamily, trained_section
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure

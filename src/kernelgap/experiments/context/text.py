@@ -13,6 +13,7 @@ tends to 1 while the ratio tends to 0.  No number is typed in.
 from __future__ import annotations
 
 from ...report.criteria import grouped
+from ...report.figures import delta_of
 from ...report.html import fmt, yes_no
 from ...report.trained import trained_conclusions
 
@@ -24,10 +25,6 @@ PAPER = {
 }
 #: The tolerance of the Graham–Sloane rows (rows written before δ was recorded have it).
 HALF = "1/2"
-
-
-def delta_of(row: dict) -> str:
-    return row.get("delta") or HALF
 
 
 def rule(row: dict) -> str:
