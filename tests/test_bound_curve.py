@@ -169,7 +169,7 @@ def test_the_step_certifies_the_trained_family_and_the_section_pins_the_minimal_
     from kernelgap.experiments.bound_curve import experiment as bc
     from kernelgap.experiments.bound_curve.step import curve
     from kernelgap.experiments.registry import BUILTIN
-    from kernelgap.report.context import Results
+    from kernelgap.report.criteria import Results
 
     sweep = tmp_path / "bound_curve.toml"
     sweep.write_text(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelgap.errors import ConfigError, KernelgapError
-from kernelgap.experiments.probe.record import read_probe_meta
+from kernelgap.experiments.probe.section import read_probe_meta
 from kernelgap.io import confined, plain_name
 from test_bad_input import EXAMPLE, TINY, tree_digest
 

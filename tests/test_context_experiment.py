@@ -22,7 +22,7 @@ from kernelgap.experiments.context.step import curves
 from kernelgap.experiments.profile import load_profile
 from kernelgap.experiments.registry import BUILTIN
 from kernelgap.limits import MAX_CURVE_POINTS
-from kernelgap.report.context import Results
+from kernelgap.report.criteria import Results
 from kernelgap.report.html import Page
 from kernelgap.reproduction.schema import section_problem, section_schema
 from kernelgap.reproduction.summary import paper
@@ -662,7 +662,7 @@ def test_figures_and_html(tmp_path):
 def test_the_ratio_figure_draws_the_rows_numbers(tmp_path, monkeypatch):
     """The ratio figure plots each tolerance's r/2^m and log2 r / m, the pair ceiling over every
     m run, √(2/(πm)) and 2^m, all read from the rows; rows without the ratios draw nothing."""
-    from kernelgap.report import layer_figures
+    from kernelgap.report import figures as layer_figures
 
     figs = []
     monkeypatch.setattr(layer_figures, "save", lambda fig, out, stem: figs.append(fig) or [stem])

@@ -192,7 +192,7 @@ def curve(errors: list[float]) -> dict:
 
 def folder(tmp_path, records: list[dict]):
     from kernelgap.experiments.registry import BUILTIN
-    from kernelgap.report.context import Results
+    from kernelgap.report.criteria import Results
 
     runs = tmp_path / "out" / "bound_curve" / "runs"
     runs.mkdir(parents=True)

@@ -16,7 +16,7 @@ import pytest
 import kernelgap.io
 from kernelgap.args import argument_map, json_object
 from kernelgap.errors import KernelgapError
-from kernelgap.experiments.probe.record import read_probe_meta
+from kernelgap.experiments.probe.section import read_probe_meta
 from kernelgap.experiments.profile import load_profile
 from kernelgap.io import MAX_INPUT_BYTES, load_json, load_toml, parse_json, read_input, read_json
 from kernelgap.reproduction.compare import _read as read_summary

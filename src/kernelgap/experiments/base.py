@@ -6,7 +6,7 @@ An experiment is one folder ``<name>/``: its sweep file for each profile
 after its sweep, the module of that step (``step.py``; it may use torch).
 ``experiment.py`` (with any modules beside it that it imports) is the torch-free part:
 the report's assembly (:mod:`kernelgap.reproduction`) imports it, so it imports only the
-report kit (:mod:`kernelgap.report.criteria`, ``.text``, ``.figures``, ``.html``, …),
+report kit (:mod:`kernelgap.report.criteria`, ``.html``, ``.figures``, …),
 other torch-free rules (:mod:`kernelgap.probe.verdicts`) and never the step, which the
 pipeline loads by name (:meth:`Experiment.load_step`).
 """
@@ -52,11 +52,11 @@ class Experiment:
     """One experiment of a profile, everything outside its sweep file.
 
     ``section(results) → value`` reads the result files (a
-    :class:`kernelgap.report.context.Results`) into the value of ``summary.json``'s key
+    :class:`kernelgap.report.criteria.Results`) into the value of ``summary.json``'s key
     ``key`` (default: the name), ``None`` when there is nothing to report; experiments
     that share a key each give a dict and their dicts are merged in registry order.
     ``schema`` is that value's type: a :class:`~kernelgap.validation.Section` model (``… |
-    None`` where it may be null; rows of :mod:`kernelgap.report.rows` may be used), which
+    None`` where it may be null; rows of :mod:`kernelgap.report.trained` may be used), which
     ``section`` builds the value as (``Model(…).dump()``), or any type pydantic validates;
     the summary's JSON schema is generated from it and a summary read back is checked
     against it (:mod:`kernelgap.reproduction.schema`).  ``sentence(summary)`` and ``figures`` are

@@ -1,10 +1,14 @@
-"""Every threshold and criterion of the report, defined once, and the run rows it reads."""
+"""Every threshold and criterion of the report, defined once, and the run rows it reads from
+a reproduction folder's result files (:class:`Results`)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
+from ..io import digest_problem, read_json, read_run_records
 from ..task.minip import EXACT_THRESHOLD
+from .integrity import unsealed
 
 #: A run "solves" an unseen test pool when this share of its test sequences is exact.
 #: Test max error < 1/2 is the stricter reading; MLP readouts leave 0.3–0.9 on a few
@@ -38,13 +42,18 @@ def at_edge(hits: int, seeds: int) -> bool:
     return seeds < 2 or 0 < hits < seeds
 
 
+def grouped(rows, key) -> dict:
+    """``{key(row): [rows…]}``, the keys in the order they first appear."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(key(r), []).append(r)
+    return out
+
+
 def first_rank(rows: list[dict], ok, key: str = "rank", rule=majority) -> int | None:
     """Smallest ``key`` value (rank, features, …) at which ``rule(seeds satisfying ok, seeds)``."""
-    by = defaultdict(list)
-    for r in rows:
-        if r.get(key) is not None:
-            by[r[key]].append(bool(ok(r)))
-    return next((k for k in sorted(by) if rule(sum(by[k]), len(by[k]))), None)
+    by = grouped((r for r in rows if r.get(key) is not None), lambda r: r[key])
+    return next((k for k in sorted(by) if rule(sum(bool(ok(r)) for r in by[k]), len(by[k]))), None)
 
 
 def sandwich(
@@ -70,10 +79,7 @@ def sandwich(
     - ``determined``: ``certified == min(constructed, trained_any)``: the minimal rank is
       known exactly (an upper bound below ``certified`` leaves it undetermined).
     """
-    groups: dict = defaultdict(list)
-    for r in rows:
-        if r.get("rank") is not None:
-            groups[r.get(by)].append(r)
+    groups = grouped((r for r in rows if r.get("rank") is not None), lambda r: r.get(by))
     any_ranks, most_ranks = [], []
     for group in groups.values():
         hits: dict[int, set] = defaultdict(set)
@@ -137,6 +143,11 @@ def _features(model: dict) -> int | None:
     return model["rank"] * (model.get("heads") or 1)
 
 
+def family_size(row: dict) -> int:
+    """The size ``n`` of a run's family (0 for a family without one)."""
+    return int(row["params"].get("n") or 0)
+
+
 def sorted_by(rows: list[dict], *keys: str) -> list[dict]:
     return sorted(rows, key=lambda r: tuple(r[k] for k in keys))
 
@@ -155,3 +166,53 @@ POOLS = {
     "witness": lambda r: r["family"] == "witness" and r["kind"] == "kernel" and r["heads"] == 1,
     "ood": lambda r: r["kind"] == "kernel",
 }
+
+
+class Results:
+    """A reproduction folder read through its registered experiments."""
+
+    def __init__(self, root: str | Path, experiments):
+        self.root = Path(root)
+        self.experiments = list(experiments)
+        self._rows: dict[str, list[dict]] = {}
+        self._pooled: dict[str, list[dict]] = {}
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    def read(self, name: str, file: str):
+        """The payload of a step file; ``None`` when it is missing, unreadable or altered."""
+        data = read_json(self.folder(name) / file)
+        return None if isinstance(data, dict) and digest_problem(data) else unsealed(data)
+
+    def records(self, name: str) -> list[dict]:
+        return read_run_records(self.folder(name))
+
+    def rows(self, name: str) -> list[dict]:
+        """The experiment's runs as report rows (:func:`run_row`)."""
+        if name not in self._rows:
+            self._rows[name] = [run_row(r) for r in self.records(name)]
+        return self._rows[name]
+
+    def pool(self, pool: str) -> list[str]:
+        """The experiments whose runs join ``pool``, in registry order."""
+        return [e.name for e in self.experiments if pool in e.pools]
+
+    def pooled(self, pool: str) -> list[dict]:
+        """Every run of the pool's experiments that passes its rule, each run once."""
+        if pool not in self._pooled:
+            keep = POOLS[pool]
+            self._pooled[pool] = unique([r for name in self.pool(pool) for r in self.rows(name) if keep(r)])
+        return self._pooled[pool]
+
+    def witness_certified_rank(self) -> int | None:
+        """The witness family's certified rank, from the first witness-pool experiment that has it."""
+        for name in self.pool("witness"):
+            cert = self.read(name, "certificate.json")
+            if isinstance(cert, dict) and cert.get("certified_rank"):
+                return cert["certified_rank"]
+            certs = self.read(name, "certificates.json")
+            for entry in certs.values() if isinstance(certs, dict) else ():
+                if isinstance(entry, dict) and entry.get("family") == "witness" and entry.get("certified_rank"):
+                    return entry["certified_rank"]
+        return None

@@ -1,4 +1,5 @@
-"""The HTML skeleton every experiment's section shares: one self-contained page, tables, figures."""
+"""What every experiment's report part shares: the words of its sentences (each computed from
+``summary.json``, never typed in) and its HTML (one self-contained page, tables, figures)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,39 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
-from .text import fmt
+
+def fmt(x, spec: str = ".2f") -> str:
+    """``–`` for a missing value, floats with ``spec``, anything else as ``str``."""
+    if x is None:
+        return "–"
+    return format(x, spec) if isinstance(x, float) else str(x)
+
+
+def reached(value, top, unit: str = "") -> str:
+    """A transition, or how far the grid went without reaching it."""
+    if value is not None:
+        return f"{unit}{value}"
+    return f"not reached up to {unit}{top}" if top is not None else "not run"
+
+
+def exact_from(value, top, unit: str = "r") -> str:
+    return f"exact from {unit} = {value}" if value is not None else f"not exact up to {unit} = {top}"
+
+
+def share(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{100 * lo:.0f} %" if round(100 * lo) == round(100 * hi) else f"{100 * lo:.0f}–{100 * hi:.0f} %"
+
+
+def of(hits: int, total: int) -> str:
+    """``3 of 5``: a count among a total (a conclusion of :mod:`kernelgap.reproduction.compare`)."""
+    return f"{hits} of {total}"
+
+
+def yes_no(value) -> str:
+    """``yes``, ``no``, or ``–`` for a verdict not reached (``None``)."""
+    return "–" if value is None else ("yes" if value else "no")
+
 
 CSS = """
 body{font-family:system-ui,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;color:#222}

@@ -1,15 +1,78 @@
-"""Trained families beside their certificates: the runs on each family an experiment
+"""The run rows several sections of ``summary.json`` share (:class:`RunRow`, …), and trained
+families beside their certificates: the runs on each family an experiment
 trains, and the sandwich of its minimal rank (:func:`~kernelgap.report.criteria.sandwich`).
 A run counts as an exact model only when it was scored on every sequence of its family."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from ..validation import JsonInt, JsonNumber, Section, json_at_least
-from .criteria import exact, first_rank, sandwich
-from .text import fmt, of, reached
+from .criteria import exact, first_rank, grouped, sandwich
+from .html import fmt, of, reached
+
+#: A share: a number in [0, 1].
+Share = Annotated[JsonNumber, Field(ge=0, le=1)]
+
+
+class RunRow(Section):
+    """One trained run as :func:`~kernelgap.report.criteria.run_row` reads its record: the
+    test keys only where it was tested on a pool, the sign use only of a signed kernel."""
+
+    id: str
+    feature_map: str
+    kind: Literal["kernel", "softmax", "module"]
+    rank: json_at_least(1)
+    heads: JsonInt | None
+    features: JsonInt | None
+    signed: bool
+    seed: JsonInt
+    status: Literal["ok", "diverged"]
+    steps: JsonInt
+    wall_time_s: JsonNumber
+    family: str
+    params: dict[str, Any]
+    family_sha256: str | None
+    max_error: JsonNumber | None
+    exact_seq_acc: Share | None
+    mean_abs_error: JsonNumber | None
+    tries: json_at_least(1)
+    distilled: bool
+    pruned_from: JsonInt | None
+    exact: bool
+    test_max_error: JsonNumber | None = None
+    test_exact_seq_acc: Share | None = None
+    test_exact: bool | None = None
+    guarded_share: Share | None = None
+    min_abs_denominator: JsonNumber | None = None
+    negative_denominator_share: Share | None = None
+    negative_weight_share: Share | None = None
+
+
+class SoftmaxRow(Section):
+    """One trained softmax run: its seed, train max error and verdict."""
+
+    seed: JsonInt
+    max_error: JsonNumber | None
+    exact: bool
+
+
+class Transition(Section):
+    """One map: the smallest features (or rank) at which most seeds pass, and the largest tried."""
+
+    transition: JsonInt | None
+    max_tried: JsonInt
+
+
+class Growth(Section):
+    """A least-squares fit of log2(rank) against m over ``points`` points:
+    ``log2_per_m·m + intercept``."""
+
+    log2_per_m: JsonNumber
+    intercept: JsonNumber
+    points: JsonInt
 
 
 class TrainedRun(Section):
@@ -111,9 +174,7 @@ def trained(fam: dict, rows: list[dict], train_of: dict[str, dict]) -> dict:
         for r in sorted(mine, key=lambda r: (r["feature_map"], r["rank"], r["seed"]))
     ]
     models = [{**r, "exact": r["exact"] and r["whole_family"]} for r in runs]
-    by_rank = defaultdict(list)
-    for r in models:
-        by_rank[r["rank"]].append(r)
+    by_rank = grouped(models, lambda r: r["rank"])
     cert = fam["certified_rank"]
     return TrainedFamily(
         **fam,

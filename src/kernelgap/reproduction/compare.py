@@ -115,7 +115,7 @@ def conclusions(summary: dict, experiments, where: Path | str = "summary.json") 
         try:
             if exp.conclusions is not None and present(summary, exp):
                 found.update({str(k): str(v) for k, v in exp.conclusions(summary).items()})
-            for row in exp.paper_rows(summary) if exp.paper_rows else []:
+            for row in exp.paper_rows(summary) if exp.paper_rows and present(summary, exp) else []:
                 value = row["conclusion"] if "conclusion" in row else row.get("ours")
                 if value is not None:
                     found[PAPER_ROW + str(row["quantity"])] = str(value)

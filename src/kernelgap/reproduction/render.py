@@ -44,7 +44,9 @@ def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[s
 
 def comparison_rows(summary: dict, experiments=None) -> list[dict]:
     """The rows of "The paper beside ours", experiment after experiment."""
-    return [row for exp in _exps(experiments) if exp.paper_rows for row in exp.paper_rows(summary)]
+    return [
+        row for exp in _exps(experiments) if exp.paper_rows and present(summary, exp) for row in exp.paper_rows(summary)
+    ]
 
 
 def sentences(summary: dict, experiments=None) -> dict[str, str]:

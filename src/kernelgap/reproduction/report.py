@@ -16,8 +16,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.probe.page import render_probe_report
-from ..experiments.probe.record import SKIPPED, read_probe_meta
-from ..experiments.probe.section import probe_section
+from ..experiments.probe.section import SKIPPED, probe_section, read_probe_meta
 from ..folders import check_out, link_problems, refuse_links
 from ..io import atomic_write_json, atomic_write_text, read_json
 from ..report.integrity import folder_problems, one_line, sealed_problem

@@ -10,7 +10,7 @@ from .. import __version__
 from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
-from ..report.context import Results
+from ..report.criteria import Results
 from ..validation import JsonNumber, fits
 from .record import META, invocations
 

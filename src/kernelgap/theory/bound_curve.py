@@ -351,11 +351,10 @@ def curve_lines(payload: dict) -> list[str]:
 
 def write_curve(payload: dict, out: Path, force: bool = False) -> list[str]:
     """The curve's JSON and figures in ``out``, named by :func:`figure_of` (the layer series
-    against m: the wall and ratio figures, :mod:`kernelgap.report.layer_figures`), once
+    against m: the wall and ratio figures, :mod:`kernelgap.report.figures`), once
     :func:`check_curve_out` allows it."""
     from ..io import atomic_write_json
-    from ..report.figures import draw_bound_curve
-    from ..report.layer_figures import draw_length_curve, draw_wall_and_ratio
+    from ..report.figures import draw_bound_curve, draw_length_curve, draw_wall_and_ratio
 
     stem, figure = figure_of(payload)
     draw = {"bound": draw_bound_curve, "wall": draw_wall_and_ratio, "length": draw_length_curve}[figure]

@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from ...report.figures import certified_in_full, draw_bound_curve, draw_training_curves
-from ...report.text import fmt, yes_no
+from ...report.html import fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
 from ...task import EXACT_THRESHOLD
 from ..base import Experiment, Figure

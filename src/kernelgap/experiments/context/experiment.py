@@ -18,16 +18,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...report.figures import band, error_axes, plt, save
+from ...report.figures import band, draw_length_curve, draw_ratio_curve, draw_wall_curve, error_axes, plt, save
 from ...report.html import table
-from ...report.layer_figures import draw_length_curve, draw_ratio_curve, draw_wall_curve
-from ...report.rows import Growth
-from ...report.trained import TrainedFamily, trained_section
+from ...report.trained import Growth, TrainedFamily, trained_section
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
-from .text import PAPER, conclusions, paper_rows, sentence, stays_at_n, trained_text, wall_text
-
-__all__ = ["EXPERIMENT", "PAPER", "conclusions", "paper_rows", "sentence", "stays_at_n", "trained_text", "wall_text"]
+from .text import PAPER, conclusions, paper_rows, sentence
 
 TITLE = "The wall in context length"
 

@@ -12,7 +12,9 @@ tends to 1 while the ratio tends to 0.  No number is typed in.
 
 from __future__ import annotations
 
-from ...report.text import fmt, yes_no
+from ...report.criteria import grouped
+from ...report.figures import delta_of
+from ...report.html import fmt, yes_no
 from ...report.trained import trained_conclusions
 
 #: What the paper claims (kept verbatim in summary.json under ``paper.context``).
@@ -25,21 +27,9 @@ PAPER = {
 HALF = "1/2"
 
 
-def delta_of(row: dict) -> str:
-    return row.get("delta") or HALF
-
-
 def rule(row: dict) -> str:
     """The least N the pair bound predicts (rows written before the rule was recorded: δ = 1/2's)."""
     return row.get("length_rule") or "2 + ⌈√(n − 1)⌉"
-
-
-def groups(rows: list[dict]) -> dict[str, list[dict]]:
-    """Rows by tolerance, in the order they first appear."""
-    out: dict[str, list[dict]] = {}
-    for row in rows:
-        out.setdefault(delta_of(row), []).append(row)
-    return out
 
 
 def code_words(row: dict) -> str:
@@ -179,7 +169,7 @@ def limit_text(wall: list[dict]) -> str | None:
         "that ceiling log2 r / m → 1 while r/2^m → 0 as m grows: the bound approaches 2^m in the exponent, "
         "not in the ratio"
     )
-    capped = [d for d, rows in groups(wall).items() if rows and all(p.get("at_ceiling") for p in rows)]
+    capped = [d for d, rows in grouped(wall, delta_of).items() if rows and all(p.get("at_ceiling") for p in rows)]
     if capped:
         text += (
             f"; since at δ = {', '.join(capped)} the run already meets the ceiling, going further needs a "
@@ -241,7 +231,7 @@ def how_trained(runs: list[dict], rank: int) -> str:
 
 def how_close_parts(wall: list[dict]) -> list[str]:
     """Per tolerance how close to 2^m, against the ceiling; then the exact limit."""
-    by = groups(wall)
+    by = grouped(wall, delta_of)
     parts = [closeness_text(d, closest(rows)) for d, rows in by.items() if closest(rows)]
     parts += [t for t in (ceiling_text(d, rows) for d, rows in by.items()) if t]
     limit = limit_text(wall)
@@ -252,7 +242,7 @@ def sentence(summary: dict) -> str | None:
     """Per tolerance its wall, N-curves and proved = constructed; then how close to 2^m each
     gets and what "approaches 2^m" means; the m skipped and the trained point."""
     s = summary["context"]
-    walls, curves = groups(s["wall"]), groups(s["length_curves"])
+    walls, curves = grouped(s["wall"], delta_of), grouped(s["length_curves"], delta_of)
     parts = []
     for delta in dict.fromkeys([*walls, *curves]):
         parts += _delta_parts(delta, walls.get(delta, []), curves.get(delta, []))
@@ -274,10 +264,10 @@ def _skipped(k: dict) -> str:
 def paper_rows(summary: dict) -> list[dict]:
     """The row "bound → 2^m as N grows": per tolerance the wall, and as an exact statement what
     the run shows (the code size or the ceiling at fixed m; the exponent → 1, not the ratio)."""
-    s = summary.get("context")
-    if not s or not s["wall"]:
+    s = summary["context"]
+    if not s["wall"]:
         return []
-    walls = groups(s["wall"])
+    walls = grouped(s["wall"], delta_of)
     curves = s["length_curves"]
     flat = bool(curves) and all(stays_at_n(c) for c in curves)
     note = ""

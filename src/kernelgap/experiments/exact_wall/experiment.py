@@ -23,9 +23,9 @@ from ...args import parse_range
 from ...errors import KernelgapError
 from ...limits import MAX_WALL_M, WALL_RLIMIT
 from ...rationals import parse_delta
+from ...report.criteria import grouped
 from ...report.figures import legend, plt, save
-from ...report.html import table
-from ...report.text import of
+from ...report.html import of, table
 from ...validation import JsonInt, JsonNumber, Section, between, invalid, json_at_least
 from ..base import Experiment, Figure
 
@@ -232,15 +232,12 @@ def rows(s: dict) -> list[dict]:
 
 
 def _by_delta(entries: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for e in sorted(entries, key=lambda e: (Fraction(e["delta"]), e["m"])):
-        out.setdefault(e["delta"], []).append(e)
-    return out
+    return grouped(sorted(entries, key=lambda e: (Fraction(e["delta"]), e["m"])), lambda e: e["delta"])
 
 
 def sentence(summary: dict) -> str | None:
-    s = summary.get("exact_wall")
-    if not s or not s["entries"]:
+    s = summary["exact_wall"]
+    if not s["entries"]:
         return None
     parts = []
     for delta, entries in _by_delta(s["entries"]).items():
@@ -320,8 +317,8 @@ CAPTION = (
 
 
 def markdown_tables(summary: dict) -> list[tuple[str, list[dict], list[str]]]:
-    s = summary.get("exact_wall")
-    return [(TITLE, rows(s), list(rows(s)[0]))] if s and s["entries"] else []
+    s = summary["exact_wall"]
+    return [(TITLE, rows(s), list(rows(s)[0]))] if s["entries"] else []
 
 
 def section_html(summary: dict, page) -> dict[str, list[str]]:

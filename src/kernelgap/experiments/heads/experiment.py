@@ -14,9 +14,8 @@ from typing import Any
 
 from ...report.criteria import exact, first_rank, sorted_by
 from ...report.figures import legend, log2_axis, plt, save, tone
-from ...report.html import table
-from ...report.rows import RunRow
-from ...report.text import exact_from, reached, yes_no
+from ...report.html import exact_from, reached, table, yes_no
+from ...report.trained import RunRow
 from ...validation import JsonInt, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 

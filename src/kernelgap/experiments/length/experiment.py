@@ -13,7 +13,7 @@ from pydantic import Field
 from ...errors import KernelgapError
 from ...limits import MAX_VERIFY_M, check_verify
 from ...report.figures import exact_line, legend, plt, save
-from ...report.text import of, yes_no
+from ...report.html import of, yes_no
 from ...validation import Int, JsonInt, JsonNumber, Says, Section, json_at_least
 from ..base import Experiment, Figure
 
@@ -116,9 +116,7 @@ def conclusions(s: dict) -> dict[str, str]:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    rows = s.get("length") or []
-    if not rows:
-        return []
+    rows = s["length"]
     parts = []
     for source in ("constructed", "trained"):
         at = {n: exact_at(rows, n, source) for n in (1, 2, 3)}

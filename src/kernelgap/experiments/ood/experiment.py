@@ -18,9 +18,8 @@ from ...report.criteria import (
     test_exact,
 )
 from ...report.figures import accuracy_axes, band, plt, save, tone
-from ...report.html import table
-from ...report.rows import RunRow
-from ...report.text import fmt, of, reached, yes_no
+from ...report.html import fmt, of, reached, table, yes_no
+from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
@@ -165,7 +164,7 @@ def conclusions(s: dict) -> dict[str, str]:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    scales = (s.get("ood") or {}).get("scales") or []
+    scales = s["ood"].get("scales") or []
     if not scales:
         return []
     monotone = grows(scales)

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ...report.figures import band, exact_line, legend, plt, save, tone
-from ...report.html import table
-from ...report.text import of
+from ...report.html import of, table
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
@@ -137,9 +136,7 @@ def _span(values: list[int]) -> str:
 
 
 def sentence(summary: dict) -> str | None:
-    p = summary.get("precision")
-    if not p:
-        return None
+    p = summary["precision"]
     tr = p.get("transcript") or {}
     col = "; ".join(f"{fm}, {q}: {_span(bits)}" for (fm, q), bits in _bits_by_map(p["collapse"]).items())
     sizes = [b for c in p["collapse"] for b in c["sketch_bits_at_collapse"] if b]

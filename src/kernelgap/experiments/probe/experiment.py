@@ -5,8 +5,8 @@ and seeds (``probe/<name>/``; the baseline runs of equal suites are shared,
 ``probe/baseline/``).  The same section, figure and HTML make the report of a probe
 folder (``kernelgap probe … --out DIR``).
 
-The experiment's torch-free parts, one job each: :mod:`.record` (``probe.json``, checked),
-:mod:`.section` (the summary's ``probes``), :mod:`.text` (sentences and conclusions),
+The experiment's torch-free parts, one job each: :mod:`.section` (``probe.json``, checked,
+and the summary's ``probes``), :mod:`.text` (sentences and conclusions),
 :mod:`.page` (its figure and HTML); the verdict rules are the
 probe's own (:mod:`kernelgap.probe.verdicts`), and so are the ``[[probes]]`` entries
 (:class:`kernelgap.probe.config.ProbeEntry`, named: a profile loads them).  :mod:`.step`

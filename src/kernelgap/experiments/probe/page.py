@@ -10,8 +10,7 @@ from pathlib import Path
 
 from ...probe.verdicts import judges_collapse
 from ...report.figures import MODULE_COLOR, band, error_axes, legend, log2_axis, map_color, plt, points, save
-from ...report.html import Page, page, paragraph, table
-from ...report.text import reached
+from ...report.html import Page, page, paragraph, reached, table
 from ..base import Figure
 from .text import probe_sentence, schedules_of, verdict_text
 

@@ -12,7 +12,7 @@ from ...probe.config import ProbeConfig, ProbeEntry
 from ...probe.runner import run_probe
 from ...report.integrity import sealed
 from ..steps import local_width
-from .record import SKIPPED
+from .section import SKIPPED
 
 
 def probe_modules(profile, out: Path, sweep_options: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...probe.verdicts import judges_collapse
 from ...report.criteria import OOD_SOLVED_ACC, at_edge
-from ...report.text import of, reached
+from ...report.html import of, reached
 
 
 def schedules_of(s: dict) -> dict[str, str]:
@@ -100,8 +100,7 @@ def probe_sentence(pr: dict) -> str:
 
 
 def sentence(summary: dict) -> str | None:
-    probes = summary.get("probes") or []
-    return " ".join(probe_sentence(pr) for pr in probes) or None
+    return " ".join(probe_sentence(pr) for pr in summary["probes"]) or None
 
 
 def conclusions(summary: dict) -> dict[str, str]:
@@ -110,7 +109,7 @@ def conclusions(summary: dict) -> dict[str, str]:
     and per rank its verdict (:func:`~kernelgap.probe.verdicts.rank_verdicts`), the
     baseline's and the twin's."""
     out = {}
-    for pr in summary.get("probes") or []:
+    for pr in summary["probes"]:
         name = pr["name"]
         if pr.get("skipped"):
             out[name] = "skipped"

@@ -14,8 +14,7 @@ import html
 
 from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
-from ...report.html import paragraph, table
-from ...report.text import of, reached
+from ...report.html import of, paragraph, reached, table
 from ...report.trained import same_family
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
@@ -344,8 +343,6 @@ DETERMINED_COLOR, OPEN_COLOR = "#2ca02c", "#d62728"
 def draw_sandwich(summary: dict, out_dir) -> list[str]:
     """Per family a bar from the certificate to the best upper bound, a marker per bound."""
     series = summary["series"]
-    if not series:
-        return []
     xs = range(len(series))
     fig, ax = plt.subplots(figsize=(max(6.4, 0.7 * len(series) + 2), 4.6))
     for x, f in zip(xs, series):

@@ -10,23 +10,19 @@ from __future__ import annotations
 from ...report.criteria import (
     OOD_SOLVED_ACC,
     exact,
+    family_size,
     first_rank,
     solves_test_pool,
     sorted_by,
 )
 from ...report.figures import accuracy_axes, band, error_axes, map_bands, plt, save, tone
-from ...report.html import table
-from ...report.rows import RunRow, Transition
-from ...report.text import exact_from, reached, share
+from ...report.html import exact_from, reached, share, table
+from ...report.trained import RunRow, Transition
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
 #: The sweeps whose runs make this item: the loopholes section exists once any of them ran.
 LOOPHOLE_SWEEPS = ("signed", "signed_ood", "heads")
-
-
-def _size(row: dict) -> int:
-    return int(row["params"].get("n") or 0)
 
 
 def per_map(rows: list[dict], ok, key: str = "features") -> dict[str, Transition]:
@@ -95,10 +91,10 @@ def section(results) -> dict | None:
     ood = [
         SignedOod(
             n=n,
-            transition_solved=per_map([r for r in signed_ood + nonneg_ood if _size(r) == n], solves_test_pool),
-            runs=sorted_by([r for r in signed_ood if _size(r) == n], "feature_map", "rank", "seed"),
+            transition_solved=per_map([r for r in signed_ood + nonneg_ood if family_size(r) == n], solves_test_pool),
+            runs=sorted_by([r for r in signed_ood if family_size(r) == n], "feature_map", "rank", "seed"),
         )
-        for n in sorted({_size(r) for r in signed_ood})
+        for n in sorted({family_size(r) for r in signed_ood})
     ]
     return SignedSection(
         certified_rank=results.witness_certified_rank(), signed=SignedPart(witness=witness, ood=ood)

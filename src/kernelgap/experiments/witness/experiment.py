@@ -11,9 +11,8 @@ from typing import Any
 
 from ...report.criteria import every, exact, first_rank, majority, sorted_by
 from ...report.figures import error_axes, map_bands, plt, save
-from ...report.html import table
-from ...report.rows import RunRow, SoftmaxRow
-from ...report.text import fmt, of, reached, yes_no
+from ...report.html import fmt, of, reached, table, yes_no
+from ...report.trained import RunRow, SoftmaxRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
 
@@ -100,9 +99,7 @@ def coincide(cert, built: dict, trained: list[int]) -> bool:
 
 
 def paper_rows(s: dict) -> list[dict]:
-    w = s.get("witness")
-    if not w:
-        return []
+    w = s["witness"]
     cert = w.get("certified_rank")
     certificate = w.get("certificate") or {}
     bounds = certificate.get("bounds") or {}

@@ -7,20 +7,15 @@ maps other experiments train.  The step certifies each training family.
 
 from __future__ import annotations
 
-from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool
+from ...report.criteria import OOD_SOLVED_ACC, exact, family_size, first_rank, solves_test_pool
 from ...report.figures import accuracy_axes, error_axes, map_bands, plt, save
-from ...report.html import table
-from ...report.rows import RunRow
-from ...report.text import of, reached
+from ...report.html import of, reached, table
+from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import FAMILY_CERTIFICATES, Experiment, Figure
 
 #: The zoo's sweep on an OOD pool (its own experiment: the quick profile leaves it out).
 OOD_SWEEP = "zoo_ood"
-
-
-def _size(row: dict) -> int:
-    return int(row["params"].get("n") or 0)
 
 
 def wall_verdict(transition: int | None, certified: int | None, tried: list[int], signed: bool) -> str:
@@ -76,8 +71,8 @@ def section(results) -> dict | None:
         return None
     pooled = results.pooled("witness")
     maps = sorted({r["feature_map"] for r in zoo_w + zoo_o + pooled})
-    size = _size(zoo_o[0]) if zoo_o else None
-    ood = [r for r in results.pooled("ood") if _size(r) == size] if size else []
+    size = family_size(zoo_o[0]) if zoo_o else None
+    ood = [r for r in results.pooled("ood") if family_size(r) == size] if size else []
     certified = results.witness_certified_rank()
     return ZooSection(
         certified_rank=certified,
@@ -108,9 +103,7 @@ def _row(fm: str, witness: list[dict], ood: list[dict], certified: int | None) -
 
 
 def sentence(summary: dict) -> str | None:
-    z = summary.get("zoo")
-    if not z:
-        return None
+    z = summary["zoo"]
     crossed = [r["feature_map"] for r in z["table"] if r["witness_transition"] is not None]
     at = [r["feature_map"] for r in z["table"] if r.get("witness_verdict") == "at the certificate"]
     return (
