@@ -210,7 +210,7 @@ def draw(summary: dict, out_dir) -> list[str]:
     families = _families(summary)
     if not families:
         return []
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
     cmap = plt.get_cmap("viridis")
     hs = sorted({int(h) for f in families for h in _head_counts(f)})
     for k, fam in enumerate(families):
@@ -233,10 +233,11 @@ def draw(summary: dict, out_dir) -> list[str]:
     ax.plot([], [], "k--", lw=1, label="one-head certificate")
     ax.plot([], [], "k*", ms=10, ls="none", label="two-head construction")
     ax.plot([], [], "ko", mfc="none", ls="none", label="none exact up to this total")
+    ax.plot(hs, hs, ":", color="grey", lw=1, label="H heads of rank 1: the least total")
     log2_axis(ax, hs)
     ax.set_yscale("log", base=2)
     ax.set(xlabel="heads H", ylabel="smallest exact total H·r", title="Several heads: the total each needs")
-    legend(ax)
+    legend(ax, loc="upper left", bbox_to_anchor=(1.02, 1))
     return save(fig, out_dir, "beyond_heads")
 
 
