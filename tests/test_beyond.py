@@ -135,10 +135,20 @@ def test_multi_head_shapes_and_sum_over_heads(heads):
 
 
 def _record(
-    folder: Path, fm, rank, seed, max_error, heads=1, family="witness", params=None, test_acc=None, kernel=None
+    folder: Path,
+    fm,
+    rank,
+    seed,
+    max_error,
+    heads=1,
+    family="witness",
+    params=None,
+    test_acc=None,
+    kernel=None,
+    sha=None,
 ):
     (folder / "runs").mkdir(parents=True, exist_ok=True)
-    rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}"
+    rid = f"{fm}-{rank}-{heads}-{seed}-{(params or {}).get('n', 0)}" + (f"-{sha[:4]}" if sha else "")
     spec = default_model(feature_map=fm, rank=rank, heads=heads)
     rec = {
         "id": rid,
@@ -150,7 +160,7 @@ def _record(
         "signed_kernel": spec.signed_kernel,
         "config": {
             "model": {"kind": "kernel", "feature_map": fm, "rank": rank, "heads": heads},
-            "family": {"name": family, "params": params or {}},
+            "family": {"name": family, "params": params or {}, **({"sha256": sha} if sha else {})},
         },
         "train": {
             "max_error": max_error,
@@ -276,6 +286,21 @@ def test_sections_transitions_and_html(tmp_path):
     assert page.count("<img") == 4 and "heads" in drawn
     for stem in ("beyond_signed", "beyond_zoo", "beyond_precision", "beyond_heads"):
         assert (tmp_path / "figures" / f"{stem}.png").is_file()
+
+
+def test_heads_tells_two_family_files_of_one_stem_apart(tmp_path):
+    """Two family files with one stem and parameters but other contents are two families, each
+    with its own certificate (the step's entries carry the file's SHA-256, as the runs do)."""
+    shas = {"a" * 64: (4, 0.3), "b" * 64: (9, 0.9)}  # certificate, max error of the two-head runs
+    certs = {}
+    for sha, (cert, err) in shas.items():
+        for seed in (0, 1, 2):
+            _record(tmp_path / "heads", "table", 2, seed, err, heads=2, family="f", sha=sha)
+        certs[sha] = {"family": "f", "params": {}, "sha256": sha, "name": "f", "levels": 3, "certified_rank": cert}
+    (tmp_path / "heads" / "certificates.json").write_text(json.dumps(certs))
+    families = sections(tmp_path)["loopholes"]["heads"]["families"]
+    got = {f["certified_rank"]: f["per_map"]["table"]["2"]["transition_total"] for f in families}
+    assert got == {4: 4, 9: None}
 
 
 def sections(root: Path) -> dict:

@@ -89,6 +89,7 @@ def family_certificates(profile, out: Path, sweep_options: dict) -> dict:
         certs[family_key(run.family)] = {
             "family": run.family.name,
             "params": run.family.params,
+            "sha256": run.family.sha256,
             "name": family.name,
             "m": family.m,
             "sequences": count_json(sequence_count(family)),  # a product's count may exceed len()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...report.criteria import exact, first_rank, sorted_by
+from ...report.criteria import exact, first_rank, grouped, sorted_by
 from ...report.figures import legend, log2_axis, plt, save, tone
 from ...report.html import exact_from, reached, table, yes_no
 from ...report.trained import RunRow
@@ -72,9 +72,8 @@ def section(results) -> dict | None:
         return None
     certs = _certificates(results)
     families = []
-    for family, params in sorted({(r["family"], json.dumps(r["params"], sort_keys=True)) for r in heads}):
-        mine = [r for r in heads if r["family"] == family and json.dumps(r["params"], sort_keys=True) == params]
-        cert = certs.get((family, params), {})
+    for (family, params, sha256), mine in grouped(heads, _family_of_row).items():
+        cert = certs.get((family, params, sha256), {})
         built = cert.get("two_heads") or {}
         families.append(
             HeadsFamily(
@@ -87,12 +86,19 @@ def section(results) -> dict | None:
                 per_map=_cells(mine),
             )
         )
-    families.sort(key=lambda f: (f.levels is None, f.levels or 0, f.name))  # two-level families first
+    # two-level families first; then by name, parameters and content
+    families.sort(key=lambda f: (f.levels is None, f.levels or 0, f.name, json.dumps(f.params, sort_keys=True)))
     return HeadsSection(
         certified_rank=results.witness_certified_rank(),
         heads=HeadsTable(families=families, runs=sorted_by(heads, "family", "feature_map", "heads", "rank", "seed")),
         two_heads=_constructed(certs),
     ).dump()
+
+
+def _family_of_row(row: dict) -> tuple[str, str, str | None]:
+    """A run's training family: registered name, parameters (as sorted JSON) and, for a family
+    file, its content's SHA-256 (two files of one stem and parameters are two families)."""
+    return row["family"], json.dumps(row["params"], sort_keys=True), row["family_sha256"]
 
 
 def _cells(rows: list[dict]) -> dict[str, dict[str, HeadsCell]]:
@@ -102,28 +108,31 @@ def _cells(rows: list[dict]) -> dict[str, dict[str, HeadsCell]]:
             str(h): HeadsCell(
                 transition_total=first_rank(sub, exact, "features"), max_total=max(r["features"] for r in sub)
             )
-            for h in sorted({r["heads"] for r in mine})
-            for sub in [[r for r in mine if r["heads"] == h]]
+            for h, sub in sorted(grouped(mine, lambda r: r["heads"]).items())
         }
-        for fm in sorted({r["feature_map"] for r in rows})
-        for mine in [[r for r in rows if r["feature_map"] == fm]]
+        for fm, mine in sorted(grouped(rows, lambda r: r["feature_map"]).items())
     }
 
 
-def _certificates(results) -> dict[tuple[str, str], dict]:
-    """The step's entry of each training family (``certificates.json``), by registered name
-    and parameters."""
+def _certificates(results) -> dict[tuple[str, str, str | None], dict]:
+    """The step's entry of each training family (``certificates.json``), keyed as
+    :func:`_family_of_row` keys a run."""
     certs = results.read("heads", "certificates.json")
     entries = [e for e in (certs.values() if isinstance(certs, dict) else ()) if isinstance(e, dict)]
-    return {(e.get("family"), json.dumps(e.get("params"), sort_keys=True)): e for e in entries}
+    return {(e.get("family"), json.dumps(e.get("params"), sort_keys=True), e.get("sha256")): e for e in entries}
 
 
 def _constructed(certs: dict) -> dict | None:
     """The two-head construction on the witness family, as the step checked it, where it applies."""
-    built = certs.get(("witness", "{}"), {}).get("two_heads")
+    built = certs.get(("witness", "{}", None), {}).get("two_heads")
     if isinstance(built, dict) and built.get("applies"):
         return {k: built[k] for k in TwoHeadsBuilt.model_fields}
     return None
+
+
+def tried_total(fam: dict, h: str) -> int:
+    """The largest total tried at ``h`` heads over the family's maps."""
+    return max(ph[h]["max_total"] for ph in fam["per_map"].values() if h in ph)
 
 
 def best_total(fam: dict, h: str) -> int | None:
@@ -176,8 +185,7 @@ def _family_sentence(fam: dict) -> str:
     cert = f"one head certified r ≥ {fam['certified_rank']}" if fam["certified_rank"] else "no certificate"
     built = f"; two heads constructed at total {fam['constructed_total']}" if fam["constructed_total"] else ""
     cells = ", ".join(
-        f"H = {h}: {exact_from(best_total(fam, h), max(ph[h]['max_total'] for ph in fam['per_map'].values() if h in ph), 'H·r')}"
-        for h in _head_counts(fam)
+        f"H = {h}: {exact_from(best_total(fam, h), tried_total(fam, h), 'H·r')}" for h in _head_counts(fam)
     )
     return f"{fam['name']} ({levels}; {cert}{built}): {cells}"
 
@@ -217,11 +225,7 @@ def draw(summary: dict, out_dir) -> list[str]:
         color, shift = tone(cmap, k, len(families)), 2 ** (0.05 * (k - (len(families) - 1) / 2))  # side by side
         counts = _head_counts(fam)
         found = [(int(h) * shift, best_total(fam, h)) for h in counts if best_total(fam, h) is not None]
-        missed = [
-            (int(h) * shift, max(ph[h]["max_total"] for ph in fam["per_map"].values() if h in ph))
-            for h in counts
-            if best_total(fam, h) is None
-        ]
+        missed = [(int(h) * shift, tried_total(fam, h)) for h in counts if best_total(fam, h) is None]
         if found:
             ax.plot(*zip(*found), "o-", color=color, label=fam["name"])
         if missed:
@@ -253,9 +257,7 @@ def section_html(summary: dict, page) -> dict[str, list[str]]:
             "1 head: certified r ≥": fam["certified_rank"],
             "2 heads: constructed total": fam["constructed_total"],
             **{
-                f"H = {h}: exact from H·r": reached(
-                    best_total(fam, h), max(ph[h]["max_total"] for ph in fam["per_map"].values() if h in ph)
-                )
+                f"H = {h}: exact from H·r": reached(best_total(fam, h), tried_total(fam, h))
                 for h in hs
                 if h in _head_counts(fam)
             },
