@@ -63,20 +63,27 @@ class Problem:
         return a, t, w
 
 
-def problems(family) -> list[Problem] | None:
+def problems(family, positional: bool = False) -> list[Problem] | None:
     """The family's query-blind problems, one per query token (identical ones once each are
-    kept apart: the list has one entry per token), or None past :data:`MAX_FLOOR_ROWS`."""
+    kept apart: the list has one entry per token), or None past :data:`MAX_FLOOR_ROWS`.
+    ``positional``: the additive problems instead (:func:`additive_floor`), one per scored
+    position and query token, a candidate id per (position, token)."""
     positions = family.scored_positions
     if len(family) * len(positions) > MAX_FLOOR_ROWS:
         return None
     index = np.asarray(family.index)
     targets = family.targets()
-    groups: dict[int, dict[tuple[tuple[int, ...], int], int]] = {}
+    tokens = int(index.max()) + 1
+    groups: dict[tuple[int, int], dict[tuple[tuple[int, ...], int], int]] = {}
     for p in positions:
         others = [o for o in range(index.shape[1]) if o != p]
         for seq in range(len(index)):
-            key = (tuple(sorted(int(c) for c in index[seq, others])), int(targets[seq, p]))
-            rows = groups.setdefault(int(index[seq, p]), {})
+            if positional:
+                cands = tuple(slot * tokens + int(index[seq, o]) for slot, o in enumerate(others))
+            else:
+                cands = tuple(sorted(int(c) for c in index[seq, others]))
+            rows = groups.setdefault((p if positional else 0, int(index[seq, p])), {})
+            key = (cands, int(targets[seq, p]))
             rows[key] = rows.get(key, 0) + 1
     return [_canonical(rows) for _, rows in sorted(groups.items())]
 
@@ -222,10 +229,11 @@ def _dual_simplex(a: list[list[Fraction]], t: list[Fraction]) -> tuple[list[Frac
     return [lam[r] - lam[n_rows + r] for r in range(n_rows)], multipliers[:n_par], multipliers[n_par]
 
 
-def minimax_floor(family) -> Fraction | None:
+def minimax_floor(family, positional: bool = False) -> Fraction | None:
     """The family's query-blind floor (module docstring): the largest per-query minimax
-    error, exact; None for a family past :data:`MAX_FLOOR_ROWS`."""
-    probs = problems(family)
+    error, exact; None for a family past :data:`MAX_FLOOR_ROWS`.  ``positional``: the
+    additive floor (:func:`additive_floor`)."""
+    probs = problems(family, positional)
     if probs is None:
         return None
     solved: dict[Problem, Fraction] = {}
@@ -233,6 +241,16 @@ def minimax_floor(family) -> Fraction | None:
         if prob not in solved:
             solved[prob] = minimax_problem(prob)[0]
     return max(solved.values(), default=Fraction(0))
+
+
+def additive_floor(family) -> Fraction | None:
+    """The smallest max error of any model *additive in its candidates* (docs/theory.md, "The
+    additivity certificate"): ``p_i = F_i(x_i) + Σ_{j≠i} H_ij(x_i, x_j)`` with ``F_i, H_ij``
+    free per scored position ``i`` and candidate position ``j``; exact, primal and dual
+    checked as :func:`minimax_problem` checks them; None past :data:`MAX_FLOOR_ROWS`.  No
+    larger than the query-blind floor (a query-blind model is additive); on the witness
+    family both are 3/2 (the rectangle)."""
+    return minimax_floor(family, positional=True)
 
 
 # -- the optimum of the training loss --------------------------------------------------
