@@ -9,7 +9,8 @@ are described in :mod:`kernelgap.models.external`.
 The parts: :mod:`.config` (what a probe is told), :mod:`.module` (the module checked),
 :mod:`.suites` (what each profile trains), :mod:`.runner` (the sweeps and the recipe
 search), :mod:`.verdicts` (the verdict rules, torch-free: the probe experiment's report
-reads them), :mod:`.floor` (the query-blind floor) and :mod:`.twin`.  ``ProbeConfig`` and ``run_probe`` are
+reads them), :mod:`.floor` (the query-blind and additive floors), :mod:`.structure` (what kind
+of map a module is) and :mod:`.twin`.  ``ProbeConfig`` and ``run_probe`` are
 imported when first asked for, so that importing :mod:`.verdicts` loads no torch.
 """
 

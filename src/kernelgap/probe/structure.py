@@ -1,0 +1,177 @@
+"""What kind of map a module is, measured before it trains (docs/theory.md, "The additivity
+certificate"): :func:`structure`, a :class:`Structure`.
+
+The module's output ``y_i`` at every position (a ``layer`` module: the vector the layer gives
+the readout; a ``sequence`` module: its prediction) is read on random sequences of
+``{0,1}^m``, at its initial weights and at one more weight draw, and four numbers are taken,
+each relative to the output's scale (the RMS of every ``y`` read) and the largest over draws:
+
+* ``interaction`` — the rectangle ``|y_i(c, c') + y_i(d, d') − y_i(c, d') − y_i(d, c')|`` over
+  the two other positions' tokens: 0 for every draw exactly when ``y_i`` is additive in its
+  candidates, ``F_i(x_i) + Σ_j H_ij(x_i, x_j)``;
+* ``duplication`` — the change of ``y_i`` when every token is written twice: 0 for a layer
+  normalised by its attention mass (``Σ α v / Σ α``), doubled terms for one that is not;
+* ``order`` — the change of ``y_i`` when its two candidates swap places: 0 for a
+  position-free layer, not for gated, decayed or positional ones;
+* ``rms_spread`` — ``(max − min) / mean`` of the RMS of ``y_i`` over its features: 0 for an
+  output normalised over its features (None for a scalar output).
+
+``signed`` is read where the module exposes its weights (``kernelgap_weights(x)``, ``α
+[B, N, N]`` on the layer's input): whether one is negative; else None (not measured).
+
+The kind (:data:`KINDS`), the first that holds: the module's own ``kernelgap_kind``;
+``additive`` (interaction 0); ``output-normalised`` (RMS spread 0); ``normalised kernel``
+(duplication and order 0, not signed, and a kernel of finite rank declared:
+``kernelgap_features`` or ``kernelgap_kernel``); ``normalised`` (the same, signed or without a
+declared finite rank, softmax: rank-free); ``gated/other``.  Zero means at most :data:`ZERO`.  The
+module is read in float64 where it runs so (a copy), else as it is (``precision``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import nn
+
+from ..models.external import LayerWrapper, ModuleModel, SequenceWrapper, declares_features, pick_output
+
+#: The kinds of map, each with what the probe's verdicts make of it (verdicts.py).
+KINDS = ("normalised kernel", "additive", "normalised", "output-normalised", "gated/other")
+Kind = Literal["normalised kernel", "additive", "normalised", "output-normalised", "gated/other"]
+#: A measured number at most this (relative to the output's scale) counts as zero: float32
+#: rounding of an exact identity stays below it, a weight that varies by a part in 10⁴ does not.
+ZERO = 1e-5
+#: Random sequences read per weight draw.
+SEQUENCES = 64
+#: The attribute by which a module states its kind, and the method exposing its weights.
+KIND_ATTR, WEIGHTS_ATTR = "kernelgap_kind", "kernelgap_weights"
+
+
+class Structure(BaseModel):
+    """The check's numbers (module docstring), the kind they make and whether it was declared."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    declared: bool
+    interaction: float
+    duplication: float
+    order: float
+    rms_spread: float | None
+    signed: bool | None
+    draws: int
+    precision: str
+    sequences: int
+    length: int
+
+
+def structure(
+    module: nn.Module | Callable[[int], nn.Module],
+    m: int,
+    interface: str = "sequence",
+    d_model: int = 32,
+    length: int = 3,
+    kernel: bool | None = None,
+) -> Structure:
+    """Measure ``module`` (or ``module(seed)`` built at seeds 0 and 1: the second weight draw)
+    on ``SEQUENCES`` random sequences of ``length`` tokens of ``{0,1}^m``.  A bare ``layer``
+    module (``[B, N, d_model] → [B, N, d_model]``) is read behind the probe's embedding; a
+    module of the probe (:class:`~kernelgap.models.external.ModuleModel` or its wrappers) as
+    built.  ``kernel``: whether it is a nonnegative kernel of finite rank (None: declared by
+    ``kernelgap_features`` or ``kernelgap_kernel``)."""
+    draws = [module] if isinstance(module, nn.Module) else [module(0), module(1)]
+    inner = _reader(draws[0], m, interface, d_model)[2]
+    numbers, precision = [], "float64"
+    for seed, draw in enumerate(draws):
+        try:
+            numbers.append(_measure(*_reader(copy.deepcopy(draw).double(), m, interface, d_model), m, length, seed))
+        except Exception:  # noqa: BLE001 - a module that does not run in float64: read as it is
+            numbers.append(_measure(*_reader(draw, m, interface, d_model), m, length, seed))
+            precision = "float32"
+    top = {k: max((n[k] for n in numbers if n[k] is not None), default=None) for k in numbers[0]}
+    signed = None if all(n["signed"] is None for n in numbers) else any(n["signed"] for n in numbers)
+    if kernel is None:
+        kernel = declares_features(type(inner)) or isinstance(getattr(inner, "kernelgap_kernel", None), str)
+    declared = getattr(inner, KIND_ATTR, None)
+    kind = declared if declared in KINDS else _kind(top, signed, kernel)
+    return Structure(
+        kind=kind,
+        declared=declared in KINDS,
+        interaction=top["interaction"],
+        duplication=top["duplication"],
+        order=top["order"],
+        rms_spread=top["rms_spread"],
+        signed=signed,
+        draws=len(draws),
+        precision=precision,
+        sequences=SEQUENCES,
+        length=length,
+    )
+
+
+def _kind(top: dict, signed: bool | None, kernel: bool) -> str:
+    if top["interaction"] <= ZERO:
+        return "additive"
+    if top["rms_spread"] is not None and top["rms_spread"] <= ZERO:
+        return "output-normalised"
+    if top["duplication"] <= ZERO and top["order"] <= ZERO:
+        return "normalised kernel" if kernel and not signed else "normalised"
+    return "gated/other"
+
+
+def _reader(module: nn.Module, m: int, interface: str, d_model: int) -> tuple[Callable, Callable, nn.Module]:
+    """``(tokens [B, N, m] → y [B, N, D], tokens → the innermost module's input, that module)``."""
+    inner = module.module if isinstance(module, ModuleModel) else module
+    if isinstance(inner, SequenceWrapper):
+        return (lambda t: inner(t).reshape(*t.shape[:2], -1)), (lambda t: t), inner.module
+    if not isinstance(inner, LayerWrapper) and interface == "layer":
+        with torch.random.fork_rng(devices=[]):  # the embedding drawn at seed 0, no global state changed
+            torch.manual_seed(0)
+            inner = LayerWrapper(inner, m, d_model, None).to(next(inner.parameters(), torch.empty(0)).dtype)
+    if isinstance(inner, LayerWrapper):
+        return (lambda t: pick_output(inner.layer(inner.embed(t)), inner.output)), inner.embed, inner.layer
+    return (lambda t: inner(t).reshape(*t.shape[:2], -1)), (lambda t: t), inner
+
+
+def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: int, seed: int) -> dict:
+    """The four numbers and ``signed`` of one weight draw (module docstring)."""
+    gen = torch.Generator().manual_seed(seed)
+    dtype = next(inner.parameters(), torch.empty(0)).dtype
+    x = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
+    alt = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
+
+    def at(tokens, i=slice(None)):
+        return read(tokens)[:, i].detach().double()
+
+    with torch.enable_grad():  # as in training: some modules fail under no_grad
+        y = at(x)
+        inter = order = 0.0
+        for i in range(length):
+            a, b = [j for j in range(length) if j != i][:2]
+            ys = [at(_put(x, a, ca, b, cb), i) for ca, cb in ((x, x), (alt, alt), (x, alt), (alt, x))]
+            inter = max(inter, float((ys[0] + ys[1] - ys[2] - ys[3]).abs().max()))
+            swapped = _put(x, a, x[:, b : b + 1].expand_as(x), b, x[:, a : a + 1].expand_as(x))
+            order = max(order, float((at(swapped, i) - y[:, i]).abs().max()))
+        twice = at(x.repeat_interleave(2, dim=1))[:, 1::2]  # each token's last copy
+        weights = getattr(inner, WEIGHTS_ATTR, None)
+        signed = bool((weights(feed(x)) < 0).any()) if callable(weights) else None
+    scale = float(y.pow(2).mean().sqrt().clamp_min(1e-12))
+    rms = y.pow(2).mean(-1).sqrt()
+    return {
+        "interaction": inter / scale,
+        "duplication": float((twice - y).abs().max()) / scale,
+        "order": order / scale,
+        "rms_spread": float((rms.max() - rms.min()) / rms.mean().clamp_min(1e-12)) if y.shape[-1] > 1 else None,
+        "signed": signed,
+    }
+
+
+def _put(x: torch.Tensor, a: int, at_a: torch.Tensor, b: int, at_b: torch.Tensor) -> torch.Tensor:
+    """``x`` with position ``a`` taken from ``at_a`` and ``b`` from ``at_b``."""
+    out = x.clone()
+    out[:, a], out[:, b] = at_a[:, a], at_b[:, b]
+    return out
