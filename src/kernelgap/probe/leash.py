@@ -5,7 +5,7 @@ needs to know of it (:func:`rehearse`); training runs it in pool workers, held t
 ``step`` limit (:func:`kernelgap.models.leash.arm_step_limit`).
 
 The phases are ``import`` (loading the module), ``check`` (the interface check, the
-causality reading and the feature counts) and ``step`` (one forward and backward pass
+causality reading, the feature counts and the structure check, :mod:`.structure`) and ``step`` (one forward and backward pass
 over each suite's family, as a training step does).  A module that overruns a phase is
 killed (whatever it did to signals or alarms in its process) and the probe ends with one
 line naming the module, the phase and the limit; one that ends the child process
@@ -20,6 +20,7 @@ import os
 import pickle
 import signal
 import sys
+from functools import partial
 
 from ..errors import KernelgapError
 from ..models.external import ModuleFailure, target_label
@@ -127,8 +128,10 @@ def _portable(exc: KernelgapError) -> KernelgapError:
 def _phases(config, enter) -> dict:
     """What :func:`kernelgap.probe.runner.run_probe` needs of the module, found in the order
     import, check, step (``enter(phase)`` before each)."""
+    from ..models.external import build_module, declares_features, module_failures
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
+    from .structure import structure
     from .suites import suites
     from .twin import twin_map
 
@@ -147,6 +150,16 @@ def _phases(config, enter) -> dict:
         suite.name: feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
         for suite in suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
     }
+    kernel = declares_features(cls) or twin_map(cls, spec.kwargs) is not None
+    shapes = {}
+    for suite, family in families:  # what kind of map it is (kernelgap.probe.structure)
+        with module_failures(spec.target, "checking its structure", f" at rank {min(suite.ranks)}"):
+            shapes[suite.name] = structure(
+                partial(build_module, cls, spec, family.m, min(suite.ranks)),
+                family.m,
+                length=family.length,
+                kernel=kernel,
+            ).model_dump()
     return {
         "class": cls.__name__,
         "spec": spec.model_dump(),
@@ -155,4 +168,5 @@ def _phases(config, enter) -> dict:
         "parameters": models[0].parameter_counts(),
         "twin": twin_map(cls, spec.kwargs),
         "features": features,
+        "structure": shapes,
     }

@@ -5,7 +5,8 @@ machinery (:func:`kernelgap.sweeps.run_sweep`), so a probe is resumable, paralle
 pool or Ray) and never overwrites a result.  ``OUT`` holds:
 
 * ``probe.json`` — what was probed (target, kwargs, interface, argument map,
-  source hash, reading, parameter counts, suites);
+  source hash, reading, parameter counts, suites, each with the module's structure:
+  :mod:`kernelgap.probe.structure`);
 * ``runs-<hash>/<suite>/`` — the module's sweeps, one folder per source hash,
   so an edited module trains anew while earlier results stay;
 * ``baseline/<suite>-<hash>/`` — the built-in ``elu1`` map at the same ranks and seeds (or
@@ -50,7 +51,7 @@ from ..training import TrainConfig, default_model
 from ..training.config import sweep_table_model
 from ..training.stack import final_power
 from .config import ProbeConfig
-from .floor import query_blind
+from .floor import additive_floor, query_blind
 from .leash import rehearse
 from .suites import BASELINE, RECIPES, Suite, suites
 from .twin import TWIN_TARGET
@@ -79,7 +80,7 @@ def _sweep_text(name: str, suite: Suite, model: dict, variants: list[dict] | Non
 def _identity(meta: dict) -> dict:
     """What makes two probes the same: the module and the suites' settings (not what is
     derived from them, such as folders and certificates)."""
-    derived = {"certified_rank", "features", "query_blind", "twin_ranks", "twin_features", "recipes"}
+    derived = {"certified_rank", "features", "query_blind", "twin_ranks", "twin_features", "recipes", "structure"}
     derived |= {"folder", "baseline_folder", "twin_folder", "recipe_folder"}
     ident = {k: meta.get(k) for k in IDENTITY}
     rows = ident["suites"] if isinstance(ident["suites"], list) else [ident["suites"]]
@@ -131,6 +132,7 @@ class _Plan:
     suites: list[Suite]
     counts: dict
     features: dict[str, list[int | None]]
+    structures: dict[str, dict]
     module_model: dict
     baseline_model: dict
     twin: str | None
@@ -159,6 +161,7 @@ def _plan(config: ProbeConfig) -> _Plan:
         suites=suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading),
         counts=found["parameters"],
         features=found["features"],
+        structures=found["structure"],
         module_model=_module_model(spec),
         baseline_model=_model_table(sweep_table_model(default_model(kind="kernel", feature_map=BASELINE))),
         twin=twin,
@@ -181,6 +184,7 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
         "baseline_folder": _hashed(sub, f"{BASELINE}-{sub}", suite, plan.baseline_model),
         "features": features,
         "query_blind": query_blind(family, final_power(cfg.max_steps, cfg.power)),
+        "structure": _structure_row(plan.structures[suite.name], family),
     }
     if plan.twin_model is not None:
         twin_ranks = [f if f is not None else r for r, f in zip(suite.ranks, features)]
@@ -191,6 +195,13 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
             name = f"twin-{plan.twin}-{sub}"
             row["twin_folder"] = _hashed(name, name, twin_suite, plan.twin_model)
     return row
+
+
+def _structure_row(found: dict, family) -> dict:
+    """The structure check's numbers (:func:`~kernelgap.probe.structure.structure`) and, for an
+    additive module, the family's additive floor (:func:`~kernelgap.probe.floor.additive_floor`)."""
+    floor = additive_floor(family) if found["kind"] == "additive" else None
+    return {**found, "additive_floor": None if floor is None else str(floor)}
 
 
 def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:
@@ -308,9 +319,14 @@ def _recipe_search(plan: _Plan, meta: dict, searched: list[tuple[Suite, dict]], 
         sub = row["folder"]
         rows = probe_rows(out / meta["runs"] / sub)
         verdicts = rank_verdicts(
-            rows, dict(zip(suite.ranks, row["features"])), row["certified_rank"], row["query_blind"]
+            rows,
+            dict(zip(suite.ranks, row["features"])),
+            row["certified_rank"],
+            row["query_blind"],
+            None,
+            row["structure"],
         )
-        todo = [v["rank_argument"] for v in verdicts if needs_recipe(v, row["certified_rank"])]
+        todo = [v["rank_argument"] for v in verdicts if needs_recipe(v, row["certified_rank"], row["structure"])]
         if not todo:
             continue
         rsuite = replace(suite, ranks=todo, seeds=suite.seeds[:1])

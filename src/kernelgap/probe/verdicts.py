@@ -1,13 +1,15 @@
 """The probe's verdict rules: what a probed module's runs at one rank amount to.
 
 Each module gets a verdict per suite and rank (:func:`rank_verdicts`): ``exact``,
-``collapsed`` (no better than a query-blind model at its own training loss: the
-optimiser, not the theorem; docs/theory.md, "The query-blind floor"), ``at the wall``
-(fewer features than the family's certified rank: the theorem) or ``not fitted``, read
-after the recipe search (:data:`kernelgap.probe.suites.RECIPES`), which tries the ranks
-:func:`needs_recipe` names.  The probe's runner applies these rules while it trains and
-the probe experiment's summary section (:mod:`kernelgap.experiments.probe.section`) when
-it reports; both read run records only, so this module imports no torch.
+:data:`ADDITIVE` (its structure check found it additive in its candidates: docs/theory.md,
+"The additivity certificate"), ``collapsed`` (no better than a query-blind model at its own
+training loss: the optimiser, not the theorem; docs/theory.md, "The query-blind floor"),
+``at the wall`` (fewer features than the family's certified rank: the theorem, for a
+normalised kernel) or ``not fitted``, read after the recipe search
+(:data:`kernelgap.probe.suites.RECIPES`), which tries the ranks :func:`needs_recipe` names.
+The probe's runner applies these rules while it trains and the probe experiment's summary
+section (:mod:`kernelgap.experiments.probe.section`) when it reports; both read run records
+only, so this module imports no torch.
 """
 
 from __future__ import annotations
@@ -28,8 +30,14 @@ from ..task.minip import EXACT_THRESHOLD
 COLLAPSE_TOLERANCE = 0.02
 #: The training fields that tell the recipes' runs apart (``kernelgap.probe.suites.Recipe``).
 RECIPE_KEYS = ("lr", "mse_steps", "max_steps")
+#: The verdict of a module additive in its candidates, not exact, on a family whose additive
+#: floor is at least 1/2 (docs/theory.md, "The additivity certificate"): at every rank.
+ADDITIVE = "cannot fit at any rank (additive in its candidates)"
 #: The verdicts of a module at one rank; the first that holds is given, in this order.
-VERDICTS = ("exact", "collapsed", "at the wall", "not fitted")
+VERDICTS = ("exact", ADDITIVE, "collapsed", "at the wall", "not fitted")
+#: Kinds of module (:mod:`kernelgap.probe.structure`) the lower bound does not cover: judged
+#: rank-free, ``exact`` or ``not fitted`` only (no certificate, no collapse, no wall).
+RANK_FREE = ("normalised", "output-normalised", "gated/other")
 
 
 def probe_rows(folder: Path) -> list[dict]:
@@ -79,6 +87,12 @@ def collapsed(row: dict, query_blind: dict | None) -> bool:
     return abs(row["max_error"] - query_blind["max_error"]) <= COLLAPSE_TOLERANCE * query_blind["max_error"]
 
 
+def certified_additive(kind: str | None, additive_floor: str | None) -> bool:
+    """Whether no module of this kind is exact at any rank: additive, on a family whose
+    additive floor (:func:`kernelgap.probe.floor.additive_floor`) is at least 1/2."""
+    return kind == "additive" and additive_floor is not None and Fraction(additive_floor) >= EXACT_THRESHOLD
+
+
 def forbidden(count: int | None, certified: int | None) -> bool:
     """Whether the certificate forbids an exact model with ``count`` features."""
     return certified is not None and count is not None and count < certified
@@ -90,15 +104,22 @@ def rank_verdicts(
     certified: int | None,
     query_blind: dict | None,
     recipes: list[tuple[dict, list[dict]]] | None = None,
+    structure: dict | None = None,
 ) -> list[dict]:
     """One verdict per rank argument of ``rows`` (:data:`VERDICTS`, seeds read by majority).
 
     ``counts`` maps a rank argument to its true feature count (None: unknown, the rank
     argument is compared instead).  ``exact``: most seeds fit the training family (max
-    error < 1/2), or a recipe of the search did (``recipe`` names it); ``collapsed``: most
-    seeds are no better than a query-blind model (:func:`collapsed`); ``at the wall``: the
-    certificate forbids an exact model with that many features; else ``not fitted``.
+    error < 1/2), or a recipe of the search did (``recipe`` names it); :data:`ADDITIVE`:
+    the module's ``structure`` (``{"kind", "additive_floor"}``) is :func:`certified_additive`;
+    ``collapsed``: most seeds are no better than a query-blind model (:func:`collapsed`);
+    ``at the wall``: the certificate forbids an exact model with that many features; else
+    ``not fitted``.  A kind of :data:`RANK_FREE` is ``exact`` or ``not fitted`` only.
     ``tried`` lists the recipe runs at that rank."""
+    kind = (structure or {}).get("kind")
+    if kind in RANK_FREE:
+        certified, query_blind = None, None
+    additive = certified_additive(kind, (structure or {}).get("additive_floor"))
     out = []
     for rank in sorted({r["rank"] for r in rows}):
         at = [r for r in rows if r["rank"] == rank]
@@ -112,14 +133,8 @@ def rank_verdicts(
         ]
         fitted, down = sum(exact(r) for r in at), sum(collapsed(r, query_blind) for r in at)
         recipe = next((t["recipe"] for t in tried if t["exact"]), None)
-        if majority(fitted, len(at)) or recipe is not None:
-            verdict = "exact"
-        elif majority(down, len(at)):
-            verdict = "collapsed"
-        elif forbidden(compared, certified):
-            verdict = "at the wall"
-        else:
-            verdict = "not fitted"
+        holds = (majority(fitted, len(at)) or recipe is not None, additive, majority(down, len(at)))
+        verdict = next(v for v, h in zip(VERDICTS, (*holds, forbidden(compared, certified), True)) if h)
         errors = [r["max_error"] for r in at if r["max_error"] is not None]
         out.append(
             {
@@ -138,7 +153,12 @@ def rank_verdicts(
     return out
 
 
-def needs_recipe(verdict: dict, certified: int | None) -> bool:
-    """A rank the recipe search tries: not exact, where the certificate does not forbid a fit."""
+def needs_recipe(verdict: dict, certified: int | None, structure: dict | None = None) -> bool:
+    """A rank the recipe search tries: not exact, where no certificate forbids a fit (the
+    rank certificate for a normalised kernel, the additive floor for an additive module)."""
     count = verdict["features"] if verdict["features"] is not None else verdict["rank_argument"]
+    if verdict["verdict"] == ADDITIVE:
+        return False
+    if (structure or {}).get("kind") in RANK_FREE:
+        certified = None
     return verdict["verdict"] != "exact" and not forbidden(count, certified)
