@@ -12,7 +12,7 @@ from ...probe.verdicts import judges_collapse
 from ...report.figures import MODULE_COLOR, band, error_axes, legend, log2_axis, map_color, plt, points, save
 from ...report.html import Page, page, paragraph, reached, table
 from ..base import Figure
-from .text import probe_sentence, schedules_of, verdict_text
+from .text import probe_sentence, rank_certified, schedules_of, verdict_text
 
 
 def fmt_error(value) -> str:
@@ -38,7 +38,8 @@ def _overview_row(pr: dict, s: dict) -> dict:
         "module": pr["name"],
         "suite": s["name"],
         "criterion": s["criterion"],
-        "certified rank": s.get("certified_rank"),
+        "structure": (s.get("structure") or {}).get("kind", "–"),
+        "certified rank": rank_certified(s),
         "from rank": reached(s["transition_rank"], s["max_rank"]),
         f"{pr.get('baseline')} (built-in) from": reached(s["baseline_transition"], s["baseline_max_rank"]),
         "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}",
@@ -161,7 +162,7 @@ def draw(summary: dict, out_dir) -> list[str]:
                         ax.axhline(
                             qb["query_only"]["max_error"], color="#9467bd", ls=":", lw=1, label="attention ignored"
                         )
-                error_axes(ax, xs, s.get("certified_rank"), label, "train max |error|", title)
+                error_axes(ax, xs, rank_certified(s), label, "train max |error|", title)
         files += save(fig, out_dir, f"probe-{p['name']}")
     return files
 

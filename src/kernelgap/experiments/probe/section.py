@@ -24,7 +24,8 @@ SKIPPED = "skipped.json"
 
 class ProbeSuite(Record):
     """One suite of a probe: its family and parameters, where its runs, the baseline's, the
-    twin's and the recipes' are, its certified rank and true feature counts."""
+    twin's and the recipes' are, its certified rank, true feature counts and the module's
+    structure (:mod:`kernelgap.probe.structure`; absent from a probe of an older kernelgap)."""
 
     name: str
     family: str
@@ -40,6 +41,7 @@ class ProbeSuite(Record):
     twin_folder: str | None = None
     recipes: list[Any] | None = None
     recipe_folder: str | None = None
+    structure: dict[str, Any] | None = None
 
 
 class ProbeRecord(Record):
@@ -168,6 +170,7 @@ def _suite(folder: Path, baseline: Path, meta: dict, suite: dict) -> dict:
         "wall_time_s": round(sum(r["wall_time_s"] for r in runs), 1),
         "axis": "features" if runs and all(r["features"] is not None for r in runs) else "rank argument",
         "query_blind": qb,
+        "structure": suite.get("structure"),
         "verdicts": _verdicts(runs, counts, suite, recipes, base, twin),
         "recipes": [r for r, _ in recipes],
         "twin": twin,
@@ -199,7 +202,7 @@ def _verdicts(
     """The module's verdict per rank, each with the built-in baseline's at the same rank and
     the twin's at the same feature count."""
     certified, qb = suite.get("certified_rank"), suite.get("query_blind")
-    verdicts = rank_verdicts(runs, counts, certified, qb, recipes)
+    verdicts = rank_verdicts(runs, counts, certified, qb, recipes, suite.get("structure"))
     base_verdicts = rank_verdicts(base, {r["rank"]: r["features"] for r in base}, certified, qb)
     for v in verdicts:
         count = v["features"] if v["features"] is not None else v["rank_argument"]

@@ -3,9 +3,33 @@ conclusions ``kernelgap compare`` lists (:attr:`~kernelgap.experiments.base.Expe
 
 from __future__ import annotations
 
-from ...probe.verdicts import judges_collapse
+from ...probe.verdicts import ADDITIVE, RANK_FREE, certified_additive, judges_collapse
 from ...report.criteria import OOD_SOLVED_ACC, at_edge
 from ...report.html import of, reached
+
+
+def rank_certified(s: dict) -> int | None:
+    """The suite's certified rank where the lower bound speaks of the module (a normalised
+    kernel, or a probe of an older kernelgap that did not check), else None."""
+    kind = (s.get("structure") or {}).get("kind")
+    return s.get("certified_rank") if kind is None or kind == "normalised kernel" else None
+
+
+def structure_text(st: dict | None) -> str:
+    """``structure: additive (interaction 3.4e-15, …; additive floor 3/2: no rank is exact)``."""
+    if not st:
+        return ""
+    numbers = ", ".join(
+        f"{k.replace('_', ' ')} {st[k]:.2g}"
+        for k in ("interaction", "duplication", "order", "rms_spread")
+        if st.get(k) is not None
+    )
+    text = f"structure: {st['kind']}{' (declared)' if st.get('declared') else ''} ({numbers}"
+    if certified_additive(st["kind"], st.get("additive_floor")):
+        text += f"; additive floor {st['additive_floor']}: no rank is exact, docs/theory.md"
+    elif st["kind"] in RANK_FREE:
+        text += "; rank-free: the lower bound does not cover it"
+    return text + ")"
 
 
 def schedules_of(s: dict) -> dict[str, str]:
@@ -18,7 +42,7 @@ def edge_note(v: dict) -> str:
     read by majority rests on one seed or on seeds that disagree (:func:`at_edge`): another
     CPU's rounding may read it otherwise.  Nothing for a firm verdict or one a recipe decided."""
     seeds = v.get("seeds")
-    if v.get("recipe") or seeds is None:
+    if v.get("recipe") or seeds is None or v.get("verdict") == ADDITIVE:  # a certificate, not a reading
         return ""
     if seeds < 2:
         return " (at the edge: one seed)"
@@ -49,7 +73,7 @@ def verdict_text(v: dict, schedules: dict[str, str]) -> str:
 def verdicts_text(s: dict) -> str:
     """The verdicts of one suite, the twin's and the query-blind floor, as clauses."""
     schedules = schedules_of(s)
-    parts = []
+    parts = [structure_text(s.get("structure"))] if s.get("structure") else []
     if s.get("verdicts"):
         parts.append(
             "on its training family by rank argument: " + ", ".join(verdict_text(v, schedules) for v in s["verdicts"])
@@ -83,7 +107,7 @@ def probe_sentence(pr: dict) -> str:
             "the training family)"
         )
         base = reached(s["baseline_transition"], s["baseline_max_rank"])
-        cert = f"; certified r ≥ {s['certified_rank']}" if s.get("certified_rank") else ""
+        cert = f"; certified r ≥ {rank_certified(s)}" if rank_certified(s) else ""
         div = "".join(f"; diverged at step {d['step']} (rank {d['rank']}, seed {d['seed']})" for d in s["diverged"])
         extra = verdicts_text(s)
         parts.append(
@@ -123,6 +147,8 @@ def conclusions(summary: dict) -> dict[str, str]:
             )
             out[f"{at}: runs fitting the training family"] = of(s["fitted_runs"], len(s["runs"]))
             out[f"{at}: diverged runs"] = str(len(s.get("diverged") or []))
+            if s.get("structure"):
+                out[f"{at}: structure"] = s["structure"]["kind"]
             for v in s.get("verdicts") or []:
                 rank = f"{at}, rank {v['rank_argument']}"
                 recipe = v.get("recipe")
