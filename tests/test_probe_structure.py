@@ -246,3 +246,14 @@ def test_an_additive_module_probed_end_to_end_is_certified_at_every_rank(tmp_pat
     assert [v["verdict"] for v in section["suites"][0]["verdicts"]] == [ADDITIVE, ADDITIVE]
     text = probe_sentence(section)
     assert "structure: additive" in text and "additive floor 3/2" in text and "certified r ≥" not in text
+
+
+class _NaN(Additive):
+    def forward(self, x):
+        return super().forward(x) * float("nan")
+
+
+def test_a_module_giving_nan_tells_nothing():
+    got = structure(partial(built, _NaN), 24, "layer")
+    assert got.kind == "gated/other" and got.interaction is None and got.duplication is None and got.order is None
+    assert got.model_dump_json()  # strict JSON: no NaN

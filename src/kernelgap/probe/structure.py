@@ -4,7 +4,8 @@ certificate"): :func:`structure`, a :class:`Structure`.
 The module's output ``y_i`` at every position (a ``layer`` module: the vector the layer gives
 the readout; a ``sequence`` module: its prediction) is read on random sequences of
 ``{0,1}^m``, at its initial weights and at one more weight draw, and four numbers are taken,
-each relative to the output's scale (the RMS of every ``y`` read) and the largest over draws:
+each relative to the output's scale (the RMS of every ``y`` read) and the largest over draws
+(None where an output is not finite: nothing is told):
 
 * ``interaction`` — the rectangle ``|y_i(c, c') + y_i(d, d') − y_i(c, d') − y_i(d, c')|`` over
   the two other positions' tokens: 0 for every draw exactly when ``y_i`` is additive in its
@@ -30,6 +31,7 @@ module is read in float64 where it runs so (a copy), else as it is (``precision`
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Literal
 
@@ -58,9 +60,9 @@ class Structure(BaseModel):
 
     kind: Kind
     declared: bool
-    interaction: float
-    duplication: float
-    order: float
+    interaction: float | None
+    duplication: float | None
+    order: float | None
     rms_spread: float | None
     signed: bool | None
     draws: int
@@ -78,11 +80,13 @@ def structure(
     kernel: bool | None = None,
 ) -> Structure:
     """Measure ``module`` (or ``module(seed)`` built at seeds 0 and 1: the second weight draw)
-    on ``SEQUENCES`` random sequences of ``length`` tokens of ``{0,1}^m``.  A bare ``layer``
+    on ``SEQUENCES`` random sequences of ``length ≥ 3`` tokens of ``{0,1}^m``.  A bare ``layer``
     module (``[B, N, d_model] → [B, N, d_model]``) is read behind the probe's embedding; a
     module of the probe (:class:`~kernelgap.models.external.ModuleModel` or its wrappers) as
     built.  ``kernel``: whether it is a nonnegative kernel of finite rank (None: declared by
     ``kernelgap_features`` or ``kernelgap_kernel``)."""
+    if length < 3:
+        raise ValueError(f"the structure check needs a query and two candidates: length ≥ 3, got {length}")
     draws = [module] if isinstance(module, nn.Module) else [module(0), module(1)]
     inner = _reader(draws[0], m, interface, d_model)[2]
     numbers, precision = [], "float64"
@@ -92,7 +96,7 @@ def structure(
         except Exception:  # noqa: BLE001 - a module that does not run in float64: read as it is
             numbers.append(_measure(*_reader(draw, m, interface, d_model), m, length, seed))
             precision = "float32"
-    top = {k: max((n[k] for n in numbers if n[k] is not None), default=None) for k in numbers[0]}
+    top = {k: None if any(n[k] is None for n in numbers) else max(n[k] for n in numbers) for k in numbers[0]}
     signed = None if all(n["signed"] is None for n in numbers) else any(n["signed"] for n in numbers)
     if kernel is None:
         kernel = declares_features(type(inner)) or isinstance(getattr(inner, "kernelgap_kernel", None), str)
@@ -114,11 +118,14 @@ def structure(
 
 
 def _kind(top: dict, signed: bool | None, kernel: bool) -> str:
-    if top["interaction"] <= ZERO:
+    def zero(key: str) -> bool:
+        return top[key] is not None and top[key] <= ZERO
+
+    if zero("interaction"):
         return "additive"
-    if top["rms_spread"] is not None and top["rms_spread"] <= ZERO:
+    if zero("rms_spread"):
         return "output-normalised"
-    if top["duplication"] <= ZERO and top["order"] <= ZERO:
+    if zero("duplication") and zero("order"):
         return "normalised kernel" if kernel and not signed else "normalised"
     return "gated/other"
 
@@ -149,25 +156,27 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
 
     with torch.enable_grad():  # as in training: some modules fail under no_grad
         y = at(x)
-        inter = order = 0.0
+        inter, order = [], []
         for i in range(length):
             a, b = [j for j in range(length) if j != i][:2]
             ys = [at(_put(x, a, ca, b, cb), i) for ca, cb in ((x, x), (alt, alt), (x, alt), (alt, x))]
-            inter = max(inter, float((ys[0] + ys[1] - ys[2] - ys[3]).abs().max()))
-            swapped = _put(x, a, x[:, b : b + 1].expand_as(x), b, x[:, a : a + 1].expand_as(x))
-            order = max(order, float((at(swapped, i) - y[:, i]).abs().max()))
+            inter.append((ys[0] + ys[1] - ys[2] - ys[3]).abs().max())
+            perm = list(range(length))
+            perm[a], perm[b] = b, a
+            order.append((at(x[:, perm], i) - y[:, i]).abs().max())
         twice = at(x.repeat_interleave(2, dim=1))[:, 1::2]  # each token's last copy
         weights = getattr(inner, WEIGHTS_ATTR, None)
         signed = bool((weights(feed(x)) < 0).any()) if callable(weights) else None
     scale = float(y.pow(2).mean().sqrt().clamp_min(1e-12))
     rms = y.pow(2).mean(-1).sqrt()
-    return {
-        "interaction": inter / scale,
+    numbers = {
+        "interaction": float(torch.stack(inter).max()) / scale,  # max propagates NaN
         "duplication": float((twice - y).abs().max()) / scale,
-        "order": order / scale,
+        "order": float(torch.stack(order).max()) / scale,
         "rms_spread": float((rms.max() - rms.min()) / rms.mean().clamp_min(1e-12)) if y.shape[-1] > 1 else None,
-        "signed": signed,
     }
+    finite = {k: v if v is not None and math.isfinite(v) else None for k, v in numbers.items()}
+    return {**finite, "signed": signed}
 
 
 def _put(x: torch.Tensor, a: int, at_a: torch.Tensor, b: int, at_b: torch.Tensor) -> torch.Tensor:
