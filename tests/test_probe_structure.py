@@ -257,3 +257,16 @@ def test_a_module_giving_nan_tells_nothing():
     got = structure(partial(built, _NaN), 24, "layer")
     assert got.kind == "gated/other" and got.interaction is None and got.duplication is None and got.order is None
     assert got.model_dump_json()  # strict JSON: no NaN
+
+
+def test_only_a_normalised_kernel_or_an_unchecked_probe_shows_the_certificate():
+    from kernelgap.experiments.probe.text import rank_certified, structure_text
+
+    for kind in (None, "normalised kernel", "additive", *RANK_FREE):
+        s = {"certified_rank": 16, "structure": {"kind": kind} if kind else None}
+        assert rank_certified(s) == (16 if kind in (None, "normalised kernel") else None)
+    free = structure_text({"kind": "normalised", "interaction": 0.25, "duplication": 1e-15, "order": 1e-15})
+    assert (
+        free
+        == "structure: normalised (interaction 0.25, duplication 1e-15, order 1e-15; rank-free: the lower bound does not cover it)"
+    )
