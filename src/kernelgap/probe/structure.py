@@ -33,17 +33,18 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from ..models.external import LayerWrapper, ModuleModel, SequenceWrapper, declares_features, pick_output
+from .twin import KERNEL_ATTR
 
-#: The kinds of map, each with what the probe's verdicts make of it (verdicts.py).
-KINDS = ("normalised kernel", "additive", "normalised", "output-normalised", "gated/other")
+#: The kinds of map (module docstring); what the verdicts make of each: :mod:`.verdicts`.
 Kind = Literal["normalised kernel", "additive", "normalised", "output-normalised", "gated/other"]
+KINDS = get_args(Kind)
 #: A measured number at most this (relative to the output's scale) counts as zero: float32
 #: rounding of an exact identity stays below it, a weight that varies by a part in 10⁴ does not.
 ZERO = 1e-5
@@ -99,7 +100,7 @@ def structure(
     top = {k: None if any(n[k] is None for n in numbers) else max(n[k] for n in numbers) for k in numbers[0]}
     signed = None if all(n["signed"] is None for n in numbers) else any(n["signed"] for n in numbers)
     if kernel is None:
-        kernel = declares_features(type(inner)) or isinstance(getattr(inner, "kernelgap_kernel", None), str)
+        kernel = declares_features(type(inner)) or isinstance(getattr(inner, KERNEL_ATTR, None), str)
     declared = getattr(inner, KIND_ATTR, None)
     kind = declared if declared in KINDS else _kind(top, signed, kernel)
     return Structure(
