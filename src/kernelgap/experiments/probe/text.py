@@ -27,6 +27,8 @@ def structure_text(st: dict | None) -> str:
     text = f"structure: {st['kind']}{' (declared)' if st.get('declared') else ''} ({numbers}"
     if certified_additive(st["kind"], st.get("additive_floor")):
         text += f"; additive floor {st['additive_floor']}: no rank is exact, docs/theory.md"
+    elif st.get("additive_floor") is not None:
+        text += f"; additive floor {st['additive_floor']}: no certificate"
     elif st["kind"] in RANK_FREE:
         text += "; rank-free: the lower bound does not cover it"
     return text + ")"
