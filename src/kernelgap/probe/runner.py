@@ -99,6 +99,12 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
     configs = _sweep_configs(plan, meta)
     if plan.reading == "final":
         log(f"[probe] {plan.name} is causal (position 1 sees only itself): using the final-query reading")
+    for row in meta["suites"]:
+        st = row["structure"]
+        inter = "not finite" if st["interaction"] is None else f"{st['interaction']:.2g}"
+        log(
+            f"[probe] {row['name']}: {plan.name} is {st['kind']} (interaction {inter}, additive floor {st['additive_floor']})"
+        )
     try:
         _train(configs, config.sweep_options, log, config.limits["step"])
         if config.recipes:
