@@ -80,6 +80,10 @@ def built(cls, seed: int) -> nn.Module:
     return cls(32, 8)
 
 
+class UndeclaredDecay(DecayedLinearAttention):
+    kernelgap_kind = None
+
+
 @pytest.mark.parametrize(
     "cls, kind",
     [
@@ -90,21 +94,23 @@ def built(cls, seed: int) -> nn.Module:
         (OutputNormalised, "output-normalised"),
         (Softmax, "normalised"),  # no finite rank declared: rank-free
         (SignedNormalised, "normalised"),  # signed weights: not the theorem's kernel
-        (DecayedLinearAttention, "gated/other"),
+        (DecayedLinearAttention, "normalised kernel"),  # declared: position-dependent maps are covered
+        (UndeclaredDecay, "gated/other"),  # the same layer, judged from outside
         (DeclaredSoftmax, "gated/other"),
     ],
 )
 def test_the_structure_check_tells_each_kind(cls, kind):
     st_ = structure(partial(built, cls), 24, "layer")
     assert st_.kind == kind and st_.draws == 2 and st_.precision == "float64"
-    assert st_.declared == (cls is DeclaredSoftmax)
+    assert st_.declared == (cls in (DeclaredSoftmax, DecayedLinearAttention))
     assert (st_.interaction <= ZERO) == (kind == "additive")
-    assert (st_.order <= ZERO) == (cls is not DecayedLinearAttention)  # only the decay sees the order
+    decayed = issubclass(cls, DecayedLinearAttention)
+    assert (st_.order <= ZERO) == (not decayed)  # only the decay sees the order
     if kind == "output-normalised":
         assert st_.rms_spread <= ZERO and st_.duplication <= ZERO  # a norm also hides the mass
     if cls is Additive:
         assert st_.duplication >= 1.0  # every term doubled: y' − y = y, at least its RMS somewhere
-    if kind in ("normalised kernel", "normalised") and cls is not SignedNormalised:
+    if kind in ("normalised kernel", "normalised") and cls is not SignedNormalised and not decayed:
         assert st_.duplication <= ZERO and st_.rms_spread > ZERO
     assert st_.signed == ({SignedNormalised: True}.get(cls, False) if issubclass(cls, _Kernel) else None)
 

@@ -37,6 +37,10 @@ from torch import nn
 class DecayedLinearAttention(nn.Module):
     kernelgap_interface = "layer"
     kernelgap_kernel = "elu1"  # the built-in map of its kernel (γ ≡ 1)
+    # a ratio of nonnegative rank-r kernels whose maps depend on the positions: the certificate
+    # covers it (docs/theory.md, "The lower bound as a certificate"), though the structure check,
+    # which sees its order and duplication change the output, cannot tell that from outside
+    kernelgap_kind = "normalised kernel"
 
     def __init__(self, d_model: int, rank: int, decay_init: float = 0.9, d_value: int = 32) -> None:
         super().__init__()
