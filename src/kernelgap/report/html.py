@@ -73,7 +73,8 @@ def table(rows: list[dict], cols: list[str] | None = None, spec: str = ".3g") ->
 def figure(path: Path, text: str = "") -> str:
     """A PNG embedded as a data URI (the report stays one self-contained file)."""
     data = base64.b64encode(path.read_bytes()).decode()
-    cap = f"<figcaption>{paragraph(text, 'span')}</figcaption>" if text else ""
+    said = html.escape(text) if len(text) <= PARAGRAPH_LIMIT else paragraph(text, "span")  # a long one: lead, details
+    cap = f"<figcaption>{said}</figcaption>" if text else ""
     return f'<figure><img alt="{path.stem}" src="data:image/png;base64,{data}">{cap}</figure>'
 
 
@@ -95,12 +96,15 @@ LEAD_LIMIT = 300
 def lead(items: list[Item]) -> tuple[list[str], list[Item]]:
     """The first sentences of an outline that fit :data:`LEAD_LIMIT` together (at least one;
     a sentence split into an enumeration ends the lead, as does a first sentence over the limit,
-    split at its enumeration), and the items left for the details."""
+    split at its enumeration, after its head and first item), and the items left for the details."""
     first = items[0]
     if len(first.text) > LEAD_LIMIT:
         split = clause(first.text, LEAD_LIMIT)
         first = Item(split.text, split.items + first.items)
     shown, total, rest = [first.text], len(first.text), list(first.items)
+    if first.text.endswith(":") and rest and not rest[0].items and total + len(rest[0].text) < LEAD_LIMIT:
+        shown.append(rest.pop(0).text)  # a head says little without its first item
+        total += len(shown[-1]) + 1
     for i, item in enumerate(items[1:], 1):
         if rest or item.items or total + len(item.text) > LEAD_LIMIT:
             return shown, rest + list(items[i:])
