@@ -172,3 +172,25 @@ def test_each_headline_finding_carries_its_number_and_reads_its_seeds():
             "At δ = 1/2, m = 16 the certificate reaches r = 810 from context N = 31 (log2 r / m = 0.60; the paper's limit: 1)."
         )
     ]
+
+
+def test_the_series_headline_counts_families_and_names_where_seeds_disagree():
+    from kernelgap.experiments.series.experiment import headline
+
+    def fam(n, built, table_from, hits):
+        runs = [{"rank": n, "exact": k < hits} for k in range(3)]
+        trained = {"table": {"exact_from": table_from, "runs": runs}}
+        return {
+            "kind": "hadamard",
+            "n": n,
+            "certified_rank": n,
+            "constructed_rank": built,
+            "constructed_exact": True,
+            "trained": trained,
+        }
+
+    series = [fam(4, 4, 4, 3), fam(8, 8, 8, 2), fam(12, 13, None, 0), {**fam(16, 16, 16, 3), "kind": "ladder"}]
+    assert headline({"series": series}) == [
+        Finding("The construction is exact at the certified rank on 2 of 3 Hadamard families (n = 4…12)."),
+        Finding("Training is exact at the certified rank on 2 of 3 (table) of them.", "table: seeds disagree at n = 8"),
+    ]

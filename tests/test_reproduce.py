@@ -141,6 +141,11 @@ def test_report_is_read_at_a_glance(tiny):
         in glance
     )
     assert "<li>Rank 1 is exact up to N = 2 and fails at N = 3." in glance
+    sizes = [
+        f["n"] for f in summary["series"] if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"]
+    ]
+    assert f"at the certified rank on {len(sizes)} of {len(summary['series'])} Hadamard families (n = 3…4)." in glance
+    assert sizes == [3, 4]
 
 
 def test_report_is_self_contained(tiny):
