@@ -127,6 +127,27 @@ def test_summary_validates_against_schema(tiny):
         assert facts == feature_map_class(name).facts()
 
 
+def test_report_is_read_at_a_glance(tiny):
+    from kernelgap.report.glance import html_blocks, too_long
+
+    _, out, _ = tiny
+    page = (out / "report.html").read_text()
+    summary = json.loads((out / "summary.json").read_text())
+    assert too_long(html_blocks(page)) == []
+    cert = summary["witness"]["certified_rank"]
+    glance = page[page.index("<h2>At a glance</h2>") : page.index("<h2>The paper beside ours</h2>")]
+    assert (
+        f"<li>One kernel head needs r ≥ {cert} on the witness family (certified, m = 24). <em>(firm)</em></li>"
+        in glance
+    )
+    assert "<li>Rank 1 is exact up to N = 2 and fails at N = 3." in glance
+    sizes = [
+        f["n"] for f in summary["series"] if f["constructed_exact"] and f["constructed_rank"] == f["certified_rank"]
+    ]
+    assert f"at the certified rank on {len(sizes)} of {len(summary['series'])} Hadamard families (n = 3…4)." in glance
+    assert sizes == [3, 4]
+
+
 def test_report_is_self_contained(tiny):
     _, out, _ = tiny
     html = (out / "report.html").read_text()
@@ -224,7 +245,11 @@ def test_report_on_empty_folder_is_user_error(tmp_path):
 
 
 def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
-    from kernelgap.reproduction.render import sentences
+    from kernelgap.report.glance import markdown_blocks, outline, too_long
+    from kernelgap.reproduction.render import main_findings, sentences
+
+    def flat(items) -> list[str]:
+        return [t for i in items for t in (i.text, *flat(i.items))]
 
     _, out, _ = tiny
     summary = json.loads((out / "summary.json").read_text())
@@ -233,8 +258,12 @@ def test_results_page_is_written_from_the_summary(tiny, cli, tmp_path):
     assert code == 0, err
     text = page.read_text()
     assert "## tiny profile" in text and f"kernelgap {summary['version']}" in text
-    for sentence in sentences(summary).values():  # every experiment's sentence, verbatim
-        assert " ".join(sentence.split()) in text
+    for sentence in sentences(summary).values():  # every experiment's sentence, each line of its outline verbatim
+        assert all(item in text for item in flat(outline(sentence)))
+    assert too_long(markdown_blocks(text)) == []  # no paragraph over 600 characters, no cell over 300
+    found = main_findings(summary)
+    assert found and all(f"- {f.text} *(" in text for f in found)  # the headline screen, first
+    assert text.index("### At a glance") < text.index("### The paper beside ours")
     assert f"r ≥ {summary['witness']['certified_rank']}" in text  # the paper-beside-ours table
     assert (
         "### Where the time went" in text

@@ -66,6 +66,9 @@ class Experiment:
     ``paper_rows(summary)`` into the table "The paper beside ours"; ``tables(summary) →
     [(title, rows, columns), …]`` are the tables ``docs/results.md`` prints after the sentences
     (the report places its own through ``html``).
+    ``headline(summary) → [Finding, …]`` are its main findings for the first screen of the
+    report and of ``docs/results.md``: each one short sentence with its number, firm or at the
+    edge (:class:`kernelgap.report.html.Finding`).
     ``conclusions(summary) → {name: value}`` lists what a reader concludes from the
     section, each value discrete text (a verdict, a count, a transition rank; never a max
     error or a time that decides nothing): ``kernelgap compare`` reports those that differ
@@ -97,6 +100,7 @@ class Experiment:
     paper_rows: Callable[[dict], list[dict]] | None = None
     tables: Callable[[dict], list[tuple[str, list[dict], list[str]]]] | None = None
     conclusions: Callable[[dict], dict[str, str]] | None = None
+    headline: Callable[[dict], list[Any]] | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     profile_keys: Mapping[str, Callable[[Any, Path], Any] | str] = field(default_factory=dict)
     pools: tuple[str, ...] = ()

@@ -42,6 +42,13 @@ def at_edge(hits: int, seeds: int) -> bool:
     return seeds < 2 or 0 < hits < seeds
 
 
+def edge(rows: list[dict], ok, what: str = "exact") -> str | None:
+    """Why a verdict over ``rows`` (its seeds) is :func:`at_edge` (``2 of 3 seeds exact``),
+    ``None`` where it is firm."""
+    hits = sum(bool(ok(r)) for r in rows)
+    return f"{hits} of {len(rows)} seeds {what}" if at_edge(hits, len(rows)) else None
+
+
 def grouped(rows, key) -> dict:
     """``{key(row): [rows…]}``, the keys in the order they first appear."""
     out: dict = {}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..experiments.base import REGIONS
 from ..experiments.registry import experiments as registered
-from ..report.html import Page, page, provenance, table, titled
+from ..report.glance import PARAGRAPH_LIMIT, outline
+from ..report.html import Finding, Page, findings, fitted, lead, page, provenance, table, titled
 
 
 def _exps(experiments) -> list:
@@ -20,14 +21,40 @@ def present(summary: dict, exp) -> bool:
     return summary.get(exp.summary_key) not in (None, [], {})
 
 
-def markdown_table(rows: list[dict], columns: list[str]) -> list[str]:
-    """The lines of a Markdown table of ``rows`` (cells on one line, ``|`` escaped, ``–`` for none)."""
+def markdown_table(rows: list[dict], columns: list[str], fit: bool = False) -> list[str]:
+    """The lines of a Markdown table of ``rows`` (cells on one line, ``|`` escaped, ``–`` for none);
+    with ``fit`` a cell over :data:`~kernelgap.report.glance.CELL_LIMIT` is shortened and given
+    in full as a note under the table (:func:`~kernelgap.report.html.fitted`)."""
 
     def cell(text) -> str:
-        return " ".join(str(text if text is not None else "–").split()).replace("|", "\\|")
+        return " ".join(str(text if text is not None else "–").split())
 
+    rows = [{c: cell(r.get(c)) for c in columns} for r in rows]
+    rows, notes = fitted(rows, columns) if fit else (rows, [])
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    return out + ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
+    out += ["| " + " | ".join(row[c].replace("|", "\\|") for c in columns) + " |" for row in rows]
+    return out + [line for i, text in enumerate(notes, 1) for line in ["", *markdown_prose(f"Note {i}. {text}")]]
+
+
+def markdown_prose(text: str, title: str = "") -> list[str]:
+    """``text`` as Markdown lines after ``title``: one paragraph where it fits, else its lead and
+    the rest as a list under a collapsed ``<details>`` (as :func:`~kernelgap.report.html.paragraph`)."""
+    if len(title) + len(text) <= PARAGRAPH_LIMIT:
+        return [title + text]
+    shown, rest = lead(outline(text))
+    return [
+        title + " ".join(shown),
+        "",
+        f"<details><summary>{len(rest)} more</summary>",
+        "",
+        *_bullets(rest),
+        "",
+        "</details>",
+    ]
+
+
+def _bullets(items, depth: int = 0) -> list[str]:
+    return [line for i in items for line in ["  " * depth + f"- {i.text}", *_bullets(i.items, depth + 1)]]
 
 
 def draw_all(summary: dict, out_dir: Path, experiments=None) -> dict[str, list[str]]:
@@ -47,6 +74,11 @@ def comparison_rows(summary: dict, experiments=None) -> list[dict]:
     return [
         row for exp in _exps(experiments) if exp.paper_rows and present(summary, exp) for row in exp.paper_rows(summary)
     ]
+
+
+def main_findings(summary: dict, experiments=None) -> list[Finding]:
+    """The main findings, experiment after experiment (each experiment's ``headline``)."""
+    return [f for exp in _exps(experiments) if exp.headline and present(summary, exp) for f in exp.headline(summary)]
 
 
 def sentences(summary: dict, experiments=None) -> dict[str, str]:
@@ -106,6 +138,7 @@ def render_report(summary: dict, out_dir: Path, experiments=None) -> str:
         f"<h1>kernelgap reproduction ({html.escape(summary.get('profile', '?'))} profile)</h1>",
         f"<p>kernelgap {html.escape(summary.get('version', '?'))}. Every number below comes from the run "
         "files under this folder; <code>summary.json</code> holds them all.</p>",
+        *findings(main_findings(summary, exps)),
         *comparison,
         *(p for name in REGIONS for p in _region(name, regions[name])),
         *provenance(summary),

@@ -11,7 +11,7 @@ from ..errors import KernelgapError
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .compare import COLUMNS, compare_folders, headline
-from .render import comparison_rows, markdown_table, sentences
+from .render import comparison_rows, main_findings, markdown_prose, markdown_table, sentences
 from .schema import summary_problem
 
 HEADER = """# Measured results
@@ -53,7 +53,7 @@ def timing_lines(summary: dict) -> list[str]:
         f"The sweeps of every experiment on one pool took {timing['sweeps_s']:.0f} s; then the after-sweep steps, "
         "side by side.",
         "",
-        *markdown_table(rows, columns),
+        *markdown_table(rows, columns, fit=True),
     ]
 
 
@@ -66,19 +66,29 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
     commands = summary.get("commands") or []
     if commands:
         lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in dict.fromkeys(commands)) + "."]
+    found = main_findings(summary)
+    if found:
+        lines += ["", "### At a glance", ""]
+        lines += [f"- {f.text} *({'firm' if f.edge is None else 'at the edge: ' + f.edge})*" for f in found]
     rows = comparison_rows(summary)
     if rows:
-        lines += ["", "### The paper beside ours", "", *markdown_table(rows, ["quantity", "paper", "ours", "note"])]
+        lines += [
+            "",
+            "### The paper beside ours",
+            "",
+            *markdown_table(rows, ["quantity", "paper", "ours", "note"], fit=True),
+        ]
     lines += timing_lines(summary)
     said = sentences(summary)
     if said:
         titles = {e.name: e.title for e in registered()}
-        lines += ["", "### Every experiment", ""]
-        lines += [f"- **{titles.get(name, name)}.** {' '.join(text.split())}" for name, text in said.items()]
+        lines += ["", "### Every experiment"]
+        for name, text in said.items():
+            lines += ["", *markdown_prose(" ".join(text.split()), f"**{titles.get(name, name)}.** ")]
     for exp in registered():
         if exp.tables is not None and summary.get(exp.summary_key) is not None:
             for title, rows, columns in exp.tables(summary):
-                lines += ["", f"### {title}", "", *markdown_table(rows, columns)]
+                lines += ["", f"### {title}", "", *markdown_table(rows, columns, fit=True)]
     return lines
 
 
@@ -134,5 +144,5 @@ def comparison_section(folder_a: Path, folder_b: Path) -> list[str]:
             {"experiment": d.experiment, "conclusion": d.conclusion, "A": d.value_a, "B": d.value_b}
             for d in c.differences
         ]
-        lines += ["", *markdown_table(rows, COLUMNS)]
+        lines += ["", *markdown_table(rows, COLUMNS, fit=True)]
     return lines

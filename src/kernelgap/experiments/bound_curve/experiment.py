@@ -11,7 +11,7 @@ from fractions import Fraction
 from typing import Any
 
 from ...report.figures import certified_in_full, draw_bound_curve, draw_training_curves
-from ...report.html import fmt, yes_no
+from ...report.html import Finding, fmt, yes_no
 from ...report.trained import trained_conclusions, trained_section
 from ...task import EXACT_THRESHOLD
 from ..base import Experiment, Figure
@@ -143,6 +143,20 @@ def caption(summary: dict) -> str:
     return f"{text} {trained}" if trained else text
 
 
+def headline(summary: dict) -> list[Finding]:
+    """The growth of the certified rank with m (least squares over families certified in full)."""
+    curve = summary["bound_curve"]
+    pts, growth = curve["points"], curve.get("growth")
+    if not (pts and growth and certified_in_full(curve)):
+        return []
+    return [
+        Finding(
+            f"The certified rank grows as 2^({growth['log2_per_m']:.3f}·m) on {curve['code']} families "
+            f"(m = {pts[0]['m']}…{pts[-1]['m']}; at m = {pts[-1]['m']}: r ≥ {pts[-1]['certified']:,})."
+        )
+    ]
+
+
 def conclusions(summary: dict) -> dict[str, str]:
     """Per m: the certified rank (a series certified in full, the ladder's: the queries
     certified in full, whether the search hit its limit, whether softmax's construction was
@@ -181,6 +195,7 @@ EXPERIMENT = Experiment(
     schema=dict[str, Any] | None,
     sentence=caption,
     conclusions=conclusions,
+    headline=headline,
     region="figures",
     settings={"code": "ladder", "m": "32..96..16", "queries": 2048},
     html=lambda summary, page: {"figures": [page.figures("bound_curve", "bound_curve_training")]},

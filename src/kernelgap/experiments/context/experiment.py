@@ -18,12 +18,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ...report.figures import band, draw_length_curve, draw_ratio_curve, draw_wall_curve, error_axes, plt, save
-from ...report.html import table
+from ...report.criteria import grouped
+from ...report.figures import (
+    band,
+    delta_of,
+    draw_length_curve,
+    draw_ratio_curve,
+    draw_wall_curve,
+    error_axes,
+    plt,
+    save,
+)
+from ...report.html import Finding, table
 from ...report.trained import Growth, TrainedFamily, trained_section
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
-from .text import PAPER, conclusions, paper_rows, sentence
+from .text import PAPER, closest, conclusions, paper_rows, sentence
 
 TITLE = "The wall in context length"
 
@@ -242,6 +252,20 @@ def _caption_ratio(summary: dict) -> str:
     )
 
 
+def headline(summary: dict) -> list[Finding]:
+    """Per tolerance the largest m whose whole code the certificate covers, and from which N."""
+    out = []
+    for p in (closest(rows) for rows in grouped(summary["context"]["wall"], delta_of).values()):
+        if p is not None:
+            out.append(
+                Finding(
+                    f"At δ = {delta_of(p)}, m = {p['m']} the certificate reaches r = {p['certified']:,} from context "
+                    f"N = {p['length']:,} (log2 r / m = {p['log2_rank_per_m']:.2f}; the paper's limit: {PAPER['log2_rank_per_m']:g})."
+                )
+            )
+    return out
+
+
 def section_html(summary: dict, page) -> dict[str, list[str]]:
     s = summary["context"]
     ranks = [{"family": t["family"], **r} for t in s["trained"] for r in t["ranks"]]
@@ -265,6 +289,7 @@ EXPERIMENT = Experiment(
     paper={"context": PAPER},
     paper_rows=paper_rows,
     conclusions=conclusions,
+    headline=headline,
     figures=(
         Figure("context_length", draw_length, _caption_length),
         Figure("context_wall", draw_wall, _caption_wall),

@@ -12,8 +12,9 @@ from pydantic import Field
 
 from ...errors import KernelgapError
 from ...limits import MAX_VERIFY_M, check_verify
+from ...report.criteria import at_edge
 from ...report.figures import exact_line, legend, plt, save
-from ...report.html import of, yes_no
+from ...report.html import Finding, of, yes_no
 from ...validation import Int, JsonInt, JsonNumber, Says, Section, json_at_least
 from ..base import Experiment, Figure
 
@@ -115,6 +116,27 @@ def conclusions(s: dict) -> dict[str, str]:
     return out
 
 
+def headline(s: dict) -> list[Finding]:
+    """Rank 1 against the length N on the construction (checked on every sequence): the last N
+    where it is exact, the first where it is not; at the edge where trained seeds disagree, with
+    each other or with the construction."""
+    rows = [r for r in s["length"] if r["rank"] == 1]
+    built = {r["N"]: r["exact"] for r in rows if r.get("source") == "constructed"}
+    fails = [n for n, ok in built.items() if not ok]
+    if not fails:
+        return []
+    first = min(fails)
+    ok = [n for n in built if n < first]
+    said = f"Rank 1 is exact up to N = {max(ok)} and fails at N = {first}." if ok else f"Rank 1 fails at N = {first}."
+    edges = []
+    for n in sorted({r["N"] for r in rows if r.get("source") == "trained"}):
+        seeds = [r for r in rows if r.get("source") == "trained" and r["N"] == n]
+        hits = sum(r["exact"] for r in seeds)
+        if at_edge(hits, len(seeds)) or (n in built and bool(hits) != built[n]):
+            edges.append(f"N = {n}: {of(hits, len(seeds))} trained seeds exact")
+    return [Finding(said, "; ".join(edges) or None)]
+
+
 def paper_rows(s: dict) -> list[dict]:
     rows = s["length"]
     parts = []
@@ -158,6 +180,7 @@ EXPERIMENT = Experiment(
     paper={"length": PAPER},
     paper_rows=paper_rows,
     conclusions=conclusions,
+    headline=headline,
     settings={"m": 4},
     setting_types={"m": LengthM},
     html=lambda summary, page: {"figures": [page.figures("length")]},

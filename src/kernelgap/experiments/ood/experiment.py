@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from ...report.criteria import (
     OOD_SOLVED_ACC,
+    edge,
     first_rank,
     run_row,
     solves_test_pool,
@@ -18,7 +19,7 @@ from ...report.criteria import (
     test_exact,
 )
 from ...report.figures import accuracy_axes, band, plt, save, tone
-from ...report.html import fmt, of, reached, table, yes_no
+from ...report.html import Finding, fmt, of, reached, table, yes_no
 from ...report.trained import RunRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
@@ -133,6 +134,24 @@ def _unfitted(scales: list[dict]) -> str:
         " Runs that do not fit even their training family (train max error ≥ 1/2; an optimisation "
         "failure, not a capacity wall): " + "; ".join(parts) + "."
     )
+
+
+def headline(s: dict) -> list[Finding]:
+    """The transition rank on unseen tokens per pool size, against the paper's; at the edge
+    where the seeds at a transition disagree."""
+    scales = s["ood"]["scales"]
+    if not scales:
+        return []
+    ours = " → ".join(_transition(sc) for sc in scales)
+    paper = " → ".join(map(str, PAPER["ood"]["transition_ranks"]))
+    edges = [
+        f"{sc['label']}: {e}"
+        for sc in scales
+        if sc["transition_rank"] is not None
+        and (e := edge([r for r in sc["runs"] if r["rank"] == sc["transition_rank"]], solves_test_pool, "solve"))
+    ]
+    said = f"On unseen tokens the transition rank goes {ours} as the pool grows (the paper: {paper})."
+    return [Finding(said, "; ".join(edges) or None)]
 
 
 def grows(scales: list[dict]) -> bool:
@@ -281,6 +300,7 @@ EXPERIMENT = Experiment(
     paper=PAPER,
     paper_rows=paper_rows,
     conclusions=conclusions,
+    headline=headline,
     html=sections_html,
     pools=("ood",),
     figures=(

@@ -14,7 +14,7 @@ import html
 
 from ...report.criteria import at_edge, exact, first_rank, sandwich, sorted_by
 from ...report.figures import legend, map_color, plt, save
-from ...report.html import of, paragraph, reached, table
+from ...report.html import Finding, of, paragraph, reached, table
 from ...report.trained import same_family
 from ...validation import JsonInt, JsonNumber, Section, json_at_least
 from ..base import Experiment, Figure
@@ -254,6 +254,28 @@ def sentence(summary: dict) -> str:
     return text[0].upper() + text[1:]
 
 
+def headline(summary: dict) -> list[Finding]:
+    """On the Hadamard series: the construction at the certificate (checked on every sequence),
+    then per map on how many families training is exact there (at the edge where seeds disagree)."""
+    witness = _hadamard(summary["series"])
+    if not witness:
+        return []
+    built, sizes = f"{built_at_certificate(witness)} of {len(witness)}", [f["n"] for f in witness]
+    maps = list(_per_map(witness))
+    trained = ", ".join(f"{trained_at_certificate(hits, fm)} of {len(hits)} ({fm})" for fm, hits in maps)
+    edge = [
+        f"{fm}: seeds disagree at n = {', '.join(map(str, at))}"
+        for fm, hits in maps
+        if (at := [f["n"] for f in hits if (c := _at_certificate(f, fm))[1] and at_edge(*c)])
+    ]
+    return [
+        Finding(
+            f"The construction is exact at the certified rank on {built} Hadamard families (n = {sizes[0]}…{sizes[-1]})."
+        ),
+        Finding(f"Training is exact at the certified rank on {trained} of them.", "; ".join(edge) or None),
+    ]
+
+
 def conclusions(summary: dict) -> dict[str, str]:
     """Construction and training against the certificate on the Hadamard series; per family its
     sandwich (:func:`sandwich_rows`), each map's exact ranks and runs exact below the certificate."""
@@ -450,6 +472,7 @@ EXPERIMENT = Experiment(
     schema=list[SeriesRow] | None,
     sentence=sentence,
     conclusions=conclusions,
+    headline=headline,
     html=section_html,
     region="lead",
     figures=(

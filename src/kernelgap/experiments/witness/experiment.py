@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...report.criteria import every, exact, first_rank, majority, sorted_by
+from ...report.criteria import edge, every, exact, first_rank, majority, sorted_by
 from ...report.figures import error_axes, map_bands, plt, save
-from ...report.html import fmt, of, reached, table, yes_no
+from ...report.html import Finding, fmt, of, reached, table, yes_no
 from ...report.trained import RunRow, SoftmaxRow
 from ...validation import JsonInt, JsonNumber, Section
 from ..base import Experiment, Figure
@@ -180,6 +180,25 @@ def conclusions(s: dict) -> dict[str, str]:
     return out
 
 
+def headline(s: dict) -> list[Finding]:
+    """The certified rank; the least rank where training is exact (most seeds), against the paper's."""
+    w = s["witness"]
+    out = []
+    if w.get("certified_rank"):
+        out.append(
+            Finding(f"One kernel head needs r ≥ {w['certified_rank']} on the witness family (certified, m = {w['m']}).")
+        )
+    most = {k: v for k, v in (w.get("transition_rank") or {}).items() if v is not None}
+    if most:
+        r = min(most.values())
+        maps = sorted(k for k, v in most.items() if v == r)
+        at = [x for x in w["runs"] if (x.get("features") or x["rank"]) == r]
+        edges = [f"{fm}: {e}" for fm in maps if (e := edge([x for x in at if x["feature_map"] == fm], exact))]
+        said = f"Training is exact from r = {r} ({', '.join(maps)}; the paper: r = {PAPER['exact_rank']})."
+        out.append(Finding(said, "; ".join(edges) or None))
+    return out
+
+
 def draw(summary: dict, out_dir) -> list[str]:
     """Train max error against rank, the certificate, the 1/2 line, softmax."""
     w = summary["witness"]
@@ -232,6 +251,7 @@ EXPERIMENT = Experiment(
     paper={"witness": PAPER},
     paper_rows=paper_rows,
     conclusions=conclusions,
+    headline=headline,
     html=sections_html,
     pools=("witness",),
     figures=(
