@@ -246,6 +246,7 @@ def venv_holding_other_torch(venv: Path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first run also installs torch into build/ (15 min seen on a loaded machine)
 def test_wheel_keeps_the_torch_it_finds(tmp_path):
     """pip installs the wheel beside a torch in its range (not the lock's) without replacing it,
     and ``certify --family witness`` and a 300-step ``train`` run on that torch."""
