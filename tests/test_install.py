@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 TORCH = next(line for line in LOCK.read_text().splitlines() if line.startswith("torch=="))  # first, as `make install`
 #: a torch in the declared range but not the lock's: the newest this machine's pip takes from its
-#: own disk (a CUDA build, 5.5 GB in a venv), installed once into a venv under build/ (about N s)
+#: own disk (a CUDA build, 5.5 GB in a venv), installed once into a venv under build/ (410 s seen)
 OTHER_TORCH = "2.14.1"
 OTHER_VENV = ROOT / "build" / f"torch-{OTHER_TORCH}"
 
