@@ -13,19 +13,35 @@ OUT    ?= results/reproduce-$(PROFILE)
 # runs serially
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: install reproduce test test-capabilities test-fast lint bench schema docs clean
+.PHONY: install lock reproduce test test-capabilities test-ends test-fast lint bench schema docs clean
 
 install: $(STAMP)
 
-# torch is installed first and pinned, so pip never pulls another build.  pip compiles the
-# bytecode (half of the install's time): with PYTHONDONTWRITEBYTECODE set, as on our machines,
-# every process would otherwise compile torch again on import (the tests 1.7x slower).
+# The exact versions of requirements.lock (pyproject.toml declares ranges).  torch goes first, at
+# the lock's version, so pip never pulls another build; then the lock; then the package itself,
+# editable and without dependencies.  pip compiles the bytecode (half of the install's time): with
+# PYTHONDONTWRITEBYTECODE set, as on our machines, every process would otherwise compile torch
+# again on import (the tests 1.7x slower).
+LOCK = requirements.lock
 PIP = $(BIN)/pip install --quiet --disable-pip-version-check
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) torch==2.13.0
-	$(PIP) -e '.[test,ray,zoo]'
+	$(PIP) $$(grep -m1 '^torch==' $(LOCK))
+	$(PIP) -r $(LOCK)
+	$(PIP) --no-deps -e .
 	touch $(STAMP)
+
+# Regenerate requirements.lock after pyproject.toml changes: pip-tools' pip-compile, from a venv of
+# its own, keeps every pin of the lock that still satisfies the ranges and resolves the rest;
+# `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release in range.
+TOOLS = build/tools
+$(TOOLS)/bin/uv:
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check pip-tools==7.7.0 uv==0.13.10
+
+lock: $(TOOLS)/bin/uv
+	$(TOOLS)/bin/pip-compile --quiet --extra test --extra ray --extra zoo --strip-extras \
+		--no-emit-find-links --no-emit-index-url $(LOCK_ARGS) -o $(LOCK) pyproject.toml
 
 reproduce: install
 	$(BIN)/kernelgap reproduce --profile $(PROFILE) --out $(OUT)
@@ -40,6 +56,33 @@ test-capabilities: install
 	for cap in $$($(BIN)/python tests/capabilities.py); do \
 		echo "ATEN_CPU_CAPABILITY=$$cap: the numerics tests"; \
 		ATEN_CPU_CAPABILITY=$$cap $(BIN)/python -m pytest -q -m numerics $(PYTEST_ARGS) || exit 1; \
+	done
+
+# The numerics tests at both ends of pyproject.toml's ranges, each in a venv of its own under build/
+# (rebuilt when pyproject.toml changes): `lowest` at the lowest release of every direct dependency
+# (uv's --resolution lowest-direct, as constraints: torch 2.13.0 from pip's own sources), `newest`
+# at the newest release pip finds, torch $(NEWEST_TORCH) first (the newest this machine's pip takes
+# without a multi-GB download; CI runs `make test-ends` after `make test`).
+NEWEST_TORCH ?= 2.14.1
+ENDS = build/ends
+$(ENDS)/lowest/.installed: pyproject.toml $(TOOLS)/bin/uv
+	rm -rf $(@D) && $(PYTHON) -m venv $(@D)
+	$(TOOLS)/bin/uv pip compile --quiet --resolution lowest-direct --extra test --python-version 3.11 \
+		pyproject.toml -o $(@D)/constraints.txt
+	$(@D)/bin/pip install --quiet --disable-pip-version-check $$(grep -m1 '^torch==' $(@D)/constraints.txt)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check -c $(@D)/constraints.txt -e '.[test]'
+	touch $@
+$(ENDS)/newest/.installed: pyproject.toml
+	rm -rf $(@D) && $(PYTHON) -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check torch==$(NEWEST_TORCH)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+test-ends: $(ENDS)/lowest/.installed $(ENDS)/newest/.installed
+	for end in lowest newest; do \
+		$(ENDS)/$$end/bin/python -c "import torch, numpy, pydantic; print('$$end:', 'torch', torch.__version__, \
+			'numpy', numpy.__version__, 'pydantic', pydantic.__version__)"; \
+		$(ENDS)/$$end/bin/python -m pytest -q -m numerics $(PYTEST_ARGS) || exit 1; \
 	done
 
 test-fast: install
