@@ -62,7 +62,8 @@ test-capabilities: install
 # (rebuilt when pyproject.toml changes): `lowest` at the lowest release of every direct dependency
 # (uv's --resolution lowest-direct, as constraints: torch 2.13.0 from pip's own sources), `newest`
 # at the newest release pip finds, torch $(NEWEST_TORCH) first (the newest this machine's pip takes
-# without a multi-GB download; CI runs `make test-ends` after `make test`).
+# without a multi-GB download; CI runs `make test-ends` after `make test`); then the wheel installed
+# into a copy of the newest end keeps its torch (tests/test_install.py)
 NEWEST_TORCH ?= 2.14.1
 ENDS = build/ends
 $(ENDS)/lowest/.installed: pyproject.toml $(TOOLS)/bin/uv
@@ -78,12 +79,13 @@ $(ENDS)/newest/.installed: pyproject.toml
 	$(@D)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $@
 
-test-ends: $(ENDS)/lowest/.installed $(ENDS)/newest/.installed
+test-ends: install $(ENDS)/lowest/.installed $(ENDS)/newest/.installed
 	for end in lowest newest; do \
 		$(ENDS)/$$end/bin/python -c "import torch, numpy, pydantic; print('$$end:', 'torch', torch.__version__, \
 			'numpy', numpy.__version__, 'pydantic', pydantic.__version__)"; \
 		$(ENDS)/$$end/bin/python -m pytest -q -m numerics $(PYTEST_ARGS) || exit 1; \
 	done
+	KERNELGAP_OTHER_TORCH_VENV=$(ENDS)/newest $(BIN)/python -m pytest -q tests/test_install.py -k keeps_the_torch
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not ray"
