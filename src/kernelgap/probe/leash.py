@@ -129,11 +129,10 @@ def _phases(config, enter) -> dict:
     import, check, step (``enter(phase)`` before each)."""
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
-    from .suites import suites
-    from .twin import twin_map
+    from .twin import checked_twin, twin_map
 
     enter("import")
-    first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
+    first = config.suites()
     cls, spec = module_spec(config.target, config.kwargs, config.interface, config.d_model, config.args, config.output)
     enter("check")
     families = [(suite, build_family(suite.family, **suite.params)) for suite in first]
@@ -145,14 +144,16 @@ def _phases(config, enter) -> dict:
     reading = reading_of(models[0], families[0][1].m)
     features = {
         suite.name: feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
-        for suite in suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
+        for suite in config.suites(reading, spec.rank_free)
     }
+    if config.features is not None:  # the user's count where the module declares none
+        features = {name: [config.features if f is None else f for f in fs] for name, fs in features.items()}
     return {
         "class": cls.__name__,
         "spec": spec.model_dump(),
         "source_file": source_file(cls, spec.target),
         "reading": reading,
         "parameters": models[0].parameter_counts(),
-        "twin": twin_map(cls, spec.kwargs),
+        "twin": checked_twin(config.kernel) if config.kernel else twin_map(cls, spec.kwargs),
         "features": features,
     }

@@ -5,6 +5,7 @@ interfaces a module can follow are described in :mod:`kernelgap.models.external`
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import torch
@@ -40,6 +41,8 @@ def module_spec(
     cls = load_target(given)
     if interface is None:  # unset: the class's own (an empty string is a value, and refused)
         interface = getattr(cls, "kernelgap_interface", "sequence")
+    if not args and (first := sole_size(cls)):  # Class(d_model) or Class(m): no rank to give
+        args = {first: "d_model" if interface == "layer" else "m"}
     spec = ModuleSpec.parse(
         {
             "target": target,
@@ -52,6 +55,20 @@ def module_spec(
         where="module",
     )
     return cls, spec
+
+
+def sole_size(cls: type) -> str | None:
+    """The name of the one positional constructor argument of a class that takes no second
+    (``Class(d_model, *, heads=1)``): the interface's size, and no rank (a rank-free module,
+    :attr:`~kernelgap.models.module_spec.ModuleSpec.rank_free`); else None."""
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # self
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    return positional[0].name if len(positional) == 1 else None
 
 
 def check_module(cls: type, spec: ModuleSpec, m: int, rank: int, family=None) -> ModuleModel:

@@ -52,7 +52,7 @@ from ..training.stack import final_power
 from .config import ProbeConfig
 from .floor import query_blind
 from .leash import rehearse
-from .suites import BASELINE, RECIPES, Suite, suites
+from .suites import BASELINE, RECIPES, Suite
 from .twin import TWIN_TARGET
 from .verdicts import RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
 
@@ -156,7 +156,7 @@ def _plan(config: ProbeConfig) -> _Plan:
         out=out,
         baseline=baseline,
         reading=reading,
-        suites=suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading),
+        suites=config.suites(reading, spec.rank_free),
         counts=found["parameters"],
         features=found["features"],
         module_model=_module_model(spec),
@@ -337,7 +337,9 @@ def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step:
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
     with step_limit(step):
-        results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+        # a bar on a terminal, else a line per finished task (a log file sees progress too)
+        shown = True if sys.stderr.isatty() else (lambda line: print(f"[probe] {line}", file=sys.stderr, flush=True))
+        results = run_sweeps(sweeps, progress=shown, **options)
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
 
