@@ -176,3 +176,57 @@ def test_fla_maps_the_zoo_lists_and_one_it_does_not(cli):
     kwargs = '{"feature_map": "rebased"}'
     code, out, err = cli("probe", "kernelgap.probe.zoo:FlaLinearAttention", "--kwargs", kwargs, *FAST, "--out", "z")
     _check(code, out, err, "no fla feature map 'rebased' here; choose from hedgehog, t2r, dpfp, taylor, relu")
+
+
+LIBRARY_SHAPES = """
+import torch
+from torch import nn
+
+
+class Pair(nn.Module):
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model, rank):
+        super().__init__()
+        self.lin = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        return self.lin(x), None
+
+
+class Head(nn.Module):
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model, rank):
+        super().__init__()
+        self.lin = nn.Linear(d_model, 8)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Torch(nn.MultiheadAttention):
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model, rank):
+        super().__init__(d_model, 1, batch_first=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "cls, needle",
+    [
+        ("Pair", "got a tuple of 2: pass --output INDEX"),
+        ("Head", "its width 8 is not d_model 32; pass --d-model 8, or bind its width argument to d_model"),
+        ("Torch", "its forward needs key, value besides the input, and kernelgap calls forward(x) alone; wrap it"),
+    ],
+)
+def test_interfaces_as_libraries_ship_them_are_refused_saying_what_to_pass(cli, tmp_path, monkeypatch, cls, needle):
+    (tmp_path / "shapes.py").write_text(LIBRARY_SHAPES)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("probe", f"shapes.py:{cls}", *FAST, "--ranks", "2", "--out", "p")
+    _check(code, out, err, needle)
+    assert not (tmp_path / "p" / "probe.json").exists()
+    if cls == "Pair":  # and what the line says to pass is enough
+        code, out, err = cli("probe", f"shapes.py:{cls}", *FAST, "--ranks", "2", "--out", "p", "--output", "0")
+        assert code == 0, err
