@@ -12,7 +12,7 @@ import pytest
 from kernelgap.models.module_spec import ModuleSpec
 from kernelgap.probe import ProbeConfig
 from kernelgap.probe.module import module_spec, sole_size
-from kernelgap.probe.suites import PROFILES, RANK_FREE
+from kernelgap.probe.suites import PROFILES
 from kernelgap.probe.twin import twin_map
 from test_bad_input import _check
 
@@ -73,11 +73,9 @@ def test_a_rank_free_module_trains_once_per_seed_at_each_suites_largest_rank():
         free = ProbeConfig(SOFTMAX, profile=name).suites(rank_free=True)
         assert [s.ranks for s in free] == [[max(s.ranks)] for s in profile]
         assert [s.seeds for s in free] == [s.seeds for s in profile]
-        # its schedule: the suite's through RANK_FREE (lr ÷ 3 over 2× steps), unless given
-        assert [s.train for s in free] == [RANK_FREE.train({**s.train}) for s in profile]
-    given = ProbeConfig(SOFTMAX, lr=0.002, steps=300).suites(rank_free=True)[0].train
-    assert (given["lr"], given["mse_steps"], given["max_steps"]) == (0.002, 100, 200)
-    assert ProbeConfig(SOFTMAX).suites()[0].train == PROFILES["quick"][0].train  # not rank-free: unchanged
+        assert [s.train for s in free] == [s.train for s in profile]  # the suite's schedule
+    given = ProbeConfig(SOFTMAX, ranks=[2, 8, 4]).suites(rank_free=True)
+    assert [s.ranks for s in given] == [[8], [8]]
 
 
 def test_an_argument_map_without_rank_is_rank_free_unless_a_state_size_is_left_unbound(mods):
@@ -230,3 +228,16 @@ def test_interfaces_as_libraries_ship_them_are_refused_saying_what_to_pass(cli, 
     if cls == "Pair":  # and what the line says to pass is enough
         code, out, err = cli("probe", f"shapes.py:{cls}", *FAST, "--ranks", "2", "--out", "p", "--output", "0")
         assert code == 0, err
+
+
+@pytest.mark.slow
+def test_the_softmax_example_is_exact_at_the_default_schedule(tmp_path):
+    """The positive control: torch's softmax attention (the shipped example, rank-free) fits
+    the witness family at the witness suite's own schedule, seed 0, no recipe needed."""
+    from kernelgap.probe import run_probe
+    from kernelgap.probe.verdicts import probe_rows
+
+    config = ProbeConfig(SOFTMAX, ranks={"witness": [16], "ood-n4": []}, out=tmp_path / "p", executor="inline")
+    meta = run_probe(config, log=lambda *_: None)
+    (row,) = probe_rows(tmp_path / "p" / meta["runs"] / "witness")
+    assert row["exact"] and row["max_error"] < 0.5 and meta["suites"][0]["recipes"] == []

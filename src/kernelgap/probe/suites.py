@@ -78,12 +78,6 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("lr-third-steps-double", lr_scale=1 / 3, steps_scale=2),
 )
 
-#: The schedule of a module that takes no rank (``rank_free``: softmax attention is one, no
-#: kernel of finite rank): the suite's through the recipe ``lr ÷ 3 over 2× steps``, under which
-#: torch's softmax attention fits the witness family where the suite's own ends at the
-#: query-blind optimum (docs/experiments.md, "Probe").
-RANK_FREE = RECIPES[1]
-
 #: The suites per profile (``quick``: a few minutes for a small module on 2 cores).
 PROFILES: dict[str, list[Suite]] = {
     "quick": [_witness([16, 32], [0]), _ood(4, [4, 8], [0])],
@@ -108,14 +102,13 @@ def suites(
     per suite name as ``{"witness": [8, 16], …}`` (an empty list leaves that suite out, a
     suite not named keeps its ranks), ``seeds``, ``steps`` (a third MSE, the rest
     power-mean) and ``lr``.  A ``rank_free`` module (one that takes no rank) trains once per
-    seed, at each suite's largest rank (the rank of the baseline beside it), on the
-    :data:`RANK_FREE` schedule where ``steps`` and ``lr`` do not set it."""
+    seed, at each suite's largest rank (the rank of the baseline beside it)."""
     out = []
     for suite in PROFILES[profile]:
         chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
         if isinstance(ranks, dict) and chosen == []:
             continue  # left out
-        train = RANK_FREE.train(suite.train) if rank_free else dict(suite.train)
+        train = dict(suite.train)
         if steps is not None:
             train.update(mse_steps=steps // 3, max_steps=steps - steps // 3)
         if lr is not None:
