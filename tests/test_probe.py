@@ -301,7 +301,8 @@ requires = "no-such-library"
 def test_a_probe_config_names_its_folders_and_sweep_options():
     config = ProbeConfig(TARGET, executor="inline", workers=2)
     assert config.folder("Decayed") == Path("results/probe-Decayed")
-    assert config.baseline_folder("Decayed") == Path("results/probe-Decayed/baseline")
+    assert config.baseline_folder("Decayed") == Path("results/probe-baseline")  # beside every default folder
+    assert ProbeConfig(TARGET, out="x").baseline_folder("Decayed") == Path("x/baseline")
     assert ProbeConfig(TARGET, out="x", baseline="b").baseline_folder("Decayed") == Path("b")
     assert config.sweep_options == {"executor": "inline", "workers": 2, "address": None}
     with pytest.raises(TypeError):

@@ -241,3 +241,18 @@ def test_the_softmax_example_is_exact_at_the_default_schedule(tmp_path):
     meta = run_probe(config, log=lambda *_: None)
     (row,) = probe_rows(tmp_path / "p" / meta["runs"] / "witness")
     assert row["exact"] and row["max_error"] < 0.5 and meta["suites"][0]["recipes"] == []
+
+
+def test_probes_naming_one_baseline_folder_share_its_runs(cli, mods):
+    """The second probe reuses the first's finished elu1 runs (by run id) instead of training them."""
+    ranks = ["--ranks", "witness=2", "--ranks", "ood-n4=2"]
+    first = cli("probe", "mods.py:Sized", *FAST, *ranks, "--out", "a", "--baseline", "shared")
+    second = cli("probe", SOFTMAX, *FAST, *ranks, "--out", "b", "--baseline", "shared")
+    assert first[0] == 0 and second[0] == 0, first[2] + second[2]
+    assert "elu1-witness: 1 runs, 0 reused, 1 trained" in first[1]
+    assert "elu1-witness: 1 runs, 1 reused, 0 trained" in second[1]
+    assert json.loads((mods / "b" / "probe.json").read_text())["baseline_dir"] == "../shared"
+    code, stdout, err = cli("results", "a", "b")
+    assert code == 0, err
+    modules = [line.split(" | ")[1] for line in stdout.splitlines()[2:]]
+    assert modules == ["Sized", "Sized", "SoftmaxAttention", "SoftmaxAttention"]  # a row per suite and rank

@@ -315,10 +315,10 @@ def check(
 
 
 def _probe_fields() -> dict:
-    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields but where its baseline lies (a reproduction's)."""
+    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields."""
     from .probe.config import ProbeConfig
 
-    return {name: field for name, field in ProbeConfig.model_fields.items() if name != "baseline"}
+    return dict(ProbeConfig.model_fields)
 
 
 @fields_command("probe", _probe_fields, PROBE_FLAGS)

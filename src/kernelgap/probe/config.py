@@ -81,7 +81,11 @@ class ProbeConfig(Config):
     )
     device: Device = Field("cpu", description="the torch device every run trains on (cpu, cuda, cuda:N, mps)")
     out: str | Path | None = Field(None, description="the probe's folder (default: results/probe-<Class>)")
-    baseline: str | Path | None = Field(None, description="the folder of the elu1 and twin runs (none: <out>/baseline)")
+    baseline: str | Path | None = Field(
+        None,
+        description="the folder of the elu1 and twin runs, shared by the probes that name it (a finished run is "
+        "reused by its run id; default: <out>/baseline, or results/probe-baseline without --out)",
+    )
     executor: Literal[tuple(EXECUTORS)] = Field("local", description="local (process pool), ray or inline")
     workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (default: the cores)")
     address: str | None = Field(None, description="the Ray cluster's HOST:PORT (ray executor)")
@@ -113,8 +117,12 @@ class ProbeConfig(Config):
         return Path(self.out) if self.out is not None else Path("results") / f"probe-{class_name}"
 
     def baseline_folder(self, class_name: str) -> Path:
-        """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
-        return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
+        """The folder of the baseline's and the twin's runs: ``baseline``; else, for a probe in
+        its default folder, ``results/probe-baseline`` (beside every such probe, so they share
+        it: a run is reused by its run id); else ``<out>/baseline``."""
+        if self.baseline is not None:
+            return Path(self.baseline)
+        return Path("results") / "probe-baseline" if self.out is None else Path(self.out) / "baseline"
 
     def suites(self, reading: str = "first", rank_free: bool = False) -> list[Suite]:
         """The suites this probe trains (:func:`~kernelgap.probe.suites.suites`), on its device
