@@ -256,3 +256,21 @@ def test_probes_naming_one_baseline_folder_share_its_runs(cli, mods):
     assert code == 0, err
     modules = [line.split(" | ")[1] for line in stdout.splitlines()[2:]]
     assert modules == ["Sized", "Sized", "SoftmaxAttention", "SoftmaxAttention"]  # a row per suite and rank
+
+
+@pytest.mark.parametrize("where", ["args", "kwargs"])
+def test_performers_generalized_attention_twins_relu_however_it_is_given(where):
+    """The twin is read off the constructor's arguments, constants of an argument map too."""
+    pytest.importorskip("performer_pytorch")
+    from kernelgap.probe.leash import rehearse
+
+    args = {"dim": "d_model", "heads": 1, "dim_head": "d_model", "nb_features": "rank"}
+    given = {"generalized_attention": True}
+    config = ProbeConfig(
+        "performer_pytorch:SelfAttention",
+        given if where == "kwargs" else {},
+        interface="layer",
+        args={**args, **given} if where == "args" else args,
+        ranks={"witness": [4], "ood-n4": []},
+    )
+    assert rehearse(config, config.limits)["twin"] == "relu"

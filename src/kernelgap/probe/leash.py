@@ -127,6 +127,7 @@ def _portable(exc: KernelgapError) -> KernelgapError:
 def _phases(config, enter) -> dict:
     """What :func:`kernelgap.probe.runner.run_probe` needs of the module, found in the order
     import, check, step (``enter(phase)`` before each)."""
+    from ..models.external import constructor_args
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
     from .twin import checked_twin, twin_map
@@ -154,6 +155,6 @@ def _phases(config, enter) -> dict:
         "source_file": source_file(cls, spec.target),
         "reading": reading,
         "parameters": models[0].parameter_counts(),
-        "twin": checked_twin(config.kernel) if config.kernel else twin_map(cls, spec.kwargs),
+        "twin": checked_twin(config.kernel) if config.kernel else twin_map(cls, constructor_args(spec, 0, 0)[1]),
         "features": features,
     }

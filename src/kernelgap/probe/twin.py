@@ -46,8 +46,9 @@ def checked_twin(name: str, where: str = "--kernel") -> str:
 
 
 def twin_map(cls: type, kwargs: dict) -> str | None:
-    """The built-in map of ``cls``'s kernel with these constructor arguments (the first row of
-    :data:`TWINS` whose arguments they carry), or None."""
+    """The built-in map of ``cls``'s kernel with these constructor keyword arguments (``kwargs``
+    and an argument map's constants: the first row of :data:`TWINS` whose arguments they
+    carry), or None."""
     declared = getattr(cls, KERNEL_ATTR, None)
     if isinstance(declared, str):
         return checked_twin(declared, f"{cls.__name__}.{KERNEL_ATTR}")
