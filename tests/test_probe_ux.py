@@ -274,3 +274,13 @@ def test_performers_generalized_attention_twins_relu_however_it_is_given(where):
         ranks={"witness": [4], "ood-n4": []},
     )
     assert rehearse(config, config.limits)["twin"] == "relu"
+
+
+def test_a_device_this_machine_lacks_is_one_line_before_anything_is_written(cli, mods):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    code, out, err = cli("probe", "mods.py:Sized", *FAST, "--ranks", "2", "--out", "p", "--device", "cuda")
+    _check(code, out, err, "train.device: device 'cuda' requested but CUDA is not available")
+    assert not (mods / "p").exists()
