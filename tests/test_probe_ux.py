@@ -95,7 +95,7 @@ def test_the_softmax_example_through_the_cli_prints_its_verdicts(cli, tmp_path):
         "SoftmaxAttention ood-n4: rank 2 "
     )
     # stderr is no terminal here: a progress line per finished task (module and baseline, 2 suites)
-    progress = [line for line in err.splitlines() if line.startswith("[probe] sweep: ")]
+    progress = [line for line in stdout.splitlines() if line.startswith("[probe] sweep: ")]
     assert progress[-1].startswith("[probe] sweep: 4/4 runs, 0 left") and len(progress) == 4
     code, stdout, err = cli(
         "probe", SOFTMAX, *FAST, "--ranks", "witness=4", "--ranks", "ood-n4=2", "--out", str(out), "--json"

@@ -337,8 +337,8 @@ def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step:
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
     with step_limit(step):
-        # a bar on a terminal, else a line per finished task (a log file sees progress too)
-        shown = True if sys.stderr.isatty() else (lambda line: print(f"[probe] {line}", file=sys.stderr, flush=True))
+        # a bar on a terminal, else a line per finished task in the log (a log file sees progress too)
+        shown = True if sys.stderr.isatty() else (lambda line: log(f"[probe] {line}"))
         results = run_sweeps(sweeps, progress=shown, **options)
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
