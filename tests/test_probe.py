@@ -203,7 +203,7 @@ def test_a_library_class_through_an_argument_map(user_file, tmp_path):
     "cls, kwargs, message",
     [
         ("WrongShape", {}, "WrongShape at rank 16 (sequence interface) does not follow the interface"),
-        ("NoRank", {}, "NoRank(24, 16) failed at rank 16 (sequence interface)"),
+        ("NoRank", {}, "NoRank has no trainable parameters"),  # no rank: built rank-free, NoRank(m=24)
         (
             "EightsOnly",
             {},
@@ -301,7 +301,8 @@ requires = "no-such-library"
 def test_a_probe_config_names_its_folders_and_sweep_options():
     config = ProbeConfig(TARGET, executor="inline", workers=2)
     assert config.folder("Decayed") == Path("results/probe-Decayed")
-    assert config.baseline_folder("Decayed") == Path("results/probe-Decayed/baseline")
+    assert config.baseline_folder("Decayed") == Path("results/probe-baseline")  # beside every default folder
+    assert ProbeConfig(TARGET, out="x").baseline_folder("Decayed") == Path("x/baseline")
     assert ProbeConfig(TARGET, out="x", baseline="b").baseline_folder("Decayed") == Path("b")
     assert config.sweep_options == {"executor": "inline", "workers": 2, "address": None}
     with pytest.raises(TypeError):

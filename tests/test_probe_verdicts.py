@@ -207,7 +207,7 @@ def test_the_twin_table():
 
     assert twin_map(Elu1LinearAttention, {}) == twin_map(DecayedLinearAttention, {"decay_init": 0.5}) == "elu1"
     assert twin_map(UniformAttention, {}) is None
-    assert all(name is None or name in {"elu1", "relu", "hedgehog", "favor"} for _, _, name in TWINS)
+    assert all(name is None or name in {"elu1", "relu", "hedgehog", "favor", "taylor"} for _, _, name in TWINS)
     zoo = pytest.importorskip("kernelgap.probe.zoo")
     cls = zoo.FlaLinearAttention
     assert [twin_map(cls, k) for k in ({}, {"feature_map": "t2r"}, {"feature_map": "dpfp"})] == [

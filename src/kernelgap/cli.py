@@ -315,22 +315,28 @@ def check(
 
 
 def _probe_fields() -> dict:
-    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields but where its baseline lies (a reproduction's)."""
+    """:class:`~kernelgap.probe.config.ProbeConfig`'s fields."""
     from .probe.config import ProbeConfig
 
-    return {name: field for name, field in ProbeConfig.model_fields.items() if name != "baseline"}
+    return dict(ProbeConfig.model_fields)
 
 
 @fields_command("probe", _probe_fields, PROBE_FLAGS)
-def probe(**given) -> None:
-    """Train any attention module on the witness and OOD suites beside the built-in elu1; write report.html."""
+def probe(*, as_json: Json = False, **given) -> None:
+    """Train any attention module on the witness and OOD suites beside the built-in elu1; write
+    report.html; print a verdict per suite and rank (--json: the same rows as JSON)."""
     from .probe.config import ProbeConfig
 
     config = ProbeConfig(**given_fields(given, PROBE_FLAGS))  # checked as it is made
+    from .experiments.probe.table import probe_rows_of
     from .probe.runner import run_probe  # torch: after the flags are checked
     from .reproduction import build_probe_report
 
-    build_probe_report(config.folder(run_probe(config, log=typer.echo)["class"]), log=typer.echo)
+    log = (lambda line: typer.echo(line, err=True)) if as_json else typer.echo
+    folder = config.folder(run_probe(config, log=log)["class"])
+    build_probe_report(folder, log=log)
+    rows = probe_rows_of(folder)
+    emit({"verdicts": rows}, as_json, lambda payload: [r["text"] for r in payload["verdicts"]])
 
 
 @app.command()
@@ -363,14 +369,15 @@ def report(
 
 @app.command()
 def results(
-    folders: list[Path] = typer.Argument(..., help="Reproduction folders, each holding summary.json."),
+    folders: list[Path] = typer.Argument(..., help="Reproduction folders (summary.json), or probe folders."),
     out: Path | None = typer.Option(None, "--out", help="Write the page here (e.g. docs/results.md)."),
 ) -> None:
-    """The measured numbers of reproduction folders as a Markdown page (docs/results.md)."""
+    """The measured numbers of reproduction folders as a Markdown page (docs/results.md), or
+    of probe folders as one table: module, suite, rank, features, verdict."""
     from .io import write_page
-    from .reproduction.results_page import results_markdown
+    from .reproduction.results_page import results_page
 
-    text = results_markdown(folders)
+    text = results_page(folders)
     if out is None:
         typer.echo(text, nl=False)
         return

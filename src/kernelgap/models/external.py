@@ -54,9 +54,25 @@ class LayerWrapper(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         y = pick_output(self.layer(self.embed(tokens)), self.output)
         if not isinstance(y, torch.Tensor) or y.shape != (*tokens.shape[:2], self.d_model):
-            got = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
-            raise ModuleError(f"a 'layer' module must map [B, N, {self.d_model}] to [B, N, {self.d_model}], got {got}")
+            raise ModuleError(
+                f"a 'layer' module must map [B, N, {self.d_model}] to [B, N, {self.d_model}], got {_shown(y, self.d_model)}"
+            )
         return (self.read(tokens) * y).sum(-1) + self.bias(tokens).squeeze(-1)
+
+
+def _shown(y, d_model: int) -> str:
+    """What a layer returned instead, and what to pass: ``--output`` for a tuple, ``--d-model``
+    for another width."""
+    if isinstance(y, (tuple, list)):
+        return f"a {type(y).__name__} of {len(y)}: pass --output INDEX, the place of its output in it"
+    if not isinstance(y, torch.Tensor):
+        return type(y).__name__
+    if y.dim() == 3 and y.shape[-1] != d_model:
+        return (
+            f"{tuple(y.shape)}: its width {y.shape[-1]} is not d_model {d_model}; pass --d-model {y.shape[-1]}, "
+            "or bind its width argument to d_model (--arg NAME=d_model)"
+        )
+    return str(tuple(y.shape))
 
 
 class SequenceWrapper(nn.Module):

@@ -116,13 +116,26 @@ class ModuleSpec(Config):
                 "the hash was written; leave source_hash out, it is computed from the source"
             )
         object.__setattr__(self, "source_hash", actual)
-        if self.args and "rank" not in [v for v in self.args.values() if isinstance(v, str)]:
-            raise invalid(
-                f"binds no constructor argument to rank, so every rank would train the same "
-                f"module: {rank_hint(cls or load_target(self.target), self)}",
-                path="args",
-            )
+        if cls is not None:  # a vouched module was checked by the child that imported it
+            check_rank_binding(cls, self)
         return self
+
+    @property
+    def rank_free(self) -> bool:
+        """An argument map that binds no constructor argument to ``rank``: every rank would
+        build the same module, so the probe trains it at one rank (:func:`check_rank_binding`)."""
+        return bool(self.args) and "rank" not in [v for v in self.args.values() if isinstance(v, str)]
+
+
+def check_rank_binding(cls: type, spec: ModuleSpec) -> None:
+    """Refuse a rank-free argument map that leaves unbound a constructor argument named like a
+    state size (:data:`STATE_SIZE`): the rank was likely forgotten, not absent."""
+    if spec.rank_free and (likely := likely_rank(cls, spec)):
+        raise invalid(
+            f"binds no constructor argument to rank, so every rank would train the same "
+            f"module: bind {likely} to it (--arg {likely}=rank)",
+            path="args",
+        )
 
 
 #: Targets a child process imported and checked for this one (:mod:`kernelgap.probe.leash`):
@@ -220,24 +233,24 @@ def module_failures(target: str | None, phase: str, detail: str = ""):
 STATE_SIZE = ("feature", "rank", "state", "key_dim", "dim_head", "head_dim", "expand")
 
 
-def rank_hint(cls: type, spec: ModuleSpec) -> str:
-    """Which argument to bind to ``rank``: one named like a state size, else those left unbound."""
+def likely_rank(cls: type, spec: ModuleSpec) -> str | None:
+    """The unbound constructor argument named like a state size, likeliest first, or None."""
+    free = free_arguments(cls, spec)
+    return next((n for part in STATE_SIZE for n in free if part in n.lower()), None)
+
+
+def free_arguments(cls: type, spec: ModuleSpec | None = None) -> list[str]:
+    """``cls``'s constructor arguments that can be given by name and ``spec`` leaves unbound."""
     try:
         params = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):
-        params = {}
-    free = [
+        return []
+    given = {*spec.args, *spec.kwargs} if spec is not None else set()
+    return [
         n
         for n, p in params.items()
-        if n not in {*spec.args, *spec.kwargs, "self"} and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        if n not in {*given, "self"} and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     ]
-    for part in STATE_SIZE:
-        likely = [n for n in free if part in n.lower()]
-        if likely:
-            return f"bind {likely[0]} to it (--arg {likely[0]}=rank)"
-    if free:
-        return f"bind the argument that sets the state size (--arg NAME=rank; unbound: {', '.join(free)})"
-    return "bind the argument that sets the state size (--arg NAME=rank)"
 
 
 def split_target(target: str) -> tuple[str, str]:

@@ -14,10 +14,10 @@ from ..errors import ConfigError
 from ..io import plain_name
 from ..limits import MAX_RANK, MAX_SECONDS, MAX_STEPS, MAX_WIDTH, MAX_WORKERS
 from ..models.module_spec import Interface
-from ..run_values import LearningRate, Seed
+from ..run_values import Device, LearningRate, Seed
 from ..sweeps.executors import EXECUTORS
 from ..validation import Config, Int, Number, Says, between, invalid, one_of
-from .suites import PROFILES
+from .suites import PROFILES, Suite, suites
 
 #: Default seconds per phase of a probed module: importing it, checking it, one training
 #: step (docs/experiments.md, "Time limits"; :mod:`~kernelgap.probe.leash`).
@@ -73,8 +73,19 @@ class ProbeConfig(Config):
     time_limits: TimeLimits = Field(
         TimeLimits(), description="seconds the module's import, check and each step may take (kernelgap.probe.leash)"
     )
+    features: between(1, MAX_RANK) | None = Field(
+        None, description="the module's true feature count where it declares none (kernelgap_features)"
+    )
+    kernel: NonEmpty | None = Field(
+        None, description="the built-in map of the module's kernel, trained beside it (default: kernelgap.probe.twin)"
+    )
+    device: Device = Field("cpu", description="the torch device every run trains on (cpu, cuda, cuda:N, mps)")
     out: str | Path | None = Field(None, description="the probe's folder (default: results/probe-<Class>)")
-    baseline: str | Path | None = Field(None, description="the folder of the elu1 and twin runs (none: <out>/baseline)")
+    baseline: str | Path | None = Field(
+        None,
+        description="the folder of the elu1 and twin runs, shared by the probes that name it (a finished run is "
+        "reused by its run id; default: <out>/baseline, or results/probe-baseline without --out)",
+    )
     executor: Literal[tuple(EXECUTORS)] = Field("local", description="local (process pool), ray or inline")
     workers: between(1, MAX_WORKERS) | None = Field(None, description="runs trained at once (default: the cores)")
     address: str | None = Field(None, description="the Ray cluster's HOST:PORT (ray executor)")
@@ -106,8 +117,20 @@ class ProbeConfig(Config):
         return Path(self.out) if self.out is not None else Path("results") / f"probe-{class_name}"
 
     def baseline_folder(self, class_name: str) -> Path:
-        """The folder of the baseline's and the twin's runs: ``baseline``, else ``<folder>/baseline``."""
-        return Path(self.baseline) if self.baseline is not None else self.folder(class_name) / "baseline"
+        """The folder of the baseline's and the twin's runs: ``baseline``; else, for a probe in
+        its default folder, ``results/probe-baseline`` (beside every such probe, so they share
+        it: a run is reused by its run id); else ``<out>/baseline``."""
+        if self.baseline is not None:
+            return Path(self.baseline)
+        return Path("results") / "probe-baseline" if self.out is None else Path(self.out) / "baseline"
+
+    def suites(self, reading: str = "first", rank_free: bool = False) -> list[Suite]:
+        """The suites this probe trains (:func:`~kernelgap.probe.suites.suites`), on its device
+        (named in their schedule only where it is not the CPU, so CPU runs keep their folders)."""
+        out = suites(self.profile, self.ranks, self.seeds, self.steps, self.lr, reading, rank_free)
+        for suite in out:
+            suite.train.update({"device": self.device} if self.device != "cpu" else {})
+        return out
 
     @property
     def limits(self) -> dict[str, float]:

@@ -5,6 +5,7 @@
     kernelgap probe kernelgap.probe.examples:DecayedLinearAttention --kwargs '{"decay_init": 0.5}'
     kernelgap probe kernelgap.probe.examples:Elu1LinearAttention
     kernelgap probe kernelgap.probe.examples:UniformAttention
+    kernelgap probe kernelgap.probe.examples:SoftmaxAttention
 
 It follows the probe's ``"layer"`` interface (see ``kernelgap.probe``):
 ``DecayedLinearAttention(d_model, rank, **kwargs)`` maps ``x [B, N, d_model]``
@@ -21,7 +22,12 @@ seeing only itself):
 The kernel stays nonnegative, so the paper's wall applies to it; with
 ``γ ≡ 1`` it is plain ``elu1`` linear attention (:class:`Elu1LinearAttention`).
 
-Each declares its true feature count, ``kernelgap_features(rank)`` (the probe's axis;
+:class:`SoftmaxAttention` is the positive control: torch's ``nn.MultiheadAttention``, whose
+softmax kernel ``exp(<q, k>/√d)`` has no finite feature count, so no rank bounds it, its query
+tempered as kernelgap's own softmax's.  It takes no rank (``SoftmaxAttention(d_model, *,
+heads=1)``): the probe trains it once per seed, rank-free.
+
+The kernel layers each declare their true feature count, ``kernelgap_features(rank)`` (the probe's axis;
 docs/experiments.md, "Probe"): ``rank`` for the two kernel layers, 1 for uniform attention.  Uniform attention
 (:class:`UniformAttention`) has one constant weight: its runs end at the query-blind
 optimum of the training loss (docs/theory.md, "The query-blind floor").
@@ -32,6 +38,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..models.specs import SoftmaxSpec
+
+#: The temperature of kernelgap's dense softmax, the query's divisor in :class:`SoftmaxAttention`.
+SOFTMAX_TEMPERATURE = SoftmaxSpec.model_fields["temperature"].default
 
 
 class DecayedLinearAttention(nn.Module):
@@ -109,3 +120,23 @@ class UniformAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.o(self.v(x).mean(dim=1, keepdim=True)).expand_as(x)
+
+
+class SoftmaxAttention(nn.Module):
+    """torch's multi-head softmax self-attention with its query divided by a temperature τ,
+    ``y = MHA(x / τ, x, x)``: ``α_ij = softmax_j(<W_q x_i / τ, W_k x_j> / √(d_model / heads))``
+    per head; no rank argument and no ``kernelgap_features`` (a softmax kernel has infinitely
+    many features).  τ is kernelgap's dense softmax's (:class:`~kernelgap.models.specs.SoftmaxSpec`,
+    docs/experiments.md, "Training recipe"): attention starts near uniform and the scorer moves
+    τ times slower than the readout under Adam, which it needs to find the good candidates;
+    ``temperature=1`` is torch's layer as it ships (docs/experiments.md, "Probe")."""
+
+    kernelgap_interface = "layer"
+
+    def __init__(self, d_model: int, *, heads: int = 1, temperature: float = SOFTMAX_TEMPERATURE) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, heads, batch_first=True)
+        self.temperature = temperature
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x / self.temperature, x, x, need_weights=False)[0]  # (output, weights): the output

@@ -128,15 +128,14 @@ def _portable(exc: KernelgapError) -> KernelgapError:
 def _phases(config, enter) -> dict:
     """What :func:`kernelgap.probe.runner.run_probe` needs of the module, found in the order
     import, check, step (``enter(phase)`` before each)."""
-    from ..models.external import build_module, declares_features, module_failures
+    from ..models.external import build_module, constructor_args, declares_features, module_failures
     from ..task import build_family
     from .module import check_module, feature_counts, module_spec, reading_of
     from .structure import structure
-    from .suites import suites
-    from .twin import twin_map
+    from .twin import checked_twin, twin_map
 
     enter("import")
-    first = suites(config.profile, config.ranks, config.seeds, config.steps, config.lr)
+    first = config.suites()
     cls, spec = module_spec(config.target, config.kwargs, config.interface, config.d_model, config.args, config.output)
     enter("check")
     families = [(suite, build_family(suite.family, **suite.params)) for suite in first]
@@ -148,9 +147,12 @@ def _phases(config, enter) -> dict:
     reading = reading_of(models[0], families[0][1].m)
     features = {
         suite.name: feature_counts(cls, spec, build_family(suite.family, **suite.params).m, suite.ranks)
-        for suite in suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading)
+        for suite in config.suites(reading, spec.rank_free)
     }
-    kernel = declares_features(cls) or twin_map(cls, spec.kwargs) is not None
+    if config.features is not None:  # the user's count where the module declares none
+        features = {name: [config.features if f is None else f for f in fs] for name, fs in features.items()}
+    twin = checked_twin(config.kernel) if config.kernel else twin_map(cls, constructor_args(spec, 0, 0)[1])
+    kernel = declares_features(cls) or config.features is not None or twin is not None
     shapes = {}
     for suite, family in families:  # what kind of map it is (kernelgap.probe.structure)
         with module_failures(spec.target, "checking its structure", f" at rank {min(suite.ranks)}"):
@@ -166,7 +168,7 @@ def _phases(config, enter) -> dict:
         "source_file": source_file(cls, spec.target),
         "reading": reading,
         "parameters": models[0].parameter_counts(),
-        "twin": twin_map(cls, spec.kwargs),
+        "twin": twin,
         "features": features,
         "structure": shapes,
     }

@@ -5,6 +5,7 @@ interfaces a module can follow are described in :mod:`kernelgap.models.external`
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import torch
@@ -40,6 +41,8 @@ def module_spec(
     cls = load_target(given)
     if interface is None:  # unset: the class's own (an empty string is a value, and refused)
         interface = getattr(cls, "kernelgap_interface", "sequence")
+    if not args and (first := sole_size(cls)):  # Class(d_model) or Class(m): no rank to give
+        args = {first: "d_model" if interface == "layer" else "m"}
     spec = ModuleSpec.parse(
         {
             "target": target,
@@ -54,6 +57,31 @@ def module_spec(
     return cls, spec
 
 
+def sole_size(cls: type) -> str | None:
+    """The name of the one positional constructor argument of a class that takes no second
+    (``Class(d_model, *, heads=1)``): the interface's size, and no rank (a rank-free module,
+    :attr:`~kernelgap.models.module_spec.ModuleSpec.rank_free`); else None."""
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]  # self
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind == p.POSITIONAL_OR_KEYWORD]
+    return positional[0].name if len(positional) == 1 else None
+
+
+def further_inputs(cls: type) -> list[str]:
+    """The arguments ``cls.forward`` requires besides its input (a key and a value, a mask, a
+    cache): none where it can be called as ``forward(x)``."""
+    try:
+        params = list(inspect.signature(cls.forward).parameters.values())[1:]  # self
+    except (TypeError, ValueError, AttributeError):
+        return []
+    required = [p.name for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return required[1:]
+
+
 def check_module(cls: type, spec: ModuleSpec, m: int, rank: int, family=None) -> ModuleModel:
     """Build the module at a rank the run will use and run it as training does (gradients
     enabled): a batch of 2 checks the interface, then, given ``family``, one forward and
@@ -64,6 +92,12 @@ def check_module(cls: type, spec: ModuleSpec, m: int, rank: int, family=None) ->
         raise KernelgapError(f"{cls.__name__} has no trainable parameters")
     tokens = torch.randint(0, 2, (2, 3, m)).float()
     where = f"{cls.__name__} at rank {rank} ({spec.interface} interface)"
+    if more := further_inputs(cls):
+        raise KernelgapError(
+            f"{where}: its forward needs {', '.join(more)} besides the input, and kernelgap calls forward(x) "
+            "alone; wrap it in a module whose forward(x) passes them (kernelgap.probe.examples:SoftmaxAttention "
+            "does for torch's nn.MultiheadAttention)"
+        )
     with (
         module_failures(spec.target, "checking the interface", f" at rank {rank} on tokens [2, 3, {m}]"),
         torch.enable_grad(),

@@ -53,7 +53,7 @@ from ..training.stack import final_power
 from .config import ProbeConfig
 from .floor import additive_floor, query_blind
 from .leash import rehearse
-from .suites import BASELINE, RECIPES, Suite, suites
+from .suites import BASELINE, RECIPES, Suite
 from .twin import TWIN_TARGET
 from .verdicts import RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
 
@@ -164,7 +164,7 @@ def _plan(config: ProbeConfig) -> _Plan:
         out=out,
         baseline=baseline,
         reading=reading,
-        suites=suites(config.profile, config.ranks, config.seeds, config.steps, config.lr, reading),
+        suites=config.suites(reading, spec.rank_free),
         counts=found["parameters"],
         features=found["features"],
         structures=found["structure"],
@@ -359,7 +359,9 @@ def _train(configs: list[tuple[str, Path, str, Path]], options: dict, log, step:
         log(f"[probe] {name}: sweep {cfg} → {folder}")
         sweeps.append((cfg, folder))
     with step_limit(step):
-        results = run_sweeps(sweeps, progress=sys.stderr.isatty(), **options)  # stderr: errors alone
+        # a bar on a terminal, else a line per finished task in the log (a log file sees progress too)
+        shown = True if sys.stderr.isatty() else (lambda line: log(f"[probe] {line}"))
+        results = run_sweeps(sweeps, progress=shown, **options)
     for (name, *_), res in zip(configs, results):
         log(f"[probe] {name}: {res.total} runs, {res.done_before} reused, {res.ran} trained ({res.wall_time_s:.0f} s)")
 

@@ -78,7 +78,6 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("lr-third-steps-double", lr_scale=1 / 3, steps_scale=2),
 )
 
-
 #: The suites per profile (``quick``: a few minutes for a small module on 2 cores).
 PROFILES: dict[str, list[Suite]] = {
     "quick": [_witness([16, 32], [0]), _ood(4, [4, 8], [0])],
@@ -96,12 +95,14 @@ def suites(
     steps: int | None = None,
     lr: float | None = None,
     reading: str = "first",
+    rank_free: bool = False,
 ) -> list[Suite]:
     """The profile's suites with a probe's overrides, as its
     :class:`~kernelgap.probe.config.ProbeConfig` checked them: ``ranks`` for every suite, or
     per suite name as ``{"witness": [8, 16], …}`` (an empty list leaves that suite out, a
     suite not named keeps its ranks), ``seeds``, ``steps`` (a third MSE, the rest
-    power-mean) and ``lr``."""
+    power-mean) and ``lr``.  A ``rank_free`` module (one that takes no rank) trains once per
+    seed, at each suite's largest rank (the rank of the baseline beside it)."""
     out = []
     for suite in PROFILES[profile]:
         chosen = ranks.get(suite.name) if isinstance(ranks, dict) else ranks
@@ -113,9 +114,7 @@ def suites(
         if lr is not None:
             train["lr"] = lr
         params = {**suite.params, "reading": reading}
-        out.append(
-            replace(
-                suite, params=params, ranks=list(chosen or suite.ranks), seeds=list(seeds or suite.seeds), train=train
-            )
-        )
+        chosen = list(chosen or suite.ranks)
+        chosen = [max(chosen)] if rank_free else chosen
+        out.append(replace(suite, params=params, ranks=chosen, seeds=list(seeds or suite.seeds), train=train))
     return out

@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..models.feature_maps import feature_map_class
+from ..errors import KernelgapError
+from ..models.feature_maps import FEATURE_MAPS, feature_map_class
 
 #: Built-in map of a module's kernel: (class path, constructor arguments it must carry) → map,
 #: first match wins (None: no built-in map has that kernel).  A module of its own may declare
@@ -21,8 +22,12 @@ TWINS: list[tuple[str, dict, str | None]] = [
     ("kernelgap.probe.examples.Elu1LinearAttention", {}, "elu1"),
     ("kernelgap.probe.examples.DecayedLinearAttention", {}, "elu1"),  # γ ≡ 1 is elu1
     ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "t2r"}, "relu"),  # relu(Wx)
+    ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "relu"}, "relu"),
+    ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "taylor"}, "taylor"),  # 1 + t + t²/2
     ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "dpfp"}, None),
     ("kernelgap.probe.zoo.FlaLinearAttention", {}, "hedgehog"),  # softmax([Wx, −Wx])
+    # generalized attention: relu(ωᵀx) features (its default kernel_fn), not FAVOR+'s exp
+    ("performer_pytorch.performer_pytorch.SelfAttention", {"generalized_attention": True}, "relu"),
     ("performer_pytorch.performer_pytorch.SelfAttention", {}, "favor"),  # FAVOR+, orthogonal ω
 ]
 #: The attribute by which a module names the built-in map of its kernel.
@@ -31,12 +36,22 @@ KERNEL_ATTR = "kernelgap_kernel"
 TWIN_TARGET = "kernelgap.probe.twin:BuiltinMapAttention"
 
 
+def checked_twin(name: str, where: str = "--kernel") -> str:
+    """``name`` where it is a registered map with a linear projection (one a twin can hold),
+    else a one-line error naming those."""
+    accepted = [n for n, c in FEATURE_MAPS.items() if c.projection == "linear"]
+    if name not in accepted:
+        raise KernelgapError(f"{where}: no built-in map {name!r} a twin can hold; choose from {', '.join(accepted)}")
+    return name
+
+
 def twin_map(cls: type, kwargs: dict) -> str | None:
-    """The built-in map of ``cls``'s kernel with these constructor arguments, or None."""
+    """The built-in map of ``cls``'s kernel with these constructor keyword arguments (``kwargs``
+    and an argument map's constants: the first row of :data:`TWINS` whose arguments they
+    carry), or None."""
     declared = getattr(cls, KERNEL_ATTR, None)
     if isinstance(declared, str):
-        feature_map_class(declared)  # an unknown name is a one-line error
-        return declared
+        return checked_twin(declared, f"{cls.__name__}.{KERNEL_ATTR}")
     path = f"{cls.__module__}.{cls.__qualname__}"
     for where, needs, name in TWINS:
         if where == path and all(kwargs.get(k) == v for k, v in needs.items()):

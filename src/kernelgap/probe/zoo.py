@@ -7,14 +7,25 @@ own attention layers, whose kernels need a GPU; this wraps one in plain
 normalized linear attention, ``y_i = Σ_j <φ(q_i), φ(k_j)> v_j / Σ_j <φ(q_i), φ(k_j)>``,
 with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).  The feature
 count is the map's output size, read off the map (``kernelgap_features``): Hedgehog gives
-``2·rank`` features, T2R ``rank``, DPFP ``2·ν·rank`` (256 at rank 32).
+``2·rank`` features, T2R and ReLU ``rank``, DPFP ``2·ν·rank`` (256 at rank 32), Taylor
+``1 + rank + rank(rank+1)/2`` (its kernel ``1 + t + t²/2`` of ``t = <q, k>/√rank`` is positive,
+though some of its features are negative).  An unknown map is refused naming those of :data:`MAPS`.
 """
 
 import torch
 from fla.modules import feature_map as fla_maps  # the optional extra: a missing library is a skip
 from torch import nn
 
-MAPS = {"hedgehog": "HedgehogFeatureMap", "t2r": "T2RFeatureMap", "dpfp": "DPFPFeatureMap"}
+#: fla's maps by kernelgap's name for them (each runs on a CPU).
+MAPS = {
+    "hedgehog": "HedgehogFeatureMap",
+    "t2r": "T2RFeatureMap",
+    "dpfp": "DPFPFeatureMap",
+    "taylor": "TaylorFeatureMap",
+    "relu": "ReLUFeatureMap",
+}
+#: The maps fla builds without the head width (elementwise).
+WIDTHLESS = frozenset({"relu"})
 
 
 class FlaLinearAttention(nn.Module):
@@ -23,7 +34,10 @@ class FlaLinearAttention(nn.Module):
     def __init__(self, d_model: int, rank: int, feature_map: str = "hedgehog") -> None:
         super().__init__()
         self.q, self.k, self.v = nn.Linear(d_model, rank), nn.Linear(d_model, rank), nn.Linear(d_model, d_model)
-        self.phi = getattr(fla_maps, MAPS[feature_map])(rank)
+        if feature_map not in MAPS:
+            raise ValueError(f"no fla feature map {feature_map!r} here; choose from {', '.join(MAPS)}")
+        cls = getattr(fla_maps, MAPS[feature_map])
+        self.phi = cls() if feature_map in WIDTHLESS else cls(rank)
 
     def kernelgap_features(self, rank: int) -> int:
         """The map's output size on a head of width ``rank`` (one forward of a zero head)."""

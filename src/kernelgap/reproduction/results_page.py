@@ -8,10 +8,12 @@ import time
 from pathlib import Path
 
 from ..errors import KernelgapError
+from ..experiments.probe.table import probes_markdown
 from ..experiments.registry import experiments as registered
 from ..io import read_json
 from .compare import COLUMNS, compare_folders, headline
 from .render import comparison_rows, main_findings, markdown_prose, markdown_table, sentences
+from .report import is_probe_folder
 from .schema import summary_problem
 
 HEADER = """# Measured results
@@ -90,6 +92,18 @@ def folder_section(folder: Path, summary: dict) -> list[str]:
             for title, rows, columns in exp.tables(summary):
                 lines += ["", f"### {title}", "", *markdown_table(rows, columns, fit=True)]
     return lines
+
+
+def results_page(folders: list[str | Path]) -> str:
+    """The page of reproduction folders (:func:`results_markdown`), or the table of probe
+    folders (:func:`~kernelgap.experiments.probe.table.probes_markdown`); not both at once."""
+    probes = [is_probe_folder(Path(f)) for f in folders]
+    if folders and all(probes):
+        return probes_markdown(folders)
+    if any(probes):
+        first = next(f for f, p in zip(folders, probes) if p)
+        raise KernelgapError(f"{first} is a probe folder: give probe folders alone, or reproduction folders alone")
+    return results_markdown(folders)
 
 
 def results_markdown(folders: list[str | Path]) -> str:

@@ -10,6 +10,7 @@ import json
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,11 +179,13 @@ def run_sweeps(
     address: str | None = None,
     cpus: float = 1.0,
     gpus: float = 0.0,
-    progress: bool = True,
+    progress: bool | Callable[[str], None] = True,
     max_stack: int = MAX_STACK,
 ) -> list[SweepSummary]:
     """Several sweeps ``(target, out)`` on one pool, each opened and planned alone (so every
-    number is what it would be alone), their tasks run longest first.  One summary each."""
+    number is what it would be alone), their tasks run longest first.  One summary each.
+    ``progress``: a bar on stderr, or a callable given one line per finished task (where no
+    terminal shows a bar)."""
     start = time.perf_counter()
     check_pool(executor, workers, cpus, gpus)
     opened: list[_Opened] = []
@@ -272,7 +275,7 @@ def _exists(path: Path) -> bool:
         return True
 
 
-def _train_opened(opened: list[_Opened], pool, width: int, progress: bool, max_stack: int) -> None:
+def _train_opened(opened: list[_Opened], pool, width: int, progress, max_stack: int) -> None:
     """Train what the opened sweeps miss on one pool.
 
     Stacks are planned over the *whole* sweep and every stack holding a pending run trains
@@ -288,15 +291,17 @@ def _train_opened(opened: list[_Opened], pool, width: int, progress: bool, max_s
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _drive(pool, width: int, tasks: list[tuple[_Opened, list[RunConfig]]], show: bool) -> None:
-    """Keep ``width`` tasks in flight; write each result as it returns."""
+def _drive(pool, width: int, tasks: list[tuple[_Opened, list[RunConfig]]], show) -> None:
+    """Keep ``width`` tasks in flight; write each result as it returns (``show``: the bar, or a
+    callable given a line per finished task)."""
     queue = list(reversed(tasks))
     in_flight: dict[Future, tuple[_Opened, list]] = {}
     failures: list[str] = []
     summaries = {id(o): o.summary for o, _ in tasks}
     total = sum(s.total for s in summaries.values())
     done = sum(s.done_before for s in summaries.values())
-    bar = _progress(show)
+    bar = _progress(show is True)
+    start = time.perf_counter()
     with bar:
         task_id = bar.add_task("runs", total=total, completed=done, left=total - done)
         try:
@@ -319,6 +324,8 @@ def _drive(pool, width: int, tasks: list[tuple[_Opened, list[RunConfig]]], show:
                     opened.summary.ran += ran
                     done += ran
                     bar.update(task_id, completed=done, left=total - done)
+                    if callable(show) and ran:
+                        show(f"sweep: {done}/{total} runs, {total - done} left ({time.perf_counter() - start:.0f} s)")
         finally:
             for opened, claims in in_flight.values():
                 for claim in claims:
