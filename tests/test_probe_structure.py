@@ -278,3 +278,24 @@ def test_only_a_normalised_kernel_or_an_unchecked_probe_shows_the_certificate():
         free
         == "structure: normalised (interaction 0.25, duplication 1e-15, order 1e-15; rank-free: the lower bound does not cover it)"
     )
+
+
+def test_the_headline_says_the_rank_a_recipe_made_exact_as_the_verdicts_do():
+    """A suite whose schedule reached no rank but whose recipe made rank 16 exact: the sentence,
+    the conclusions and the overview table all say 16 with that schedule, none "not reached"."""
+    from kernelgap.experiments.probe.text import conclusions, probe_sentence, transition_text
+
+    verdict = {"rank_argument": 16, "features": 16, "verdict": "exact", "recipe": "lr3", "seeds": 3, "fitted": 3}
+    suite = {
+        "name": "witness", "criterion": "exact", "ood": False, "transition_rank": None, "max_rank": 16,
+        "fitted_runs": 0, "runs": [{}, {}], "baseline_transition": 16, "baseline_max_rank": 16, "diverged": [],
+        "recipes": [{"name": "lr3", "schedule": "lr ÷ 3 over 2× steps"}], "verdicts": [verdict],
+    }  # fmt: skip
+    probe = {"name": "m", "target": "m:M", "class": "M", "interface": "layer", "baseline": "elu1", "suites": [suite]}
+    said = transition_text(suite)
+    assert said == "16 with lr ÷ 3 over 2× steps (none at the suite's schedule up to 16)"
+    assert f"exact from rank {said}" in probe_sentence(probe) and "at no rank" not in probe_sentence(probe)
+    assert conclusions({"probes": [probe]})["m, witness: exact from rank"] == said
+    unfit = {**suite, "verdicts": [{**verdict, "verdict": "not fitted", "recipe": None, "max_error": 2.0}]}
+    assert transition_text(unfit) == "not reached up to 16"
+    assert "at no rank up to 16" in probe_sentence({**probe, "suites": [unfit]})

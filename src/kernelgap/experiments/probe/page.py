@@ -12,7 +12,7 @@ from ...probe.verdicts import judges_collapse
 from ...report.figures import MODULE_COLOR, band, error_axes, legend, log2_axis, map_color, plt, points, save
 from ...report.html import Page, page, paragraph, reached, table
 from ..base import Figure
-from .text import probe_sentence, rank_certified, schedules_of, verdict_text
+from .text import probe_sentence, rank_certified, schedules_of, transition_text, verdict_text
 
 
 def fmt_error(value) -> str:
@@ -40,7 +40,7 @@ def _overview_row(pr: dict, s: dict) -> dict:
         "criterion": s["criterion"],
         "structure": (s.get("structure") or {}).get("kind", "–"),
         "certified rank": rank_certified(s),
-        "from rank": reached(s["transition_rank"], s["max_rank"]),
+        "from rank": transition_text(s),
         f"{pr.get('baseline')} (built-in) from": reached(s["baseline_transition"], s["baseline_max_rank"]),
         "runs fitting train": f"{s['fitted_runs']}/{len(s['runs'])}",
         "verdicts": ", ".join(verdict_text(v, schedules_of(s)) for v in s.get("verdicts") or []),

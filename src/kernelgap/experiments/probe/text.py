@@ -96,6 +96,23 @@ def verdicts_text(s: dict) -> str:
     return "; ".join(parts)
 
 
+def recipe_rank(s: dict) -> dict | None:
+    """Where the suite's schedule reached no rank, the first verdict a recipe made exact: the
+    headline then says that rank with its schedule, as the verdicts do."""
+    if s["transition_rank"] is not None:
+        return None
+    return next((v for v in s.get("verdicts") or [] if v.get("recipe") and v["verdict"] == "exact"), None)
+
+
+def transition_text(s: dict) -> str:
+    """From which rank the module meets its criterion, a recipe's rank included (:func:`recipe_rank`)."""
+    v = recipe_rank(s)
+    if v is None:
+        return reached(s["transition_rank"], s["max_rank"])
+    schedule = schedules_of(s).get(v["recipe"], v["recipe"])
+    return f"{v['rank_argument']} with {schedule} (none at the suite's schedule up to {s['max_rank']})"
+
+
 def probe_sentence(pr: dict) -> str:
     if pr.get("skipped"):
         return f"{pr['name']} ({pr['target']}) was not probed: {pr['skipped']}."
@@ -103,8 +120,8 @@ def probe_sentence(pr: dict) -> str:
     for s in pr["suites"]:
         unit = f"test accuracy ≥ {OOD_SOLVED_ACC}" if s["ood"] else "exact"
         ours = (
-            f"from rank {s['transition_rank']}"
-            if s["transition_rank"] is not None
+            f"from rank {transition_text(s)}"
+            if s["transition_rank"] is not None or recipe_rank(s)
             else f"at no rank up to {s['max_rank']} ({s['fitted_runs']} of {len(s['runs'])} runs fit "
             "the training family)"
         )
@@ -143,7 +160,7 @@ def conclusions(summary: dict) -> dict[str, str]:
         for s in pr.get("suites") or []:
             at = f"{name}, {s['name']}"
             schedules = schedules_of(s)
-            out[f"{at}: {s['criterion']} from rank"] = reached(s["transition_rank"], s["max_rank"])
+            out[f"{at}: {s['criterion']} from rank"] = transition_text(s)
             out[f"{at}: built-in {pr.get('baseline')} from rank"] = reached(
                 s["baseline_transition"], s["baseline_max_rank"]
             )
