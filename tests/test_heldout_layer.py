@@ -72,10 +72,8 @@ def test_the_command_line_prunes_by_default_and_not_with_prune_from_1(tmp_path):
 
 
 @pytest.mark.slow
-def test_at_the_constructed_rank_the_default_is_exact_where_a_random_start_is_not(tmp_path):
-    """m = 10, N = 6: 26 queries, certified 17, constructed 26; docs/experiments.md."""
-    default, off = file_run(tmp_path, 10, 6, 26), file_run(tmp_path, 10, 6, 26, {"prune_from": 1})
-    (pruned,) = train_runs([default])
-    assert pruned.train["max_error"] < EXACT_THRESHOLD and pruned.pruned["from_rank"] == 39
-    (plain,) = train_runs([off])
-    assert plain.train["max_error"] >= EXACT_THRESHOLD and plain.pruned is None
+def test_at_the_constructed_rank_the_default_starts_wider_and_is_exact(tmp_path):
+    """m = 10, N = 6: 26 queries, certified 17, constructed 26 (docs/experiments.md).  A random
+    start is not asserted to fail: on this file it stalls on some seeds, not on all."""
+    (result,) = train_runs([file_run(tmp_path, 10, 6, 26)])
+    assert result.train["max_error"] < EXACT_THRESHOLD and result.pruned["from_rank"] == 39
