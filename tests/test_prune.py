@@ -78,12 +78,12 @@ def run(prune_from: float, feature_map: str = "table", kind: str = "kernel") -> 
 
 
 def test_a_run_that_is_not_pruned_keeps_its_id():
-    plain = RunConfig.parse(
-        {"family": LAYER, "model": {"kind": "kernel", "feature_map": "table", "rank": 26}, "train": {"max_steps": 300}}
-    )
-    assert run(1.0).run_id() == plain.run_id()
-    assert "prune_from" not in plain.identity()["train"]
-    assert run(1.5).run_id() != plain.run_id()
+    wider = {"kind": "kernel", "feature_map": "table", "rank": 27}  # more features than queries: not pruned
+    plain = RunConfig.parse({"family": LAYER, "model": wider, "train": {"max_steps": 300}})
+    off = RunConfig.parse({"family": LAYER, "model": wider, "train": {"max_steps": 300, "prune_from": 1.0}})
+    assert off.run_id() == plain.run_id()
+    assert "prune_from" not in plain.identity()["train"] and "prune_from" not in run(1.0).identity()["train"]
+    assert run(1.5).run_id() != run(1.0).run_id()
 
 
 @pytest.mark.parametrize("feature_map,kind", [("mlp_exp", "kernel"), ("table", "softmax")])

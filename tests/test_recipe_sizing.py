@@ -106,7 +106,9 @@ def test_a_steep_family_gets_half_the_temperature_and_more_steps_on_a_log_space_
 
 def test_what_a_run_sets_is_never_sized():
     given_all = run(
-        STEEP, {"feature_map": "table", "temperature": 1.0, "d_value": 8}, {"max_steps": 300, "power": 8.0}
+        STEEP,
+        {"feature_map": "table", "temperature": 1.0, "d_value": 8},
+        {"max_steps": 300, "power": 8.0, "prune_from": 1.0},
     ).resolved()
     assert (given_all.model.temperature, given_all.model.d_value, given_all.train.max_steps) == (1.0, 8, 300)
     assert given_all.recipe is None

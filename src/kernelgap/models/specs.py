@@ -72,6 +72,7 @@ class BaseSpec(Config):
     maskable: ClassVar[bool] = False
     distillable: ClassVar[bool] = False
     prunable: ClassVar[bool] = False
+    recipe_prune_from: ClassVar[float] = 1.0
     projection: ClassVar[str | None] = None
     recipe_schedule: ClassVar[dict] = {}
     map_facts: ClassVar[dict | None] = None
@@ -118,6 +119,7 @@ class KernelSpec(BaseSpec):
     maskable = property(lambda self: self._map.maskable)
     distillable = property(lambda self: self._map.distillable)
     prunable = property(lambda self: self._map.prunable)
+    recipe_prune_from = property(lambda self: self._map.recipe_prune_from)
     projection = property(lambda self: self._map.projection)
     recipe_schedule = property(lambda self: self._map.recipe_schedule)
     map_facts = property(lambda self: self._map.facts())

@@ -74,7 +74,9 @@ class TrainConfig(Config):
     )
     distill: bool = Field(False, description="start from a table of the same rank trained first (kernel models)")
     prune_from: PruneFrom = Field(
-        1.0, description="train a table at this many times the rank first and keep its most-used features; 1: off"
+        1.0,
+        description="train a table at this many times the rank first and keep its most-used features; 1: off "
+        "(default: the map's recipe, 1.5 for a table at N > 3 with at most one feature per query, else 1)",
     )
     dtype: one_of(DTYPE_NAMES) = "float32"
     device: Device = Field(

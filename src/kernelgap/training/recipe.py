@@ -15,6 +15,9 @@ every field set, so sizing never runs twice), and the record keeps it (``recipe`
   interpolate its teacher's feature vectors.
 - **Power at length N > 3**: the power mean of ``S`` errors is within ``S^(1/p)`` of their
   maximum, so ``p = max(8, round(POWER_PER_LOG · ln S))``.
+- **Pruned at length N > 3**: one head of position-free features, at most one per query (each
+  query must own one at the certificate), starts from the map's ``recipe_prune_from`` times
+  its rank and is cut (:mod:`.prune`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,12 @@ class FamilyShape:
         if self.length <= 3 or self.sequences < 2:
             return calibrated
         return float(max(calibrated, round(POWER_PER_LOG * math.log(self.sequences))))
+
+    def prune_from(self, model, wide: float) -> float:
+        """``wide`` for one position-free head at N > 3 with no more features than the family
+        has queries (module docstring), else 1 (off)."""
+        one_head = model.heads == 1 and not model.position_dependent
+        return wide if self.length > 3 and one_head and model.rank <= self.queries else 1.0
 
     @property
     def steep(self) -> bool:
@@ -156,7 +165,8 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
     wants_steps = run.recipe_steps
     wants_power = "power" not in run.train.model_fields_set
     wants_hidden = run.train.distill and model.projection == "mlp" and "hidden" not in given
-    if not (wants_width or wants_slope or wants_steps or wants_power or wants_hidden):
+    wants_prune = model.recipe_prune_from > 1 and "prune_from" not in run.train.model_fields_set
+    if not (wants_width or wants_slope or wants_steps or wants_power or wants_hidden or wants_prune):
         return {}, {}, None
     shape = shape_of(run.family)
     model_update, train_update = {}, {}
@@ -169,6 +179,8 @@ def sized_fields(run) -> tuple[dict, dict, dict | None]:
         model_update["temperature"] = STEEP_TEMPERATURE
     if wants_power:
         train_update["power"] = shape.power(type(run.train).model_fields["power"].default)
+    if wants_prune:
+        train_update["prune_from"] = shape.prune_from(model, model.recipe_prune_from)
     if wants_steps:
         batches = shape.batches if reducible_spec(model) else 1
         factor = (STEEP_STEPS if shape.steep else 1) * math.sqrt(batches)

@@ -68,6 +68,9 @@ class FeatureMap(nn.Module):
     distillable: ClassVar[bool] = True
     #: Whether a run may start from a wider model of the map cut to its rank (``train.prune_from``).
     prunable: ClassVar[bool] = False
+    #: The ``prune_from`` of the calibrated recipe for a run at length N > 3 with no more
+    #: features than queries, where it sets none (1: off; docs/experiments.md, "Training recipe").
+    recipe_prune_from: ClassVar[float] = 1.0
 
     @classmethod
     def build(cls, m: int, rank: int, slots: int = 1, heads: int = 1) -> FeatureMap:

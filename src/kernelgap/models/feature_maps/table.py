@@ -32,6 +32,9 @@ class Table(FeatureMap):
     projection = None
     distillable = False  # the teacher itself
     prunable = True
+    # At N > 3 with a feature per query at most, from a random start two queries often end on one
+    # feature; a table 1.5x wider, cut, gives each its own (docs/experiments.md, "Training recipe").
+    recipe_prune_from = 1.5
     exp_init = False  # θ holds log-features
 
     def phi(self, u):
