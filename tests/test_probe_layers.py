@@ -150,3 +150,31 @@ def test_each_layer_runs_through_the_probe(name, tmp_path):
     assert suite["features"] == [2] and suite["certified_rank"] == 16
     runs = list((tmp_path / meta["runs"]).rglob("runs/*.json"))
     assert len(runs) == 1 and json.loads(runs[0].read_text())["steps"] == 3
+
+
+def test_the_recurrence_agrees_with_fla_reference_recurrences():
+    """fla-core's own torch references (float32, q scaled by ``K^{-1/2}``), where installed."""
+    naive_gla = pytest.importorskip("fla.ops.gla.naive").naive_recurrent_gla
+    naive_simple = pytest.importorskip("fla.ops.simple_gla.naive").naive_recurrent_simple_gla
+    naive_delta = pytest.importorskip("fla.ops.delta_rule.naive").delta_rule_recurrence
+    naive_gated = pytest.importorskip("fla.ops.gated_delta_rule.naive").naive_recurrent_gated_delta_rule
+    from kernelgap.probe.layers import recurrence
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 7, d, generator=gen) for d in (4, 4, 3))
+    log_a = F.logsigmoid(torch.randn(2, 7, 4, generator=gen))
+    beta, log_g = torch.rand(2, 7, 1, generator=gen), F.logsigmoid(torch.randn(2, 7, 1, generator=gen))
+    kn = F.normalize(k, dim=-1)
+
+    def head(t):  # [B, T, D] → [B, T, 1, D], fla's layout
+        return t[:, :, None]
+
+    close = {"atol": 1e-5, "rtol": 1e-5}
+    got = naive_gla(head(q), head(k), head(v), head(log_a))[0][:, :, 0]
+    torch.testing.assert_close(got, recurrence(q, k, v, log_a.exp()) / 2, **close)
+    got = naive_simple(head(q), head(k), head(v), log_g, scale=1.0)[0][:, :, 0]
+    torch.testing.assert_close(got, recurrence(q, k, v, log_g.exp()), **close)
+    got = naive_delta(*(t[:, None] for t in (q, kn, v)), beta[:, None, :, 0])[0][:, 0]
+    torch.testing.assert_close(got, recurrence(q, kn, v, torch.ones_like(beta), beta) / 2, **close)
+    got = naive_gated(head(q), head(kn), head(v), beta, log_g, scale=1.0)[0][:, :, 0]
+    torch.testing.assert_close(got, recurrence(q, kn, v, log_g.exp(), beta), **close)
