@@ -118,6 +118,9 @@ def test_integer_lists_keep_their_order():
 def test_suite_ranks():
     assert suite_ranks(["8,16", "32"]) == [8, 16, 32]
     assert suite_ranks(["witness=8,16", "ood-n4=4"]) == {"witness": [8, 16], "ood-n4": [4]}
+    assert suite_ranks(["witness=8", "ood-n4="]) == {"witness": [8], "ood-n4": []}  # a suite left out
+    with pytest.raises(KernelgapError, match="--ranks is empty"):
+        suite_ranks([","])
     with pytest.raises(KernelgapError, match="--ranks witness expects comma-separated integers"):
         suite_ranks(["witness=a"])
 

@@ -115,10 +115,12 @@ def int_list(text: str, flag: str) -> list[int]:
 
 
 def suite_ranks(values: list[str], flag: str = "--ranks") -> list[int] | dict[str, list[int]]:
-    """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4`` per suite."""
+    """``--ranks 8,16`` for every suite, or ``--ranks witness=8,16 --ranks ood-n4=4`` per suite
+    (``ood-n4=`` leaves that suite out)."""
     if all("=" not in v for v in values):
         return int_list(",".join(values), flag)
-    return {name: int_list(text, f"{flag} {name}") for name, text in key_values(values, flag).items()}
+    pairs = key_values(values, flag).items()
+    return {name: int_list(text, f"{flag} {name}") if text.strip() else [] for name, text in pairs}
 
 
 def number_map(pairs: list[str], flag: str) -> dict[str, float | str]:

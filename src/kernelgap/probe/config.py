@@ -61,7 +61,9 @@ class ProbeConfig(Config):
     output: Int | None = Field(None, description="index of the prediction in a tuple the module returns")
     d_model: between(1, MAX_WIDTH) = Field(32, description="embedding width given to a layer module")
     profile: one_of(PROFILES) = Field("quick", description="quick or paper, the suites of kernelgap.probe.suites")
-    ranks: Ranks | None = Field(None, description="ranks overriding the suites', all or by suite ([] leaves one out)")
+    ranks: Ranks | None = Field(
+        None, description="ranks overriding the suites', all or by suite (SUITE= or [] leaves one out)"
+    )
     seeds: list[Seed] | None = Field(None, description="seeds overriding the suites'")
     steps: Annotated[Int, Field(ge=0, le=MAX_STEPS * 3 // 2)] | None = Field(
         None, description="training steps per run overriding the suites' (a third MSE, the rest power-mean)"
