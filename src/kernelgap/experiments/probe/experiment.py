@@ -7,7 +7,8 @@ folder (``kernelgap probe … --out DIR``).
 
 The experiment's torch-free parts, one job each: :mod:`.section` (``probe.json``, checked,
 and the summary's ``probes``), :mod:`.text` (sentences and conclusions),
-:mod:`.page` (its figure and HTML); the verdict rules are the
+:mod:`.page` (its figure and HTML), :mod:`.meter` (the wall meter: every module on one table
+and figure); the verdict rules are the
 probe's own (:mod:`kernelgap.probe.verdicts`), and so are the ``[[probes]]`` entries
 (:class:`kernelgap.probe.config.ProbeEntry`, named: a profile loads them).  :mod:`.step`
 runs the probes (torch; the pipeline loads it).
@@ -16,6 +17,7 @@ runs the probes (torch; the pipeline loads it).
 from __future__ import annotations
 
 from ..base import Experiment
+from .meter import METER_FIGURE
 from .page import PROBE_FIGURE, probes_html
 from .section import SECTION, section
 from .text import conclusions, sentence
@@ -31,7 +33,7 @@ EXPERIMENT = Experiment(
     conclusions=conclusions,
     html=lambda summary, pg: {"probes": probes_html(summary, pg)},
     region="probes",
-    figures=(PROBE_FIGURE,),
+    figures=(METER_FIGURE, PROBE_FIGURE),
     profile_keys={"probes": "kernelgap.probe.config:parse_probes"},
     step=".step:probe_modules",
 )

@@ -12,6 +12,7 @@ from ...probe.verdicts import judges_collapse
 from ...report.figures import MODULE_COLOR, band, error_axes, legend, log2_axis, map_color, plt, points, save
 from ...report.html import Page, page, paragraph, reached, table
 from ..base import Figure
+from .meter import meter_rows
 from .text import probe_sentence, rank_certified, schedules_of, transition_text, verdict_text
 
 
@@ -26,7 +27,9 @@ def probes_html(summary: dict, pg: Page) -> list[str]:
     if not probes:
         return []
     zoo = [_overview_row(pr, s) for pr in probes for s in pr.get("suites", [])]
-    parts = [table(zoo)] if zoo else []
+    meter = meter_rows(summary)
+    parts = ["<h3>Wall meter</h3>", table(meter), pg.figures("wall-meter")] if meter else []
+    parts += [table(zoo)] if zoo else []
     for pr in probes:
         parts += _probe_html(pr, pg)
     return ["<h2>Probes</h2>", *parts]
