@@ -133,7 +133,8 @@ def check_rank_binding(cls: type, spec: ModuleSpec) -> None:
     if spec.rank_free and (likely := likely_rank(cls, spec)):
         raise invalid(
             f"binds no constructor argument to rank, so every rank would train the same "
-            f"module: bind {likely} to it (--arg {likely}=rank)",
+            f"module: bind {likely} to it (--arg {likely}=rank), or to a constant if it is not the "
+            f"state size (--arg {likely}=null)",
             path="args",
         )
 
