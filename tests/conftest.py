@@ -162,3 +162,16 @@ def ray_head():
         else:
             os.environ["RAY_TMPDIR"] = old
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def driver():
+    """The command line pre-imported (tests/cli_driver.py): ``driver.run(argv, cwd, env)``
+    for tests that check only a command's output and exit status."""
+    from cli_driver import Driver
+
+    server = Driver()
+    try:
+        yield server
+    finally:
+        server.close()
