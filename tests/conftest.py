@@ -60,28 +60,29 @@ def pytest_configure(config):
 #: xdist would hand out the modules with the most tests first instead
 LONGEST_FIRST = (
     "test_install",
-    "test_module_sandbox",
-    "test_probe_leash",
     "test_fuzz_cli",
+    "test_module_sandbox",
     "test_faults",
-    "test_signals",
-    "test_ray_faults",
-    "test_fast_refusal",
-    "test_probe",
+    "test_probe_leash",
     "test_beyond_pairs",
-    "test_kill_resume",
-    "test_probe_safety",
-    "test_probe_verdicts",
-    "test_length_n",
-    "test_ray",
-    "test_progress",
-    "test_prune",
-    "test_distill",
-    "test_bad_input_more",
-    "test_product_family",
+    "test_signals",
+    "test_probe",
     "test_reproduce",
+    "test_distill",
+    "test_probe_safety",
+    "test_prune",
+    "test_product_family",
+    "test_progress",
+    "test_ray_faults",
+    "test_probe_verdicts",
+    "test_ray",
+    "test_length_n",
+    "test_kill_resume",
     "test_fuzz_folders",
     "test_sweeps",
+    "test_bound_curve",
+    "test_family_file_change",
+    "test_restarts",
 )
 
 
@@ -162,3 +163,16 @@ def ray_head():
         else:
             os.environ["RAY_TMPDIR"] = old
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def driver():
+    """The command line pre-imported (tests/cli_driver.py): ``driver.run(argv, cwd, env)``
+    for tests that check only a command's output and exit status."""
+    from cli_driver import Driver
+
+    server = Driver()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -226,13 +226,17 @@ def _minimal_summary(schema: dict) -> dict:
     return out
 
 
+@pytest.fixture(scope="module")
+def schema() -> dict:
+    return summary_schema()  # generated once: a quarter of a second each time
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(st.data())
-def test_the_models_agree_with_their_generated_schema(data):
+def test_the_models_agree_with_their_generated_schema(schema, data):
     """:func:`~kernelgap.reproduction.schema.summary_problem` (the models) accepts exactly what
     jsonschema does with the schema generated from them, on a minimal summary with one part
     replaced by generated JSON."""
-    schema = summary_schema()
     summary = _minimal_summary(schema)
     key = data.draw(st.sampled_from(sorted(summary) + ["invocations", "commands", "feature_maps"]))
     if data.draw(st.booleans()) and key in ("witness", "series", "length", "probes", "invocations"):

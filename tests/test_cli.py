@@ -1,6 +1,7 @@
 """The command line: output shapes, --version, one-line errors with exit 2."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -59,6 +60,18 @@ def test_console_script_runs():
     exe = str(Path(sys.executable).parent / "kernelgap")
     proc = subprocess.run([exe, "verify", "--m", "1", "--json"], capture_output=True, text=True)
     assert proc.returncode == 0 and json.loads(proc.stdout)["m"] == 1
+
+
+@pytest.mark.parametrize("args", [["verify", "--m", "1", "--json"], ["verify", "--m", "0"]], ids=["ok", "refused"])
+def test_the_pre_imported_command_line_answers_as_the_console_script(driver, tmp_path, args):
+    """tests/cli_driver.py, which tests of a command's output and status use in place of a
+    fresh process: the same status, standard output and standard error, from the same folder."""
+    fresh = subprocess.run(
+        [str(Path(sys.executable).parent / "kernelgap"), *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    ours = driver.run(args, cwd=tmp_path)
+    assert (ours.returncode, ours.stdout, ours.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert ours.pid != os.getpid() and fresh.returncode == (0 if args[-1] == "--json" else 2)
 
 
 def test_train_value_width_reaches_the_record(cli):

@@ -962,7 +962,7 @@ def test_fuzz_misbehaving_module(world, case):
     source = WAYWARD.format(top=top, cond=(cond or "False").format(k=k), body=body)
     path = write_input(world, "wayward.py", source)
     folder = world / "leash" / path.stem
-    limits = [x for p in ("import", "check", "step") for x in ("--time-limit", f"{p}={2 if p == limit_phase else 120}")]
+    limits = [x for p in ("import", "check", "step") for x in ("--time-limit", f"{p}={1 if p == limit_phase else 120}")]
     argv = ["probe", f"{path}:M", "--ranks", "2", "--steps", "4", "--no-recipes", "--workers", "1"]
     code, out, err = run_cli([*argv, *limits, "--out", folder], world)
     lines = err.strip("\n").splitlines()
@@ -974,7 +974,7 @@ def test_fuzz_misbehaving_module(world, case):
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), shown
     assert path.name in lines[0] or ":M" in lines[0], shown
     if kind in ("sleep", "escape"):
-        assert f"within its time limit of 2 s (--time-limit {limit_phase}=SECONDS)" in lines[0], shown
+        assert f"within its time limit of 1 s (--time-limit {limit_phase}=SECONDS)" in lines[0], shown
     if kind in ("sleep", "escape", "exit") and phase != "training":
         assert words in lines[0], shown
     if phase == "training" and kind != "shape":

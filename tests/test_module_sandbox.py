@@ -56,18 +56,16 @@ def env() -> dict:
     return {**os.environ, "PYTHONPATH": SRC}
 
 
-def probe(folder: Path, *flags: str, timeout: float = 150) -> tuple[int, str, str, int]:
-    """``kernelgap probe m.py:M`` on one rank, three steps, one worker, into ``p``: status,
-    stdout, stderr and the driver's pid.  A probe that hangs fails the test at ``timeout``."""
+def probe(driver, folder: Path, *flags: str, timeout: float = 150) -> tuple[int, str, str, int]:
+    """``kernelgap probe m.py:M`` on one rank, three steps, one worker, into ``p``, in a
+    session of its own (tests/cli_driver.py): status, stdout, stderr and the driver's pid.
+    A probe that hangs fails the test at ``timeout``."""
     argv = ["probe", "m.py:M", "--ranks", "2", "--steps", "3", "--out", "p", "--no-recipes", "--workers", "1"]
-    proc = start(folder, *argv, *flags)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        proc = driver.run([*argv, *flags], cwd=folder, env=env(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         pytest.fail(f"the probe did not end within {timeout} s")
-    return proc.returncode, out, err, proc.pid
+    return proc.returncode, proc.stdout, proc.stderr, proc.pid
 
 
 def one_line(code: int, err: str, *needles: str) -> None:
@@ -81,37 +79,37 @@ def one_line(code: int, err: str, *needles: str) -> None:
 @pytest.mark.parametrize(
     "parts, limit, needle",
     [
-        ({"top": "time.sleep(600)"}, "import=2", "did not finish importing within its time limit of 2 s"),
-        ({"init": "while True: pass"}, "check=2", "did not finish being checked within its time limit of 2 s"),
-        ({"body": NO_ALARM, "big": 1}, "step=2", "did not finish checking a training step within its time limit"),
+        ({"top": "time.sleep(600)"}, "import=1", "did not finish importing within its time limit of 1 s"),
+        ({"init": "while True: pass"}, "check=1", "did not finish being checked within its time limit of 1 s"),
+        ({"body": NO_ALARM, "big": 1}, "step=1", "did not finish checking a training step within its time limit"),
         ({"body": NO_ALARM, "big": 3}, "step=2", "did not finish training step 2 within its time limit of 2 s"),
     ],
     ids=["sleep-in-import", "loop-in-init", "no-alarm-in-check", "no-alarm-in-training"],
 )
-def test_a_module_that_hangs_is_stopped_on_its_limit(tmp_path, parts, limit, needle):
+def test_a_module_that_hangs_is_stopped_on_its_limit(driver, tmp_path, parts, limit, needle):
     """Each phase (import, check, the check's step, a run's training step in its worker) held
     to its own limit, the message naming the flag that sets it; the module may switch its
     alarm off."""
     module(tmp_path, **parts)
-    code, _, err, _ = probe(tmp_path, *LIMITS, "--time-limit", limit)
+    code, _, err, _ = probe(driver, tmp_path, *LIMITS, "--time-limit", limit)
     phase = limit.split("=")[0]
     one_line(code, err, f"module m.py:M {needle}", f"--time-limit {phase}=SECONDS")
     assert not (tmp_path / "p" / "probe.json").exists()
 
 
-def test_the_probe_never_imports_the_module_itself(tmp_path):
+def test_the_probe_never_imports_the_module_itself(driver, tmp_path):
     """Imported once by the checking child, then by the pool's worker: never by the driver,
     where a second import that hangs would hang the probe with no limit."""
     module(tmp_path, top="open('imports', 'a').write(f'{os.getpid()}\\n')")
-    code, _, err, driver = probe(tmp_path, *LIMITS)
+    code, _, err, command = probe(driver, tmp_path, *LIMITS)
     assert code == 0, err
     pids = [int(p) for p in (tmp_path / "imports").read_text().split()]
-    assert pids and driver not in pids
+    assert pids and command not in pids
 
 
-def test_a_module_whose_second_import_hangs_is_held_to_the_step_limit(tmp_path):
+def test_a_module_whose_second_import_hangs_is_held_to_the_step_limit(driver, tmp_path):
     module(tmp_path, top="if os.path.exists('imported'): time.sleep(600)\nopen('imported', 'w').close()")
-    code, _, err, _ = probe(tmp_path, *LIMITS[:4], "--time-limit", "step=2")
+    code, _, err, _ = probe(driver, tmp_path, *LIMITS[:4], "--time-limit", "step=2")
     one_line(code, err, "module m.py:M did not finish being built within its time limit of 2 s")
 
 
@@ -125,7 +123,7 @@ LEFT_RUNNING = (
 
 
 @pytest.mark.parametrize("executor", ["local", "inline"])
-def test_a_module_that_leaves_things_running_and_changes_folder_holds_nothing(tmp_path, executor):
+def test_a_module_that_leaves_things_running_and_changes_folder_holds_nothing(driver, tmp_path, executor):
     """What a module leaves running at exit does not hold the probe, and a folder it moves to
     moves no result.  ``--executor inline`` runs the module in the driver itself, without
     limits (docs/experiments.md): there only the moved folder is tried."""
@@ -134,7 +132,7 @@ def test_a_module_that_leaves_things_running_and_changes_folder_holds_nothing(tm
     if executor == "inline":
         top = top.split("\n")[-1]  # the driver runs an inline module's import itself
     module(tmp_path, top=top)
-    code, _, err, _ = probe(tmp_path, *LIMITS, "--executor", executor)
+    code, _, err, _ = probe(driver, tmp_path, *LIMITS, "--executor", executor)
     assert code == 0, err
     assert (tmp_path / "p" / "probe.json").is_file() and (tmp_path / "p" / "report.html").is_file()
     assert list((tmp_path / "elsewhere").iterdir()) == []

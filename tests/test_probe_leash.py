@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -54,16 +52,13 @@ def module(folder: Path, top: str = "", body: str = "pass", cond: str = "True", 
     return f"{name}:M"
 
 
-def probe(folder: Path, target: str, *flags: str, timeout: float = 240) -> tuple[int, str, str]:
-    """``kernelgap probe`` as a user runs it (a fresh process: a module's exit ends nothing
-    of the test), on one rank with three steps."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "kernelgap.cli", "probe", target, "--ranks", "2", "--steps", "3", "--out", "p"]
-        + ["--no-recipes", "--workers", "1", *flags],
+def probe(driver, folder: Path, target: str, *flags: str, timeout: float = 240) -> tuple[int, str, str]:
+    """``kernelgap probe`` as a user runs it (a process of its own, tests/cli_driver.py: a
+    module's exit ends nothing of the test), on one rank with three steps."""
+    proc = driver.run(
+        ["probe", target, "--ranks", "2", "--steps", "3", "--out", "p", "--no-recipes", "--workers", "1", *flags],
         cwd=folder,
         env={**os.environ, "PYTHONPATH": SRC},
-        capture_output=True,
-        text=True,
         timeout=timeout,
     )
     return proc.returncode, proc.stdout, proc.stderr
@@ -79,55 +74,55 @@ def one_line(code: int, err: str, *needles: str) -> str:
 
 
 @pytest.mark.parametrize("status", [0, 3])
-def test_a_module_exiting_at_import_is_one_line_never_status_0(tmp_path, status):
+def test_a_module_exiting_at_import_is_one_line_never_status_0(driver, tmp_path, status):
     target = module(tmp_path, top=f"os._exit({status})")
-    code, out, err = probe(tmp_path, target)
+    code, out, err = probe(driver, tmp_path, target)
     one_line(code, err, f"m.py:M ended its process while importing (exit status {status})")
     assert not (tmp_path / "p").exists()
 
 
-def test_a_module_exiting_in_a_check_names_the_phase(tmp_path):
+def test_a_module_exiting_in_a_check_names_the_phase(driver, tmp_path):
     target = module(tmp_path, body="os._exit(0)")
-    code, _, err = probe(tmp_path, target)
+    code, _, err = probe(driver, tmp_path, target)
     one_line(code, err, "m.py:M ended its process while being checked (exit status 0)")
 
 
-def test_a_module_exiting_in_a_worker_is_one_line_naming_it(tmp_path):
+def test_a_module_exiting_in_a_worker_is_one_line_naming_it(driver, tmp_path):
     target = module(tmp_path, body="os._exit(0)", cond="self.big >= 3")
-    code, _, err = probe(tmp_path, target, *LIMITS)
+    code, _, err = probe(driver, tmp_path, target, *LIMITS)
     one_line(code, err, "m.py:M failed while training at rank 2", "SystemExit(0)")
     assert "BrokenProcessPool" not in err
 
 
-def test_a_worker_killed_outright_is_one_line(tmp_path):
+def test_a_worker_killed_outright_is_one_line(driver, tmp_path):
     target = module(tmp_path, body="os.kill(os.getpid(), signal.SIGKILL)", cond="self.big >= 3")
-    code, _, err = probe(tmp_path, target, *LIMITS)
+    code, _, err = probe(driver, tmp_path, target, *LIMITS)
     one_line(code, err, "a worker process ended abruptly")
     assert "BrokenProcessPool" not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("executor", ["local", "inline"])
-def test_an_output_shape_that_changes_between_steps_is_refused_at_that_step(tmp_path, executor):
+def test_an_output_shape_that_changes_between_steps_is_refused_at_that_step(driver, tmp_path, executor):
     target = module(tmp_path, body="out = out[:, :1]", cond="self.big >= 3")  # a [S, 1] output broadcasts silently
-    code, _, err = probe(tmp_path, target, *LIMITS, "--executor", executor)
+    code, _, err = probe(driver, tmp_path, target, *LIMITS, "--executor", executor)
     line = one_line(code, err, "m.py:M returned predictions of shape [", "at training step 2", "where step 0 gave [")
     first, changed = line.split("where step 0 gave ")[1].split("]")[0], line.split("of shape ")[1].split("]")[0]
     assert changed.endswith(", 1") and not first.endswith(", 1")
 
 
-def test_a_module_raising_keyboard_interrupt_at_import_interrupts(tmp_path):
+def test_a_module_raising_keyboard_interrupt_at_import_interrupts(driver, tmp_path):
     target = module(tmp_path, top="raise KeyboardInterrupt")
-    code, _, err = probe(tmp_path, target)
+    code, _, err = probe(driver, tmp_path, target)
     assert code == 130 and err.strip().splitlines() == ["error: interrupted"], err
 
 
-def test_a_well_behaved_module_trains_under_the_leash_as_without_it(tmp_path):
+def test_a_well_behaved_module_trains_under_the_leash_as_without_it(driver, tmp_path):
     """The same probe twice, without and then with tight limits: the same records."""
     target = module(tmp_path)
-    assert probe(tmp_path, target, "--executor", "inline")[0] == 0
+    assert probe(driver, tmp_path, target, "--executor", "inline")[0] == 0
     first = {p.name: json.loads(p.read_text())["train"] for p in (tmp_path / "p").rglob("runs/*.json")}
     (tmp_path / "p").rename(tmp_path / "before")
-    assert probe(tmp_path, target, *LIMITS)[0] == 0
+    assert probe(driver, tmp_path, target, *LIMITS)[0] == 0
     second = {p.name: json.loads(p.read_text())["train"] for p in (tmp_path / "p").rglob("runs/*.json")}
     assert first and first.keys() == second.keys()
     for name in first:
@@ -183,36 +178,34 @@ def test_a_sweep_of_a_module_holds_its_steps_to_the_step_limit(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     module(tmp_path, body="time.sleep(600)", cond="self.big >= 2")
     (tmp_path / "sweep.toml").write_text(SWEEP)
-    with step_limit(2.0), pytest.raises(KernelgapError, match=r"m\.py:M did not finish training step 1 within"):
+    with step_limit(1.0), pytest.raises(KernelgapError, match=r"m\.py:M did not finish training step 1 within"):
         run_sweep(tmp_path / "sweep.toml", tmp_path / "out", workers=1, progress=False)
     assert not list((tmp_path / "out" / "runs").glob("*.json"))
 
 
-def reproduce(folder: Path, limits: str) -> tuple[int, str, str]:
+def reproduce(driver, folder: Path, limits: str) -> tuple[int, str, str]:
     (folder / "prof").mkdir()
     (folder / "prof" / "profile.toml").write_text(
         f'experiments = ["probe"]\n[[probes]]\nname = "m"\ntarget = "m.py:M"\ntime_limits = {limits}\n'
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "kernelgap.cli", "reproduce", "--profile", "prof", "--out", "r", "--workers", "1"],
+    proc = driver.run(
+        ["reproduce", "--profile", "prof", "--out", "r", "--workers", "1"],
         cwd=folder,
         env={**os.environ, "PYTHONPATH": SRC},
-        capture_output=True,
-        text=True,
         timeout=240,
     )
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def test_a_profiles_probe_entry_sets_its_time_limits(tmp_path):
+def test_a_profiles_probe_entry_sets_its_time_limits(driver, tmp_path):
     module(tmp_path, body="time.sleep(600)")
-    code, _, err = reproduce(tmp_path, "{check = 2}")
-    one_line(code, err, "m.py:M did not finish being checked within its time limit of 2 s")
+    code, _, err = reproduce(driver, tmp_path, "{check = 1}")
+    one_line(code, err, "m.py:M did not finish being checked within its time limit of 1 s")
 
 
-def test_a_profiles_bad_time_limit_is_refused_before_any_work(tmp_path):
+def test_a_profiles_bad_time_limit_is_refused_before_any_work(driver, tmp_path):
     module(tmp_path, top="open('imported', 'w').close()")
-    code, _, err = reproduce(tmp_path, "{step = 0}")
+    code, _, err = reproduce(driver, tmp_path, "{step = 0}")
     one_line(code, err, "profile.toml: probes[0].time_limits.step: must be a positive number of seconds")
     assert not (tmp_path / "imported").exists() and not (tmp_path / "r").exists()
 
@@ -230,6 +223,6 @@ def test_the_leash_holds_in_process_whatever_folder_the_pool_began_in(tmp_path, 
     forkserver_context()  # started here, if not running yet
     monkeypatch.chdir(tmp_path)
     module(tmp_path, top="time.sleep(60)")
-    config = ProbeConfig("m.py:M", out=tmp_path / "p", ranks=[2], executor="inline", time_limits={"import": 3})
-    with pytest.raises(ModuleFailure, match=r"m\.py:M did not finish importing within its time limit of 3 s"):
+    config = ProbeConfig("m.py:M", out=tmp_path / "p", ranks=[2], executor="inline", time_limits={"import": 1})
+    with pytest.raises(ModuleFailure, match=r"m\.py:M did not finish importing within its time limit of 1 s"):
         run_probe(config, log=lambda *_: None)

@@ -10,7 +10,6 @@ fixture, or through the installed console script where a worker process is invol
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from kernelgap.errors import KernelgapError
 from kernelgap.probe import ProbeConfig, run_probe
 from kernelgap.sweeps import run_sweep
-from test_bad_input import KERNELGAP, _check, tree_digest
+from test_bad_input import _check, tree_digest
 
 QUIET = {"log": lambda *_: None, "executor": "inline"}
 
@@ -277,23 +276,21 @@ def test_a_module_failing_in_a_check_is_one_line_naming_it_and_the_phase(world, 
         ("raises.py:X", "module raises.py:X failed while importing: ValueError: broken at import"),
     ],
 )
-def test_a_module_failing_at_import_is_one_line_not_its_exit_status(world, target, needle):
-    """Through the console script: a module's ``sys.exit(3)`` must not become the exit status."""
+def test_a_module_failing_at_import_is_one_line_not_its_exit_status(driver, world, target, needle):
+    """As the console script runs it (a process of its own, tests/cli_driver.py): a module's
+    ``sys.exit(3)`` must not become the exit status."""
     before = tree_digest(world)
-    proc = subprocess.run(
-        [KERNELGAP, "probe", target, "--out", "p"], capture_output=True, text=True, cwd=world, check=False
-    )
+    proc = driver.run(["probe", target, "--out", "p"], cwd=world)
     _check(proc.returncode, proc.stdout, proc.stderr, needle)
     assert tree_digest(world) == before
 
 
-def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(world):
+def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(driver, world):
     """Rank 2 passes every check and trains; rank 3 raises in its worker.  The error comes
     back through the process pool as one line naming module, phase and rank; rank 2's
     result is written and no probe.json claims a finished probe."""
-    proc = subprocess.run(
+    proc = driver.run(
         [
-            KERNELGAP,
             "probe",
             "mods.py:FailsInTrainingAtRank3",
             "--ranks",
@@ -307,10 +304,7 @@ def test_a_module_failing_in_a_pool_worker_is_one_line_and_finished_runs_stay(wo
             "--out",
             "p",
         ],
-        capture_output=True,
-        text=True,
         cwd=world,
-        check=False,
     )
     _check(
         proc.returncode,

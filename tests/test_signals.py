@@ -167,7 +167,7 @@ def world(tmp_path):
 
 
 @pytest.mark.parametrize("group", [False, True], ids=["driver", "group"])
-def test_an_interrupted_sweep_is_130_keeps_finished_runs_and_frees_its_claims(world, group):
+def test_an_interrupted_sweep_is_130_keeps_finished_runs_and_frees_its_claims(world, group, driver):
     proc = start(world, "sweep", "sweep.toml", "--out", "out", "--workers", "2", "--json")  # --json: no bar
     runs = world / "out" / "runs"
     wait_for(
@@ -180,13 +180,7 @@ def test_an_interrupted_sweep_is_130_keeps_finished_runs_and_frees_its_claims(wo
     assert out == ""  # no summary of a sweep that did not finish
     records = [json.loads(p.read_text()) for p in runs.glob("*.json")]
     assert [r["config"]["model"]["rank"] for r in records] == [1]
-    status = subprocess.run(
-        [sys.executable, "-m", "kernelgap.cli", "sweep", "out", "--status", "--json"],
-        cwd=world,
-        env={**os.environ, "PYTHONPATH": SRC},
-        capture_output=True,
-        text=True,
-    )
+    status = driver.run(["sweep", "out", "--status", "--json"], cwd=world, env={**os.environ, "PYTHONPATH": SRC})
     counts = json.loads(status.stdout)
     assert (counts["done"], counts["left"], counts["corrupt"]) == (1, 1, 0), counts
     for lock in (world / "out" / "locks").glob("*.lock"):  # left as a file, but its claim free
@@ -206,10 +200,11 @@ def test_an_interrupted_probe_is_130_and_its_workers_stop(world, group):
     assert not Path(f"/proc/{worker}").exists() or worker not in session_processes(proc.pid)
 
 
-def test_a_module_raising_keyboard_interrupt_is_an_interrupt(world):
-    proc = start(world, "probe", "slow.py:Interrupts", "--ranks", "2", "--steps", "3", "--out", "p")
-    out, err = proc.communicate(timeout=120)
-    assert_interrupted(proc.returncode, err)
+def test_a_module_raising_keyboard_interrupt_is_an_interrupt(world, driver):
+    """No signal: the module's own ``KeyboardInterrupt`` (the pre-imported command line,
+    tests/cli_driver.py)."""
+    done = driver.run(["probe", "slow.py:Interrupts", "--ranks", "2", "--steps", "3", "--out", "p"], cwd=world)
+    assert_interrupted(done.returncode, done.stderr)
 
 
 def test_an_interrupted_train_is_130(world):

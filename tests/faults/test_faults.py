@@ -1,8 +1,9 @@
 """Faults a long sweep meets: SIGKILL at random points, corrupted results,
 two sweeps on one folder, stale locks, an unwritable results folder.
 
-Every sweep here runs through the real console script and compares its results
-bitwise (float64, minus wall-clock fields) with an uninterrupted reference.
+Every sweep here runs in a process of its own, through the real console script where it is
+killed or runs beside another (else the pre-imported command line, tests/cli_driver.py), and
+compares its results bitwise (float64, minus wall-clock fields) with an uninterrupted reference.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_helpers import KERNELGAP, SWEEP, TOTAL, kill_group, results, stable, sweep_cmd
+from fault_helpers import SWEEP, TOTAL, kill_group, results, stable, sweep_cmd
 
 from kernelgap.cli import main
 
@@ -24,12 +25,13 @@ from kernelgap.cli import main
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+def reference(tmp_path_factory, driver) -> tuple[Path, dict[str, dict]]:
     """The config file and the results of one uninterrupted sweep."""
     root = tmp_path_factory.mktemp("reference")
     cfg = root / "faults.toml"
     cfg.write_text(SWEEP)
-    subprocess.run(sweep_cmd(cfg, root / "clean"), check=True, capture_output=True)
+    done = driver.run(sweep_cmd(cfg, root / "clean")[1:])
+    assert done.returncode == 0, done.stderr
     ref = results(root / "clean")
     assert len(ref) == TOTAL
     return cfg, ref
@@ -44,7 +46,7 @@ def assert_same_results(out: Path, ref: dict[str, dict]) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_random_sigkills_end_with_the_uninterrupted_results(tmp_path, reference):
+def test_random_sigkills_end_with_the_uninterrupted_results(tmp_path, reference, driver):
     cfg, ref = reference
     out = tmp_path / "killed"
     rng = random.Random(7)
@@ -78,7 +80,7 @@ def test_random_sigkills_end_with_the_uninterrupted_results(tmp_path, reference)
         stale_locks += len(list((out / "locks").glob("*.lock"))) if (out / "locks").is_dir() else 0
     assert interrupted >= 2, "the kills should land mid-sweep"
     assert stale_locks >= 1, "some kill should leave a claimed run's lock behind"
-    final = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True)
+    final = driver.run(sweep_cmd(cfg, out)[1:])
     assert final.returncode == 0, final.stderr
     summary = json.loads(final.stdout)
     assert summary["done_before"] == len(seen) and summary["ran"] == TOTAL - len(seen)
@@ -102,19 +104,19 @@ CORRUPTIONS = {
 
 @pytest.mark.slow
 @pytest.mark.timeout(200)
-def test_corrupted_results_are_kept_aside_and_redone(tmp_path, reference):
+def test_corrupted_results_are_kept_aside_and_redone(tmp_path, reference, driver):
     cfg, ref = reference
     out = tmp_path / "out"
-    subprocess.run(sweep_cmd(cfg, out), check=True, capture_output=True)
+    assert driver.run(sweep_cmd(cfg, out)[1:]).returncode == 0
     ids = sorted(ref)
     damaged = {}
     for (kind, damage), run_id in zip(CORRUPTIONS.items(), ids):
         path = out / "runs" / f"{run_id}.json"
         damaged[run_id] = damage(path.read_bytes())
         path.write_bytes(damaged[run_id])
-    status = subprocess.run([KERNELGAP, "sweep", str(out), "--status", "--json"], capture_output=True, text=True)
+    status = driver.run(["sweep", out, "--status", "--json"])
     assert json.loads(status.stdout)["corrupt"] == len(CORRUPTIONS)
-    proc = subprocess.run(sweep_cmd(cfg, out), capture_output=True, text=True)
+    proc = driver.run(sweep_cmd(cfg, out)[1:])
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["ran"] == len(CORRUPTIONS) and sorted(summary["set_aside"]) == sorted(damaged)

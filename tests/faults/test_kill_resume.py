@@ -36,7 +36,9 @@ def results(out: Path) -> dict[str, dict]:
 
 
 @pytest.mark.timeout(240)
-def test_sigkill_mid_sweep_then_resume(tmp_path):
+def test_sigkill_mid_sweep_then_resume(tmp_path, driver):
+    """Killed as it runs (the real command line, its session SIGKILLed), resumed and run clean
+    through the pre-imported one (tests/cli_driver.py)."""
     cfg = tmp_path / "kill.toml"
     cfg.write_text(SWEEP)
     killed, clean = tmp_path / "killed", tmp_path / "clean"
@@ -57,8 +59,9 @@ def test_sigkill_mid_sweep_then_resume(tmp_path):
             pass
     partial = results(killed)
     assert 0 < len(partial) < 8
-    subprocess.run(sweep_cmd(cfg, killed), check=True, capture_output=True)
-    subprocess.run(sweep_cmd(cfg, clean), check=True, capture_output=True)
+    for out in (killed, clean):
+        done = driver.run(sweep_cmd(cfg, out)[3:])
+        assert done.returncode == 0, done.stderr
     resumed, reference = results(killed), results(clean)
     assert sorted(resumed) == sorted(reference) and len(reference) == 8
     assert all(not name.endswith(".tmp") for name in os.listdir(killed / "runs") if not name.startswith("."))

@@ -34,16 +34,15 @@ def _task_workers() -> list[int]:
 
 
 @pytest.mark.timeout(300)
-def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_head):
+def test_a_killed_ray_worker_is_retried_and_numbers_match_local(tmp_path, ray_head, driver):
+    """The local reference runs on the pre-imported command line (tests/cli_driver.py), the
+    Ray sweep through the console script."""
     address, env = ray_head
     cfg = tmp_path / "faults.toml"
     cfg.write_text(SWEEP)
     local = tmp_path / "local"
-    subprocess.run(
-        [KERNELGAP, "sweep", str(cfg), "--out", str(local), "--workers", "2", "--json"],
-        check=True,
-        capture_output=True,
-    )
+    done = driver.run(["sweep", cfg, "--out", local, "--workers", "2", "--json"])
+    assert done.returncode == 0, done.stderr
     out = tmp_path / "ray"
     proc = subprocess.Popen(
         [
