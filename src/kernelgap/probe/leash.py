@@ -20,6 +20,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 from functools import partial
 
 from ..errors import KernelgapError
@@ -31,6 +32,8 @@ from .config import TIME_LIMITS
 PHASE_WORDS = {"import": "importing", "check": "being checked", "step": "checking a training step"}
 #: Seconds the child may take to start (a fresh process, before the module's first phase).
 START_S = 300.0
+#: Seconds between two looks for an interrupt while the child works.
+POLL_S = 0.2
 
 
 def rehearse(config, limits: dict[str, float]) -> dict:
@@ -61,7 +64,7 @@ def _answer(receive, child, label: str, limits: dict[str, float]) -> dict:
     phase = None
     while True:
         limit = START_S if phase is None else limits[phase]
-        if not receive.poll(limit):
+        if not _poll(receive, limit):
             if phase is None:
                 raise KernelgapError(f"the check of module {label} did not start within {START_S:g} s")
             raise ModuleFailure(
@@ -84,6 +87,21 @@ def _answer(receive, child, label: str, limits: dict[str, float]) -> dict:
             return message[1]
         if message in TIME_LIMITS:
             phase = message
+
+
+def _poll(receive, seconds: float) -> bool:
+    """Whether the child answered within ``seconds``; a ``KeyboardInterrupt`` as soon as the
+    command was interrupted (this runs in a thread of the probe experiment, which the main
+    thread's interrupt does not reach)."""
+    from ..sweeps.interrupts import interrupted
+
+    deadline = time.monotonic() + seconds
+    while not receive.poll(max(0.0, min(POLL_S, deadline - time.monotonic()))):
+        if interrupted():
+            raise KeyboardInterrupt
+        if time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def _rehearsal(conn, config, cwd: str, path: list[str]) -> None:
