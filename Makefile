@@ -48,7 +48,7 @@ reproduce: install
 
 # lint, then the whole suite (what CI runs)
 test: lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not install" $(PYTEST_ARGS)
 
 # the floating-point tests (marked `numerics`) again under every other SIMD capability this CPU
 # has (ATEN_CPU_CAPABILITY=default, avx2, avx512 but the native one): CI runs it after `make test`
@@ -63,7 +63,8 @@ test-capabilities: install
 # (uv's --resolution lowest-direct, as constraints: torch 2.13.0 from pip's own sources), `newest`
 # at the newest release pip finds, torch $(NEWEST_TORCH) first (the newest this machine's pip takes
 # without a multi-GB download; CI runs `make test-ends` after `make test`); then the wheel installed
-# into a copy of the newest end keeps its torch (tests/test_install.py)
+# into a bare venv runs every command, and into a copy of the newest end keeps its torch (the
+# `install` tests of tests/test_install.py, which `make test` leaves to this target)
 NEWEST_TORCH ?= 2.14.1
 ENDS = build/ends
 $(ENDS)/lowest/.installed: pyproject.toml $(TOOLS)/bin/uv
@@ -85,7 +86,7 @@ test-ends: install $(ENDS)/lowest/.installed $(ENDS)/newest/.installed
 			'numpy', numpy.__version__, 'pydantic', pydantic.__version__)"; \
 		$(ENDS)/$$end/bin/python -m pytest -q -m numerics $(PYTEST_ARGS) || exit 1; \
 	done
-	KERNELGAP_OTHER_TORCH_VENV=$(ENDS)/newest $(BIN)/python -m pytest -q tests/test_install.py -k keeps_the_torch
+	KERNELGAP_OTHER_TORCH_VENV=$(ENDS)/newest $(BIN)/python -m pytest -q -m install tests/test_install.py
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow and not ray"

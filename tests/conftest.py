@@ -59,7 +59,6 @@ def pytest_configure(config):
 #: running a long module alone at the end; `make test` passes `--no-loadscope-reorder`, or
 #: xdist would hand out the modules with the most tests first instead
 LONGEST_FIRST = (
-    "test_install",
     "test_fuzz_cli",
     "test_module_sandbox",
     "test_faults",
@@ -68,6 +67,9 @@ LONGEST_FIRST = (
     "test_signals",
     "test_probe",
     "test_reproduce",
+    "test_probe_structure",
+    "test_heldout_layer",
+    "test_probe_ux",
     "test_distill",
     "test_probe_safety",
     "test_prune",

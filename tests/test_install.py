@@ -112,7 +112,7 @@ def bare_env(venv: Path) -> dict:
     return env
 
 
-@pytest.mark.slow
+@pytest.mark.install
 def test_wheel_installs_with_its_dependencies_and_runs(tmp_path):
     phase = Phases()
     wheel = phase("build the wheel", build_wheel, tmp_path)
@@ -249,7 +249,7 @@ def link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-@pytest.mark.slow
+@pytest.mark.install
 @pytest.mark.skipif(OTHER_VENV is None, reason="needs a venv holding another torch: run by `make test-ends`")
 def test_wheel_keeps_the_torch_it_finds(tmp_path):
     """pip installs the wheel beside a torch in its range (not the lock's) without replacing it,
