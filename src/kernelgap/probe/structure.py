@@ -160,7 +160,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
         inter, order = [], []
         for i in range(length):
             a, b = [j for j in range(length) if j != i][:2]
-            ys = [at(_put(x, a, ca, b, cb), i) for ca, cb in ((x, x), (alt, alt), (x, alt), (alt, x))]
+            ys = [y[:, i]] + [at(_put(x, a, ca, b, cb), i) for ca, cb in ((alt, alt), (x, alt), (alt, x))]
             inter.append((ys[0] + ys[1] - ys[2] - ys[3]).abs().max())
             perm = list(range(length))
             perm[a], perm[b] = b, a

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import KernelgapError
 from .section import probe_section
-from .text import schedules_of, verdict_text
+from .text import named_verdict, schedules_of, verdict_text
 
 #: The columns of :func:`probe_rows_of`, in order.
 COLUMNS = ("folder", "module", "suite", "rank", "features", "verdict", "max_error", "baseline", "twin")
@@ -26,7 +26,6 @@ def probe_rows_of(folder: str | Path) -> list[dict]:
     for s in probe["suites"]:
         schedules = schedules_of(s)
         for v in s["verdicts"]:
-            recipe = v.get("recipe")
             rows.append(
                 {
                     "folder": str(folder),
@@ -34,7 +33,7 @@ def probe_rows_of(folder: str | Path) -> list[dict]:
                     "suite": s["name"],
                     "rank": v["rank_argument"],
                     "features": v["features"],
-                    "verdict": v["verdict"] + (f" with {schedules.get(recipe, recipe)}" if recipe else ""),
+                    "verdict": named_verdict(v, schedules),
                     "max_error": v["max_error"],
                     "baseline": v.get("baseline"),
                     "twin": v.get("twin"),

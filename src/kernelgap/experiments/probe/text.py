@@ -54,16 +54,19 @@ def edge_note(v: dict) -> str:
     return ""
 
 
+def named_verdict(v: dict, schedules: dict[str, str]) -> str:
+    """``exact`` or ``exact with lr × 3``: a verdict and the recipe's schedule that reached it."""
+    recipe = v.get("recipe")
+    return v["verdict"] + (f" with {schedules.get(recipe, recipe)}" if recipe else "")
+
+
 def verdict_text(v: dict, schedules: dict[str, str]) -> str:
     """``32 (64 features) collapsed (max error 1.975; tried lr × 0.333, …)`` for one rank."""
     label = str(v["rank_argument"])
     if v["features"] is not None and v["features"] != v["rank_argument"]:
         label += f" ({v['features']} feature{'s' * (v['features'] != 1)})"
-    text = f"{label} {v['verdict']}"
-    text += edge_note(v)
-    if v.get("recipe"):
-        text += f" with {schedules.get(v['recipe'], v['recipe'])}"
-    elif v["verdict"] != "exact":
+    text = f"{label} {named_verdict(v, schedules)}" + edge_note(v)  # no edge note where a recipe decided
+    if not v.get("recipe") and v["verdict"] != "exact":
         if v["max_error"] is not None:
             text += f" (max error {v['max_error']:.4g})"
         tried = [schedules.get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
@@ -170,8 +173,7 @@ def conclusions(summary: dict) -> dict[str, str]:
                 out[f"{at}: structure"] = s["structure"]["kind"]
             for v in s.get("verdicts") or []:
                 rank = f"{at}, rank {v['rank_argument']}"
-                recipe = v.get("recipe")
-                out[f"{rank}: verdict"] = v["verdict"] + (f" with {schedules.get(recipe, recipe)}" if recipe else "")
+                out[f"{rank}: verdict"] = named_verdict(v, schedules)
                 if v.get("baseline") is not None:
                     out[f"{rank}: built-in {pr.get('baseline')}"] = v["baseline"]
                 if v.get("twin") is not None:
