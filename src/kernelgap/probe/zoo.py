@@ -4,8 +4,10 @@
 
 fla ships its feature maps as modules ``φ(x)`` (Hedgehog, T2R, DPFP, …) for its
 own attention layers, whose kernels need a GPU; this wraps one in plain
-normalized linear attention, ``y_i = Σ_j <φ(q_i), φ(k_j)> v_j / Σ_j <φ(q_i), φ(k_j)>``,
-with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).  The feature
+normalized linear attention, ``y_i = Σ_j <φ_q(q_i), φ_k(k_j)> v_j / Σ_j <φ_q(q_i), φ_k(k_j)>``,
+with ``rank`` the width the map is given (``pip install 'kernelgap[zoo]'``).  Queries and keys
+get a map each, as fla's own ``LinearAttention`` builds them (``tie_feature_map_qk=False``, its
+default): a map with a trainable layer (Hedgehog, T2R) is two layers, not one shared.  The feature
 count is the map's output size, read off the map (``kernelgap_features``): Hedgehog gives
 ``2·rank`` features, T2R and ReLU ``rank``, DPFP ``2·ν·rank`` (256 at rank 32), Taylor
 ``1 + rank + rank(rank+1)/2`` (its kernel ``1 + t + t²/2`` of ``t = <q, k>/√rank`` is positive,
@@ -37,14 +39,14 @@ class FlaLinearAttention(nn.Module):
         if feature_map not in MAPS:
             raise ValueError(f"no fla feature map {feature_map!r} here; choose from {', '.join(MAPS)}")
         cls = getattr(fla_maps, MAPS[feature_map])
-        self.phi = cls() if feature_map in WIDTHLESS else cls(rank)
+        self.phi_q, self.phi_k = ((cls() if feature_map in WIDTHLESS else cls(rank)) for _ in "qk")
 
     def kernelgap_features(self, rank: int) -> int:
         """The map's output size on a head of width ``rank`` (one forward of a zero head)."""
         with torch.enable_grad():
-            return int(self.phi(torch.zeros(1, 1, rank)).shape[-1])
+            return int(self.phi_q(torch.zeros(1, 1, rank)).shape[-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k = self.phi(self.q(x)), self.phi(self.k(x))
+        q, k = self.phi_q(self.q(x)), self.phi_k(self.k(x))
         weights = q @ k.transpose(-1, -2)  # [B, N, N], nonnegative for these maps
         return weights @ self.v(x) / weights.sum(-1, keepdim=True).clamp_min(1e-6)
