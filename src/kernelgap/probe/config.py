@@ -5,6 +5,7 @@ naming its key before the module is touched (:class:`~kernelgap.validation.Confi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -145,17 +146,52 @@ class ProbeConfig(Config):
         return {"executor": self.executor, "workers": self.workers, "address": self.address}
 
 
+#: What an ablation (:attr:`ProbeEntry.ablates`) changes in the probe it varies, and so the cause
+#: it names where it fits and that probe does not (docs/experiments.md, "Why a library layer fails").
+CAUSES = ("initialisation", "normalisation", "projections", "shared feature map", "output path", "learning rate")
+#: The fields an ablation may change (any other field it gives must equal the ablated probe's).
+CHANGEABLE = ("target", "kwargs", "interface", "args", "output", "d_model", "steps", "lr")
+
+
 class ProbeEntry(ProbeConfig):
     """One ``[[probes]]`` entry of ``profile.toml``: a probe with a name and the library it
-    needs; where it is written and how it runs are the reproduction's."""
+    needs; where it is written and how it runs are the reproduction's.  An *ablation*
+    (``ablates``) is another probe of the profile with one thing changed, named by ``cause``
+    (:data:`CAUSES`): where it is exact and that probe is not, the report states the cause."""
 
     name: NonEmpty = Field(description="the probe's folder in the reproduction: probe/<name>/")
     requires: str | None = Field(None, description="the library the module needs (named where it is missing)")
+    ablates: NonEmpty | None = Field(None, description="the probe of the profile this one varies in one thing")
+    cause: Literal[CAUSES] | None = Field(None, description=f"what it varies ({', '.join(CAUSES)}); with ablates")
     out: ClassVar[None] = None
     baseline: ClassVar[None] = None
     executor: ClassVar[None] = None
     workers: ClassVar[None] = None
     address: ClassVar[None] = None
+
+    @model_validator(mode="after")
+    def _cause_with_ablates(self) -> ProbeEntry:
+        """``ablates`` and ``cause`` come together."""
+        if (self.ablates is None) != (self.cause is None):
+            raise invalid("ablates and cause come together: the probe it varies and what it changes", "cause")
+        return self
+
+    def change_from(self, other: ProbeEntry) -> str:
+        """What this entry changes from ``other`` among :data:`CHANGEABLE`: ``init_scale = 0.5``,
+        ``lr = 0.001``, ``without tie`` (a keyword argument per key); empty when nothing."""
+        out = []
+        for field in CHANGEABLE:
+            mine, theirs = getattr(self, field), getattr(other, field)
+            if isinstance(mine, dict) and isinstance(theirs, dict):
+                changed = [k for k in sorted(set(mine) | set(theirs)) if mine.get(k, ...) != theirs.get(k, ...)]
+                out += [_assign(k, mine[k]) if k in mine else f"without {k}" for k in changed]
+            elif mine != theirs:
+                out.append(_assign(field, mine))
+        return ", ".join(out)
+
+
+def _assign(key: str, value) -> str:
+    return f"{key} = {json.dumps(value)}"
 
 
 #: The probes of a profile without ``[[probes]]``.
@@ -177,4 +213,23 @@ def parse_probes(entries, path: Path) -> list[ProbeEntry]:
         plain_name(entry["name"], f"{path}: probes[{k}].name", ConfigError)  # the folder probe/<name>/
     if len({e.name for e in out}) != len(out):
         raise ConfigError(f"{path}: two probes share a name")
+    _check_ablations(out, path)
     return out
+
+
+def _check_ablations(entries: list[ProbeEntry], path: Path) -> None:
+    """Each ablation names another probe of the profile, itself no ablation, and changes
+    something in it (:meth:`ProbeEntry.change_from`)."""
+    named = {e.name: e for e in entries}
+    for k, entry in enumerate(entries):
+        if entry.ablates is None:
+            continue
+        where = f"{path}: probes[{k}].ablates"
+        other = named.get(entry.ablates)
+        if other is None or other is entry:
+            others = ", ".join(n for n in named if n != entry.name) or "none"
+            raise ConfigError(f"{where}: names no other probe of the profile {entry.ablates!r} (probes: {others})")
+        if other.ablates is not None:
+            raise ConfigError(f"{where}: {entry.ablates!r} is itself an ablation; name the probe it varies")
+        if not entry.change_from(other):
+            raise ConfigError(f"{where}: changes nothing in {entry.ablates!r} ({', '.join(CHANGEABLE)} are equal)")

@@ -15,11 +15,16 @@ from ...errors import ConfigError
 from ...io import confined, digest_problem, read_json
 from ...probe.verdicts import probe_rows, rank_verdicts, recipe_rows
 from ...report.criteria import OOD_SOLVED_ACC, exact, first_rank, solves_test_pool, sorted_by
-from ...report.integrity import unsealed
+from ...report.integrity import sealed_problem, unsealed
 from ...validation import Int, Record, problem
 
 #: What a probe of a profile leaves in its folder when its library is not installed (sealed).
 SKIPPED = "skipped.json"
+#: What an ablation of a profile leaves in its folder (sealed): the probe it varies, the
+#: cause it names and what it changes (:class:`~kernelgap.probe.config.ProbeEntry`).
+ABLATION = "ablation.json"
+#: The verdicts an ablation may explain: a failure the theorem does not account for.
+EXPLAINED = ("not fitted", "collapsed")
 
 
 class ProbeSuite(Record):
@@ -111,6 +116,27 @@ FACTS = tuple(
 )
 
 
+class Ablation(Record):
+    """``ablation.json``: the probe this one varies, the cause it names, what it changes."""
+
+    ablates: str
+    cause: str
+    change: str
+
+
+def read_ablation(folder: Path) -> dict | None:
+    """``ablation.json`` of a probe folder (None where there is none), checked against its
+    checksum and :class:`Ablation`: anything else is one ConfigError naming the file."""
+    path = folder / ABLATION
+    if not path.exists():
+        return None
+    data = read_json(path)
+    why = sealed_problem(path) or problem(Ablation, unsealed(data))
+    if why:
+        raise ConfigError(f"{path} is not a kernelgap ablation record ({why}); move it aside or rerun the reproduction")
+    return unsealed(data)
+
+
 class ProbeRow(Record):
     """One probe of ``summary.json``'s ``probes``: its name and target (skipped ones too)."""
 
@@ -134,7 +160,9 @@ def probe_section(folder: Path) -> dict | None:
         return None
     baseline = folder / (meta.get("baseline_dir") or "baseline")
     suites = [_suite(folder, baseline, meta, suite) for suite in meta["suites"]]
-    return {"name": folder.name, **{k: meta.get(k) for k in FACTS}, "suites": suites}
+    out = {"name": folder.name, **{k: meta.get(k) for k in FACTS}, "suites": suites}
+    ablation = read_ablation(folder)
+    return {**out, "ablation": ablation} if ablation else out
 
 
 def _suite(folder: Path, baseline: Path, meta: dict, suite: dict) -> dict:
@@ -222,7 +250,35 @@ def probes_section(folder: Path) -> list[dict] | None:
             out.append({"name": sub.name, "target": skipped.get("target"), "skipped": skipped.get("why")})
         elif (section := probe_section(sub)) is not None:
             out.append(section)
+    for pr in out:
+        if not pr.get("skipped") and not pr.get("ablation"):
+            _explain(pr, [q for q in out if (q.get("ablation") or {}).get("ablates") == pr["name"]])
     return out or None
+
+
+def _explain(pr: dict, ablations: list[dict]) -> None:
+    """Each verdict of ``pr`` in :data:`EXPLAINED` gets ``ablations``: per ablation of it (a
+    probe whose ``ablation.json`` names it) that trained at the same suite and rank argument,
+    its name, cause, change and verdict there (``fitted`` of ``seeds`` exact, ``max_error``)."""
+    for s in pr["suites"]:
+        for v in s.get("verdicts") or []:
+            if v["verdict"] in EXPLAINED:
+                found = [(q, _verdict_at(q, s["name"], v["rank_argument"])) for q in ablations]
+                v["ablations"] = [
+                    {
+                        "name": q["name"],
+                        **q["ablation"],
+                        **{k: u[k] for k in ("verdict", "fitted", "seeds", "max_error")},
+                    }
+                    for q, u in found
+                    if u is not None
+                ]
+
+
+def _verdict_at(pr: dict, suite: str, rank: int) -> dict | None:
+    """``pr``'s verdict on the suite named ``suite`` at rank argument ``rank``, or None."""
+    verdicts = [v for s in pr["suites"] if s["name"] == suite for v in s.get("verdicts") or []]
+    return next((v for v in verdicts if v["rank_argument"] == rank), None)
 
 
 def section(results) -> list[dict] | None:

@@ -12,7 +12,7 @@ from ...probe.config import ProbeConfig, ProbeEntry
 from ...probe.runner import run_probe
 from ...report.integrity import sealed
 from ..steps import local_width
-from .section import SKIPPED
+from .section import ABLATION, SKIPPED
 
 
 def probe_modules(profile, out: Path, sweep_options: dict) -> None:
@@ -22,20 +22,25 @@ def probe_modules(profile, out: Path, sweep_options: dict) -> None:
     worker each (a probe's runs are one stack each, so one probe alone keeps one core busy);
     a run two probes share is trained by whichever claims it first."""
     entries = list(profile.settings["probe"]["probes"])
+    named = {entry.name: entry for entry in entries}
     width = local_width(sweep_options, len(entries))
     options = {**sweep_options, "workers": 1} if width > 1 else sweep_options
     with ThreadPoolExecutor(max_workers=width) as pool:
-        for done in [pool.submit(_probe_one, entry, out, options) for entry in entries]:
+        for done in [pool.submit(_probe_one, entry, out, options, named.get(entry.ablates)) for entry in entries]:
             done.result()
 
 
-def _probe_one(entry: ProbeEntry, out: Path, sweep_options: dict) -> None:
+def _probe_one(entry: ProbeEntry, out: Path, sweep_options: dict, ablated: ProbeEntry | None = None) -> None:
+    """One probe into ``out/<name>/``; an ablation (``ablated``: the probe it varies) also
+    leaves ``ablation.json``: that probe's name, the cause and the change."""
     folder = out / entry.name
-    config = ProbeConfig(
-        **entry.model_dump(exclude={"name", "requires"}), out=folder, baseline=out / "baseline", **sweep_options
-    )
+    exclude = {"name", "requires", "ablates", "cause"}
+    config = ProbeConfig(**entry.model_dump(exclude=exclude), out=folder, baseline=out / "baseline", **sweep_options)
     try:
         run_probe(config)
+        if ablated is not None:
+            facts = {"ablates": ablated.name, "cause": entry.cause, "change": entry.change_from(ablated)}
+            atomic_write_json(folder / ABLATION, sealed(facts), out)
     except ModuleImportError as exc:
         need = entry.requires or "its library"
         atomic_write_json(

@@ -4,7 +4,7 @@ conclusions ``kernelgap compare`` lists (:attr:`~kernelgap.experiments.base.Expe
 from __future__ import annotations
 
 from ...probe.verdicts import ADDITIVE, RANK_FREE, certified_additive, judges_collapse
-from ...report.criteria import OOD_SOLVED_ACC, at_edge
+from ...report.criteria import OOD_SOLVED_ACC, at_edge, majority
 from ...report.html import of, reached
 
 
@@ -72,7 +72,25 @@ def verdict_text(v: dict, schedules: dict[str, str]) -> str:
         tried = [schedules.get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
         if tried:
             text += f" (tried {', '.join(tried)})"
+    if "ablations" in v:
+        text += f" ({cause_text(v)})"
     return text
+
+
+def cause_text(v: dict) -> str:
+    """Why a verdict of :data:`~kernelgap.experiments.probe.section.EXPLAINED` holds, from its
+    ablations' runs (docs/experiments.md, "Why a library layer fails"): ``cause:
+    initialisation (the same module with init_scale = 0.5 is exact on 3 of 3 seeds)`` for
+    each ablation exact on most seeds; else ``cause not found: tried …`` (each ablation with
+    its seeds exact), or that no ablation varies it."""
+    found = [a for a in v["ablations"] if majority(a["fitted"], a["seeds"])]
+    if found:
+        return "; ".join(
+            f"cause: {a['cause']} (the same module with {a['change']} is exact on {of(a['fitted'], a['seeds'])} seeds)"
+            for a in found
+        )
+    tried = [f"{a['change']} ({a['cause']}: {of(a['fitted'], a['seeds'])} seeds exact)" for a in v["ablations"]]
+    return "cause not found: " + (f"tried {', '.join(tried)}" if tried else "no ablation in the profile varies it")
 
 
 def verdicts_text(s: dict) -> str:
@@ -142,6 +160,9 @@ def probe_sentence(pr: dict) -> str:
         else "the first-query reading"
     )
     label = pr.get("class") if pr.get("name") in (None, "", pr.get("class")) else f"{pr['name']} ({pr.get('class')})"
+    if pr.get("ablation"):
+        a = pr["ablation"]
+        label += f", an ablation of {a['ablates']} ({a['cause']}: {a['change']})"
     return f"Probe of {label} ({pr.get('interface')} interface, {reading}): {'; '.join(parts)}."
 
 
@@ -178,4 +199,6 @@ def conclusions(summary: dict) -> dict[str, str]:
                     out[f"{rank}: built-in {pr.get('baseline')}"] = v["baseline"]
                 if v.get("twin") is not None:
                     out[f"{rank}: same kernel, same wrapper"] = v["twin"]
+                if "ablations" in v:
+                    out[f"{rank}: cause"] = cause_text(v)
     return out

@@ -1,0 +1,205 @@
+"""Ablations of a probe (a ``[[probes]]`` entry with ``ablates`` and ``cause``): the config's
+checks, the cause the report states from the runs, and the fla adapter against fla's maps."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from kernelgap.errors import ConfigError
+from kernelgap.experiments.probe import section as probe_sections
+from kernelgap.experiments.probe.section import ABLATION, SKIPPED, probes_section
+from kernelgap.experiments.probe.text import cause_text, conclusions, probe_sentence
+from kernelgap.io import atomic_write_json
+from kernelgap.probe.config import CAUSES, parse_probes
+from kernelgap.probe.verdicts import rank_verdicts
+from kernelgap.report.integrity import sealed
+
+BASE = {"name": "fla", "target": "kernelgap.probe.zoo:FlaLinearAttention", "kwargs": {"feature_map": "hedgehog"}}
+
+
+def ablation(**changes) -> dict:
+    return {**BASE, "name": "fla-init", "ablates": "fla", "cause": "initialisation", **changes}
+
+
+# -- the config ---------------------------------------------------------------------------
+
+
+def test_an_ablation_names_the_probe_it_varies_and_what_it_changes(tmp_path):
+    entry = ablation(kwargs={"feature_map": "hedgehog", "init_scale": 0.5}, lr=1e-3, seeds=[0, 1, 2])
+    base, abl = parse_probes([BASE, entry], tmp_path / "p.toml")
+    assert abl.ablates == "fla" and abl.cause == "initialisation"
+    assert abl.change_from(base) == "init_scale = 0.5, lr = 0.001"  # the seeds are no change
+    assert base.change_from(abl) == "without init_scale, lr = null"
+
+
+@pytest.mark.parametrize(
+    "entries, needle",
+    [
+        ([BASE, ablation(ablates="nothing")], "probes[1].ablates: names no other probe of the profile 'nothing'"),
+        ([BASE, ablation(ablates="fla-init")], "probes[1].ablates: names no other probe of the profile 'fla-init'"),
+        ([BASE, ablation()], "probes[1].ablates: changes nothing in 'fla'"),
+        (
+            [BASE, ablation(lr=1e-3), ablation(name="again", ablates="fla-init", lr=1e-2)],
+            "probes[2].ablates: 'fla-init' is itself an ablation",
+        ),
+        ([BASE, ablation(cause=None, lr=1e-3)], "probes[1].cause: ablates and cause come together"),
+        ([BASE, {**BASE, "name": "x", "cause": "normalisation"}], "probes[1].cause: ablates and cause come together"),
+        ([BASE, ablation(cause="weather", lr=1e-3)], "probes[1].cause: "),
+    ],
+)
+def test_a_bad_ablation_is_one_line_naming_its_key(tmp_path, entries, needle):
+    with pytest.raises(ConfigError) as caught:
+        parse_probes(entries, tmp_path / "p.toml")
+    text = str(caught.value)
+    assert text.startswith(f"{tmp_path / 'p.toml'}: ") and needle in text and "\n" not in text
+
+
+def test_a_bad_ablation_in_a_profile_is_exit_2_without_a_traceback(tmp_path, cli):
+    profile = tmp_path / "bad"
+    profile.mkdir()
+    (profile / "profile.toml").write_text(
+        'experiments = ["probe"]\n\n[[probes]]\nname = "fla"\ntarget = "a:b"\n\n'
+        '[[probes]]\nname = "fla-lr"\ntarget = "a:b"\nlr = 0.001\nablates = "flaa"\ncause = "learning rate"\n'
+    )
+    code, out, err = cli("reproduce", "--profile", str(profile), "--out", str(tmp_path / "out"))
+    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, (out, err)
+    assert "probes[1].ablates: names no other probe of the profile 'flaa'" in err
+
+
+# -- the cause, from the runs --------------------------------------------------------------
+
+
+def rows(rank: int, states: tuple[str, ...]) -> list[dict]:
+    """Run rows of one rank: ``exact`` (max error 0.3) or ``failed`` (1.2) per seed."""
+    return [
+        {"rank": rank, "seed": k, "max_error": 0.3 if s == "exact" else 1.2, "final_loss": None, "final_power": None}
+        for k, s in enumerate(states)
+    ]
+
+
+def probes_folder(tmp_path, monkeypatch, mine, ablations: dict[str, tuple[str, tuple]]):
+    """A reproduction's ``probe/`` folder: probe ``fla`` with runs ``mine`` at rank 32, and an
+    ablation per ``name → (cause, runs)``, each a folder with its ``ablation.json`` (the runs
+    are read through the verdict rules; no training)."""
+    runs = {"fla": mine, **{name: states for name, (_, states) in ablations.items()}}
+
+    def meta(folder):
+        return {"target": "t:T", "class": "T", "suites": [{}]}
+
+    def suite(folder, baseline, meta, s):
+        mine = rows(32, runs[folder.name])
+        verdicts = rank_verdicts(mine, {32: 64}, 16, None)
+        fitted = sum(r["max_error"] < 0.5 for r in mine)
+        facts = {"transition_rank": 32 if 2 * fitted > len(mine) else None, "max_rank": 32, "fitted_runs": fitted}
+        base = {"baseline_transition": 32, "baseline_max_rank": 32, "diverged": []}
+        return {
+            "name": "witness",
+            "ood": False,
+            "criterion": "exact",
+            "runs": mine,
+            "verdicts": verdicts,
+            **facts,
+            **base,
+        }
+
+    monkeypatch.setattr(probe_sections, "read_probe_meta", meta)
+    monkeypatch.setattr(probe_sections, "_suite", suite)
+    for name, (cause, _) in ablations.items():
+        facts = {"ablates": "fla", "cause": cause, "change": f"{name} = 1"}
+        atomic_write_json(tmp_path / name / ABLATION, sealed(facts), tmp_path)
+    (tmp_path / "fla").mkdir(parents=True)
+    atomic_write_json(tmp_path / "gone" / SKIPPED, sealed({"name": "gone", "target": "x:Y", "why": "no"}), tmp_path)
+    return probes_section(tmp_path)
+
+
+def test_the_cause_is_stated_exactly_where_an_ablation_fits_on_most_seeds(tmp_path, monkeypatch):
+    """Every mix of up to three seeds of one ablation, and none: a cause where the ablation is
+    exact on most seeds and the module is not; "not found" (with what was tried) otherwise."""
+    for seeds in (1, 2, 3):
+        for mix, mine in itertools.product(
+            itertools.product(("exact", "failed"), repeat=seeds), (("failed",) * 3, ("exact",) * 3)
+        ):
+            folder = tmp_path / f"{seeds}-{''.join(s[0] for s in mix)}-{mine[0]}"
+            folder.mkdir()
+            probes = {p["name"]: p for p in probes_folder(folder, monkeypatch, mine, {"a": ("normalisation", mix)})}
+            (v,) = probes["fla"]["suites"][0]["verdicts"]
+            fitted = mix.count("exact")
+            if mine[0] == "exact":
+                assert "ablations" not in v and "cause" not in probe_sentence(probes["fla"])
+                continue
+            assert v["verdict"] == "not fitted" and v["ablations"][0]["fitted"] == fitted
+            text = probe_sentence(probes["fla"])
+            if 2 * fitted > seeds:
+                want = f"cause: normalisation (the same module with a = 1 is exact on {fitted} of {seeds} seeds)"
+            else:
+                want = f"cause not found: tried a = 1 (normalisation: {fitted} of {seeds} seeds exact)"
+            assert want in text and cause_text(v) == want
+            assert conclusions({"probes": list(probes.values())})["fla, witness, rank 32: cause"] == want
+            assert "an ablation of fla (normalisation: a = 1)" in probe_sentence(probes["a"])
+
+
+def test_every_fitting_ablation_is_a_cause_and_none_is_said_so(tmp_path, monkeypatch):
+    both = {"a": ("initialisation", ("exact",) * 3), "b": ("learning rate", ("exact", "exact", "failed"))}
+    probes = probes_folder(tmp_path / "x", monkeypatch, ("failed",) * 3, both)
+    (v,) = next(p for p in probes if p["name"] == "fla")["suites"][0]["verdicts"]
+    assert cause_text(v) == (
+        "cause: initialisation (the same module with a = 1 is exact on 3 of 3 seeds); "
+        "cause: learning rate (the same module with b = 1 is exact on 2 of 3 seeds)"
+    )
+    probes = probes_folder(tmp_path / "y", monkeypatch, ("failed",) * 3, {})
+    (v,) = next(p for p in probes if p["name"] == "fla")["suites"][0]["verdicts"]
+    assert cause_text(v) == "cause not found: no ablation in the profile varies it"
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [("{not json", "is corrupted (not valid JSON)"), (json.dumps({"ablates": "fla"}), "has no")],
+)
+def test_a_damaged_ablation_record_is_one_line(tmp_path, content, needle):
+    (tmp_path / "fla").mkdir(parents=True)
+    (tmp_path / "fla" / ABLATION).write_text(content)
+    with pytest.raises(ConfigError) as caught:
+        probe_sections.read_ablation(tmp_path / "fla")
+    assert "is not a kernelgap ablation record" in str(caught.value) and needle in str(caught.value)
+    atomic_write_json(tmp_path / "fla" / ABLATION, sealed({"ablates": "fla", "cause": "x"}), tmp_path)
+    with pytest.raises(ConfigError, match="change"):
+        probe_sections.read_ablation(tmp_path / "fla")
+
+
+def test_the_causes_are_few_and_named():
+    assert len(set(CAUSES)) == len(CAUSES) and "initialisation" in CAUSES and "normalisation" in CAUSES
+
+
+# -- the fla adapter ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["hedgehog", "t2r", "dpfp", "relu", "taylor"])
+def test_the_adapter_maps_queries_and_keys_as_fla_s_own_layer_does(name):
+    """fla's ``LinearAttention`` (``tie_feature_map_qk=False``, its default) gives queries and
+    keys a map each: two modules, no parameter shared, each fla's class; the output is plain
+    normalized linear attention of those features."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fla")
+    from fla.modules import feature_map as fla_maps
+
+    from kernelgap.probe.zoo import MAPS, FlaLinearAttention
+
+    torch.manual_seed(0)
+    layer = FlaLinearAttention(8, 4, feature_map=name)
+    assert type(layer.phi_q) is type(layer.phi_k) is getattr(fla_maps, MAPS[name])
+    assert layer.phi_q is not layer.phi_k
+    shared = {id(p) for p in layer.phi_q.parameters()} & {id(p) for p in layer.phi_k.parameters()}
+    assert not shared
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        for p in layer.phi_k.parameters():  # a key map of its own: moving it leaves the queries' alone
+            p.add_(0.5)
+        q, k = layer.phi_q(layer.q(x)), layer.phi_k(layer.k(x))
+        weights = q @ k.transpose(-1, -2)
+        want = weights @ layer.v(x) / weights.sum(-1, keepdim=True).clamp_min(1e-6)
+        assert torch.allclose(layer(x), want)
+        if list(layer.phi_q.parameters()):
+            assert not torch.allclose(layer.phi_q(layer.q(x)), layer.phi_k(layer.q(x)))
