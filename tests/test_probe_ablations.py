@@ -203,3 +203,20 @@ def test_the_adapter_maps_queries_and_keys_as_fla_s_own_layer_does(name):
         assert torch.allclose(layer(x), want)
         if list(layer.phi_q.parameters()):
             assert not torch.allclose(layer.phi_q(layer.q(x)), layer.phi_k(layer.q(x)))
+
+
+def test_the_map_layer_ablation_leaves_fla_s_map_its_own_formula():
+    """``map_layer=False``: fla's Hedgehog is ``softmax([2u, −2u])`` of the projection, with no
+    trainable layer left; a map with no layer (DPFP) is refused in one line."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("fla")
+    from kernelgap.probe.zoo import FlaLinearAttention
+
+    torch.manual_seed(0)
+    layer = FlaLinearAttention(8, 4, feature_map="hedgehog", map_layer=False)
+    assert not list(layer.phi_q.parameters()) and not list(layer.phi_k.parameters())
+    u = torch.randn(3, 4)
+    with torch.no_grad():
+        assert torch.allclose(layer.phi_q(u), torch.softmax(torch.cat([2 * u, -2 * u], -1), -1))
+    with pytest.raises(ValueError, match="has no trainable layer to leave out"):
+        FlaLinearAttention(8, 4, feature_map="dpfp", map_layer=False)
