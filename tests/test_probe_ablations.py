@@ -220,3 +220,22 @@ def test_the_map_layer_ablation_leaves_fla_s_map_its_own_formula():
         assert torch.allclose(layer.phi_q(u), torch.softmax(torch.cat([2 * u, -2 * u], -1), -1))
     with pytest.raises(ValueError, match="has no trainable layer to leave out"):
         FlaLinearAttention(8, 4, feature_map="dpfp", map_layer=False)
+
+
+def test_the_reproduction_leaves_each_ablation_its_record(tmp_path, monkeypatch):
+    """The probe step writes ``ablation.json`` beside an ablation's runs (the probe it varies,
+    the cause and the change read off the two entries), and none for a probe that is none."""
+    from kernelgap.experiments.probe import step
+
+    configs = []
+    monkeypatch.setattr(step, "run_probe", configs.append)
+    base, abl = parse_probes([BASE, ablation(kwargs={**BASE["kwargs"], "map_layer": False})], tmp_path / "p.toml")
+    step._probe_one(base, tmp_path, {})
+    step._probe_one(abl, tmp_path, {}, base)
+    assert probe_sections.read_ablation(tmp_path / "fla") is None
+    assert probe_sections.read_ablation(tmp_path / "fla-init") == {
+        "ablates": "fla",
+        "cause": "initialisation",
+        "change": "map_layer = false",
+    }
+    assert [c.kwargs for c in configs] == [BASE["kwargs"], {**BASE["kwargs"], "map_layer": False}]
