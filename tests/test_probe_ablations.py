@@ -239,3 +239,25 @@ def test_the_reproduction_leaves_each_ablation_its_record(tmp_path, monkeypatch)
         "change": "map_layer = false",
     }
     assert [c.kwargs for c in configs] == [BASE["kwargs"], {**BASE["kwargs"], "map_layer": False}]
+
+
+@pytest.mark.parametrize("twin", [None, "exact", "not fitted", "collapsed"])
+@pytest.mark.parametrize("ablation_fits", [False, True])
+def test_a_twin_that_fails_too_puts_the_cause_in_the_kernel(twin, ablation_fits):
+    """The twin's verdict at the same feature count decides between "the kernel" and "the
+    module's own layers" where no ablation fits; a fitting ablation is the cause either way."""
+    fitted = 3 if ablation_fits else 0
+    v = {
+        "verdict": "not fitted",
+        "twin": twin,
+        "twin_map": "favor",
+        "ablations": [{"cause": "initialisation", "change": "a = 1", "fitted": fitted, "seeds": 3}],
+    }
+    text = cause_text(v)
+    if ablation_fits:
+        assert text == "cause: initialisation (the same module with a = 1 is exact on 3 of 3 seeds)"
+    elif twin in ("not fitted", "collapsed"):
+        assert text == f"cause: the kernel, not the library (kernelgap's own favor in the same wrapper: {twin} too)"
+    else:
+        assert text.startswith("cause not found: tried a = 1 (initialisation: 0 of 3 seeds exact)")
+        assert ("lies in the module's own layers" in text) == (twin == "exact")

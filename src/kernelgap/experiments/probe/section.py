@@ -236,6 +236,8 @@ def _verdicts(
         count = v["features"] if v["features"] is not None else v["rank_argument"]
         v["baseline"] = next((b["verdict"] for b in base_verdicts if b["rank_argument"] == v["rank_argument"]), None)
         v["twin"] = next((t["verdict"] for t in (twin or {}).get("verdicts", []) if t["features"] == count), None)
+        if v["twin"] is not None:
+            v["twin_map"] = twin["map"]
     return verdicts
 
 

@@ -79,18 +79,26 @@ def verdict_text(v: dict, schedules: dict[str, str]) -> str:
 
 def cause_text(v: dict) -> str:
     """Why a verdict of :data:`~kernelgap.experiments.probe.section.EXPLAINED` holds, from its
-    ablations' runs (docs/experiments.md, "Why a library layer fails"): ``cause:
+    ablations' and its twin's runs (docs/experiments.md, "Why a library layer fails"): ``cause:
     initialisation (the same module with init_scale = 0.5 is exact on 3 of 3 seeds)`` for
-    each ablation exact on most seeds; else ``cause not found: tried …`` (each ablation with
-    its seeds exact), or that no ablation varies it."""
+    each ablation exact on most seeds; else, where the twin (kernelgap's own map of the same
+    kernel in the same wrapper) fails too at that feature count, ``cause: the kernel, not the
+    library (…)``; else ``cause not found: tried …`` (each ablation with its seeds exact, and
+    a twin that fits, which puts the cause in the module's own layers)."""
     found = [a for a in v["ablations"] if majority(a["fitted"], a["seeds"])]
     if found:
         return "; ".join(
             f"cause: {a['cause']} (the same module with {a['change']} is exact on {of(a['fitted'], a['seeds'])} seeds)"
             for a in found
         )
+    twin = v.get("twin")
+    if twin is not None and twin != "exact":
+        return f"cause: the kernel, not the library (kernelgap's own {v['twin_map']} in the same wrapper: {twin} too)"
     tried = [f"{a['change']} ({a['cause']}: {of(a['fitted'], a['seeds'])} seeds exact)" for a in v["ablations"]]
-    return "cause not found: " + (f"tried {', '.join(tried)}" if tried else "no ablation in the profile varies it")
+    text = "cause not found: " + (f"tried {', '.join(tried)}" if tried else "no ablation in the profile varies it")
+    if twin == "exact":
+        text += f"; kernelgap's own {v['twin_map']} is exact in the same wrapper, so it lies in the module's own layers"
+    return text
 
 
 def verdicts_text(s: dict) -> str:
