@@ -1,5 +1,6 @@
 """Shared test settings: CPU, deterministic, one thread, a fixed hypothesis profile."""
 
+import compileall
 import os
 import shutil
 import signal
@@ -16,6 +17,14 @@ from hypothesis import settings
 
 torch.set_num_threads(1)
 torch.set_flush_denormal(True)
+#: Bytecode is written while the tests are collected, even where PYTHONDONTWRITEBYTECODE is set
+#: (every xdist worker collects every test module: half of that is compiling them as pytest
+#: rewrites them), and src/ is compiled once before the workers start (every fresh interpreter a
+#: test starts, a console script or a pool's forkserver, reads it instead of compiling the
+#: package); the tests themselves run under the setting as it was (a module a test writes and
+#: imports leaves no cache beside it)
+WRITE_BYTECODE = not sys.dont_write_bytecode
+sys.dont_write_bytecode = False
 
 #: test modules whose assertions rest on floating-point results (models, training, product
 #: families, theory, determinism): marked ``numerics``, and run again by ``make test-capabilities``
@@ -52,10 +61,16 @@ NUMERICS = {
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "numerics: floating-point results; rerun under other CPU capabilities")
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        compileall.compile_dir(Path(__file__).resolve().parents[1] / "src", quiet=1)
+
+
+def pytest_collection_finish(session):
+    sys.dont_write_bytecode = not WRITE_BYTECODE
 
 
 #: the longest test modules (`pytest --junitxml`, time summed per file), started first so that
-#: the two workers of `make test` (one module each at a time) finish together rather than one
+#: the workers of `make test` (one module each at a time) finish together rather than one
 #: running a long module alone at the end; `make test` passes `--no-loadscope-reorder`, or
 #: xdist would hand out the modules with the most tests first instead
 LONGEST_FIRST = (
