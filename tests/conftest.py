@@ -15,14 +15,18 @@ import pytest
 import torch
 from hypothesis import settings
 
+#: src/ compiled once, in the controller only, before the workers start (every fresh interpreter
+#: a test starts, a console script or a pool's forkserver, reads it instead of compiling the
+#: package), and before denormals are flushed below: a literal compiled while they are read as
+#: zero would be 0 in the cached bytecode
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    compileall.compile_dir(Path(__file__).resolve().parents[1] / "src", quiet=1)
 torch.set_num_threads(1)
 torch.set_flush_denormal(True)
 #: Bytecode is written while the tests are collected, even where PYTHONDONTWRITEBYTECODE is set
 #: (every xdist worker collects every test module: half of that is compiling them as pytest
-#: rewrites them), and src/ is compiled once before the workers start (every fresh interpreter a
-#: test starts, a console script or a pool's forkserver, reads it instead of compiling the
-#: package); the tests themselves run under the setting as it was (a module a test writes and
-#: imports leaves no cache beside it)
+#: rewrites them); the tests themselves run under the setting as it was (a module a test writes
+#: and imports leaves no cache beside it)
 WRITE_BYTECODE = not sys.dont_write_bytecode
 sys.dont_write_bytecode = False
 
@@ -61,8 +65,6 @@ NUMERICS = {
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "numerics: floating-point results; rerun under other CPU capabilities")
-    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
-        compileall.compile_dir(Path(__file__).resolve().parents[1] / "src", quiet=1)
 
 
 def pytest_collection_finish(session):

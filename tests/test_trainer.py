@@ -226,3 +226,27 @@ def test_a_run_id_hashes_only_what_applies():
     elu = [RunConfig(witness, default_model(feature_map="elu1", temperature=t)) for t in (1.0, 4.0)]
     exp = [RunConfig(witness, default_model(feature_map="mlp_exp", temperature=t)) for t in (1.0, 4.0)]
     assert elu[0].run_id() == elu[1].run_id() and exp[0].run_id() != exp[1].run_id()
+
+
+def test_the_denormal_getter_reads_both_settings_whenever_its_module_was_compiled(tmp_path):
+    """``flush_denormal_enabled`` says what ``torch.set_flush_denormal`` set, in a process that
+    compiled the package while denormals were flushed (where a ``5e-324`` literal reads as 0);
+    an empty bytecode folder makes it compile from source."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import torch
+torch.set_flush_denormal(True)
+from kernelgap.training.stack import flush_denormal_enabled
+seen = []
+for flag in (True, False, True, False):
+    torch.set_flush_denormal(flag)
+    seen.append(flush_denormal_enabled())
+print(seen)
+"""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True, False, True, False]"

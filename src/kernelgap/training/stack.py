@@ -52,8 +52,11 @@ def configure_worker(threads: int = 1, seed: int | None = None) -> None:
 
 def flush_denormal_enabled() -> bool:
     """Whether the CPU flushes denormals (torch has no getter): the smallest denormal
-    doubled is a denormal again unless inputs are read as zero."""
-    return float(torch.tensor(5e-324, dtype=torch.float64) * 2) == 0.0
+    doubled is a denormal again unless inputs are read as zero.  The denormal is made from
+    its bits, not written as a literal: source compiled while denormals are flushed (a
+    process that set it, then imported this module) would read ``5e-324`` as 0."""
+    smallest = torch.ones(1, dtype=torch.int64).view(torch.float64)
+    return float(smallest * 2) == 0.0
 
 
 @contextlib.contextmanager
