@@ -439,3 +439,16 @@ def test_a_switch_named_like_a_state_size_is_not_taken_for_the_rank():
     assert likely_rank(Layer, bound) == "dim_head"
     bound.args["dim_head"] = "d_model"
     assert likely_rank(Layer, bound) is None
+
+
+def test_a_missing_module_file_is_a_module_not_installed(tmp_path):
+    """A file target that is not there is refused as an import (so a profile run elsewhere than
+    the repository lists that probe as not probed); a folder in its place stays an error."""
+    from kernelgap.models.module_spec import ModuleError, ModuleImportError, load_target
+
+    with pytest.raises(ModuleImportError, match=r"module file .*nowhere\.py does not exist"):
+        load_target(f"{tmp_path}/nowhere.py:Mine")
+    (tmp_path / "dir.py").mkdir()
+    with pytest.raises(ModuleError, match="is a folder") as caught:
+        load_target(f"{tmp_path}/dir.py:Mine")
+    assert not isinstance(caught.value, ModuleImportError)

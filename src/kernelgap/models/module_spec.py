@@ -303,6 +303,8 @@ def load_target(target: str) -> type:
 
 
 def _load_file(target: str, path: Path):
+    if not path.exists():  # as a module not installed: a profile lists its probe as not probed
+        raise ModuleImportError(f"module file {path} does not exist")
     raw = read_input(path, "module file", ModuleError)
     digest = hashlib.sha256(raw).hexdigest()
     name = f"kernelgap_external_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{digest[:12]}"
