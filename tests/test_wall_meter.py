@@ -62,8 +62,9 @@ def test_each_module_is_one_row_with_its_kind_exactness_and_certificate():
     )
     assert rows["old"]["seeds exact"] == "0/3"
     # torch's softmax through kernelgap's example: rank-free, exact, no certificate, never at the wall
-    assert {k: rows["mha"][k] for k in ("library", "exact at", "verdict", "certificate")} == {
-        "library": "torch", "exact at": "rank-free", "verdict": "exact", "certificate": "does not bind",
+    assert {k: rows["mha"][k] for k in ("library", "exact at", "tried up to", "verdict", "certificate")} == {
+        "library": "torch", "exact at": "rank-free", "tried up to": None, "verdict": "exact",
+        "certificate": "does not bind",
     }  # fmt: skip
     # a reference layer: exact at its keys, two seeds of three (an edge note: not firm)
     assert rows["gla"]["library"] == "reference (plain torch)"

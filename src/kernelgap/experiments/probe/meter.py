@@ -79,14 +79,16 @@ def module_row(pr: dict, s: dict) -> dict:
     v = recipe or _headline(s, rank)
     additive = certified_additive(kind, (s.get("structure") or {}).get("additive_floor"))
     args = pr.get("args") or {}  # ModuleSpec.rank_free, read off the summary (the report imports no model)
-    rank_free = bool(args) and "rank" not in [v for v in args.values() if isinstance(v, str)]
+    rank_free = bool(args) and "rank" not in [a for a in args.values() if isinstance(a, str)]
     return {
         "library": library_of(pr),
         "module": pr["name"],
         "suite": s["name"],
         "kind": kind,
         "exact at": None if rank is None else "rank-free" if rank_free else _features_at(s, rank),
-        "tried up to": max((x["features"] or x["rank_argument"] for x in s.get("verdicts") or []), default=None),
+        "tried up to": None
+        if rank_free
+        else max((x["features"] or x["rank_argument"] for x in s.get("verdicts") or []), default=None),
         "verdict": verdict_cell(v, s, additive),
         "seeds exact": "–" if v is None else f"{v.get('fitted', 0)}/{v.get('seeds', 0)}",
         "certificate": rank_certified(s) if rank_certified(s) else "does not bind",
