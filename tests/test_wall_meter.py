@@ -12,7 +12,8 @@ def suite(kind: str | None, verdicts: list[dict], transition=None, floor=None) -
     structure = None if kind is None else {"kind": kind, "additive_floor": floor}
     return {
         "name": "witness", "ood": False, "structure": structure, "verdicts": verdicts, "transition_rank": transition,
-        "certified_rank": 16, "baseline_transition": 16, "baseline_max_rank": 32, "max_rank": 32, "recipes": [],
+        "certified_rank": 16, "baseline_transition": 16, "baseline_max_rank": 32, "max_rank": 32,
+    "recipes": [{"name": "lr3", "schedule": "lr × 3", "seed": 0}],
     }  # fmt: skip
 
 
@@ -47,7 +48,9 @@ def test_each_module_is_one_row_with_its_kind_exactness_and_certificate():
         "library": "kernelgap", "module": "mine", "suite": "witness", "kind": "normalised kernel",
         "exact at": 16, "tried up to": 16, "verdict": "exact", "seeds exact": "3/3", "certificate": 16,
     }  # fmt: skip
-    # a recipe's exact rank counts, at its true feature count; the certificate does not bind a gated layer
+    # a recipe's exact rank counts, at its true feature count, on its one seed; the certificate
+    # does not bind a gated layer
+    assert rows["dpfp"]["verdict"] == "exact with lr × 3 (seed 0 only; 3 of 3 at the suite's schedule)"
     assert (rows["dpfp"]["exact at"], rows["dpfp"]["certificate"], rows["dpfp"]["library"]) == (
         64,
         "does not bind",

@@ -58,13 +58,16 @@ def _headline(s: dict, rank) -> dict | None:
 
 
 def verdict_cell(v: dict | None, s: dict, additive: bool) -> str:
-    """The row's verdict, with the recipe that reached it, an edge note where the seeds do not
-    make it firm, and what was tried (or that no recipe was) where it is not exact."""
+    """The row's verdict, with the recipe that reached it (on its one seed), an edge note where
+    the seeds do not make it firm, and what was tried (or that no recipe was) where it is not exact."""
     if additive:
         return ADDITIVE
     if v is None:
         return "not exact"
     text = named_verdict(v, schedules_of(s)) + edge_note(v)
+    if v.get("recipe"):  # the recipe trains one seed; the seeds column counts the suite's schedule
+        seed = next((r.get("seed") for r in s.get("recipes") or [] if r["name"] == v["recipe"]), None)
+        text += f" (seed {seed} only; {v.get('fitted', 0)} of {v.get('seeds', 0)} at the suite's schedule)"
     if v["verdict"] != "exact" and not v.get("recipe"):
         tried = [schedules_of(s).get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
         text += f" (tried {', '.join(tried)})" if tried else " (no recipe search)"
