@@ -31,7 +31,7 @@ def probe(name: str, target: str, s: dict, args=None) -> dict:
 
 SUMMARY = {
     "probes": [
-        probe("mine", "kernelgap.probe.examples:Elu1LinearAttention", suite("normalised kernel", [verdict(8, "at the wall"), verdict(16, "exact")], 16)),
+        probe("mine", "kernelgap.probe.examples:Elu1LinearAttention", {**suite("normalised kernel", [verdict(8, "at the wall"), verdict(16, "exact")], 16), "baseline_max_rank": 16, "baseline_transition": None}),
         probe("dpfp", "kernelgap.probe.zoo:FlaLinearAttention", suite("gated/other", [verdict(8, "exact", 64, "lr3")])),
         probe("sum", "/tmp/additive.py:Additive", suite("additive", [verdict(4, ADDITIVE), verdict(32, ADDITIVE)], floor="3/2")),
         probe("old", "performer_pytorch:SelfAttention", suite(None, [verdict(32, "collapsed", fitted=0)])),
@@ -73,6 +73,7 @@ def test_each_module_is_one_row_with_its_kind_exactness_and_certificate():
     assert rows["gla"]["library"] == "reference (plain torch)"
     assert (rows["gla"]["exact at"], rows["gla"]["seeds exact"]) == (16, "2/3")
     assert rows["gla"]["verdict"] == "exact (at the edge: 2 of 3 seeds exact)"
+    # the baseline's row is that of the probe that tried it at the most ranks (not the first)
     assert (rows["elu1 (built-in)"]["exact at"], rows["elu1 (built-in)"]["tried up to"]) == (16, 32)
 
 

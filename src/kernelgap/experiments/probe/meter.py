@@ -99,7 +99,8 @@ def module_row(pr: dict, s: dict) -> dict:
 
 
 def meter_rows(summary: dict) -> list[dict]:
-    """One row per probed module and non-OOD suite, then the built-in baseline of each suite:
+    """One row per probed module and non-OOD suite, then the built-in baseline of each suite
+    (of the probe that tried it at the most ranks):
     ``exact at`` the features of the first exact rank (a recipe's included; ``rank-free`` for a
     module that takes no rank), else None with ``tried up to`` the most features tried; the
     verdict there and how many of its seeds were exact."""
@@ -107,7 +108,9 @@ def meter_rows(summary: dict) -> list[dict]:
     for pr in summary.get("probes") or []:
         for s in [s for s in pr.get("suites") or [] if not s["ood"]]:
             rows.append(module_row(pr, s))
-            baselines.setdefault((pr.get("baseline"), s["name"]), (s, s.get("certified_rank")))
+            known = baselines.get((pr.get("baseline"), s["name"]))
+            if known is None or (s["baseline_max_rank"] or 0) > (known[0]["baseline_max_rank"] or 0):
+                baselines[(pr.get("baseline"), s["name"])] = (s, s.get("certified_rank"))  # the most ranks tried
     for (name, suite), (s, certified) in baselines.items():
         exact = [r for r in s.get("baseline") or [] if r.get("rank_argument") == s["baseline_transition"]]
         rows.append(
