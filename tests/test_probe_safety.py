@@ -421,3 +421,34 @@ def test_a_worker_refuses_a_module_whose_source_changed_after_its_run_was_config
     (world / "mods.py").write_text(MODULES + "\n# edited meanwhile\n")
     with pytest.raises(ModuleFailure, match="changed after the run was configured"):
         build_external(spec, 24, 2, 0, torch.float32)
+
+
+def test_a_switch_named_like_a_state_size_is_not_taken_for_the_rank():
+    """The rank-binding check passes over an argument whose default is a bool (a switch, as
+    x-transformers' ``low_rank_silu_gates=True``) and names the first size-named one left."""
+    from types import SimpleNamespace
+
+    from kernelgap.models.module_spec import likely_rank
+
+    class Layer:
+        def __init__(self, dim, low_rank_gates=True, gate_rank=None, dim_head=64): ...
+
+    bound = SimpleNamespace(args={"dim": "d_model"}, kwargs={})
+    assert likely_rank(Layer, bound) == "gate_rank"
+    bound.args["gate_rank"] = 1
+    assert likely_rank(Layer, bound) == "dim_head"
+    bound.args["dim_head"] = "d_model"
+    assert likely_rank(Layer, bound) is None
+
+
+def test_a_missing_module_file_is_a_module_not_installed(tmp_path):
+    """A file target that is not there is refused as an import (so a profile run elsewhere than
+    the repository lists that probe as not probed); a folder in its place stays an error."""
+    from kernelgap.models.module_spec import ModuleError, ModuleImportError, load_target
+
+    with pytest.raises(ModuleImportError, match=r"module file .*nowhere\.py does not exist"):
+        load_target(f"{tmp_path}/nowhere.py:Mine")
+    (tmp_path / "dir.py").mkdir()
+    with pytest.raises(ModuleError, match="is a folder") as caught:
+        load_target(f"{tmp_path}/dir.py:Mine")
+    assert not isinstance(caught.value, ModuleImportError)

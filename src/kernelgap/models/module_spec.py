@@ -235,8 +235,11 @@ STATE_SIZE = ("feature", "rank", "state", "key_dim", "dim_head", "head_dim", "ex
 
 
 def likely_rank(cls: type, spec: ModuleSpec) -> str | None:
-    """The unbound constructor argument named like a state size, likeliest first, or None."""
-    free = free_arguments(cls, spec)
+    """The unbound constructor argument named like a state size, likeliest first, or None;
+    one whose default is a bool is a switch (``low_rank_gates=True``), never a size."""
+    free = free_arguments(cls, spec)  # [] where the signature cannot be read
+    defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()} if free else {}
+    free = [n for n in free if not isinstance(defaults.get(n), bool)]
     return next((n for part in STATE_SIZE for n in free if part in n.lower()), None)
 
 
@@ -300,6 +303,8 @@ def load_target(target: str) -> type:
 
 
 def _load_file(target: str, path: Path):
+    if not path.exists():  # as a module not installed: a profile lists its probe as not probed
+        raise ModuleImportError(f"module file {path} does not exist")
     raw = read_input(path, "module file", ModuleError)
     digest = hashlib.sha256(raw).hexdigest()
     name = f"kernelgap_external_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{digest[:12]}"

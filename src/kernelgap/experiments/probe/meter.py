@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...probe.verdicts import ADDITIVE, certified_additive
 from ...report.figures import MODULE_COLOR, log2_axis, plt, save
 from ..base import Figure
-from .text import rank_certified, recipe_rank
+from .text import edge_note, named_verdict, rank_certified, recipe_rank, schedules_of
 
 #: The colour of each structure kind on the figure (a probe of an older kernelgap: "unchecked").
 KIND_COLOR = {
@@ -21,15 +21,22 @@ KIND_COLOR = {
 }
 
 
+#: Libraries of kernelgap's own wrappers, by target or module: the library each wraps.
+LIBRARIES = {
+    "kernelgap.probe.zoo": "fla-core",
+    "kernelgap.probe.examples:SoftmaxAttention": "torch",  # nn.MultiheadAttention
+    "kernelgap.probe.layers": "reference (plain torch)",
+}
+
+
 def library_of(pr: dict) -> str:
-    """The library a probed module comes from: its target's top-level package, ``fla-core`` for
-    kernelgap's adapter of fla's maps, ``file`` for a module given by path."""
-    module = str(pr.get("target", "")).split(":")[0]
+    """The library a probed module comes from: its target's top-level package, the library a
+    wrapper of kernelgap's wraps (:data:`LIBRARIES`), ``file`` for a module given by path."""
+    target = str(pr.get("target", ""))
+    module = target.split(":")[0]
     if module.endswith(".py") or "/" in module:
         return "file"
-    if module == "kernelgap.probe.zoo":
-        return "fla-core"
-    return module.split(".")[0]
+    return LIBRARIES.get(target) or LIBRARIES.get(module) or module.split(".")[0]
 
 
 def _features_at(s: dict, rank) -> int | None:
@@ -42,33 +49,70 @@ def _last_verdict(s: dict) -> str:
     return max(verdicts, key=lambda v: v["rank_argument"])["verdict"] if verdicts else "not exact"
 
 
+def _headline(s: dict, rank) -> dict | None:
+    """The verdict the row states: at the first exact rank, else at the most features tried."""
+    verdicts = s.get("verdicts") or []
+    if rank is not None:
+        return next((v for v in verdicts if v["rank_argument"] == rank), None)
+    return max(verdicts, key=lambda v: v["rank_argument"]) if verdicts else None
+
+
+def verdict_cell(v: dict | None, s: dict, additive: bool) -> str:
+    """The row's verdict, with the recipe that reached it (on its one seed), an edge note where
+    the seeds do not make it firm, and what was tried (or that no recipe was) where it is not exact."""
+    if additive:
+        return ADDITIVE
+    if v is None:
+        return "not exact"
+    text = named_verdict(v, schedules_of(s)) + edge_note(v)
+    if v.get("recipe"):  # the recipe trains one seed; the seeds column counts the suite's schedule
+        seed = next((r.get("seed") for r in s.get("recipes") or [] if r["name"] == v["recipe"]), None)
+        text += f" (seed {seed} only; {v.get('fitted', 0)} of {v.get('seeds', 0)} at the suite's schedule)"
+    if v["verdict"] != "exact" and not v.get("recipe"):
+        tried = [schedules_of(s).get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
+        text += f" (tried {', '.join(tried)})" if tried else " (no recipe search)"
+    return text
+
+
+def module_row(pr: dict, s: dict) -> dict:
+    """One probed module on one suite (:func:`meter_rows`)."""
+    kind = (s.get("structure") or {}).get("kind", "unchecked")
+    recipe = recipe_rank(s)
+    rank = recipe["rank_argument"] if recipe else s["transition_rank"]
+    v = recipe or _headline(s, rank)
+    additive = certified_additive(kind, (s.get("structure") or {}).get("additive_floor"))
+    args = pr.get("args") or {}  # ModuleSpec.rank_free, read off the summary (the report imports no model)
+    rank_free = bool(args) and "rank" not in [a for a in args.values() if isinstance(a, str)]
+    return {
+        "library": library_of(pr),
+        "module": pr["name"],
+        "suite": s["name"],
+        "kind": kind,
+        "exact at": None if rank is None else "rank-free" if rank_free else _features_at(s, rank),
+        "tried up to": None
+        if rank_free
+        else max((x["features"] or x["rank_argument"] for x in s.get("verdicts") or []), default=None),
+        "verdict": verdict_cell(v, s, additive),
+        "seeds exact": "–" if v is None else f"{v.get('fitted', 0)}/{v.get('seeds', 0)}",
+        "certificate": rank_certified(s) if rank_certified(s) else "does not bind",
+    }
+
+
 def meter_rows(summary: dict) -> list[dict]:
-    """One row per probed module and non-OOD suite, then the built-in baseline of each suite:
-    ``exact at`` the features of the first exact rank (a recipe's included), else None with
-    ``tried up to`` the most features tried."""
+    """One row per probed module and non-OOD suite, then the built-in baseline of each suite
+    (of the probe that tried it at the most ranks):
+    ``exact at`` the features of the first exact rank (a recipe's included; ``rank-free`` for a
+    module that takes no rank), else None with ``tried up to`` the most features tried; the
+    verdict there and how many of its seeds were exact."""
     rows, baselines = [], {}
     for pr in summary.get("probes") or []:
         for s in [s for s in pr.get("suites") or [] if not s["ood"]]:
-            kind = (s.get("structure") or {}).get("kind", "unchecked")
-            recipe = recipe_rank(s)
-            rank = recipe["rank_argument"] if recipe else s["transition_rank"]
-            additive = certified_additive(kind, (s.get("structure") or {}).get("additive_floor"))
-            rows.append(
-                {
-                    "library": library_of(pr),
-                    "module": pr["name"],
-                    "suite": s["name"],
-                    "kind": kind,
-                    "exact at": None if rank is None else _features_at(s, rank),
-                    "tried up to": max(
-                        (v["features"] or v["rank_argument"] for v in s.get("verdicts") or []), default=None
-                    ),
-                    "verdict": ADDITIVE if additive else "exact" if rank is not None else _last_verdict(s),
-                    "certificate": rank_certified(s) if rank_certified(s) else "does not bind",
-                }
-            )
-            baselines.setdefault((pr.get("baseline"), s["name"]), (s, s.get("certified_rank")))
+            rows.append(module_row(pr, s))
+            known = baselines.get((pr.get("baseline"), s["name"]))
+            if known is None or (s["baseline_max_rank"] or 0) > (known[0]["baseline_max_rank"] or 0):
+                baselines[(pr.get("baseline"), s["name"])] = (s, s.get("certified_rank"))  # the most ranks tried
     for (name, suite), (s, certified) in baselines.items():
+        exact = [r for r in s.get("baseline") or [] if r.get("rank_argument") == s["baseline_transition"]]
         rows.append(
             {
                 "library": "kernelgap",
@@ -78,6 +122,7 @@ def meter_rows(summary: dict) -> list[dict]:
                 "exact at": s["baseline_transition"],
                 "tried up to": s["baseline_max_rank"],
                 "verdict": "exact" if s["baseline_transition"] is not None else "not exact",
+                "seeds exact": f"{sum(bool(r.get('exact')) for r in exact)}/{len(exact)}" if exact else "–",
                 "certificate": certified,
             }
         )
@@ -95,9 +140,11 @@ def draw_meter(summary: dict, out_dir) -> list[str]:
     xs = []
     for y, r in enumerate(rows):
         color = KIND_COLOR.get(r["kind"], "black")
-        if r["exact at"] is not None:
+        if isinstance(r["exact at"], int):
             ax.plot(r["exact at"], y, "o", color=color)
             xs.append(r["exact at"])
+        elif r["exact at"] is not None:  # rank-free: exact, with no feature count to place it
+            ax.annotate("exact, rank-free", (0.02, y), xycoords=("axes fraction", "data"), va="center", fontsize=7)
         elif r["tried up to"] is not None:
             ax.plot(r["tried up to"], y, "o", mfc="white", color=color)
             ax.annotate("", (r["tried up to"] * 1.5, y), (r["tried up to"], y), arrowprops={"arrowstyle": "->"})
