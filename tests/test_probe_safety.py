@@ -452,3 +452,21 @@ def test_a_missing_module_file_is_a_module_not_installed(tmp_path):
     with pytest.raises(ModuleError, match="is a folder") as caught:
         load_target(f"{tmp_path}/dir.py:Mine")
     assert not isinstance(caught.value, ModuleImportError)
+
+
+def test_a_profile_probe_of_a_missing_file_is_skipped_saying_so(tmp_path):
+    """The probe step lists a module file that is not there as not probed, naming the file
+    (not a library to install); a missing library still names its extra."""
+    from kernelgap.experiments.probe import step
+    from kernelgap.experiments.probe.section import SKIPPED
+    from kernelgap.probe.config import parse_probes
+    from kernelgap.report.integrity import unsealed
+
+    missing = {"name": "mine", "target": f"{tmp_path}/nowhere.py:Mine"}
+    library = {"name": "lib", "target": "no_such_library_here:Attention", "requires": "no-such-library"}
+    for entry in parse_probes([missing, library], tmp_path / "p.toml"):
+        step._probe_one(entry, tmp_path, {})
+    why = {name: unsealed(json.loads((tmp_path / name / SKIPPED).read_text()))["why"] for name in ("mine", "lib")}
+    assert why["mine"].startswith("module file") and "nowhere.py does not exist" in why["mine"]
+    assert "zoo" not in why["mine"]
+    assert why["lib"].startswith("no-such-library is not installed (pip install 'kernelgap[zoo]')")

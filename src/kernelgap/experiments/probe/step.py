@@ -42,15 +42,9 @@ def _probe_one(entry: ProbeEntry, out: Path, sweep_options: dict, ablated: Probe
             facts = {"ablates": ablated.name, "cause": entry.cause, "change": entry.change_from(ablated)}
             atomic_write_json(folder / ABLATION, sealed(facts), out)
     except ModuleImportError as exc:
-        need = entry.requires or "its library"
-        atomic_write_json(
-            folder / SKIPPED,
-            sealed(
-                {
-                    "name": entry.name,
-                    "target": entry.target,
-                    "why": f"{need} is not installed (pip install 'kernelgap[zoo]'): {exc}",
-                }
-            ),
-            out,
-        )
+        # a library names its extra; a module file that is missing (a profile run outside the
+        # repository that holds it) is said as it is
+        why = f"{entry.requires or 'its library'} is not installed (pip install 'kernelgap[zoo]'): {exc}"
+        if entry.requires is None and ".py:" in entry.target:
+            why = str(exc)
+        atomic_write_json(folder / SKIPPED, sealed({"name": entry.name, "target": entry.target, "why": why}), out)
