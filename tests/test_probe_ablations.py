@@ -17,6 +17,8 @@ from kernelgap.probe.config import CAUSES, parse_probes
 from kernelgap.probe.verdicts import rank_verdicts
 from kernelgap.report.integrity import sealed
 
+#: what "cause not found" adds where no twin was trained at the feature count
+NO_TWIN = "; no twin of its kernel trained at its feature count (a twin or an ablation would place it)"
 BASE = {"name": "fla", "target": "kernelgap.probe.zoo:FlaLinearAttention", "kwargs": {"feature_map": "hedgehog"}}
 
 
@@ -135,7 +137,7 @@ def test_the_cause_is_stated_exactly_where_an_ablation_fits_on_most_seeds(tmp_pa
             if 2 * fitted > seeds:
                 want = f"cause: normalisation (the same module with a = 1 is exact on {fitted} of {seeds} seeds)"
             else:
-                want = f"cause not found: tried a = 1 (normalisation: {fitted} of {seeds} seeds exact)"
+                want = f"cause not found: tried a = 1 (normalisation: {fitted} of {seeds} seeds exact)" + NO_TWIN
             assert want in text and cause_text(v) == want
             assert conclusions({"probes": list(probes.values())})["fla, witness, rank 32: cause"] == want
             assert "an ablation of fla (normalisation: a = 1)" in probe_sentence(probes["a"])
@@ -151,7 +153,7 @@ def test_every_fitting_ablation_is_a_cause_and_none_is_said_so(tmp_path, monkeyp
     )
     probes = probes_folder(tmp_path / "y", monkeypatch, ("failed",) * 3, {})
     (v,) = next(p for p in probes if p["name"] == "fla")["suites"][0]["verdicts"]
-    assert cause_text(v) == "cause not found: no ablation in the profile varies it"
+    assert cause_text(v) == "cause not found: no ablation in the profile varies it" + NO_TWIN
 
 
 @pytest.mark.parametrize(
@@ -261,3 +263,4 @@ def test_a_twin_that_fails_too_puts_the_cause_in_the_kernel(twin, ablation_fits)
     else:
         assert text.startswith("cause not found: tried a = 1 (initialisation: 0 of 3 seeds exact)")
         assert ("lies in the module's own layers" in text) == (twin == "exact")
+        assert text.endswith(NO_TWIN) == (twin is None)

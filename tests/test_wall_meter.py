@@ -87,3 +87,16 @@ def test_the_figure_is_drawn_and_nothing_without_probes(tmp_path):
     assert draw_meter(SUMMARY, tmp_path) == ["wall-meter.png", "wall-meter.svg"]
     assert (tmp_path / "wall-meter.png").stat().st_size > 0
     assert draw_meter({"probes": []}, tmp_path / "none") == []
+
+
+def test_a_failure_s_row_states_its_cause_as_the_probe_does():
+    """A verdict short of exact carries its cause (the twin's, here) in the meter's cell, and a
+    verdict without an explanation carries none."""
+    failing = {**verdict(32, "collapsed", fitted=0), "twin": "collapsed", "twin_map": "favor", "ablations": []}
+    summary = {"probes": [probe("performer", "performer_pytorch:SelfAttention", suite("normalised kernel", [failing]))]}
+    (row, _) = meter_rows(summary)
+    assert row["verdict"] == (
+        "collapsed (no recipe search); cause: the kernel, not the library "
+        "(kernelgap's own favor in the same wrapper: collapsed too)"
+    )
+    assert "cause" not in meter_rows(SUMMARY)[3]["verdict"]

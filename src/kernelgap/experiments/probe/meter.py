@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...probe.verdicts import ADDITIVE, certified_additive
 from ...report.figures import MODULE_COLOR, log2_axis, plt, save
 from ..base import Figure
-from .text import edge_note, named_verdict, rank_certified, recipe_rank, schedules_of
+from .text import cause_text, edge_note, named_verdict, rank_certified, recipe_rank, schedules_of
 
 #: The colour of each structure kind on the figure (a probe of an older kernelgap: "unchecked").
 KIND_COLOR = {
@@ -71,6 +71,8 @@ def verdict_cell(v: dict | None, s: dict, additive: bool) -> str:
     if v["verdict"] != "exact" and not v.get("recipe"):
         tried = [schedules_of(s).get(t["recipe"], t["recipe"]) for t in v.get("tried") or []]
         text += f" (tried {', '.join(tried)})" if tried else " (no recipe search)"
+    if "ablations" in v:  # a failure's cause, as the probe's sentence states it
+        text += f"; {cause_text(v)}"
     return text
 
 

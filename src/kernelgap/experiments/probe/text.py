@@ -84,7 +84,8 @@ def cause_text(v: dict) -> str:
     each ablation exact on most seeds; else, where the twin (kernelgap's own map of the same
     kernel in the same wrapper) fails too at that feature count, ``cause: the kernel, not the
     library (…)``; else ``cause not found: tried …`` (each ablation with its seeds exact, and
-    a twin that fits, which puts the cause in the module's own layers)."""
+    a twin that fits, which puts the cause in the module's own layers, or that no twin was
+    trained: what would make the verdict firm)."""
     found = [a for a in v["ablations"] if majority(a["fitted"], a["seeds"])]
     if found:
         return "; ".join(
@@ -98,6 +99,8 @@ def cause_text(v: dict) -> str:
     text = "cause not found: " + (f"tried {', '.join(tried)}" if tried else "no ablation in the profile varies it")
     if twin == "exact":
         text += f"; kernelgap's own {v['twin_map']} is exact in the same wrapper, so it lies in the module's own layers"
+    else:
+        text += "; no twin of its kernel trained at its feature count (a twin or an ablation would place it)"
     return text
 
 
