@@ -26,6 +26,7 @@ from ..validation import PositiveInt, fits
 from .leash import leashed
 from .module_spec import (  # noqa: F401 (re-exported: the torch-free half)
     BINDINGS,
+    LibraryImportError,
     ModuleError,
     ModuleFailure,
     ModuleImportError,

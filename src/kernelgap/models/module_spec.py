@@ -178,6 +178,11 @@ class ModuleImportError(ModuleError):
     """A target whose module cannot be imported (a library that is not installed, say)."""
 
 
+class LibraryImportError(ModuleImportError):
+    """A ``package.module`` target that is not installed (a module file that is missing or does
+    not import is a plain :class:`ModuleImportError`: no library to install)."""
+
+
 class ModuleFailure(ModuleError):
     """The module itself raised — while importing, building, being checked or training."""
 
@@ -286,7 +291,7 @@ def load_target(target: str) -> type:
                     f" (the file {module_name.replace('.', '/')}.py is here: give it as "
                     f"{module_name.replace('.', '/')}.py:{attr}, or run with PYTHONPATH=.)"
                 )
-            raise ModuleImportError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
+            raise LibraryImportError(f"cannot import module {module_name!r}: {one_line(exc)}{hint}") from None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - any import failure is the module's
             raise failure(target, "importing", exc) from None
     try:

@@ -43,12 +43,6 @@ def _features_at(s: dict, rank) -> int | None:
     return next((v["features"] for v in s.get("verdicts") or [] if v["rank_argument"] == rank), rank)
 
 
-def _last_verdict(s: dict) -> str:
-    """The verdict at the most features tried (``not exact`` where no verdict was read)."""
-    verdicts = s.get("verdicts") or []
-    return max(verdicts, key=lambda v: v["rank_argument"])["verdict"] if verdicts else "not exact"
-
-
 def _headline(s: dict, rank) -> dict | None:
     """The verdict the row states: at the first exact rank, else at the most features tried."""
     verdicts = s.get("verdicts") or []
@@ -96,7 +90,7 @@ def module_row(pr: dict, s: dict) -> dict:
         else max((x["features"] or x["rank_argument"] for x in s.get("verdicts") or []), default=None),
         "verdict": verdict_cell(v, s, additive),
         "seeds exact": "–" if v is None else f"{v.get('fitted', 0)}/{v.get('seeds', 0)}",
-        "certificate": rank_certified(s) if rank_certified(s) else "does not bind",
+        "certificate": rank_certified(s) or "does not bind",
     }
 
 

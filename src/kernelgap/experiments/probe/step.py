@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ...io import atomic_write_json
-from ...models.external import ModuleImportError
+from ...models.external import LibraryImportError, ModuleImportError
 from ...probe.config import ProbeConfig, ProbeEntry
 from ...probe.runner import run_probe
 from ...report.integrity import sealed
@@ -42,9 +42,9 @@ def _probe_one(entry: ProbeEntry, out: Path, sweep_options: dict, ablated: Probe
             facts = {"ablates": ablated.name, "cause": entry.cause, "change": entry.change_from(ablated)}
             atomic_write_json(folder / ABLATION, sealed(facts), out)
     except ModuleImportError as exc:
-        # a library names its extra; a module file that is missing (a profile run outside the
+        # a library names its extra; a module file (missing: a profile run outside the
         # repository that holds it) is said as it is
-        why = f"{entry.requires or 'its library'} is not installed (pip install 'kernelgap[zoo]'): {exc}"
-        if entry.requires is None and ".py:" in entry.target:
-            why = str(exc)
+        why = str(exc)
+        if isinstance(exc, LibraryImportError):
+            why = f"{entry.requires or 'its library'} is not installed (pip install 'kernelgap[zoo]'): {exc}"
         atomic_write_json(folder / SKIPPED, sealed({"name": entry.name, "target": entry.target, "why": why}), out)
