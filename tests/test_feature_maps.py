@@ -62,6 +62,7 @@ def test_registry_has_every_common_map():
         "favor",
         "favor_iid",
         "hedgehog",
+        "dpfp",
         "taylor",
         "signed",
         "signed_table",

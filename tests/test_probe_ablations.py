@@ -224,6 +224,36 @@ def test_the_map_layer_ablation_leaves_fla_s_map_its_own_formula():
         FlaLinearAttention(8, 4, feature_map="dpfp", map_layer=False)
 
 
+def test_lat_s_adapter_is_lat_as_shipped_and_changes_only_its_normalisation():
+    """``normalise="sequence"`` is lat's own ``SelfAttention`` (the same weights, the same
+    output); ``"max"`` and ``"mass"`` keep each query's weights summing to 1 on the same kernel;
+    only ``"mass"`` is a kernel of fixed features, its weight ratios blind to the other keys."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("linear_attention_transformer")
+    from linear_attention_transformer.linear_attention_transformer import SelfAttention
+
+    from kernelgap.probe.lat import LatSelfAttention, _normalised_by_mass
+
+    torch.manual_seed(0)
+    adapter, shipped = LatSelfAttention(8, 4), SelfAttention(dim=8, heads=1, dim_head=4)
+    shipped.load_state_dict(adapter.attention.state_dict())
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(adapter(x), shipped(x))
+    q, k = torch.randn(2, 1, 5, 4), torch.randn(2, 1, 5, 4)
+    eye = torch.eye(5).expand(2, 1, 5, 5)  # the values pick each weight out
+    for per_feature in (True, False):
+        weights = _normalised_by_mass(per_feature)(q, k, eye) * 4**0.5
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1, 5))
+        moved = k.clone()
+        moved[..., 4, :] += 3.0  # another key changes: does the ratio of keys 0 and 1 move?
+        again = _normalised_by_mass(per_feature)(q, moved, eye)
+        ratio, ratio_again = weights[..., 0] / weights[..., 1], again[..., 0] / again[..., 1]
+        assert torch.allclose(ratio, ratio_again) != per_feature
+    assert not torch.allclose(LatSelfAttention(8, 4, "max")(x), LatSelfAttention(8, 4)(x))
+    with pytest.raises(ValueError, match="choose from sequence, max, mass"):
+        LatSelfAttention(8, 4, "sum")
+
+
 def test_the_reproduction_leaves_each_ablation_its_record(tmp_path, monkeypatch):
     """The probe step writes ``ablation.json`` beside an ablation's runs (the probe it varies,
     the cause and the change read off the two entries), and none for a probe that is none."""

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,14 +208,32 @@ def test_the_twin_table():
 
     assert twin_map(Elu1LinearAttention, {}) == twin_map(DecayedLinearAttention, {"decay_init": 0.5}) == "elu1"
     assert twin_map(UniformAttention, {}) is None
-    assert all(name is None or name in {"elu1", "relu", "hedgehog", "favor", "taylor"} for _, _, name in TWINS)
+    assert all(name is None or name in {"elu1", "relu", "hedgehog", "dpfp", "favor", "taylor"} for _, _, name in TWINS)
     zoo = pytest.importorskip("kernelgap.probe.zoo")
     cls = zoo.FlaLinearAttention
     assert [twin_map(cls, k) for k in ({}, {"feature_map": "t2r"}, {"feature_map": "dpfp"})] == [
         "hedgehog",
         "relu",
-        None,
+        "dpfp",
     ]
+
+
+def test_the_dpfp_twin_is_fla_dpfp_layer_for_layer():
+    """fla's DPFP has no parameter of its own, so its twin with the same projections is the
+    same function: the twin says "the same kernel" of it, not a likeness."""
+    zoo = pytest.importorskip("kernelgap.probe.zoo")
+    from kernelgap.probe.twin import BuiltinMapAttention
+
+    torch.manual_seed(0)
+    fla = zoo.FlaLinearAttention(d_model=12, rank=3, feature_map="dpfp")
+    features = fla.kernelgap_features(3)
+    twin = BuiltinMapAttention(d_model=12, rank=features, feature_map="dpfp")
+    assert features == twin.kernelgap_features(features) == 24
+    for name in "qkv":
+        getattr(twin, name).load_state_dict(getattr(fla, name).state_dict())
+    twin.o = torch.nn.Identity()
+    x = torch.randn(5, 7, 12)
+    torch.testing.assert_close(twin(x), fla(x))
 
 
 # -- verdicts -----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ Two numbers per family, torch-free:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -251,6 +252,60 @@ def additive_floor(family) -> Fraction | None:
     larger than the query-blind floor (a query-blind model is additive); on the witness
     family both are 3/2 (the rectangle)."""
     return minimax_floor(family, positional=True)
+
+
+# -- the gated bound, exact --------------------------------------------------------------
+
+
+def gated_floor(family) -> Fraction | None:
+    """A lower bound on the max error of every model whose candidates meet only through a
+    *gate of one token* (docs/theory.md, "The gated certificate"): at a scored position ``i``
+    with candidate positions ``a < b``, ``p_i = F_i(x_i) + H_ib(x_i, x_b) + γ_i(x_b)·H_ia(x_i, x_a)``,
+    all free, the gate ``γ_i`` a scalar of the later candidate's token alone.  Exact; 0 where
+    no pair of constraints meets; None past :data:`MAX_FLOOR_ROWS` or for a family whose
+    sequences are not a query and two candidates.
+
+    For a query ``x`` and tokens ``c, c'`` at ``a``, the two gates ``γ(u), γ(w)`` at ``b`` scale
+    one difference ``H(x, c) − H(x, c')``, so a max error ``ε`` (``e = 2ε``) bounds
+    ``|γ(u)|/|γ(w)| ≤ (δ_u + e)/(δ_w − e)``, ``δ`` the targets' difference over ``c, c'``.  Two
+    such constraints with ``u, w`` swapped multiply to 1, so
+    ``e ≥ (AB − CD)/(A + B + C + D)`` (``A, C`` the first's ``δ_w, δ_u``; ``B, D`` the second's):
+    the bound is the largest over every pair (the Pareto-best constraints of each pair of gates).
+    On the witness family ``A = B = 6``, ``C = D = 0``: 3/2."""
+    index = np.asarray(family.index)
+    if index.ndim != 2 or index.shape[1] != 3 or len(family) * len(family.scored_positions) > MAX_FLOOR_ROWS:
+        return None
+    targets = family.targets()
+    tables: dict[tuple[int, int], dict[int, dict[int, Fraction]]] = {}
+    for p in family.scored_positions:
+        a, b = [o for o in range(3) if o != p]
+        for seq in range(len(index)):
+            by_gate = tables.setdefault((p, int(index[seq, p])), {}).setdefault(int(index[seq, b]), {})
+            by_gate[int(index[seq, a])] = Fraction(int(targets[seq, p]))
+    constraints: dict[tuple[int, int, int], set[tuple[Fraction, Fraction]]] = {}
+    for (p, _), gates in tables.items():
+        for u, w in itertools.permutations(sorted(gates), 2):
+            shared = sorted(gates[u].keys() & gates[w].keys())
+            for c, c2 in itertools.combinations(shared, 2):
+                small, big = abs(gates[u][c] - gates[u][c2]), abs(gates[w][c] - gates[w][c2])
+                if big > small:
+                    constraints.setdefault((p, u, w), set()).add((small, big))
+    best = Fraction(0)
+    for (p, u, w), there in constraints.items():
+        back = constraints.get((p, w, u))
+        if back and u < w:
+            for (c, a_), (d, b_) in itertools.product(_pareto(there), _pareto(back)):
+                best = max(best, (a_ * b_ - c * d) / (2 * (a_ + b_ + c + d)))
+    return best
+
+
+def _pareto(pairs: set[tuple[Fraction, Fraction]]) -> list[tuple[Fraction, Fraction]]:
+    """The ``(small, big)`` pairs no other beats on both (a smaller ``small``, a larger ``big``)."""
+    out: list[tuple[Fraction, Fraction]] = []
+    for small, big in sorted(pairs, key=lambda sb: (sb[0], -sb[1])):
+        if not out or big > out[-1][1]:
+            out.append((small, big))
+    return out
 
 
 # -- the optimum of the training loss --------------------------------------------------

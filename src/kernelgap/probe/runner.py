@@ -50,12 +50,12 @@ from ..theory.certificate import certify
 from ..training import TrainConfig, default_model
 from ..training.config import sweep_table_model
 from ..training.stack import final_power
+from . import floor
 from .config import ProbeConfig
-from .floor import additive_floor, query_blind
 from .leash import rehearse
 from .suites import BASELINE, RECIPES, Suite
 from .twin import TWIN_TARGET
-from .verdicts import RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
+from .verdicts import CERTIFIED_KINDS, RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
 
 META = "probe.json"
 #: Keys of ``probe.json`` that make a probe what it is: another value is another probe.
@@ -102,9 +102,7 @@ def run_probe(config: ProbeConfig, log=print) -> dict:
     for row in meta["suites"]:
         st = row["structure"]
         inter = "not finite" if st["interaction"] is None else f"{st['interaction']:.2g}"
-        log(
-            f"[probe] {row['name']}: {plan.name} is {st['kind']} (interaction {inter}, additive floor {st['additive_floor']})"
-        )
+        log(f"[probe] {row['name']}: {plan.name} is {st['kind']} (interaction {inter}{floor_text(st)})")
     try:
         _train(configs, config.sweep_options, log, config.limits["step"])
         if config.recipes:
@@ -189,7 +187,7 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
         "folder": sub,
         "baseline_folder": _hashed(sub, f"{BASELINE}-{sub}", suite, plan.baseline_model),
         "features": features,
-        "query_blind": query_blind(family, final_power(cfg.max_steps, cfg.power)),
+        "query_blind": floor.query_blind(family, final_power(cfg.max_steps, cfg.power)),
         "structure": _structure_row(plan.structures[suite.name], family),
     }
     if plan.twin_model is not None:
@@ -204,10 +202,20 @@ def _suite_row(plan: _Plan, suite: Suite) -> dict:
 
 
 def _structure_row(found: dict, family) -> dict:
-    """The structure check's numbers (:func:`~kernelgap.probe.structure.structure`) and, for an
-    additive module, the family's additive floor (:func:`~kernelgap.probe.floor.additive_floor`)."""
-    floor = additive_floor(family) if found["kind"] == "additive" else None
-    return {**found, "additive_floor": None if floor is None else str(floor)}
+    """The structure check's numbers (:func:`~kernelgap.probe.structure.structure`) and, for a
+    kind of :data:`~kernelgap.probe.verdicts.CERTIFIED_KINDS`, the family's floor for it
+    (``additive_floor``, ``gated_floor``); ``additive_floor`` is None for every other kind."""
+    row = {**found, "additive_floor": None}
+    if found["kind"] in CERTIFIED_KINDS:
+        key = CERTIFIED_KINDS[found["kind"]][0]
+        value = getattr(floor, key)(family)  # the field is named by its function
+        row[key] = None if value is None else str(value)
+    return row
+
+
+def floor_text(st: dict) -> str:
+    """``, additive floor 3/2`` (or ``gated floor``): the floor a structure row carries, if any."""
+    return "".join(f", {key.replace('_', ' ')} {st[key]}" for key, _ in CERTIFIED_KINDS.values() if st.get(key))
 
 
 def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:

@@ -12,6 +12,11 @@ each relative to the output's scale (the RMS of every ``y`` read) and the larges
   candidates, ``F_i(x_i) + Σ_j H_ij(x_i, x_j)``;
 * ``duplication`` — the change of ``y_i`` when every token is written twice: 0 for a layer
   normalised by its attention mass (``Σ α v / Σ α``), doubled terms for one that is not;
+* ``gate`` — how far the rectangle's side ``y_i(c, u) − y_i(d, u)`` at the earlier candidate
+  ``a`` is from one multiple ``ρ`` of itself when the later candidate ``b`` holds another token
+  ``w`` (fixed over the sequences, whose queries and earlier candidates vary): 0 when the
+  candidates meet only through a scalar gate of the later one's token,
+  ``F_i + H_ib(x_b) + γ_i(x_b)·H_ia(x_i, x_a)`` (Mamba2's selective decay without its convolution);
 * ``order`` — the change of ``y_i`` when its two candidates swap places: 0 for a
   position-free layer, not for gated, decayed or positional ones;
 * ``rms_spread`` — ``(max − min) / mean`` of the RMS of ``y_i`` over its features: 0 for an
@@ -21,7 +26,7 @@ each relative to the output's scale (the RMS of every ``y`` read) and the larges
 [B, N, N]`` on the layer's input): whether one is negative; else None (not measured).
 
 The kind (:data:`KINDS`), the first that holds: the module's own ``kernelgap_kind``;
-``additive`` (interaction 0); ``output-normalised`` (RMS spread 0); ``normalised kernel``
+``additive`` (interaction 0); ``scalar-gated`` (gate 0); ``output-normalised`` (RMS spread 0); ``normalised kernel``
 (duplication and order 0, not signed, and a kernel of finite rank declared:
 ``kernelgap_features`` or ``kernelgap_kernel``); ``normalised`` (the same, signed or without a
 declared finite rank, softmax: rank-free); ``gated/other``.  Zero means at most :data:`ZERO`.  The
@@ -43,13 +48,15 @@ from ..models.external import LayerWrapper, ModuleModel, SequenceWrapper, declar
 from .twin import KERNEL_ATTR
 
 #: The kinds of map (module docstring); what the verdicts make of each: :mod:`.verdicts`.
-Kind = Literal["normalised kernel", "additive", "normalised", "output-normalised", "gated/other"]
+Kind = Literal["normalised kernel", "additive", "scalar-gated", "normalised", "output-normalised", "gated/other"]
 KINDS = get_args(Kind)
 #: A measured number at most this (relative to the output's scale) counts as zero: float32
 #: rounding of an exact identity stays below it, a weight that varies by a part in 10⁴ does not.
 ZERO = 1e-5
 #: Random sequences read per weight draw.
 SEQUENCES = 64
+#: Tokens tried at the later candidate by the gate measure: the first, against each other.
+GATE_TOKENS = 4
 #: The attribute by which a module states its kind, and the method exposing its weights.
 KIND_ATTR, WEIGHTS_ATTR = "kernelgap_kind", "kernelgap_weights"
 
@@ -62,6 +69,7 @@ class Structure(BaseModel):
     kind: Kind
     declared: bool
     interaction: float | None
+    gate: float | None
     duplication: float | None
     order: float | None
     rms_spread: float | None
@@ -107,6 +115,7 @@ def structure(
         kind=kind,
         declared=declared in KINDS,
         interaction=top["interaction"],
+        gate=top["gate"],
         duplication=top["duplication"],
         order=top["order"],
         rms_spread=top["rms_spread"],
@@ -124,6 +133,8 @@ def _kind(top: dict, signed: bool | None, kernel: bool) -> str:
 
     if zero("interaction"):
         return "additive"
+    if zero("gate"):
+        return "scalar-gated"
     if zero("rms_spread"):
         return "output-normalised"
     if zero("duplication") and zero("order"):
@@ -157,11 +168,14 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
 
     with torch.enable_grad():  # as in training: some modules fail under no_grad
         y = at(x)
-        inter, order = [], []
+        inter, gate, order = [], [], []
         for i in range(length):
             a, b = [j for j in range(length) if j != i][:2]
             ys = [y[:, i]] + [at(_put(x, a, ca, b, cb), i) for ca, cb in ((alt, alt), (x, alt), (alt, x))]
             inter.append((ys[0] + ys[1] - ys[2] - ys[3]).abs().max())
+            gate.append(
+                _gate_residual(lambda later, earlier, a=a, b=b, i=i: at(_put(x, a, earlier, b, later), i), x, alt)
+            )
             perm = list(range(length))
             perm[a], perm[b] = b, a
             order.append((at(x[:, perm], i) - y[:, i]).abs().max())
@@ -172,6 +186,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
     rms = y.pow(2).mean(-1).sqrt()
     numbers = {
         "interaction": float(torch.stack(inter).max()) / scale,  # max propagates NaN
+        "gate": float(torch.stack(gate).max()) / scale,
         "duplication": float((twice - y).abs().max()) / scale,
         "order": float(torch.stack(order).max()) / scale,
         "rms_spread": float((rms.max() - rms.min()) / rms.mean().clamp_min(1e-12)) if y.shape[-1] > 1 else None,
@@ -185,3 +200,21 @@ def _put(x: torch.Tensor, a: int, at_a: torch.Tensor, b: int, at_b: torch.Tensor
     out = x.clone()
     out[:, a], out[:, b] = at_a[:, a], at_b[:, b]
     return out
+
+
+def _gate_residual(read: Callable, x: torch.Tensor, alt: torch.Tensor) -> torch.Tensor:
+    """The largest distance of the side ``y(x_a, w) − y(alt_a, w)`` from ``ρ_w`` times the side
+    at ``u`` (``ρ_w`` by least squares, the larger side the base), over ``GATE_TOKENS − 1``
+    tokens ``w`` at the later candidate, the same in every sequence (``u``: ``x``'s first
+    row's); ``read(later, earlier)`` is ``y_i`` with the later candidate taken from ``later``
+    and the earlier from ``earlier``."""
+    sides = []
+    for k in range(GATE_TOKENS):
+        later = (alt[k : k + 1] if k else x[:1]).expand_as(x)
+        sides.append(read(later, x) - read(later, alt))
+    worst = sides[0].new_zeros(())
+    for other in sides[1:]:
+        base, fit = (sides[0], other) if sides[0].norm() >= other.norm() else (other, sides[0])
+        rho = (base * fit).sum() / base.pow(2).sum().clamp_min(1e-300)
+        worst = torch.maximum(worst, (fit - rho * base).abs().max())
+    return worst

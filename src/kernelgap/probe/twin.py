@@ -24,7 +24,7 @@ TWINS: list[tuple[str, dict, str | None]] = [
     ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "t2r"}, "relu"),  # relu(Wx)
     ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "relu"}, "relu"),
     ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "taylor"}, "taylor"),  # 1 + t + t²/2
-    ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "dpfp"}, None),
+    ("kernelgap.probe.zoo.FlaLinearAttention", {"feature_map": "dpfp"}, "dpfp"),  # parameter-free: the same map
     ("kernelgap.probe.zoo.FlaLinearAttention", {}, "hedgehog"),  # softmax([Wx, −Wx])
     # generalized attention: relu(ωᵀx) features (its default kernel_fn), not FAVOR+'s exp
     ("performer_pytorch.performer_pytorch.SelfAttention", {"generalized_attention": True}, "relu"),
@@ -61,7 +61,7 @@ def twin_map(cls: type, kwargs: dict) -> str | None:
 
 class BuiltinMapAttention(nn.Module):
     """``y_i = W_o Σ_j α_ij v_j / Σ_j α_ij`` with ``α = <φ(W_q x_i), φ(W_k x_j)>`` and φ a
-    registered map with a linear projection (``elu1``, ``relu``, ``hedgehog``, ``taylor``,
+    registered map with a linear projection (``elu1``, ``relu``, ``hedgehog``, ``dpfp``, ``taylor``,
     ``favor``, ``favor_iid``); maps in log space are normalized by a softmax of ``log α``."""
 
     kernelgap_interface = "layer"

@@ -1,8 +1,8 @@
 """The probe's verdict rules: what a probed module's runs at one rank amount to.
 
 Each module gets a verdict per suite and rank (:func:`rank_verdicts`): ``exact``,
-:data:`ADDITIVE` (its structure check found it additive in its candidates: docs/theory.md,
-"The additivity certificate"), ``collapsed`` (no better than a query-blind model at its own
+:data:`ADDITIVE` or :data:`GATED` (its structure check found a kind no model of which fits the
+family at any rank: docs/theory.md, "The additivity certificate", "The gated certificate"), ``collapsed`` (no better than a query-blind model at its own
 training loss: the optimiser, not the theorem; docs/theory.md, "The query-blind floor"),
 ``at the wall`` (fewer features than the family's certified rank: the theorem, for a
 normalised kernel) or ``not fitted``, read after the recipe search
@@ -33,11 +33,19 @@ RECIPE_KEYS = ("lr", "mse_steps", "max_steps")
 #: The verdict of a module additive in its candidates, not exact, on a family whose additive
 #: floor is at least 1/2 (docs/theory.md, "The additivity certificate"): at every rank.
 ADDITIVE = "cannot fit at any rank (additive in its candidates)"
+#: The same for a module whose candidates meet only through a scalar gate of the later one's
+#: token, on a family whose gated floor is at least 1/2 (docs/theory.md, "The gated certificate").
+GATED = "cannot fit at any rank (its candidates meet only through a gate of one token)"
+#: The kinds certified at every rank: the structure's field holding the family's floor for the
+#: kind (named by the function of :mod:`.floor` that computes it) and the verdict where that
+#: floor is at least 1/2.
+CERTIFIED_KINDS = {"additive": ("additive_floor", ADDITIVE), "scalar-gated": ("gated_floor", GATED)}
+CERTIFIED_VERDICTS = (ADDITIVE, GATED)
 #: The verdicts of a module at one rank; the first that holds is given, in this order.
-VERDICTS = ("exact", ADDITIVE, "collapsed", "at the wall", "not fitted")
+VERDICTS = ("exact", *CERTIFIED_VERDICTS, "collapsed", "at the wall", "not fitted")
 #: Kinds of module (:mod:`kernelgap.probe.structure`) the lower bound does not cover: judged
 #: rank-free, ``exact`` or ``not fitted`` only (no certificate, no collapse, no wall).
-RANK_FREE = ("normalised", "output-normalised", "gated/other")
+RANK_FREE = ("scalar-gated", "normalised", "output-normalised", "gated/other")
 
 
 def probe_rows(folder: Path) -> list[dict]:
@@ -87,10 +95,13 @@ def collapsed(row: dict, query_blind: dict | None) -> bool:
     return abs(row["max_error"] - query_blind["max_error"]) <= COLLAPSE_TOLERANCE * query_blind["max_error"]
 
 
-def certified_additive(kind: str | None, additive_floor: str | None) -> bool:
-    """Whether no module of this kind is exact at any rank: additive, on a family whose
-    additive floor (:func:`kernelgap.probe.floor.additive_floor`) is at least 1/2."""
-    return kind == "additive" and additive_floor is not None and Fraction(additive_floor) >= EXACT_THRESHOLD
+def certified_verdict(structure: dict | None) -> str | None:
+    """The verdict at every rank of a module whose ``structure`` (``{"kind", "additive_floor"}``
+    or ``{"kind", "gated_floor"}``) is a kind of :data:`CERTIFIED_KINDS` on a family whose
+    floor for it is at least 1/2: no model of the kind is exact there; else None."""
+    key, verdict = CERTIFIED_KINDS.get((structure or {}).get("kind"), (None, None))
+    floor = (structure or {}).get(key) if key else None
+    return verdict if floor is not None and Fraction(floor) >= EXACT_THRESHOLD else None
 
 
 def forbidden(count: int | None, certified: int | None) -> bool:
@@ -110,8 +121,8 @@ def rank_verdicts(
 
     ``counts`` maps a rank argument to its true feature count (None: unknown, the rank
     argument is compared instead).  ``exact``: most seeds fit the training family (max
-    error < 1/2), or a recipe of the search did (``recipe`` names it); :data:`ADDITIVE`:
-    the module's ``structure`` (``{"kind", "additive_floor"}``) is :func:`certified_additive`;
+    error < 1/2), or a recipe of the search did (``recipe`` names it); :data:`ADDITIVE` or
+    :data:`GATED`: the module's ``structure`` has a :func:`certified_verdict`;
     ``collapsed``: most seeds are no better than a query-blind model (:func:`collapsed`);
     ``at the wall``: the certificate forbids an exact model with that many features; else
     ``not fitted``.  A kind of :data:`RANK_FREE` is ``exact`` or ``not fitted`` only.
@@ -119,7 +130,7 @@ def rank_verdicts(
     kind = (structure or {}).get("kind")
     if kind in RANK_FREE:
         certified, query_blind = None, None
-    additive = certified_additive(kind, (structure or {}).get("additive_floor"))
+    certificate = certified_verdict(structure)
     out = []
     for rank in sorted({r["rank"] for r in rows}):
         at = [r for r in rows if r["rank"] == rank]
@@ -133,8 +144,9 @@ def rank_verdicts(
         ]
         fitted, down = sum(exact(r) for r in at), sum(collapsed(r, query_blind) for r in at)
         recipe = next((t["recipe"] for t in tried if t["exact"]), None)
-        holds = (majority(fitted, len(at)) or recipe is not None, additive, majority(down, len(at)))
-        verdict = next(v for v, h in zip(VERDICTS, (*holds, forbidden(compared, certified), True)) if h)
+        holds = (majority(fitted, len(at)) or recipe is not None, *(certificate == c for c in CERTIFIED_VERDICTS))
+        holds += (majority(down, len(at)), forbidden(compared, certified), True)
+        verdict = next(v for v, h in zip(VERDICTS, holds) if h)
         errors = [r["max_error"] for r in at if r["max_error"] is not None]
         out.append(
             {
@@ -155,9 +167,9 @@ def rank_verdicts(
 
 def needs_recipe(verdict: dict, certified: int | None, structure: dict | None = None) -> bool:
     """A rank the recipe search tries: not exact, where no certificate forbids a fit (the
-    rank certificate for a normalised kernel, the additive floor for an additive module)."""
+    rank certificate for a normalised kernel, a kind's floor for a kind of :data:`CERTIFIED_KINDS`)."""
     count = verdict["features"] if verdict["features"] is not None else verdict["rank_argument"]
-    if verdict["verdict"] == ADDITIVE:
+    if verdict["verdict"] in CERTIFIED_VERDICTS:
         return False
     if (structure or {}).get("kind") in RANK_FREE:
         certified = None

@@ -5,7 +5,7 @@ the lower bound speaks of it.  The built-in baseline of each suite is a row too.
 
 from __future__ import annotations
 
-from ...probe.verdicts import ADDITIVE, certified_additive
+from ...probe.verdicts import certified_verdict
 from ...report.figures import MODULE_COLOR, log2_axis, plt, save
 from ..base import Figure
 from .text import cause_text, edge_note, named_verdict, rank_certified, recipe_rank, schedules_of
@@ -16,6 +16,7 @@ KIND_COLOR = {
     "normalised": "#2ca02c",
     "output-normalised": "#9467bd",
     "additive": "#d62728",
+    "scalar-gated": "#bcbd22",
     "gated/other": MODULE_COLOR,
     "unchecked": "#7f7f7f",
 }
@@ -24,6 +25,7 @@ KIND_COLOR = {
 #: Libraries of kernelgap's own wrappers, by target or module: the library each wraps.
 LIBRARIES = {
     "kernelgap.probe.zoo": "fla-core",
+    "kernelgap.probe.lat": "linear_attention_transformer",
     "kernelgap.probe.examples:SoftmaxAttention": "torch",  # nn.MultiheadAttention
     "kernelgap.probe.layers": "reference (plain torch)",
 }
@@ -51,11 +53,11 @@ def _headline(s: dict, rank) -> dict | None:
     return max(verdicts, key=lambda v: v["rank_argument"]) if verdicts else None
 
 
-def verdict_cell(v: dict | None, s: dict, additive: bool) -> str:
+def verdict_cell(v: dict | None, s: dict, certificate: str | None) -> str:
     """The row's verdict, with the recipe that reached it (on its one seed), an edge note where
     the seeds do not make it firm, and what was tried (or that no recipe was) where it is not exact."""
-    if additive:
-        return ADDITIVE
+    if certificate:  # no rank of its kind fits (its structure's floor)
+        return certificate
     if v is None:
         return "not exact"
     text = named_verdict(v, schedules_of(s)) + edge_note(v)
@@ -76,7 +78,6 @@ def module_row(pr: dict, s: dict) -> dict:
     recipe = recipe_rank(s)
     rank = recipe["rank_argument"] if recipe else s["transition_rank"]
     v = recipe or _headline(s, rank)
-    additive = certified_additive(kind, (s.get("structure") or {}).get("additive_floor"))
     args = pr.get("args") or {}  # ModuleSpec.rank_free, read off the summary (the report imports no model)
     rank_free = bool(args) and "rank" not in [a for a in args.values() if isinstance(a, str)]
     return {
@@ -88,7 +89,7 @@ def module_row(pr: dict, s: dict) -> dict:
         "tried up to": None
         if rank_free
         else max((x["features"] or x["rank_argument"] for x in s.get("verdicts") or []), default=None),
-        "verdict": verdict_cell(v, s, additive),
+        "verdict": verdict_cell(v, s, certified_verdict(s.get("structure"))),
         "seeds exact": "–" if v is None else f"{v.get('fitted', 0)}/{v.get('seeds', 0)}",
         "certificate": rank_certified(s) or "does not bind",
     }

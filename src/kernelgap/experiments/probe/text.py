@@ -3,7 +3,7 @@ conclusions ``kernelgap compare`` lists (:attr:`~kernelgap.experiments.base.Expe
 
 from __future__ import annotations
 
-from ...probe.verdicts import ADDITIVE, RANK_FREE, certified_additive, judges_collapse
+from ...probe.verdicts import CERTIFIED_KINDS, CERTIFIED_VERDICTS, RANK_FREE, certified_verdict, judges_collapse
 from ...report.criteria import OOD_SOLVED_ACC, at_edge, majority
 from ...report.html import of, reached
 
@@ -21,14 +21,15 @@ def structure_text(st: dict | None) -> str:
         return ""
     numbers = ", ".join(
         f"{k.replace('_', ' ')} {st[k]:.2g}"
-        for k in ("interaction", "duplication", "order", "rms_spread")
+        for k in ("interaction", "gate", "duplication", "order", "rms_spread")
         if st.get(k) is not None
     )
     text = f"structure: {st['kind']}{' (declared)' if st.get('declared') else ''} ({numbers}"
-    if certified_additive(st["kind"], st.get("additive_floor")):
-        text += f"; additive floor {st['additive_floor']}: no rank is exact, docs/theory.md"
-    elif st.get("additive_floor") is not None:
-        text += f"; additive floor {st['additive_floor']}: no certificate"
+    key = CERTIFIED_KINDS.get(st["kind"], ("additive_floor",))[0]
+    if certified_verdict(st):
+        text += f"; {key.replace('_', ' ')} {st[key]}: no rank is exact, docs/theory.md"
+    elif st.get(key) is not None:
+        text += f"; {key.replace('_', ' ')} {st[key]}: no certificate"
     elif st["kind"] in RANK_FREE:
         text += "; rank-free: the lower bound does not cover it"
     return text + ")"
@@ -44,7 +45,7 @@ def edge_note(v: dict) -> str:
     read by majority rests on one seed or on seeds that disagree (:func:`at_edge`): another
     CPU's rounding may read it otherwise.  Nothing for a firm verdict or one a recipe decided."""
     seeds = v.get("seeds")
-    if v.get("recipe") or seeds is None or v.get("verdict") == ADDITIVE:  # a certificate, not a reading
+    if v.get("recipe") or seeds is None or v.get("verdict") in CERTIFIED_VERDICTS:  # a certificate, not a reading
         return ""
     if seeds < 2:
         return " (at the edge: one seed)"

@@ -15,6 +15,7 @@ facts on its class (:class:`FeatureMap`).  The built-in maps:
 | favor      | Wx + c, d = m     | exp(ω·u − |u|²/2)/√r (orthogonal ω)         | E = exp(<u, w>)  (Performer)   |
 | favor_iid  | Wx + c, d = m     | the same with iid ω ~ N(0, I)               | E = exp(<u, w>)                |
 | hedgehog   | Wx + c, d = ⌈r/2⌉ | softmax([u, −u])                            | nonnegative                    |
+| dpfp       | Wx + c, d = ⌈r/8⌉ | s_i·s_{i−k}, s = [relu(u), relu(−u)], k ≤ 4 | nonnegative                    |
 | taylor     | Wx + c            | [1, u, sym(u⊗u)], 1 + d + d(d+1)/2 of them  | 1 + <u,w> + <u,w>²/2 (exact)   |
 | signed     | MLP(x)            | u, unconstrained                            | may be negative (loophole)     |
 | signed_table | θ[token], free  | u, starts at exp(θ₀)                        | any rank-r kernel (finite fam.)|
@@ -31,6 +32,7 @@ from .base import (
     FeatureMap,
     MLPFeatureMap,
     ProjectedFeatureMap,
+    TruncatedFeatureMap,
     feature_map_class,
     register_feature_map,
     vocabulary_ids,
@@ -47,6 +49,7 @@ __all__ = [
     "FeatureMap",
     "MLPFeatureMap",
     "ProjectedFeatureMap",
+    "TruncatedFeatureMap",
     "feature_map_class",
     "register_feature_map",
     "vocabulary_ids",

@@ -115,6 +115,22 @@ class ProjectedFeatureMap(FeatureMap):
     """``φ(u)`` of a linear projection ``u = Wx + c`` (per role and key position)."""
 
 
+class TruncatedFeatureMap(ProjectedFeatureMap):
+    """A projected map that computes more entries than a rank asks for and keeps the first
+    ``rank`` (built for its rank; a rank-r model is no wider one masked)."""
+
+    maskable = False
+    projection_is_feature_axis = False
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    @classmethod
+    def build(cls, m, rank, slots=1, heads=1):
+        return cls(rank)
+
+
 class MLPFeatureMap(FeatureMap):
     """``φ = g(u)`` of a two-layer MLP ``u = MLP(x)`` (one per role and key position,
     ``d = r``); ``g`` is the identity on log-features (``exp``) or on features."""

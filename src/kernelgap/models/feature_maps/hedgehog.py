@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from .base import ProjectedFeatureMap, register_feature_map
+from .base import TruncatedFeatureMap, register_feature_map
 
 
 @register_feature_map
-class Hedgehog(ProjectedFeatureMap):
+class Hedgehog(TruncatedFeatureMap):
     """``φ(u) = softmax([u, −u])`` over ``2⌈r/2⌉`` entries, first ``r`` kept (log space):
     Zhang et al., *The Hedgehog & the Porcupine*, 2024, https://arxiv.org/abs/2402.04347."""
 
@@ -16,17 +16,7 @@ class Hedgehog(ProjectedFeatureMap):
     order = 50
     color = "#e377c2"
     citation = "Zhang et al. 2024, arXiv:2402.04347"
-    log_space = True
-    maskable = False  # the softmax normalises over all 2⌈r/2⌉ entries
-    projection_is_feature_axis = False
-
-    def __init__(self, rank: int) -> None:
-        super().__init__()
-        self.rank = rank
-
-    @classmethod
-    def build(cls, m, rank, slots=1, heads=1):
-        return cls(rank)
+    log_space = True  # not maskable: the softmax normalises over all 2⌈r/2⌉ entries
 
     @classmethod
     def projection_dim(cls, rank, m):
