@@ -15,6 +15,11 @@ changes only how it is normalised:
   k_jf)``, and the weights by their mass;
 * ``"mass"`` — the kernel itself, one constant per sequence taken out for range, the weights
   divided by their mass: normalised linear attention, features fixed per token.
+
+Under ``"sequence"`` and ``"max"`` a key's features depend on the other keys of its sequence,
+so the layer is no fixed kernel and the rank certificate does not speak of it: the module
+declares itself ``normalised`` (rank-free; docs/theory.md, "The additivity certificate"), which
+its duplication and order alone would not show.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class LatSelfAttention(nn.Module):
         if normalise not in NORMALISE:
             raise ValueError(f"no normalisation {normalise!r}; choose from {', '.join(NORMALISE)}")
         self.attention = SelfAttention(dim=d_model, heads=1, dim_head=rank)
+        self.kernelgap_kind = "normalised kernel" if normalise == "mass" else "normalised"
         if normalise != "sequence":
             self.attention.global_attn_fn = _normalised_by_mass(per_feature=normalise == "max")
 
