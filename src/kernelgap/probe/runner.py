@@ -55,7 +55,7 @@ from .config import ProbeConfig
 from .leash import rehearse
 from .suites import BASELINE, RECIPES, Suite
 from .twin import TWIN_TARGET
-from .verdicts import CERTIFIED_KINDS, RECIPE_KEYS, needs_recipe, probe_rows, rank_verdicts
+from .verdicts import CERTIFIED_KINDS, RECIPE_KEYS, kind_floor, needs_recipe, probe_rows, rank_verdicts
 
 META = "probe.json"
 #: Keys of ``probe.json`` that make a probe what it is: another value is another probe.
@@ -215,7 +215,8 @@ def _structure_row(found: dict, family) -> dict:
 
 def floor_text(st: dict) -> str:
     """``, additive floor 3/2`` (or ``gated floor``): the floor a structure row carries, if any."""
-    return "".join(f", {key.replace('_', ' ')} {st[key]}" for key, _ in CERTIFIED_KINDS.values() if st.get(key))
+    key, value = kind_floor(st)
+    return f", {key.replace('_', ' ')} {value}" if value else ""
 
 
 def _meta(plan: _Plan, suite_rows: list[dict]) -> dict:

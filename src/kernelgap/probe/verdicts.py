@@ -40,7 +40,7 @@ GATED = "cannot fit at any rank (its candidates meet only through a gate of one 
 #: kind (named by the function of :mod:`.floor` that computes it) and the verdict where that
 #: floor is at least 1/2.
 CERTIFIED_KINDS = {"additive": ("additive_floor", ADDITIVE), "scalar-gated": ("gated_floor", GATED)}
-CERTIFIED_VERDICTS = (ADDITIVE, GATED)
+CERTIFIED_VERDICTS = tuple(verdict for _, verdict in CERTIFIED_KINDS.values())
 #: The verdicts of a module at one rank; the first that holds is given, in this order.
 VERDICTS = ("exact", *CERTIFIED_VERDICTS, "collapsed", "at the wall", "not fitted")
 #: Kinds of module (:mod:`kernelgap.probe.structure`) the lower bound does not cover: judged
@@ -99,9 +99,16 @@ def certified_verdict(structure: dict | None) -> str | None:
     """The verdict at every rank of a module whose ``structure`` (``{"kind", "additive_floor"}``
     or ``{"kind", "gated_floor"}``) is a kind of :data:`CERTIFIED_KINDS` on a family whose
     floor for it is at least 1/2: no model of the kind is exact there; else None."""
-    key, verdict = CERTIFIED_KINDS.get((structure or {}).get("kind"), (None, None))
-    floor = (structure or {}).get(key) if key else None
-    return verdict if floor is not None and Fraction(floor) >= EXACT_THRESHOLD else None
+    verdict = CERTIFIED_KINDS.get((structure or {}).get("kind"), (None, None))[1]
+    floor = kind_floor(structure)[1]
+    return verdict if verdict and floor is not None and Fraction(floor) >= EXACT_THRESHOLD else None
+
+
+def kind_floor(structure: dict | None) -> tuple[str, str | None]:
+    """``(field, value)``: the floor a structure row holds for its kind (:data:`CERTIFIED_KINDS`;
+    ``additive_floor`` for every other kind), the value None where none was computed."""
+    key = CERTIFIED_KINDS.get((structure or {}).get("kind"), ("additive_floor", None))[0]
+    return key, (structure or {}).get(key)
 
 
 def forbidden(count: int | None, certified: int | None) -> bool:

@@ -3,7 +3,7 @@ conclusions ``kernelgap compare`` lists (:attr:`~kernelgap.experiments.base.Expe
 
 from __future__ import annotations
 
-from ...probe.verdicts import CERTIFIED_KINDS, CERTIFIED_VERDICTS, RANK_FREE, certified_verdict, judges_collapse
+from ...probe.verdicts import CERTIFIED_VERDICTS, RANK_FREE, certified_verdict, judges_collapse, kind_floor
 from ...report.criteria import OOD_SOLVED_ACC, at_edge, majority
 from ...report.html import of, reached
 
@@ -25,11 +25,11 @@ def structure_text(st: dict | None) -> str:
         if st.get(k) is not None
     )
     text = f"structure: {st['kind']}{' (declared)' if st.get('declared') else ''} ({numbers}"
-    key = CERTIFIED_KINDS.get(st["kind"], ("additive_floor",))[0]
+    key, floor = kind_floor(st)
     if certified_verdict(st):
-        text += f"; {key.replace('_', ' ')} {st[key]}: no rank is exact, docs/theory.md"
-    elif st.get(key) is not None:
-        text += f"; {key.replace('_', ' ')} {st[key]}: no certificate"
+        text += f"; {key.replace('_', ' ')} {floor}: no rank is exact, docs/theory.md"
+    elif floor is not None:
+        text += f"; {key.replace('_', ' ')} {floor}: no certificate"
     elif st["kind"] in RANK_FREE:
         text += "; rank-free: the lower bound does not cover it"
     return text + ")"
