@@ -252,17 +252,22 @@ def test_lat_s_adapter_is_lat_as_shipped_and_changes_only_its_normalisation():
     assert not torch.allclose(LatSelfAttention(8, 4, "max")(x), LatSelfAttention(8, 4)(x))
     with pytest.raises(ValueError, match="choose from sequence, max, mass"):
         LatSelfAttention(8, 4, "sum")
-    # keys normalised over their sequence are no fixed kernel: rank-free, declared (the check's
-    # duplication and order alone would call lat a normalised kernel)
-    from kernelgap.probe.structure import structure
+    # keys normalised over their sequence are no fixed kernel: rank-free, measured (the check's
+    # duplication and order alone would call lat a normalised kernel; its context does not)
+    from linear_attention_transformer.linear_attention_transformer import SelfAttention as Shipped
+
+    from kernelgap.probe.structure import ZERO, structure
 
     kinds = {n: structure(LatSelfAttention(32, 8, n), 12, "layer") for n in ("sequence", "max", "mass")}
+    kinds["shipped"] = structure(Shipped(dim=32, heads=1, dim_head=8), 12, "layer", kernel=True)
     assert {n: (k.kind, k.declared) for n, k in kinds.items()} == {
-        "sequence": ("normalised", True),
-        "max": ("normalised", True),
-        "mass": ("normalised kernel", True),
+        "sequence": ("normalised", False),
+        "max": ("normalised", False),
+        "mass": ("normalised kernel", False),
+        "shipped": ("normalised", False),
     }
-    assert kinds["sequence"].duplication <= 1e-5 and kinds["sequence"].order <= 1e-5
+    assert kinds["mass"].context <= ZERO < min(kinds[n].context for n in ("sequence", "max", "shipped"))
+    assert kinds["sequence"].duplication <= ZERO and kinds["sequence"].order <= ZERO
 
 
 def test_the_reproduction_leaves_each_ablation_its_record(tmp_path, monkeypatch):

@@ -156,6 +156,46 @@ def test_additivity_is_the_rectangle_identity(seed, eps):
     assert (got.order > ZERO) and (got.duplication > ZERO)  # position-dependent H, no mass
 
 
+class _KeysOfTheirSequence(nn.Module):
+    """Normalised attention on the features ``exp(K x)``, each key feature scaled by ``1 + eps``
+    times its mean over the sequence: a fixed kernel when ``eps = 0``; else a key's weight
+    depends on the other keys (as lat's softmax over the sequence), duplication and order 0."""
+
+    def __init__(self, seed: int, eps: float, d_model: int = 32, rank: int = 8) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.q, self.k = (nn.Parameter(torch.randn(rank, d_model, generator=g) / d_model**0.5) for _ in "qk")
+        self.v = nn.Parameter(torch.randn(d_model, d_model, generator=g))
+        self.eps = eps
+
+    @staticmethod
+    def kernelgap_features(rank: int) -> int:
+        return rank
+
+    def forward(self, x):
+        phi_q, phi_k = (x @ self.q.T).exp(), (x @ self.k.T).exp()
+        keys = phi_k * (1 + self.eps * phi_k.mean(-2, keepdim=True))
+        a = phi_q @ keys.transpose(-1, -2)
+        return a @ (x @ self.v) / a.sum(-1, keepdim=True)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from([0.0, 1e-2, 1.0]))
+def test_a_key_weighed_by_its_sequence_is_no_fixed_kernel(seed, eps):
+    """The context measure (the cycle of weight ratios) is 0 exactly for fixed weights, so the
+    kind is a normalised kernel only then; duplication and order cannot tell the two apart."""
+    got = structure(lambda s: _KeysOfTheirSequence(seed + s, eps), 12, "layer")
+    assert got.duplication <= ZERO and got.order <= ZERO
+    assert (got.context <= ZERO) == (eps == 0.0)
+    assert got.kind == ("normalised kernel" if eps == 0.0 else "normalised")
+
+
+@pytest.mark.parametrize("feature_map", ["elu1", "hedgehog", "favor", "relu", "taylor"])
+def test_every_fixed_feature_map_reads_as_a_fixed_kernel(feature_map):
+    got = structure(lambda s: (torch.manual_seed(s), BuiltinMapAttention(32, 16, feature_map))[1], 12, "layer")
+    assert got.context <= ZERO and got.kind == "normalised kernel"
+
+
 # -- the additive floor --------------------------------------------------------------------
 
 

@@ -17,9 +17,9 @@ changes only how it is normalised:
   divided by their mass: normalised linear attention, features fixed per token.
 
 Under ``"sequence"`` and ``"max"`` a key's features depend on the other keys of its sequence,
-so the layer is no fixed kernel and the rank certificate does not speak of it: the module
-declares itself ``normalised`` (rank-free; docs/theory.md, "The additivity certificate"), which
-its duplication and order alone would not show.
+so the layer is no fixed kernel and the rank certificate does not speak of it: the structure
+check's ``context`` measure finds it (kind ``normalised``, rank-free; docs/theory.md, "The
+additivity certificate"), as it does for lat's own ``SelfAttention`` probed directly.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ class LatSelfAttention(nn.Module):
         if normalise not in NORMALISE:
             raise ValueError(f"no normalisation {normalise!r}; choose from {', '.join(NORMALISE)}")
         self.attention = SelfAttention(dim=d_model, heads=1, dim_head=rank)
-        self.kernelgap_kind = "normalised kernel" if normalise == "mass" else "normalised"
         if normalise != "sequence":
             self.attention.global_attn_fn = _normalised_by_mass(per_feature=normalise == "max")
 

@@ -4,8 +4,8 @@ certificate"): :func:`structure`, a :class:`Structure`.
 The module's output ``y_i`` at every position (a ``layer`` module: the vector the layer gives
 the readout; a ``sequence`` module: its prediction) is read on random sequences of
 ``{0,1}^m``, at its initial weights and at one more weight draw, and four numbers are taken,
-each relative to the output's scale (the RMS of every ``y`` read) and the largest over draws
-(None where an output is not finite: nothing is told):
+each relative to the output's scale (the RMS of every ``y`` read; ``context`` a log, relative
+itself) and the largest over draws (None where an output is not finite: nothing is told):
 
 * ``interaction`` — the rectangle ``|y_i(c, c') + y_i(d, d') − y_i(c, d') − y_i(d, c')|`` over
   the two other positions' tokens: 0 for every draw exactly when ``y_i`` is additive in its
@@ -19,6 +19,10 @@ each relative to the output's scale (the RMS of every ``y`` read) and the larges
   ``F_i + H_ib(x_b) + γ_i(x_b)·H_ia(x_i, x_a)`` (Mamba2's selective decay without its convolution);
 * ``order`` — the change of ``y_i`` when its two candidates swap places: 0 for a
   position-free layer, not for gated, decayed or positional ones;
+* ``context`` — ``|log (Z_c/Z_d)(Z_d/Z_e)(Z_e/Z_c)|`` of the weights ``Z`` a candidate holds in
+  the query's normalised sum, read off the outputs with one candidate and with two
+  (:func:`_context_cycle`; the median over sequences): 0 for fixed weights, not for keys
+  normalised over their sequence first (linear-attention-transformer's softmax over the keys);
 * ``rms_spread`` — ``(max − min) / mean`` of the RMS of ``y_i`` over its features: 0 for an
   output normalised over its features (None for a scalar output).
 
@@ -27,7 +31,7 @@ each relative to the output's scale (the RMS of every ``y`` read) and the larges
 
 The kind (:data:`KINDS`), the first that holds: the module's own ``kernelgap_kind``;
 ``additive`` (interaction 0); ``scalar-gated`` (gate 0); ``output-normalised`` (RMS spread 0); ``normalised kernel``
-(duplication and order 0, not signed, and a kernel of finite rank declared:
+(duplication, order and context 0 — context None for a scalar output —, not signed, and a kernel of finite rank declared:
 ``kernelgap_features`` or ``kernelgap_kernel``); ``normalised`` (the same, signed or without a
 declared finite rank, softmax: rank-free); ``gated/other``.  Zero means at most :data:`ZERO`.  The
 module is read in float64 where it runs so (a copy), else as it is (``precision``).
@@ -55,6 +59,9 @@ KINDS = get_args(Kind)
 ZERO = 1e-5
 #: Random sequences read per weight draw.
 SEQUENCES = 64
+#: Sequences whose candidates' two sides are nearer parallel than this (the smaller singular
+#: value over the larger) are left out of the context measure: a weight there is about 0.
+CONDITION = 1e-4
 #: Tokens tried at the later candidate by the gate measure: the first, against each other.
 GATE_TOKENS = 4
 #: The attribute by which a module states its kind, and the method exposing its weights.
@@ -72,6 +79,7 @@ class Structure(BaseModel):
     gate: float | None
     duplication: float | None
     order: float | None
+    context: float | None
     rms_spread: float | None
     signed: bool | None
     draws: int
@@ -118,6 +126,7 @@ def structure(
         gate=top["gate"],
         duplication=top["duplication"],
         order=top["order"],
+        context=top["context"],
         rms_spread=top["rms_spread"],
         signed=signed,
         draws=len(draws),
@@ -138,7 +147,8 @@ def _kind(top: dict, signed: bool | None, kernel: bool) -> str:
     if zero("rms_spread"):
         return "output-normalised"
     if zero("duplication") and zero("order"):
-        return "normalised kernel" if kernel and not signed else "normalised"
+        fixed = top["context"] is None or top["context"] <= ZERO  # a scalar output cannot tell
+        return "normalised kernel" if kernel and fixed and not signed else "normalised"
     return "gated/other"
 
 
@@ -157,11 +167,12 @@ def _reader(module: nn.Module, m: int, interface: str, d_model: int) -> tuple[Ca
 
 
 def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: int, seed: int) -> dict:
-    """The four numbers and ``signed`` of one weight draw (module docstring)."""
+    """The numbers and ``signed`` of one weight draw (module docstring)."""
     gen = torch.Generator().manual_seed(seed)
     dtype = next(inner.parameters(), torch.empty(0)).dtype
     x = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
     alt = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
+    third = torch.randint(0, 2, (SEQUENCES, 3, m), generator=gen).to(dtype)
 
     def at(tokens, i=slice(None)):
         return read(tokens)[:, i].detach().double()
@@ -180,6 +191,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
             perm[a], perm[b] = b, a
             order.append((at(x[:, perm], i) - y[:, i]).abs().max())
         twice = at(x.repeat_interleave(2, dim=1))[:, 1::2]  # each token's last copy
+        context = _context_cycle(lambda tokens: at(tokens, -1), x[:, :-1], x[:, -1], third)
         weights = getattr(inner, WEIGHTS_ATTR, None)
         signed = bool((weights(feed(x)) < 0).any()) if callable(weights) else None
     scale = float(y.pow(2).mean().sqrt().clamp_min(1e-12))
@@ -189,6 +201,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
         "gate": float(torch.stack(gate).max()) / scale,
         "duplication": float((twice - y).abs().max()) / scale,
         "order": float(torch.stack(order).max()) / scale,
+        "context": context,
         "rms_spread": float((rms.max() - rms.min()) / rms.mean().clamp_min(1e-12)) if y.shape[-1] > 1 else None,
     }
     finite = {k: v if v is not None and math.isfinite(v) else None for k, v in numbers.items()}
@@ -200,6 +213,42 @@ def _put(x: torch.Tensor, a: int, at_a: torch.Tensor, b: int, at_b: torch.Tensor
     out = x.clone()
     out[:, a], out[:, b] = at_a[:, a], at_b[:, b]
     return out
+
+
+def _context_cycle(read: Callable, rest: torch.Tensor, query: torch.Tensor, tokens: torch.Tensor) -> float | None:
+    """The median over sequences of ``|log (Z_c/Z_d)(Z_d/Z_e)(Z_e/Z_c)|``: 0 when a candidate's
+    weight in the query's normalised sum is the same whatever the other candidate (a fixed
+    kernel), not when the weights are normalised over the sequence first (lat's keys).
+
+    ``read(tokens)`` is the output at the last token (the query, after the tokens ``rest``, so
+    that no sequence read is shorter than the check's own).
+    With ``u_S`` the output after the candidates ``S`` of ``{c, d, e}`` (``tokens``' three
+    rows), a mass-normalised layer of fixed weights ``w`` and mass ``s`` without candidates has
+    ``u_cd − u_∅ = α (u_c − u_∅) + β (u_d − u_∅)`` with ``α / β = (s + w_c) / (s + w_d) =
+    Z_c / Z_d`` (affine maps after the sum keep the coefficients); ``α, β`` by least squares.
+    Sequences where two sides are nearly parallel (a weight ≈ 0) are left out; None where none
+    is left or the output is a scalar (nothing is told)."""
+
+    def seq(*middle: torch.Tensor) -> torch.Tensor:
+        return read(torch.cat([rest, *(t[:, None] for t in (*middle, query))], dim=1))
+
+    base = seq()
+    side = [seq(tokens[:, k]) - base for k in range(3)]
+    if base.shape[-1] < 2:
+        return None
+    logs, kept = [], torch.ones(base.shape[0], dtype=torch.bool)
+    for a, b in ((0, 1), (1, 2), (2, 0)):
+        sides = torch.stack([side[a], side[b]], dim=-1)  # [B, D, 2]
+        both = seq(tokens[:, a], tokens[:, b]) - base
+        kept &= sides.isfinite().all((-1, -2)) & both.isfinite().all(-1)
+        sides, both = sides.nan_to_num(0.0, 0.0, 0.0), both.nan_to_num(0.0, 0.0, 0.0)
+        coef = torch.linalg.lstsq(sides, both.unsqueeze(-1)).solution.squeeze(-1)
+        sv = torch.linalg.svdvals(sides)
+        kept &= sv[:, 1] > CONDITION * sv[:, 0]
+        logs.append(coef[:, 0].abs().log() - coef[:, 1].abs().log())
+    cycle = sum(logs).abs()
+    kept &= cycle.isfinite()
+    return float(cycle[kept].median()) if bool(kept.any()) else None
 
 
 def _gate_residual(read: Callable, x: torch.Tensor, alt: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,7 @@ def structure_text(st: dict | None) -> str:
         return ""
     numbers = ", ".join(
         f"{k.replace('_', ' ')} {st[k]:.2g}"
-        for k in ("interaction", "gate", "duplication", "order", "rms_spread")
+        for k in ("interaction", "gate", "duplication", "order", "context", "rms_spread")
         if st.get(k) is not None
     )
     text = f"structure: {st['kind']}{' (declared)' if st.get('declared') else ''} ({numbers}"
