@@ -88,8 +88,10 @@ test-ends: install $(ENDS)/lowest/.installed $(ENDS)/newest/.installed
 	done
 	KERNELGAP_OTHER_TORCH_VENV=$(ENDS)/newest $(BIN)/python -m pytest -q -m install tests/test_install.py
 
+# the edit loop: the suite less its long tests (marked `slow`: processes, kills, fuzzers, whole
+# probes and sweeps) and Ray's, on both cores; `make test` runs them all
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not slow and not ray"
+	$(BIN)/python -m pytest -q -m "not slow and not ray and not install" $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check src tests benchmarks tools

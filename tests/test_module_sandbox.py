@@ -16,6 +16,8 @@ import pytest
 
 from test_signals import wait_for
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 #: ``{top}`` runs at import, ``{init}`` in the constructor, ``{body}`` in a forward pass once

@@ -11,6 +11,8 @@ import pytest
 from kernelgap.errors import KernelgapError
 from kernelgap.probe import ProbeConfig, run_probe
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 TARGET = "kernelgap.probe.examples:DecayedLinearAttention"
 QUIET = {"log": lambda *_: None, "executor": "inline"}
 

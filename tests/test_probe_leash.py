@@ -17,6 +17,8 @@ from kernelgap.probe.config import TIME_LIMITS, ProbeConfig
 from kernelgap.sweeps import run_sweep
 from kernelgap.sweeps.executors import step_limit
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 #: ``{top}`` runs at import; ``{body}`` once ``{cond}`` holds: ``True`` (the first forward pass,

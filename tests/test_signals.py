@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 #: A module that trains normally at rank 1 and, at rank 2, touches ``hang-<rank>`` once it is

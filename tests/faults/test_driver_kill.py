@@ -13,6 +13,8 @@ import time
 import pytest
 from fault_helpers import KERNELGAP, group_members, proc_stat, sweep_processes
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 #: Long enough that the workers are busy when the driver dies.
 SWEEP = """
 name = "orphans"

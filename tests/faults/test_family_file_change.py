@@ -11,6 +11,8 @@ from fault_helpers import SWEEP, TOTAL, kill_group, results, sweep_cmd
 
 from kernelgap.task import build_family, save_family
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 FILE_SWEEP = SWEEP.replace('name = "hadamard"\nparams = {m = 12}', 'file = "fam.json"')
 
 

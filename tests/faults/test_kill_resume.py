@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # processes, kills or whole probes: `make test-fast` leaves it to `make test`
+
 SWEEP = """
 name = "witness-kill"
 [family]
