@@ -3,7 +3,7 @@ certificate"): :func:`structure`, a :class:`Structure`.
 
 The module's output ``y_i`` at every position (a ``layer`` module: the vector the layer gives
 the readout; a ``sequence`` module: its prediction) is read on random sequences of
-``{0,1}^m``, at its initial weights and at one more weight draw, and four numbers are taken,
+``{0,1}^m``, at its initial weights and at one more weight draw, and six numbers are taken,
 each relative to the output's scale (the RMS of every ``y`` read; ``context`` a log, relative
 itself) and the largest over draws (None where an output is not finite: nothing is told):
 
@@ -172,7 +172,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
     dtype = next(inner.parameters(), torch.empty(0)).dtype
     x = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
     alt = torch.randint(0, 2, (SEQUENCES, length, m), generator=gen).to(dtype)
-    third = torch.randint(0, 2, (SEQUENCES, 3, m), generator=gen).to(dtype)
+    candidates = torch.randint(0, 2, (SEQUENCES, 3, m), generator=gen).to(dtype)
 
     def at(tokens, i=slice(None)):
         return read(tokens)[:, i].detach().double()
@@ -191,7 +191,7 @@ def _measure(read: Callable, feed: Callable, inner: nn.Module, m: int, length: i
             perm[a], perm[b] = b, a
             order.append((at(x[:, perm], i) - y[:, i]).abs().max())
         twice = at(x.repeat_interleave(2, dim=1))[:, 1::2]  # each token's last copy
-        context = _context_cycle(lambda tokens: at(tokens, -1), x[:, :-1], x[:, -1], third)
+        context = _context_cycle(lambda tokens: at(tokens, -1), x, y[:, -1], candidates)
         weights = getattr(inner, WEIGHTS_ATTR, None)
         signed = bool((weights(feed(x)) < 0).any()) if callable(weights) else None
     scale = float(y.pow(2).mean().sqrt().clamp_min(1e-12))
@@ -215,13 +215,14 @@ def _put(x: torch.Tensor, a: int, at_a: torch.Tensor, b: int, at_b: torch.Tensor
     return out
 
 
-def _context_cycle(read: Callable, rest: torch.Tensor, query: torch.Tensor, tokens: torch.Tensor) -> float | None:
+def _context_cycle(read: Callable, x: torch.Tensor, base: torch.Tensor, tokens: torch.Tensor) -> float | None:
     """The median over sequences of ``|log (Z_c/Z_d)(Z_d/Z_e)(Z_e/Z_c)|``: 0 when a candidate's
     weight in the query's normalised sum is the same whatever the other candidate (a fixed
     kernel), not when the weights are normalised over the sequence first (lat's keys).
 
-    ``read(tokens)`` is the output at the last token (the query, after the tokens ``rest``, so
-    that no sequence read is shorter than the check's own).
+    ``read(tokens)`` is the output at the last token: the query, ``x``'s last, read after the
+    rest of ``x`` (so that no sequence read is shorter than the check's own) and the candidates
+    put before it; ``base`` is its output on ``x`` itself (``u_∅``).
     With ``u_S`` the output after the candidates ``S`` of ``{c, d, e}`` (``tokens``' three
     rows), a mass-normalised layer of fixed weights ``w`` and mass ``s`` without candidates has
     ``u_cd − u_∅ = α (u_c − u_∅) + β (u_d − u_∅)`` with ``α / β = (s + w_c) / (s + w_d) =
@@ -229,13 +230,13 @@ def _context_cycle(read: Callable, rest: torch.Tensor, query: torch.Tensor, toke
     Sequences where two sides are nearly parallel (a weight ≈ 0) are left out; None where none
     is left or the output is a scalar (nothing is told)."""
 
-    def seq(*middle: torch.Tensor) -> torch.Tensor:
-        return read(torch.cat([rest, *(t[:, None] for t in (*middle, query))], dim=1))
-
-    base = seq()
-    side = [seq(tokens[:, k]) - base for k in range(3)]
     if base.shape[-1] < 2:
         return None
+
+    def seq(*middle: torch.Tensor) -> torch.Tensor:
+        return read(torch.cat([x[:, :-1], *(t[:, None] for t in middle), x[:, -1:]], dim=1))
+
+    side = [seq(tokens[:, k]) - base for k in range(3)]
     logs, kept = [], torch.ones(base.shape[0], dtype=torch.bool)
     for a, b in ((0, 1), (1, 2), (2, 0)):
         sides = torch.stack([side[a], side[b]], dim=-1)  # [B, D, 2]
